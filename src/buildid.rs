@@ -1,0 +1,212 @@
+//! Build ids: the value type, the per-file cache shared by all workers, and
+//! the user-space fallback that reads the ELF note from the mapped file.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+
+use crate::elf;
+use crate::vma::FileKey;
+
+/// The most bytes an MMAP2 record or a BUILD_ID table entry can carry.
+pub const MAX_BUILD_ID: usize = 20;
+
+/// A build id of 1..=20 bytes: what fits in MMAP2's build-id form.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BuildId {
+    len: u8,
+    bytes: [u8; MAX_BUILD_ID],
+}
+
+impl BuildId {
+    /// Wraps an id; `None` when it is empty or longer than 20 bytes.
+    pub fn new(id: &[u8]) -> Option<BuildId> {
+        if id.is_empty() || id.len() > MAX_BUILD_ID {
+            return None;
+        }
+        let mut bytes = [0; MAX_BUILD_ID];
+        bytes[..id.len()].copy_from_slice(id);
+        Some(BuildId {
+            len: id.len() as u8,
+            bytes,
+        })
+    }
+
+    /// The id bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// Lower-case hex, as perf prints it.
+    pub fn to_hex(&self) -> String {
+        self.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::fmt::Debug for BuildId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BuildId({})", self.to_hex())
+    }
+}
+
+/// Most bytes read from one PT_NOTE segment.
+const MAX_NOTE_SEGMENT: u64 = 1 << 20;
+
+/// Reads the GNU build id from an ELF file with positioned reads, validating
+/// every size against the file. Returns the raw id of any length.
+pub fn read_build_id_from_file(file: &File) -> io::Result<Option<Vec<u8>>> {
+    let file_len = file.metadata()?.len();
+    let mut head = [0u8; elf::HEADER_LEN];
+    let n = read_full_at(file, &mut head, 0)?;
+    let h = match elf::parse_header(&head[..n]) {
+        Ok(h) => h,
+        Err(_) => return Ok(None),
+    };
+    let ph_len = elf::phdrs_len(&h) as u64;
+    if h.phoff.checked_add(ph_len).is_none_or(|end| end > file_len) {
+        return Ok(None);
+    }
+    let mut phdrs = vec![0u8; ph_len as usize];
+    if read_full_at(file, &mut phdrs, h.phoff)? != phdrs.len() {
+        return Ok(None);
+    }
+    for (off, size) in elf::note_segments(&h, &phdrs) {
+        if size > MAX_NOTE_SEGMENT || off.checked_add(size).is_none_or(|end| end > file_len) {
+            continue;
+        }
+        let mut seg = vec![0u8; size as usize];
+        let n = read_full_at(file, &mut seg, off)?;
+        if let Some(id) = elf::find_gnu_build_id(&seg[..n], h.big_endian) {
+            return Ok(Some(id.to_vec()));
+        }
+    }
+    Ok(None)
+}
+
+fn read_full_at(file: &File, buf: &mut [u8], mut off: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], off) {
+            Ok(0) => break,
+            Ok(n) => {
+                done += n;
+                off += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+/// Reads the build id of the mapped file of a VMA from user space:
+/// `/proc/PID/map_files/START-END` (the mapped file itself, needs
+/// CAP_SYS_ADMIN), else `/proc/PID/root/PATH` (the process's view of the path).
+pub fn read_mapped_build_id(pid: u32, start: u64, end: u64, path: &[u8]) -> Option<Vec<u8>> {
+    let map_file = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
+    if let Ok(f) = File::open(&map_file) {
+        if let Ok(id) = read_build_id_from_file(&f) {
+            return id;
+        }
+    }
+    if path.first() != Some(&b'/') || path.ends_with(b" (deleted)") {
+        return None;
+    }
+    let mut p = format!("/proc/{pid}/root").into_bytes();
+    p.extend_from_slice(path);
+    let f = File::open(Path::new(std::ffi::OsStr::from_bytes(&p))).ok()?;
+    read_build_id_from_file(&f).ok().flatten()
+}
+
+/// The vDSO's build id, read once from this process's own vDSO image through
+/// `/proc/self/mem` (the vDSO is the same for every process of a kernel/arch).
+pub fn vdso_build_id() -> Option<BuildId> {
+    static VDSO: OnceLock<Option<BuildId>> = OnceLock::new();
+    *VDSO.get_or_init(|| {
+        let maps = std::fs::read("/proc/self/maps").ok()?;
+        let vdso = crate::maps::parse_maps(&maps, |_, name| name == crate::vma::VDSO_NAME)
+            .ok()?
+            .into_iter()
+            .next()?;
+        let mem = File::open("/proc/self/mem").ok()?;
+        let mut image = vec![0u8; usize::try_from(vdso.len()).ok()?];
+        let n = read_full_at(&mem, &mut image, vdso.start).ok()?;
+        let id = elf::build_id_from_image(&image[..n]).ok()??;
+        BuildId::new(&id)
+    })
+}
+
+/// Build ids by file identity, shared by all workers so each distinct file is
+/// asked for once.
+#[derive(Default)]
+pub struct BuildIdCache {
+    map: Mutex<HashMap<FileKey, Option<BuildId>>>,
+}
+
+impl BuildIdCache {
+    /// A new, empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The cached answer for a file: `None` if never asked, `Some(None)` if the
+    /// file has no usable build id.
+    pub fn get(&self, key: &FileKey) -> Option<Option<BuildId>> {
+        self.lock().get(key).copied()
+    }
+
+    /// Records the answer for a file (the first answer wins).
+    pub fn insert(&self, key: FileKey, id: Option<BuildId>) -> Option<BuildId> {
+        *self.lock().entry(key).or_insert(id)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<FileKey, Option<BuildId>>> {
+        // A worker that panicked cannot leave the map half-updated: every
+        // operation is a single insert or lookup.
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ids of 1..=20 bytes are kept; empty and longer ones are refused.
+    #[test]
+    fn build_id_lengths() {
+        assert!(BuildId::new(&[]).is_none());
+        assert!(BuildId::new(&[1; 21]).is_none());
+        assert_eq!(BuildId::new(&[0xab; 8]).unwrap().as_bytes(), &[0xab; 8]);
+        assert_eq!(BuildId::new(&[1, 0xf0]).unwrap().to_hex(), "01f0");
+    }
+
+    // The file reader finds the note through PT_NOTE and survives a truncated file.
+    #[test]
+    fn reads_from_file() {
+        let dir = std::env::temp_dir().join(format!("m2s-elf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let img = elf::tests::tiny_elf(
+            true,
+            false,
+            &elf::tests::note(false, b"GNU\0", 3, &[0x5a; 16]),
+        );
+        let p = dir.join("a.elf");
+        std::fs::write(&p, &img).unwrap();
+        let f = File::open(&p).unwrap();
+        assert_eq!(read_build_id_from_file(&f).unwrap(), Some(vec![0x5a; 16]));
+        std::fs::write(&p, &img[..0x104]).unwrap();
+        let f = File::open(&p).unwrap();
+        assert_eq!(read_build_id_from_file(&f).unwrap(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    // The vDSO of this process has a build id on x86-64 Linux.
+    #[test]
+    fn vdso_has_build_id() {
+        assert!(vdso_build_id().is_some());
+    }
+}

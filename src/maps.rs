@@ -1,0 +1,225 @@
+//! Parser for the text format of `/proc/PID/maps`, over bytes.
+//!
+//! Paths are raw bytes: spaces, tabs, trailing spaces and non-UTF-8 bytes are
+//! kept; the kernel escapes only `\n` (as `\012`), which is turned back into a
+//! newline so that both sources give the same name.
+
+use crate::vma::{Perms, Vma};
+
+/// A malformed maps line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line} (byte offset {offset}): {what}")]
+pub struct MapsError {
+    /// 1-based line number.
+    pub line: usize,
+    /// Byte offset of the start of the line.
+    pub offset: usize,
+    /// What was wrong.
+    pub what: &'static str,
+}
+
+/// Parses a whole maps file. Lines are kept when `keep(perms, name)` says so.
+pub fn parse_maps(
+    text: &[u8],
+    mut keep: impl FnMut(Perms, &[u8]) -> bool,
+) -> Result<Vec<Vma>, MapsError> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        let line_offset = offset;
+        offset += line.len() + 1;
+        if line.is_empty() {
+            continue;
+        }
+        let vma = parse_line(line).map_err(|what| MapsError {
+            line: i + 1,
+            offset: line_offset,
+            what,
+        })?;
+        if keep(vma.perms, &vma.name) {
+            out.push(vma);
+        }
+    }
+    Ok(out)
+}
+
+fn hex(field: &[u8], what: &'static str) -> Result<u64, &'static str> {
+    if field.is_empty() || field.len() > 16 {
+        return Err(what);
+    }
+    let mut v: u64 = 0;
+    for &b in field {
+        let d = (b as char).to_digit(16).ok_or(what)?;
+        v = (v << 4) | u64::from(d);
+    }
+    Ok(v)
+}
+
+fn dec(field: &[u8], what: &'static str) -> Result<u64, &'static str> {
+    if field.is_empty() {
+        return Err(what);
+    }
+    let mut v: u64 = 0;
+    for &b in field {
+        if !b.is_ascii_digit() {
+            return Err(what);
+        }
+        v = v
+            .checked_mul(10)
+            .and_then(|v| v.checked_add(u64::from(b - b'0')))
+            .ok_or(what)?;
+    }
+    Ok(v)
+}
+
+/// Splits off the next space-delimited field, returning (field, rest).
+fn field(s: &[u8]) -> (&[u8], &[u8]) {
+    match s.iter().position(|&b| b == b' ') {
+        Some(i) => (&s[..i], &s[i + 1..]),
+        None => (s, &[]),
+    }
+}
+
+/// Parses one line (without its newline).
+pub fn parse_line(line: &[u8]) -> Result<Vma, &'static str> {
+    let (range, rest) = field(line);
+    let dash = range
+        .iter()
+        .position(|&b| b == b'-')
+        .ok_or("address range has no '-'")?;
+    let start = hex(&range[..dash], "bad start address")?;
+    let end = hex(&range[dash + 1..], "bad end address")?;
+    if end < start {
+        return Err("end address below start address");
+    }
+    let (perms_f, rest) = field(rest);
+    if perms_f.len() != 4 {
+        return Err("permissions are not 4 characters");
+    }
+    let mut perms = Perms::default();
+    for (i, &c) in perms_f.iter().enumerate() {
+        match c {
+            b'-' => {}
+            b'p' if i == 3 => {}
+            c if c == b"rwxs"[i] => perms = perms | Perms(1 << i),
+            _ => return Err("bad permission character"),
+        }
+    }
+    let (off_f, rest) = field(rest);
+    let offset = hex(off_f, "bad offset")?;
+    let (dev_f, rest) = field(rest);
+    let colon = dev_f
+        .iter()
+        .position(|&b| b == b':')
+        .ok_or("device has no ':'")?;
+    let dev_major = u32::try_from(hex(&dev_f[..colon], "bad device major")?)
+        .map_err(|_| "device major too large")?;
+    let dev_minor = u32::try_from(hex(&dev_f[colon + 1..], "bad device minor")?)
+        .map_err(|_| "device minor too large")?;
+    let (ino_f, rest) = field(rest);
+    let inode = dec(ino_f, "bad inode")?;
+    let first = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
+    let name = unescape_newlines(&rest[first..]);
+    Ok(Vma {
+        start,
+        end,
+        offset,
+        perms,
+        dev_major,
+        dev_minor,
+        inode,
+        name,
+        build_id: None,
+    })
+}
+
+/// Turns the kernel's `\012` escape back into a newline. Nothing else is
+/// escaped (a lone backslash is literal).
+pub fn unescape_newlines(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i..].starts_with(b"\\012") {
+            out.push(b'\n');
+            i += 4;
+        } else {
+            out.push(s[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A typical file-backed line parses into every field.
+    #[test]
+    fn parses_file_line() {
+        let v = parse_line(
+            b"7f4398532000-7f4398557000 r-xp 00001000 fe:00 325843                     /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+        )
+        .unwrap();
+        assert_eq!(v.start, 0x7f4398532000);
+        assert_eq!(v.end, 0x7f4398557000);
+        assert_eq!(v.offset, 0x1000);
+        assert_eq!(v.perms, Perms::READ | Perms::EXEC);
+        assert_eq!((v.dev_major, v.dev_minor, v.inode), (0xfe, 0, 325843));
+        assert_eq!(v.name, b"/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2");
+    }
+
+    // Nameless anonymous lines have an empty name and shared maps set SHARED.
+    #[test]
+    fn parses_anonymous_and_shared() {
+        let v = parse_line(b"7f0000000000-7f0000001000 rw-s 00000000 00:00 0").unwrap();
+        assert!(v.name.is_empty());
+        assert_eq!(v.perms, Perms::READ | Perms::WRITE | Perms::SHARED);
+        assert_eq!(v.perms.map_flags(), libc::MAP_SHARED as u32);
+    }
+
+    // Spaces, tabs, trailing spaces, non-UTF-8 bytes and backslashes stay raw; \012 becomes a newline.
+    #[test]
+    fn keeps_odd_paths_raw() {
+        let v =
+            parse_line(b"1000-2000 r-xp 00000000 08:01 42    /tmp/a b\tc\xff\\x\\012y  (deleted)")
+                .unwrap();
+        assert_eq!(v.name, b"/tmp/a b\tc\xff\\x\ny  (deleted)".to_vec());
+        let v = parse_line(b"1000-2000 r-xp 00000000 08:01 42 /tmp/trailing  ").unwrap();
+        assert_eq!(v.name, b"/tmp/trailing  ");
+    }
+
+    // Malformed lines are rejected with the line number and byte offset.
+    #[test]
+    fn reports_bad_lines() {
+        let text = b"1000-2000 r-xp 00000000 08:01 42 /a\n1000-zz r-xp 0 0:0 0\n";
+        let err = parse_maps(text, |_, _| true).unwrap_err();
+        assert_eq!(err.line, 2);
+        assert_eq!(err.offset, 36);
+        assert_eq!(err.what, "bad end address");
+        for bad in [
+            &b"1000 r-xp 0 0:0 0"[..],
+            b"1000-2000 rwxq 0 0:0 0",
+            b"1000-2000 r-xp 0 00 0",
+            b"1000-2000 r-xp 0 0:0 x",
+            b"2000-1000 r-xp 0 0:0 0",
+            b"1000-2000 r-x",
+        ] {
+            assert!(
+                parse_line(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    // The keep predicate filters lines and the vsyscall line parses as exec-only.
+    #[test]
+    fn filters_with_predicate() {
+        let text = b"1000-2000 r-xp 0 0:0 0\n3000-4000 rw-p 0 0:0 0 [heap]\nffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]\n";
+        let v = parse_maps(text, |p, _| p.contains(Perms::EXEC)).unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[1].name, b"[vsyscall]");
+        assert_eq!(v[1].perms, Perms::EXEC);
+    }
+}

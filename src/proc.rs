@@ -1,0 +1,181 @@
+//! Reading process facts from /proc: pure parsers for `status`, `stat` and
+//! CPU lists, and the thin functions that read the files.
+
+use std::io;
+use std::path::Path;
+
+/// The fields of `/proc/PID/task/TID/status` that the snapshot needs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Status {
+    /// `Name:` (the comm, as the kernel escapes it in status).
+    pub name: Vec<u8>,
+    /// `Tgid:`.
+    pub tgid: u32,
+    /// `PPid:`.
+    pub ppid: u32,
+    /// Real uid (first number of `Uid:`).
+    pub uid: u32,
+    /// `Kthread:` when the kernel prints it (6.x); `None` on older kernels.
+    pub kthread: Option<bool>,
+}
+
+/// Parses a status file.
+pub fn parse_status(text: &[u8]) -> Result<Status, &'static str> {
+    let mut st = Status::default();
+    let (mut tgid, mut ppid, mut uid) = (None, None, None);
+    for line in text.split(|&b| b == b'\n') {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let (key, rest) = (&line[..colon], &line[colon + 1..]);
+        let value = rest.strip_prefix(b"\t").unwrap_or(rest);
+        let first_num = || -> Option<u32> {
+            let s = value
+                .split(|&b| b == b'\t' || b == b' ')
+                .find(|s| !s.is_empty())?;
+            std::str::from_utf8(s).ok()?.parse().ok()
+        };
+        match key {
+            b"Name" => st.name = value.to_vec(),
+            b"Tgid" => tgid = first_num(),
+            b"PPid" => ppid = first_num(),
+            b"Uid" => uid = first_num(),
+            b"Kthread" => st.kthread = first_num().map(|v| v != 0),
+            _ => {}
+        }
+    }
+    st.tgid = tgid.ok_or("no Tgid line")?;
+    st.ppid = ppid.ok_or("no PPid line")?;
+    st.uid = uid.ok_or("no Uid line")?;
+    Ok(st)
+}
+
+/// `PF_KTHREAD` in `/proc/PID/stat`'s flags field.
+pub const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// Fields of `/proc/PID/stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// Field 3: state character.
+    pub state: u8,
+    /// Field 9: PF_* flags.
+    pub flags: u64,
+    /// Field 22: start time in clock ticks after boot.
+    pub start_time: u64,
+}
+
+/// Parses `/proc/PID/stat`. The comm (field 2) may hold spaces and
+/// parentheses, so fields are counted from the last `)`.
+pub fn parse_stat(text: &[u8]) -> Result<Stat, &'static str> {
+    let close = text
+        .iter()
+        .rposition(|&b| b == b')')
+        .ok_or("no ')' after comm")?;
+    let fields: Vec<&[u8]> = text[close + 1..]
+        .split(|&b| b == b' ' || b == b'\n')
+        .filter(|f| !f.is_empty())
+        .collect();
+    // fields[0] is field 3 (state)
+    let num = |i: usize, what| -> Result<u64, &'static str> {
+        let f = fields.get(i).ok_or(what)?;
+        std::str::from_utf8(f)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or(what)
+    };
+    Ok(Stat {
+        state: *fields.first().and_then(|f| f.first()).ok_or("no state")?,
+        flags: num(6, "bad flags field")?,
+        start_time: num(19, "bad starttime field")?,
+    })
+}
+
+/// Counts the CPUs in a kernel CPU list such as `0-3,8,10-11`.
+pub fn count_cpu_list(text: &[u8]) -> Option<u32> {
+    let s = std::str::from_utf8(text).ok()?.trim();
+    if s.is_empty() {
+        return Some(0);
+    }
+    let mut n = 0u32;
+    for part in s.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
+                n += b.checked_sub(a)? + 1;
+            }
+            None => {
+                part.parse::<u32>().ok()?;
+                n += 1;
+            }
+        }
+    }
+    Some(n)
+}
+
+/// Numeric entries of a /proc directory (pids or tids), sorted ascending.
+pub fn list_ids(dir: &Path) -> io::Result<Vec<u32>> {
+    let mut ids: Vec<u32> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// Looks up a user name in `/etc/passwd`-format text.
+pub fn uid_from_passwd(passwd: &[u8], user: &str) -> Option<u32> {
+    passwd.split(|&b| b == b'\n').find_map(|line| {
+        let mut f = line.split(|&b| b == b':');
+        if f.next()? != user.as_bytes() {
+            return None;
+        }
+        f.next()?;
+        std::str::from_utf8(f.next()?).ok()?.parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Status parsing picks Name, Tgid, PPid, the real Uid and Kthread.
+    #[test]
+    fn status_fields() {
+        let s = parse_status(
+            b"Name:\tmy prog\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t42\nNgid:\t0\nPid:\t43\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nKthread:\t0\n",
+        )
+        .unwrap();
+        assert_eq!(s.name, b"my prog");
+        assert_eq!((s.tgid, s.ppid, s.uid), (42, 1, 1000));
+        assert_eq!(s.kthread, Some(false));
+        assert!(parse_status(b"Name:\tx\nTgid:\t1\n").is_err());
+    }
+
+    // Stat parsing survives a comm with spaces and parentheses.
+    #[test]
+    fn stat_fields() {
+        let s = parse_stat(b"2 (kth) (x) y) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 7 0 0\n")
+            .unwrap();
+        assert_eq!(s.state, b'S');
+        assert_eq!(s.flags, 2129984);
+        assert!(s.flags & PF_KTHREAD != 0);
+        assert_eq!(s.start_time, 7);
+        assert!(parse_stat(b"1 (a) S 0").is_err());
+    }
+
+    // CPU lists count ranges and singles; garbage is refused.
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(count_cpu_list(b"0-1\n"), Some(2));
+        assert_eq!(count_cpu_list(b"0-3,8,10-11"), Some(7));
+        assert_eq!(count_cpu_list(b"3-1"), None);
+        assert_eq!(count_cpu_list(b"x"), None);
+    }
+
+    // User names resolve through passwd text.
+    #[test]
+    fn passwd_lookup() {
+        let p = b"root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534::/:/x\n";
+        assert_eq!(uid_from_passwd(p, "nobody"), Some(65534));
+        assert_eq!(uid_from_passwd(p, "nob"), None);
+    }
+}

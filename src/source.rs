@@ -1,0 +1,158 @@
+//! The two VMA sources over an open `/proc/PID/maps`: the PROCMAP_QUERY walk
+//! and the text parser. Both return the same [`Vma`]s, build ids resolved.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::AsFd;
+
+use crate::buildid::{self, BuildId, BuildIdCache, MAX_BUILD_ID};
+use crate::sys::{self, ProcmapQuery};
+use crate::vma::{Perms, Selection, Vma, VSYSCALL_NAME};
+
+/// Which source produced a process's VMAs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// PROCMAP_QUERY ioctl.
+    Ioctl,
+    /// Text `/proc/PID/maps`.
+    Text,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Source::Ioctl => "ioctl",
+            Source::Text => "text",
+        })
+    }
+}
+
+/// How build ids are resolved while walking.
+#[derive(Clone, Copy)]
+pub struct BuildIdPolicy<'a> {
+    /// The shared cache; `None` disables build ids.
+    pub cache: Option<&'a BuildIdCache>,
+    /// Pid whose `/proc/PID/map_files` and `/proc/PID/root` serve the fallback.
+    pub pid: u32,
+}
+
+/// Longest name buffer tried; longer names become `//toolong` (as perf).
+const MAX_NAME: usize = 4096;
+
+/// Walks the VMAs of an open maps file with PROCMAP_QUERY. Errors are the
+/// ioctl's: ENOTTY means the kernel lacks it, ESRCH that the memory is gone.
+pub fn walk_ioctl(file: &File, sel: Selection, ids: BuildIdPolicy<'_>) -> io::Result<Vec<Vma>> {
+    let fd = file.as_fd();
+    let filter = match sel {
+        Selection::Exec => sys::PROCMAP_QUERY_VMA_EXECUTABLE,
+        Selection::ExecAndData => 0,
+    };
+    let mut name = vec![0u8; MAX_NAME];
+    let mut out = Vec::new();
+    let mut addr = 0u64;
+    loop {
+        let mut q = ProcmapQuery {
+            query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA | filter,
+            query_addr: addr,
+            ..Default::default()
+        };
+        let mut toolong = false;
+        match sys::procmap_query(fd, &mut q, &mut name, &mut []) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
+            Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+                q = ProcmapQuery {
+                    query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA | filter,
+                    query_addr: addr,
+                    ..Default::default()
+                };
+                sys::procmap_query(fd, &mut q, &mut [], &mut [])?;
+                toolong = true;
+            }
+            Err(e) => return Err(e),
+        }
+        if q.vma_end <= addr && addr != 0 {
+            // The kernel never returns a VMA behind the query address; stop
+            // rather than loop if it ever did.
+            break;
+        }
+        addr = q.vma_end;
+        let perms = Perms((q.vma_flags & 0x0f) as u8);
+        if !sel.wants(perms) {
+            continue;
+        }
+        let name_len = (q.vma_name_size as usize).saturating_sub(1).min(name.len());
+        let mut vma = Vma {
+            start: q.vma_start,
+            end: q.vma_end,
+            offset: q.vma_offset,
+            perms,
+            dev_major: q.dev_major,
+            dev_minor: q.dev_minor,
+            inode: q.inode,
+            name: if toolong {
+                b"//toolong".to_vec()
+            } else {
+                name[..name_len].to_vec()
+            },
+            build_id: None,
+        };
+        if let Some(cache) = ids.cache {
+            vma.build_id = resolve(&vma, cache, ids.pid, || {
+                let mut bid = [0u8; MAX_BUILD_ID];
+                let mut q = ProcmapQuery {
+                    query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+                    query_addr: vma.start,
+                    ..Default::default()
+                };
+                match sys::procmap_query(fd, &mut q, &mut [], &mut bid) {
+                    Ok(()) if q.vma_start == vma.start && q.build_id_size > 0 => {
+                        BuildId::new(&bid[..(q.build_id_size as usize).min(MAX_BUILD_ID)])
+                    }
+                    _ => None,
+                }
+            });
+        }
+        out.push(vma);
+    }
+    Ok(out)
+}
+
+/// Resolves a VMA's build id through the cache; on a miss asks `kernel`
+/// first, then reads the ELF note of the mapped file.
+fn resolve(
+    vma: &Vma,
+    cache: &BuildIdCache,
+    pid: u32,
+    kernel: impl FnOnce() -> Option<BuildId>,
+) -> Option<BuildId> {
+    if vma.is_vdso() {
+        return buildid::vdso_build_id();
+    }
+    let key = vma.file_key()?;
+    if let Some(known) = cache.get(&key) {
+        return known;
+    }
+    let id = kernel().or_else(|| {
+        buildid::read_mapped_build_id(pid, vma.start, vma.end, &vma.name)
+            .and_then(|raw| BuildId::new(&raw))
+    });
+    cache.insert(key, id)
+}
+
+/// Reads and parses a text maps file. `[vsyscall]` is dropped, as the ioctl
+/// never reports it.
+pub fn walk_text(file: &mut File, sel: Selection, ids: BuildIdPolicy<'_>) -> io::Result<Vec<Vma>> {
+    let mut text = Vec::with_capacity(16 * 1024);
+    file.read_to_end(&mut text)?;
+    let mut vmas = crate::maps::parse_maps(&text, |perms, name| {
+        sel.wants(perms) && name != VSYSCALL_NAME
+    })
+    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    if let Some(cache) = ids.cache {
+        for vma in &mut vmas {
+            vma.build_id = resolve(vma, cache, ids.pid, || None);
+        }
+    }
+    Ok(vmas)
+}
