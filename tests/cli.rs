@@ -1,0 +1,227 @@
+//! The command line: --all in a private PID namespace, determinism across
+//! worker counts, skipped processes, and error exits.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use common::*;
+
+/// Runs a shell script inside `unshare -fp --mount-proc`, so /proc shows only
+/// the processes the script starts.
+fn in_pid_namespace(script: &str) -> std::process::Output {
+    let out = Command::new("unshare")
+        .args(["-fp", "--mount-proc", "sh", "-c", script])
+        .output()
+        .expect("run unshare");
+    assert!(
+        out.status.success(),
+        "namespace script failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    out
+}
+
+fn q(p: &std::path::Path) -> String {
+    format!("'{}'", p.display())
+}
+
+// --all inside a private PID namespace snapshots exactly the namespace's
+// processes (the shell and two mappers, not mmap2-synth itself), with FORK
+// then COMM per thread, and the output is identical for -j 1, 2 and 3.
+#[test]
+fn all_in_pid_namespace_is_complete_and_deterministic() {
+    if !require(is_root(), "root (unshare -fp)") || !require(have_perf(), "perf") {
+        return;
+    }
+    let f = fixtures();
+    let dir = scratch("all");
+    let (r1, r2) = (dir.join("r1"), dir.join("r2"));
+    let outs: Vec<_> = (1..=3).map(|j| dir.join(format!("j{j}.data"))).collect();
+    let script = format!(
+        "{m} --wait forever --ready {r1} {a} {b} & \
+         {m} --wait forever --threads 2 --ready {r2} {c} & \
+         while [ ! -e {r1} ] || [ ! -e {r2} ]; do sleep 0.01; done; \
+         {bin} --all -j 1 -o {o1} && {bin} --all -j 2 -o {o2} && {bin} --all -j 3 -o {o3}",
+        m = q(&f.mapper),
+        r1 = q(&r1),
+        r2 = q(&r2),
+        a = q(&f.lib_sha1),
+        b = q(&f.lib_hex8),
+        c = q(&f.lib_md5),
+        bin = bin(),
+        o1 = q(&outs[0]),
+        o2 = q(&outs[1]),
+        o3 = q(&outs[2]),
+    );
+    let run = in_pid_namespace(&script);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains(": 3 processes (0 kernel threads), 5 threads"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("skipped: none"), "{stderr}");
+
+    let pid_of = |p: &std::path::Path| -> u32 {
+        std::fs::read_to_string(p).unwrap().trim().parse().unwrap()
+    };
+    let (p1, p2) = (pid_of(&r1), pid_of(&r2));
+    let script_out = perf(&[
+        "script".as_ref(),
+        "--show-task-events".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        outs[0].as_os_str(),
+    ]);
+    // Every COMM belongs to the namespace's processes.
+    let comm_pids: BTreeSet<u32> = script_out
+        .lines()
+        .filter_map(|l| l.split_once("PERF_RECORD_COMM: ").map(|(_, r)| r))
+        .map(|r| {
+            let ids = r.rsplit_once(':').unwrap().1;
+            ids.split('/').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(comm_pids, BTreeSet::from([1, p1, p2]), "{script_out}");
+    // Per thread: FORK directly before its COMM.
+    let kinds: Vec<&str> = script_out
+        .lines()
+        .filter_map(|l| {
+            ["PERF_RECORD_FORK", "PERF_RECORD_COMM", "PERF_RECORD_MMAP2"]
+                .into_iter()
+                .find(|k| l.contains(k))
+        })
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "PERF_RECORD_FORK").count(),
+        5
+    );
+    for (i, k) in kinds.iter().enumerate() {
+        if *k == "PERF_RECORD_COMM" {
+            assert_eq!(kinds[i - 1], "PERF_RECORD_FORK", "{script_out}");
+        }
+    }
+    let maps = perf_script_mmaps(&script_out);
+    let lib_pids = |lib: &std::path::Path| -> BTreeSet<u32> {
+        maps.iter()
+            .filter(|m| m.path == lib.to_str().unwrap())
+            .map(|m| m.pid)
+            .collect()
+    };
+    assert_eq!(lib_pids(&f.lib_sha1), BTreeSet::from([p1]));
+    assert_eq!(lib_pids(&f.lib_md5), BTreeSet::from([p2]));
+
+    // Same bytes whatever -j, except the CMDLINE feature that records -j.
+    let files: Vec<Vec<u8>> = outs.iter().map(|o| std::fs::read(o).unwrap()).collect();
+    let cmdline = feature_range(&files[0], 11).expect("CMDLINE present");
+    for other in &files[1..] {
+        assert_eq!(other.len(), files[0].len());
+        let diff: Vec<usize> = (0..other.len())
+            .filter(|&i| other[i] != files[0][i])
+            .collect();
+        assert!(!diff.is_empty(), "the -j argument is in CMDLINE");
+        assert!(
+            diff.iter().all(|i| cmdline.contains(i)),
+            "bytes differ outside CMDLINE: {diff:?}"
+        );
+    }
+}
+
+fn dead_pid() -> u32 {
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    pid
+}
+
+// A pid that is gone is counted as vanished, not fatal; --strict turns it
+// into exit code 3 and the live process is still written.
+#[test]
+fn vanished_process_is_counted_not_fatal() {
+    let m = Mapper::start(&[]);
+    let dir = scratch("vanished");
+    let out = dir.join("v.data");
+    let pids = format!("{},{}", m.pid, dead_pid());
+    let o = synth(["-p", pids.as_str(), "-o", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("1 processes") && err.contains("skipped: 1 vanished"),
+        "{err}"
+    );
+    assert!(out.exists());
+    let o = synth(["--strict", "-p", pids.as_str(), "-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("error: --strict: 1 processes were skipped")
+    );
+}
+
+// A process the caller may not read (root's, read by nobody) is counted as
+// denied and the run still succeeds.
+#[test]
+fn denied_process_is_counted_not_fatal() {
+    if !require(is_root(), "root (to drop to nobody)")
+        || !require(
+            Command::new("setpriv").arg("--version").output().is_ok(),
+            "setpriv",
+        )
+    {
+        return;
+    }
+    let m = Mapper::start(&[]);
+    let dir = scratch("denied");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let out = dir.join("d.data");
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            bin(),
+            "-p",
+        ])
+        .arg(m.pid.to_string())
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("skipped: 1 denied"), "{err}");
+    assert!(
+        err.contains(&format!("skipped pid {} (denied)", m.pid)),
+        "{err}"
+    );
+}
+
+// Usage errors exit 2; an unwritable output exits 1 naming the path and
+// leaves no temporary file.
+#[test]
+fn error_exits() {
+    let o = synth(["-o", "x.data"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = synth(["-u", "no-such-user-xyz", "-o", "x.data"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with("error: no such user"));
+    let o = synth(["-p", "1", "-j", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+    let dir = scratch("errors");
+    let bad = dir.join("missing-dir").join("x.data");
+    let m = Mapper::start(&[]);
+    let o = synth(["-q", "-p", &m.pid.to_string(), "-o", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("error: writing ") && err.contains("missing-dir/x.data"),
+        "{err}"
+    );
+    // an existing output is replaced whole, and no temporary file remains
+    let good = dir.join("x.data");
+    std::fs::write(&good, b"old").unwrap();
+    synth_ok(["-q", "-p", &m.pid.to_string(), "-o", good.to_str().unwrap()]);
+    assert_eq!(&std::fs::read(&good).unwrap()[..8], b"PERFILE2");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+}

@@ -1,0 +1,402 @@
+//! Shared helpers for the integration tests: fixture builds, processes the
+//! tests start themselves, running the real binary and real perf.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// The binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mmap2-synth")
+}
+
+/// True in CI, where nothing may be skipped.
+pub fn in_ci() -> bool {
+    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+}
+
+/// Skips (returns false) when a requirement is missing, loudly; in CI a
+/// missing requirement fails the test instead.
+pub fn require(ok: bool, what: &str) -> bool {
+    if !ok {
+        if in_ci() {
+            panic!("required in CI but missing: {what}");
+        }
+        eprintln!("SKIPPED: needs {what}");
+    }
+    ok
+}
+
+/// Whether `perf` runs.
+pub fn have_perf() -> bool {
+    static P: OnceLock<bool> = OnceLock::new();
+    *P.get_or_init(|| {
+        Command::new("perf")
+            .arg("version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// Whether we are root (needed for unshare and /proc/PID/map_files).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Whether this kernel has PROCMAP_QUERY (probed with the binary itself).
+pub fn have_procmap_query() -> bool {
+    static P: OnceLock<bool> = OnceLock::new();
+    *P.get_or_init(|| {
+        let dir = scratch("probe");
+        let out = Command::new(bin())
+            .args(["--source", "ioctl", "-q", "-p"])
+            .arg(std::process::id().to_string())
+            .arg("-o")
+            .arg(dir.join("p.data"))
+            .output()
+            .expect("run binary");
+        out.status.success()
+    })
+}
+
+/// A fresh scratch directory under the cargo target tmpdir.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "{name}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Built fixtures: the mapper program and shared libraries with every kind
+/// of build id.
+pub struct Fixtures {
+    /// The mapper program.
+    pub mapper: PathBuf,
+    /// SHA1 (20-byte) build id.
+    pub lib_sha1: PathBuf,
+    /// MD5 (16-byte) build id.
+    pub lib_md5: PathBuf,
+    /// 8-byte build id.
+    pub lib_hex8: PathBuf,
+    /// 32-byte build id: too long for MMAP2.
+    pub lib_long: PathBuf,
+    /// No build id.
+    pub lib_none: PathBuf,
+    /// SHA1 build id, in a directory whose name has a space.
+    pub lib_space: PathBuf,
+    /// The directory holding them.
+    pub dir: PathBuf,
+}
+
+fn cc(args: &[&str]) {
+    let out = Command::new("cc").args(args).output().expect("run cc");
+    assert!(
+        out.status.success(),
+        "cc {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Builds the fixtures once per test binary.
+pub fn fixtures() -> &'static Fixtures {
+    static F: OnceLock<Fixtures> = OnceLock::new();
+    F.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let dir =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fixtures-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("dir with space")).unwrap();
+        let p = |n: &str| dir.join(n);
+        let s = |p: &Path| p.to_str().unwrap().to_string();
+        let mapper = p("mapper");
+        cc(&[
+            "-O1",
+            "-o",
+            &s(&mapper),
+            &s(&src.join("mapper.c")),
+            "-ldl",
+            "-lpthread",
+        ]);
+        let lib = |name: &str, build_id: &str| {
+            let out = p(name);
+            cc(&[
+                "-shared",
+                "-fPIC",
+                "-O1",
+                &format!("-DFIXTURE_NAME={}", name.replace(['.', ' ', '/'], "_")),
+                &format!("-Wl,--build-id={build_id}"),
+                "-o",
+                &s(&out),
+                &s(&src.join("lib.c")),
+            ]);
+            out
+        };
+        Fixtures {
+            lib_sha1: lib("libsha1.so", "sha1"),
+            lib_md5: lib("libmd5.so", "md5"),
+            lib_hex8: lib("libhex8.so", "0x0123456789abcdef"),
+            lib_long: lib(
+                "liblong.so",
+                "0x00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff",
+            ),
+            lib_none: lib("libnone.so", "none"),
+            lib_space: lib("dir with space/libspace.so", "sha1"),
+            mapper,
+            dir,
+        }
+    })
+}
+
+/// A mapper process this test started; killed and reaped on drop.
+pub struct Mapper {
+    /// The child.
+    pub child: Child,
+    /// Its pid.
+    pub pid: u32,
+}
+
+impl Mapper {
+    /// Starts the mapper with these arguments and waits until it is ready.
+    pub fn start(args: &[&std::ffi::OsStr]) -> Mapper {
+        let mut child = Command::new(&fixtures().mapper)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start mapper");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("ready"), "mapper said {line:?}");
+        let pid = child.id();
+        Mapper { child, pid }
+    }
+
+    /// Starts the mapper dlopening every fixture library, with threads.
+    pub fn with_all_libs(threads: u32) -> Mapper {
+        let f = fixtures();
+        let t = threads.to_string();
+        Mapper::start(&[
+            "--threads".as_ref(),
+            t.as_ref(),
+            "--exec-maps".as_ref(),
+            "2".as_ref(),
+            f.lib_sha1.as_os_str(),
+            f.lib_md5.as_os_str(),
+            f.lib_hex8.as_os_str(),
+            f.lib_long.as_os_str(),
+            f.lib_none.as_os_str(),
+            f.lib_space.as_os_str(),
+        ])
+    }
+}
+
+impl Drop for Mapper {
+    fn drop(&mut self) {
+        // Our own child: closing stdin ends it; kill in case it hangs.
+        drop(self.child.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the binary.
+pub fn synth<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(bin())
+        .args(args)
+        .output()
+        .expect("run mmap2-synth")
+}
+
+/// Runs the binary and asserts success.
+pub fn synth_ok<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = synth(args);
+    assert!(
+        out.status.success(),
+        "mmap2-synth failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs perf with the arguments and returns stdout (asserting success).
+pub fn perf(args: &[&std::ffi::OsStr]) -> String {
+    let out = Command::new("perf").args(args).output().expect("run perf");
+    assert!(
+        out.status.success(),
+        "perf {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One executable mapping as the tests compare them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Map {
+    /// pid.
+    pub pid: u32,
+    /// Start address.
+    pub start: u64,
+    /// Length.
+    pub len: u64,
+    /// File offset.
+    pub pgoff: u64,
+    /// Permissions as `rwxp`.
+    pub perms: String,
+    /// Path.
+    pub path: String,
+    /// Build id in hex, if the record carries one.
+    pub build_id: Option<String>,
+}
+
+/// Executable VMAs read from `/proc/PID/maps` by a parser independent of the
+/// crate's: every `x` line but `[vsyscall]`, with expected build ids
+/// attached by `id_of`.
+pub fn expected_exec_maps(pid: u32, id_of: impl Fn(&str) -> Option<String>) -> Vec<Map> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut it = line.splitn(6, ' ');
+        let range = it.next().unwrap();
+        let perms = it.next().unwrap();
+        let off = it.next().unwrap();
+        let _dev = it.next().unwrap();
+        let _ino = it.next().unwrap();
+        let path = it.next().unwrap_or("").trim_start_matches(' ').to_string();
+        if !perms.contains('x') || path == "[vsyscall]" {
+            continue;
+        }
+        let (a, b) = range.split_once('-').unwrap();
+        let start = u64::from_str_radix(a, 16).unwrap();
+        let end = u64::from_str_radix(b, 16).unwrap();
+        let path = if path.is_empty() {
+            "//anon".to_string()
+        } else {
+            path
+        };
+        out.push(Map {
+            pid,
+            start,
+            len: end - start,
+            pgoff: u64::from_str_radix(off, 16).unwrap(),
+            perms: perms.to_string(),
+            build_id: id_of(&path),
+            path,
+        });
+    }
+    out
+}
+
+/// The GNU build id of an ELF file, read by binutils' readelf.
+pub fn readelf_build_id(path: &Path) -> Option<String> {
+    let out = Command::new("readelf").arg("-n").arg(path).output().ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: ").map(str::to_string))
+}
+
+/// The vDSO build id of a process we started: its [vdso] image dumped from
+/// /proc/PID/mem and read by readelf.
+pub fn vdso_build_id(pid: u32, dir: &Path) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
+    let (a, b) = line.split(' ').next()?.split_once('-')?;
+    let (a, b) = (
+        u64::from_str_radix(a, 16).ok()?,
+        u64::from_str_radix(b, 16).ok()?,
+    );
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).ok()?;
+    let mut buf = vec![0u8; (b - a) as usize];
+    mem.read_exact_at(&mut buf, a).ok()?;
+    let dump = dir.join("vdso.dump");
+    std::fs::write(&dump, &buf).ok()?;
+    readelf_build_id(&dump)
+}
+
+/// Parses `perf script --show-mmap-events` MMAP2 lines.
+pub fn perf_script_mmaps(text: &str) -> Vec<Map> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.split_once("PERF_RECORD_MMAP2 ").map(|(_, r)| r) else {
+            continue;
+        };
+        // "PID/TID: [0xSTART(0xLEN) @ 0xPGOFF <ID>]: r-xp PATH"
+        // or "PID/TID: [0xSTART(0xLEN) @ 0xPGOFF MAJ:MIN INO GEN]: r-xp PATH"
+        let (ids, rest) = rest.split_once(": [").unwrap();
+        let pid: u32 = ids.split('/').next().unwrap().parse().unwrap();
+        let (inner, rest) = rest.split_once("]: ").unwrap();
+        let (perms, path) = rest.split_once(' ').unwrap();
+        let (start, rest) = inner.split_once('(').unwrap();
+        let (len, rest) = rest.split_once(") @ ").unwrap();
+        let (pgoff, id) = rest.split_once(' ').unwrap();
+        let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+        let build_id = id
+            .strip_prefix('<')
+            .and_then(|s| s.strip_suffix('>'))
+            .map(str::to_string);
+        out.push(Map {
+            pid,
+            start: hex(start),
+            len: hex(len),
+            pgoff: hex(pgoff),
+            perms: perms.to_string(),
+            path: path.to_string(),
+            build_id,
+        });
+    }
+    out
+}
+
+/// Parses `perf buildid-list` output into path -> id.
+pub fn perf_buildid_list(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| {
+            let (id, path) = l.split_once(' ')?;
+            Some((path.trim_start_matches(' ').to_string(), id.to_string()))
+        })
+        .collect()
+}
+
+/// Byte range of a feature section in a file-mode perf.data (little-endian).
+pub fn feature_range(file: &[u8], bit: u32) -> Option<std::ops::Range<usize>> {
+    let u = |o: usize| u64::from_le_bytes(file[o..o + 8].try_into().unwrap());
+    let table = (u(40) + u(48)) as usize;
+    let mut idx = 0;
+    for b in 0..256u32 {
+        let set = u(72 + (b / 64) as usize * 8) & (1 << (b % 64)) != 0;
+        if !set {
+            continue;
+        }
+        if b == bit {
+            let off = u(table + idx * 16) as usize;
+            let size = u(table + idx * 16 + 8) as usize;
+            return Some(off..off + size);
+        }
+        idx += 1;
+    }
+    None
+}

@@ -1,0 +1,331 @@
+//! End-to-end: snapshot processes this test started and read the output
+//! with real perf and with linux-perf-data.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use common::*;
+
+/// Expected exec maps of a mapper, with build ids from readelf (ids longer
+/// than 20 bytes or absent give None) and the vDSO's from its memory image.
+fn expected(m: &Mapper, dir: &Path) -> Vec<Map> {
+    let vdso = vdso_build_id(m.pid, dir);
+    assert!(vdso.is_some(), "the vDSO has a build id on this kernel");
+    expected_exec_maps(m.pid, |path| {
+        if path == "[vdso]" {
+            return vdso.clone();
+        }
+        if !path.starts_with('/') {
+            return None;
+        }
+        readelf_build_id(Path::new(path)).filter(|id| id.len() <= 40)
+    })
+}
+
+// perf script and perf buildid-list see every executable VMA of our process
+// (address, length, offset, path, build id) and nothing else.
+#[test]
+fn perf_sees_every_exec_vma_with_build_ids() {
+    if !require(have_perf(), "perf") || !require(is_root(), "root") {
+        return;
+    }
+    let f = fixtures();
+    let m = Mapper::with_all_libs(2);
+    let dir = scratch("roundtrip");
+    let out = dir.join("snap.data");
+    synth_ok([
+        "-p".as_ref(),
+        m.pid.to_string().as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    let mut want = expected(&m, &dir);
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "--show-task-events".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let mut got = perf_script_mmaps(&script);
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
+
+    // Every kind of build id is exercised: 20, 16 and 8 bytes in build-id
+    // form; 32 bytes and none in inode form.
+    let by_path: BTreeMap<&str, Option<&str>> = got
+        .iter()
+        .map(|m| (m.path.as_str(), m.build_id.as_deref()))
+        .collect();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    assert_eq!(by_path[s(&f.lib_sha1).as_str()].map(str::len), Some(40));
+    assert_eq!(by_path[s(&f.lib_md5).as_str()].map(str::len), Some(32));
+    assert_eq!(by_path[s(&f.lib_hex8).as_str()], Some("0123456789abcdef"));
+    assert_eq!(by_path[s(&f.lib_long).as_str()], None);
+    assert_eq!(by_path[s(&f.lib_none).as_str()], None);
+    assert!(by_path[s(&f.lib_space).as_str()].is_some());
+    assert!(by_path["[vdso]"].is_some());
+
+    // COMM for the leader and each named thread.
+    let task = std::fs::read_dir(format!("/proc/{}/task", m.pid))
+        .unwrap()
+        .count();
+    assert_eq!(task, 3);
+    for name in ["mapper", "worker-0", "worker-1"] {
+        assert!(
+            script.contains(&format!("PERF_RECORD_COMM: {name}:{}/", m.pid)),
+            "no COMM for {name}:\n{script}"
+        );
+    }
+    assert!(!script.contains("PERF_RECORD_FORK"), "FORK only with --all");
+
+    // The BUILD_ID table holds exactly the DSOs with usable ids.
+    let list = perf_buildid_list(&perf(&[
+        "buildid-list".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]));
+    let want_ids: BTreeMap<String, String> = want
+        .iter()
+        .filter_map(|m| Some((m.path.clone(), m.build_id.clone()?)))
+        .collect();
+    assert_eq!(list, want_ids);
+}
+
+/// Record fields as linux-perf-data decodes them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Rec {
+    Comm {
+        pid: i32,
+        tid: i32,
+        name: Vec<u8>,
+    },
+    Fork {
+        pid: i32,
+        ppid: i32,
+        tid: i32,
+        ptid: i32,
+    },
+    Mmap2(Map),
+}
+
+fn decode(records: &mut Vec<Rec>, rec: linux_perf_event_reader::EventRecord<'_>) {
+    use linux_perf_event_reader::{EventRecord, Mmap2FileId};
+    match rec {
+        EventRecord::Comm(c) => records.push(Rec::Comm {
+            pid: c.pid,
+            tid: c.tid,
+            name: c.name.as_slice().to_vec(),
+        }),
+        EventRecord::Fork(f) => records.push(Rec::Fork {
+            pid: f.pid,
+            ppid: f.ppid,
+            tid: f.tid,
+            ptid: f.ptid,
+        }),
+        EventRecord::Mmap2(m) => {
+            let build_id = match &m.file_id {
+                Mmap2FileId::BuildId(b) => {
+                    Some(b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+                }
+                Mmap2FileId::InodeAndVersion(_) => None,
+            };
+            let prot = m.protection;
+            let perms = format!(
+                "{}{}{}{}",
+                if prot & 1 != 0 { 'r' } else { '-' },
+                if prot & 2 != 0 { 'w' } else { '-' },
+                if prot & 4 != 0 { 'x' } else { '-' },
+                if m.flags & 1 != 0 { 's' } else { 'p' },
+            );
+            records.push(Rec::Mmap2(Map {
+                pid: m.pid as u32,
+                start: m.address,
+                len: m.length,
+                pgoff: m.page_offset,
+                perms,
+                path: String::from_utf8_lossy(&m.path.as_slice()).into_owned(),
+                build_id,
+            }))
+        }
+        _ => {}
+    }
+}
+
+fn read_file_mode(path: &Path) -> Vec<Rec> {
+    use linux_perf_data::{PerfFileReader, PerfFileRecord};
+    let f = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(f).unwrap();
+    let names: Vec<_> = perf_file
+        .event_attributes()
+        .iter()
+        .filter_map(|a| a.name())
+        .collect();
+    assert_eq!(names, vec!["dummy:u"]);
+    let mut out = Vec::new();
+    while let Some(r) = record_iter.next_record(&mut perf_file).unwrap() {
+        if let PerfFileRecord::EventRecord { record, .. } = r {
+            decode(&mut out, record.parse().unwrap());
+        }
+    }
+    out
+}
+
+fn read_pipe_mode(bytes: &[u8]) -> Vec<Rec> {
+    use linux_perf_data::{PerfFileReader, PerfFileRecord};
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_pipe(std::io::Cursor::new(bytes)).unwrap();
+    let mut out = Vec::new();
+    while let Some(r) = record_iter.next_record(&mut perf_file).unwrap() {
+        if let PerfFileRecord::EventRecord { record, .. } = r {
+            decode(&mut out, record.parse().unwrap());
+        }
+    }
+    out
+}
+
+// linux-perf-data decodes the same MMAP2 records perf shows, field by field,
+// and pipe output (`-o -`) carries the same records as file output.
+#[test]
+fn linux_perf_data_and_pipe_mode_agree_with_perf() {
+    if !require(have_perf(), "perf") {
+        return;
+    }
+    let m = Mapper::with_all_libs(1);
+    let dir = scratch("decoders");
+    let out = dir.join("snap.data");
+    let pid = m.pid.to_string();
+    synth_ok(["-p", pid.as_str(), "-o", out.to_str().unwrap()]);
+    let recs = read_file_mode(&out);
+
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let mut from_perf = perf_script_mmaps(&script);
+    let mut from_lpd: Vec<Map> = recs
+        .iter()
+        .filter_map(|r| match r {
+            Rec::Mmap2(m) => Some(m.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(from_lpd.len() >= 8, "{from_lpd:?}");
+    from_perf.sort();
+    from_lpd.sort();
+    assert_eq!(from_lpd, from_perf);
+    assert!(recs.contains(&Rec::Comm {
+        pid: m.pid as i32,
+        tid: m.pid as i32,
+        name: b"mapper".to_vec()
+    }));
+
+    // Pipe mode: same records for linux-perf-data and for `perf script -i -`.
+    let piped = synth_ok(["-p", pid.as_str(), "-o", "-"]);
+    assert_eq!(read_pipe_mode(&piped.stdout), recs);
+    let mut child = std::process::Command::new("perf")
+        .args(["script", "--show-mmap-events", "-i", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&piped.stdout)
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut from_pipe = perf_script_mmaps(&String::from_utf8_lossy(&o.stdout));
+    from_pipe.sort();
+    assert_eq!(from_pipe, from_perf);
+}
+
+// The text source and the ioctl source give byte-identical records, with odd
+// paths (space, newline, non-UTF-8, deleted) and with --data.
+#[test]
+fn text_and_ioctl_sources_agree() {
+    if !require(have_procmap_query(), "PROCMAP_QUERY (Linux 6.11+)") || !require(is_root(), "root")
+    {
+        return;
+    }
+    let f = fixtures();
+    let dir = scratch("sources");
+    let odd_dir = dir.join("odd dir");
+    std::fs::create_dir_all(&odd_dir).unwrap();
+    use std::os::unix::ffi::OsStrExt;
+    let odd = odd_dir.join(std::ffi::OsStr::from_bytes(b"lib\nnew\xffline .so"));
+    std::fs::copy(&f.lib_sha1, &odd).unwrap();
+    let deleted = dir.join("deleted.so");
+    std::fs::copy(&f.lib_md5, &deleted).unwrap();
+    let m = Mapper::start(&[
+        "--threads".as_ref(),
+        "1".as_ref(),
+        "--data-maps".as_ref(),
+        "5".as_ref(),
+        odd.as_os_str(),
+        deleted.as_os_str(),
+        f.lib_hex8.as_os_str(),
+        f.lib_none.as_os_str(),
+    ]);
+    std::fs::remove_file(&deleted).unwrap();
+    let pid = m.pid.to_string();
+    for data in [false, true] {
+        let mut outs = Vec::new();
+        for source in ["ioctl", "text"] {
+            let out = dir.join(format!("{source}-{data}.data"));
+            let mut args = vec!["-p", &pid, "--source", source, "-o", out.to_str().unwrap()];
+            if data {
+                args.push("--data");
+            }
+            let o = synth_ok(&args);
+            assert!(
+                String::from_utf8_lossy(&o.stderr).contains(&format!("source: {source} (1)")),
+                "{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let bytes = std::fs::read(&out).unwrap();
+            let u = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap()) as usize;
+            outs.push((bytes[u(40)..u(40) + u(48)].to_vec(), read_file_mode(&out)));
+        }
+        assert_eq!(outs[0].0, outs[1].0, "data sections differ (--data={data})");
+        let recs = &outs[0].1;
+        let paths: BTreeSet<String> = recs
+            .iter()
+            .filter_map(|r| match r {
+                Rec::Mmap2(m) => Some(m.path.clone()),
+                _ => None,
+            })
+            .collect();
+        let odd_s = String::from_utf8_lossy(odd.as_os_str().as_bytes()).into_owned();
+        assert!(paths.contains(&odd_s), "{paths:?}");
+        let del = format!("{} (deleted)", deleted.display());
+        let del_rec = recs.iter().find_map(|r| match r {
+            Rec::Mmap2(m) if m.path == del => Some(m.clone()),
+            _ => None,
+        });
+        // the deleted file keeps its build id (read from the mapped file)
+        assert_eq!(
+            del_rec.expect("deleted lib present").build_id,
+            readelf_build_id(&f.lib_md5)
+        );
+        let has_data = recs
+            .iter()
+            .any(|r| matches!(r, Rec::Mmap2(m) if !m.perms.contains('x')));
+        assert_eq!(has_data, data);
+        assert!(!paths.contains("[vsyscall]"));
+    }
+}
