@@ -44,7 +44,8 @@ fn all_in_pid_namespace_is_complete_and_deterministic() {
         "{m} --wait forever --ready {r1} {a} {b} & \
          {m} --wait forever --threads 2 --ready {r2} {c} & \
          while [ ! -e {r1} ] || [ ! -e {r2} ]; do sleep 0.01; done; \
-         {bin} --all -j 1 -o {o1} && {bin} --all -j 2 -o {o2} && {bin} --all -j 3 -o {o3}",
+         {bin} --all -j 1 -o {o1} && {bin} --all -j 2 -o {o2} && {bin} --all -j 3 -o {o3} && \
+         {bin} -q --uid root -o {ou}",
         m = q(&f.mapper),
         r1 = q(&r1),
         r2 = q(&r2),
@@ -55,6 +56,7 @@ fn all_in_pid_namespace_is_complete_and_deterministic() {
         o1 = q(&outs[0]),
         o2 = q(&outs[1]),
         o3 = q(&outs[2]),
+        ou = q(&dir.join("uid.data")),
     );
     let run = in_pid_namespace(&script);
     let stderr = String::from_utf8_lossy(&run.stderr);
@@ -85,6 +87,15 @@ fn all_in_pid_namespace_is_complete_and_deterministic() {
         })
         .collect();
     assert_eq!(comm_pids, BTreeSet::from([1, p1, p2]), "{script_out}");
+    // --uid root selects the same processes (all are root's here), without FORKs.
+    let by_uid = perf(&[
+        "script".as_ref(),
+        "--show-task-events".as_ref(),
+        "-i".as_ref(),
+        dir.join("uid.data").as_os_str(),
+    ]);
+    assert_eq!(by_uid.matches("PERF_RECORD_COMM").count(), 5, "{by_uid}");
+    assert!(!by_uid.contains("PERF_RECORD_FORK"));
     // Per thread: FORK directly before its COMM.
     let kinds: Vec<&str> = script_out
         .lines()
@@ -224,4 +235,66 @@ fn error_exits() {
     synth_ok(["-q", "-p", &m.pid.to_string(), "-o", good.to_str().unwrap()]);
     assert_eq!(&std::fs::read(&good).unwrap()[..8], b"PERFILE2");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+}
+
+// Without CAP_SYS_ADMIN (/proc/PID/map_files closed) the text source still
+// finds build ids, through /proc/PID/root/PATH, for the caller's own process.
+#[test]
+fn unprivileged_text_source_reads_build_ids_through_root_path() {
+    if !require(is_root(), "root (to drop to nobody)") || !require(have_perf(), "perf") {
+        return;
+    }
+    let f = fixtures();
+    let dir = scratch("unpriv");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let ready = dir.join("ready");
+    let mut mapper = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&f.mapper)
+        .args(["--wait", "forever", "--ready"])
+        .arg(&ready)
+        .arg(&f.lib_hex8)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    while !ready.exists() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let pid = std::fs::read_to_string(&ready).unwrap().trim().to_string();
+    let out = dir.join("u.data");
+    let o = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            bin(),
+            "--source",
+            "text",
+            "-p",
+        ])
+        .arg(&pid)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let _ = mapper.kill();
+    let _ = mapper.wait();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("skipped: none"), "{err}");
+    let list = perf_buildid_list(&perf(&[
+        "buildid-list".as_ref(),
+        "-f".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]));
+    assert_eq!(
+        list.get(f.lib_hex8.to_str().unwrap()).map(String::as_str),
+        Some("0123456789abcdef"),
+        "{list:?}"
+    );
+    assert!(
+        list.contains_key("/usr/lib/x86_64-linux-gnu/libc.so.6"),
+        "{list:?}"
+    );
 }
