@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
+use mmap2_synth::merge::{self, MergeOptions, Which};
 use mmap2_synth::output::AtomicFile;
 use mmap2_synth::record::Endian;
 use mmap2_synth::snapshot_file::{self, Mode, WriteOptions};
@@ -16,8 +17,11 @@ use mmap2_synth::vma::Selection;
 /// processes and write them as perf.data.
 #[derive(Parser, Debug)]
 #[command(version, about, long_about = None)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 #[command(group(clap::ArgGroup::new("target").args(["all", "pid", "uid"]).required(true)))]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Every process on the system (except mmap2-synth itself).
     #[arg(short = 'a', long)]
     all: bool,
@@ -30,6 +34,16 @@ struct Cli {
     /// Output file; `-` writes pipe-mode perf.data to stdout.
     #[arg(short = 'o', long, default_value = "perf.data")]
     output: PathBuf,
+    #[command(flatten)]
+    scan: ScanArgs,
+    /// Byte order of the output.
+    #[arg(long, value_enum, default_value_t = ByteOrderArg::Native)]
+    byte_order: ByteOrderArg,
+}
+
+/// Options shared by the snapshot and `merge`.
+#[derive(clap::Args, Debug, Clone)]
+struct ScanArgs {
     /// Also emit every readable data VMA (as `perf record -d`).
     #[arg(short = 'd', long)]
     data: bool,
@@ -48,9 +62,35 @@ struct Cli {
     /// No summary on stderr.
     #[arg(short = 'q', long)]
     quiet: bool,
-    /// Byte order of the output.
-    #[arg(long, value_enum, default_value_t = ByteOrderArg::Native)]
-    byte_order: ByteOrderArg,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Insert synthesized maps into an existing recording (nothing else changes).
+    Merge(MergeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct MergeArgs {
+    /// The recording (file or pipe mode, any byte order, compressed or not).
+    recording: PathBuf,
+    /// Where to write the merged recording.
+    #[arg(short = 'o', long, conflicts_with = "in_place")]
+    output: Option<PathBuf>,
+    /// Rewrite the recording itself (atomically).
+    #[arg(long)]
+    in_place: bool,
+    /// Take the records from a snapshot written earlier by `mmap2-synth -o SNAP`.
+    #[arg(long, value_name = "SNAP")]
+    maps: Option<PathBuf>,
+    /// Every process, not only those the recording needs.
+    #[arg(short = 'a', long, conflicts_with = "pid")]
+    all: bool,
+    /// These processes (comma-separated pids).
+    #[arg(short = 'p', long, value_delimiter = ',')]
+    pid: Vec<u32>,
+    #[command(flatten)]
+    scan: ScanArgs,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -100,7 +140,11 @@ impl Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(&cli) {
+    let result = match &cli.command {
+        Some(Command::Merge(m)) => run_merge(m),
+        None => run(&cli),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             eprintln!("error: {}", f.message);
@@ -123,6 +167,108 @@ fn resolve_uid(user: &str) -> Result<u32, Failure> {
         .ok_or_else(|| Failure::msg(2, format!("no such user: {user:?}")))
 }
 
+fn scan_options(a: &ScanArgs) -> Result<Options, Failure> {
+    if a.jobs == Some(0) {
+        return Err(Failure::msg(2, "-j must be at least 1"));
+    }
+    Ok(Options {
+        selection: if a.data {
+            Selection::ExecAndData
+        } else {
+            Selection::Exec
+        },
+        source: match a.source {
+            SourceArg::Auto => SourceChoice::Auto,
+            SourceArg::Ioctl => SourceChoice::Ioctl,
+            SourceArg::Text => SourceChoice::Text,
+        },
+        build_ids: !a.no_buildid,
+        jobs: a.jobs,
+        ..Options::default()
+    })
+}
+
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+fn run_merge(m: &MergeArgs) -> Result<(), Failure> {
+    let started = Instant::now();
+    let output = match (&m.output, m.in_place) {
+        (Some(o), false) => {
+            if same_file(o, &m.recording) {
+                return Err(Failure::msg(
+                    2,
+                    format!(
+                        "-o {} is the recording itself; use --in-place to rewrite it",
+                        o.display()
+                    ),
+                ));
+            }
+            o.clone()
+        }
+        (None, true) => m.recording.clone(),
+        _ => {
+            return Err(Failure::msg(
+                2,
+                "merge needs -o OUT.data or --in-place (refusing to guess where to write)",
+            ))
+        }
+    };
+    let opts = MergeOptions {
+        which: if m.all {
+            Which::All
+        } else if !m.pid.is_empty() {
+            Which::Pids(m.pid.clone())
+        } else {
+            Which::Needed
+        },
+        maps: m.maps.clone(),
+        snapshot: scan_options(&m.scan)?,
+    };
+    let report = merge::merge(&m.recording, &output, &opts).map_err(|e| {
+        let code = if e.is_bad_input() { 2 } else { 1 };
+        Failure::new(code, &e)
+    })?;
+    if !m.scan.quiet {
+        eprintln!(
+            "mmap2-synth merge: {} {} records; inserted {} records ({} processes, {} maps, {} new build ids); {} maps already present; stale (started after the recording): {}; not found: {}; skipped: {}; {:.3} s -> {}",
+            if report.pipe { "pipe-mode" } else { "file-mode" },
+            report.input_records,
+            report.inserted_records,
+            report.processes,
+            report.maps,
+            report.new_build_ids,
+            report.duplicate_maps,
+            report.stale.len(),
+            report.missing.len(),
+            report.skipped.len(),
+            started.elapsed().as_secs_f64(),
+            output.display(),
+        );
+        for s in &report.skipped {
+            eprintln!(
+                "mmap2-synth: skipped pid {} ({}): {}",
+                s.pid, s.reason, s.detail
+            );
+        }
+        if !report.stale.is_empty() {
+            eprintln!("mmap2-synth: stale pids: {:?}", report.stale);
+        }
+    }
+    if m.scan.strict && !report.skipped.is_empty() {
+        return Err(Failure::msg(
+            3,
+            format!("--strict: {} processes were skipped", report.skipped.len()),
+        ));
+    }
+    Ok(())
+}
+
 fn run(cli: &Cli) -> Result<(), Failure> {
     let started = Instant::now();
     let target = if cli.all {
@@ -132,24 +278,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     } else {
         Target::Pids(cli.pid.clone())
     };
-    if cli.jobs == Some(0) {
-        return Err(Failure::msg(2, "-j must be at least 1"));
-    }
-    let opts = Options {
-        selection: if cli.data {
-            Selection::ExecAndData
-        } else {
-            Selection::Exec
-        },
-        source: match cli.source {
-            SourceArg::Auto => SourceChoice::Auto,
-            SourceArg::Ioctl => SourceChoice::Ioctl,
-            SourceArg::Text => SourceChoice::Text,
-        },
-        build_ids: !cli.no_buildid,
-        jobs: cli.jobs,
-        ..Options::default()
-    };
+    let opts = scan_options(&cli.scan)?;
     let snap = synth::snapshot(&target, &opts).map_err(|e| Failure::new(1, &e))?;
     let to_stdout = cli.output.as_os_str() == "-";
     let wopts = WriteOptions {
@@ -182,7 +311,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         out.commit().map_err(|e| ctx(&e))?;
     }
     let stats = snap.stats();
-    if !cli.quiet {
+    if !cli.scan.quiet {
         let skipped: Vec<String> = stats
             .skipped
             .iter()
@@ -214,7 +343,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
             );
         }
     }
-    if cli.strict && !snap.skipped.is_empty() {
+    if cli.scan.strict && !snap.skipped.is_empty() {
         return Err(Failure::msg(
             3,
             format!("--strict: {} processes were skipped", snap.skipped.len()),

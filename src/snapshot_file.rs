@@ -74,6 +74,7 @@ pub fn encode_data(
         layout: attr.sample_id_layout(),
         id: EVENT_ID,
         forks,
+        fill_tid: true,
     };
     let mut data = Vec::with_capacity(snap.processes.iter().map(|p| 64 + p.vmas.len() * 128).sum());
     synth::encode(snap, &enc, &mut data)?;

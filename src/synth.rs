@@ -390,6 +390,9 @@ pub struct Encoding {
     pub id: u64,
     /// Write FORK records (system-wide snapshots).
     pub forks: bool,
+    /// Fill the trailer's TID with the record's pid/tid (else zeros, as perf
+    /// does for records it synthesizes into a recording).
+    pub fill_tid: bool,
 }
 
 /// Encodes a snapshot in perf's per-process order: per thread (leader
@@ -412,8 +415,8 @@ pub fn encode_process(
     for (i, t) in p.threads.iter().enumerate() {
         let leader = i == 0;
         let sid = SampleId {
-            pid: p.pid,
-            tid: t.tid,
+            pid: if enc.fill_tid { p.pid } else { 0 },
+            tid: if enc.fill_tid { t.tid } else { 0 },
             id: enc.id,
             ..Default::default()
         };
@@ -457,7 +460,10 @@ pub fn encode_process(
                     flags: vma.perms.map_flags() | extra_flags,
                     filename,
                 };
-                let sid = SampleId { tid: p.pid, ..sid };
+                let sid = SampleId {
+                    tid: if enc.fill_tid { p.pid } else { 0 },
+                    ..sid
+                };
                 record::encode_mmap2(out, e, &mm, &enc.layout, &sid)?;
             }
         }
@@ -589,6 +595,7 @@ mod tests {
             layout: SampleIdLayout::default(),
             id: 0,
             forks: true,
+            fill_tid: true,
         };
         let mut out = Vec::new();
         encode_process(&p, &enc, &mut out).unwrap();

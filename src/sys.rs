@@ -100,3 +100,15 @@ pub fn procmap_query(
     }
     Ok(())
 }
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of the start
+/// time in `/proc/PID/stat`; 100 if sysconf fails.
+pub fn clock_ticks_per_second() -> u64 {
+    // SAFETY: sysconf takes an integer name and touches no memory of ours.
+    let n = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if n > 0 {
+        n as u64
+    } else {
+        100
+    }
+}

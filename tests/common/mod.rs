@@ -98,6 +98,10 @@ pub struct Fixtures {
     pub lib_none: PathBuf,
     /// SHA1 build id, in a directory whose name has a space.
     pub lib_space: PathBuf,
+    /// Program burning CPU in `burn_work` of `libburn.so`.
+    pub burn: PathBuf,
+    /// The library with `burn_work`.
+    pub libburn: PathBuf,
     /// The directory holding them.
     pub dir: PathBuf,
 }
@@ -145,7 +149,28 @@ pub fn fixtures() -> &'static Fixtures {
             ]);
             out
         };
+        let libburn = p("libburn.so");
+        cc(&[
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-o",
+            &s(&libburn),
+            &s(&src.join("libburn.c")),
+        ]);
+        let burn = p("burn");
+        cc(&[
+            "-O1",
+            "-o",
+            &s(&burn),
+            &s(&src.join("burn.c")),
+            &format!("-L{}", s(&dir)),
+            "-lburn",
+            &format!("-Wl,-rpath,{}", s(&dir)),
+        ]);
         Fixtures {
+            burn,
+            libburn,
             lib_sha1: lib("libsha1.so", "sha1"),
             lib_md5: lib("libmd5.so", "md5"),
             lib_hex8: lib("libhex8.so", "0x0123456789abcdef"),
@@ -203,6 +228,25 @@ impl Mapper {
             f.lib_none.as_os_str(),
             f.lib_space.as_os_str(),
         ])
+    }
+}
+
+impl Mapper {
+    /// Starts the CPU burner (same lifetime rules as a mapper).
+    pub fn burner() -> Mapper {
+        let mut child = Command::new(&fixtures().burn)
+            .arg("120")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start burner");
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("ready"), "burner said {line:?}");
+        let pid = child.id();
+        Mapper { child, pid }
     }
 }
 

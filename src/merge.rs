@@ -1,0 +1,1014 @@
+//! `merge`: insert synthesized COMM/MMAP2 records into an existing recording
+//! without touching anything else.
+//!
+//! Two passes over the input: a streaming scan (records, decompressing
+//! PERF_RECORD_COMPRESSED only to look inside) that finds the pids that need
+//! maps, the maps already present, the time range and, in pipe mode, the
+//! insertion point; then a copy pass that writes header, inserted records and
+//! the untouched rest with `copy_file_range`, fixing offsets and merging the
+//! BUILD_ID table.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fs::File;
+use std::io::{self, BufReader, IsTerminal, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::buildid::BuildId;
+use crate::output::AtomicFile;
+use crate::perf_data::{feature, FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
+use crate::perf_read::{
+    self, bad, AttrInfo, FileHeader, FormatError, Kind, MapKey, RecordHeader, Section,
+};
+use crate::record::{self, types, BuildIdEntry, Endian, PutExt};
+use crate::synth::{self, Encoding, Process, Snapshot, Target, Thread};
+use crate::vma::{Perms, Vma};
+
+/// PERF_RECORD_COMPRESSED.
+pub const COMPRESSED: u32 = 81;
+/// PERF_RECORD_COMPRESSED2 (newer perf: header, u64 data_size, data).
+pub const COMPRESSED2: u32 = 83;
+
+/// Which processes get records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Which {
+    /// Those the recording needs: pids of its samples, COMM and FORK records
+    /// that have no MMAP/MMAP2 in it.
+    Needed,
+    /// Every process (of the live system or of the snapshot).
+    All,
+    /// These pids.
+    Pids(Vec<u32>),
+}
+
+/// Merge options.
+#[derive(Debug, Clone)]
+pub struct MergeOptions {
+    /// Which processes.
+    pub which: Which,
+    /// Take records from this snapshot file instead of the live system.
+    pub maps: Option<PathBuf>,
+    /// Options for a live snapshot.
+    pub snapshot: synth::Options,
+}
+
+/// What a merge did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct MergeReport {
+    /// Records in the input's data section (those inside compressed records
+    /// counted one by one).
+    pub input_records: u64,
+    /// Records inserted.
+    pub inserted_records: u64,
+    /// Processes that got records.
+    pub processes: usize,
+    /// MMAP2 records inserted.
+    pub maps: usize,
+    /// Maps not inserted because the recording has them already.
+    pub duplicate_maps: usize,
+    /// Pids skipped because the live process started after the recording.
+    pub stale: Vec<u32>,
+    /// Pids the recording needed that neither the system nor the snapshot had.
+    pub missing: Vec<u32>,
+    /// Live processes skipped while reading them.
+    pub skipped: Vec<synth::Skip>,
+    /// Build ids added to the BUILD_ID table.
+    pub new_build_ids: usize,
+    /// Pipe mode (else file mode).
+    pub pipe: bool,
+}
+
+/// A merge failure.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// The input (or snapshot) is malformed.
+    #[error("{}: {source}", path.display())]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What and where.
+        #[source]
+        source: FormatError,
+    },
+    /// I/O failed.
+    #[error("{op} {}", path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// Reading the live system failed.
+    #[error("reading processes")]
+    Scan(#[from] synth::ScanError),
+}
+
+impl MergeError {
+    /// True for bad input (exit code 2).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, MergeError::Format { .. })
+    }
+}
+
+fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> MergeError {
+    let path = path.to_path_buf();
+    move |source| MergeError::Io { op, path, source }
+}
+
+/// Error from the record stream: format or I/O.
+enum StreamError {
+    Format(FormatError),
+    Io(io::Error),
+}
+
+impl StreamError {
+    fn into_merge(self, path: &Path) -> MergeError {
+        match self {
+            StreamError::Format(source) => MergeError::Format {
+                path: path.to_path_buf(),
+                source,
+            },
+            StreamError::Io(source) => MergeError::Io {
+                op: "reading",
+                path: path.to_path_buf(),
+                source,
+            },
+        }
+    }
+}
+
+impl From<io::Error> for StreamError {
+    fn from(e: io::Error) -> Self {
+        StreamError::Io(e)
+    }
+}
+impl From<FormatError> for StreamError {
+    fn from(e: FormatError) -> Self {
+        StreamError::Format(e)
+    }
+}
+
+/// Reads records one by one from a byte range of a file.
+struct RecordStream<R> {
+    r: R,
+    pos: u64,
+    end: u64,
+    e: Endian,
+}
+
+impl<R: Read> RecordStream<R> {
+    /// The next record: (offset, header, body). The body buffer is reused.
+    fn next(&mut self, body: &mut Vec<u8>) -> Result<Option<(u64, RecordHeader)>, StreamError> {
+        if self.pos >= self.end {
+            return Ok(None);
+        }
+        let at = self.pos;
+        if self.end - at < 8 {
+            return Err(bad(
+                at,
+                format!("{} stray bytes at the end of the data", self.end - at),
+            )
+            .into());
+        }
+        let mut hb = [0u8; 8];
+        self.r.read_exact(&mut hb)?;
+        let h =
+            RecordHeader::parse(&hb, self.e).ok_or_else(|| bad(at, "truncated record header"))?;
+        if h.size < 8 {
+            return Err(bad(
+                at,
+                format!("record of type {} has size {} (< 8)", h.type_, h.size),
+            )
+            .into());
+        }
+        if at + u64::from(h.size) > self.end {
+            return Err(bad(
+                at,
+                format!(
+                    "record of type {} (size {}) runs past the end of the data at {}",
+                    h.type_, h.size, self.end
+                ),
+            )
+            .into());
+        }
+        body.resize(usize::from(h.size) - 8, 0);
+        self.r.read_exact(body)?;
+        self.pos += u64::from(h.size);
+        Ok(Some((at, h)))
+    }
+}
+
+/// What the scan learns.
+#[derive(Default)]
+struct Scan {
+    attrs: Vec<AttrInfo>,
+    id_to_attr: HashMap<u64, usize>,
+    pids: BTreeSet<u32>,
+    has_maps: HashSet<u32>,
+    existing: HashSet<MapKey>,
+    existing_ids: HashSet<(Vec<u8>, BuildId)>,
+    time: Option<(u64, u64)>,
+    records: u64,
+    /// Pipe mode: where to insert.
+    insert_at: Option<u64>,
+    /// Pipe mode: a FINISHED_INIT was seen before any sample or round.
+    after_init: Option<u64>,
+    // Collected when reading a snapshot (--maps).
+    comms: Vec<(u32, u32, Vec<u8>)>,
+    maps: Vec<perf_read::MapRecord>,
+}
+
+impl Scan {
+    fn sample_attr(&self, body: &[u8], e: Endian) -> Option<&AttrInfo> {
+        let first = self.attrs.first()?;
+        if self.attrs.len() == 1 {
+            return Some(first);
+        }
+        let pos = perf_read::id_pos(first.sample_type).sample?;
+        let id = perf_read::Rd(e).u64(body, pos)?;
+        self.id_to_attr
+            .get(&id)
+            .and_then(|&i| self.attrs.get(i))
+            .or(Some(first))
+    }
+
+    /// Handles one record (also the records inside compressed ones).
+    fn record(
+        &mut self,
+        at: u64,
+        h: RecordHeader,
+        body: &[u8],
+        e: Endian,
+        keep: bool,
+    ) -> Result<(), FormatError> {
+        match h.type_ {
+            types::SAMPLE => {
+                if let Some(a) = self.sample_attr(body, e) {
+                    let (pid, time) = perf_read::sample_pid_time(body, a.sample_type, e);
+                    if let Some(p) = pid.filter(|&p| p != 0 && p != u32::MAX) {
+                        self.pids.insert(p);
+                    }
+                    if let Some(t) = time.filter(|&t| t != 0) {
+                        self.time = Some(match self.time {
+                            Some((lo, hi)) => (lo.min(t), hi.max(t)),
+                            None => (t, t),
+                        });
+                    }
+                }
+            }
+            types::COMM | types::FORK => {
+                let pid = perf_read::Rd(e)
+                    .u32(body, 0)
+                    .ok_or_else(|| bad(at, "truncated COMM/FORK record"))?;
+                if pid != 0 && pid != u32::MAX {
+                    self.pids.insert(pid);
+                }
+                if keep && h.type_ == types::COMM {
+                    self.comms.push(
+                        perf_read::parse_comm(body, e)
+                            .ok_or_else(|| bad(at, "truncated COMM record"))?,
+                    );
+                }
+            }
+            types::MMAP | types::MMAP2 => {
+                let m = perf_read::parse_map(&h, body, e)
+                    .ok_or_else(|| bad(at, format!("malformed MMAP record of type {}", h.type_)))?;
+                if m.key.pid != u32::MAX {
+                    self.has_maps.insert(m.key.pid);
+                }
+                if keep {
+                    self.maps.push(m.clone());
+                }
+                self.existing.insert(m.key);
+            }
+            types::HEADER_BUILD_ID => {
+                let mut full = Vec::with_capacity(body.len() + 8);
+                full.put_u32(e, h.type_);
+                full.put_u16(e, h.misc);
+                full.put_u16(e, h.size);
+                full.extend_from_slice(body);
+                for b in perf_read::parse_build_id_table(&full, e, at)? {
+                    if let Some(id) = b.build_id {
+                        self.existing_ids.insert((b.filename, id));
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Streaming zstd decoder for PERF_RECORD_COMPRESSED payloads; records may
+/// span payloads, so the undecoded tail is kept.
+struct Decompressor {
+    dec: zstd::stream::raw::Decoder<'static>,
+    pending: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Decompressor {
+    fn new() -> io::Result<Self> {
+        Ok(Decompressor {
+            dec: zstd::stream::raw::Decoder::new()?,
+            pending: Vec::new(),
+            out: vec![0; 1 << 16],
+        })
+    }
+
+    /// Decodes one payload and calls `f` for every complete inner record.
+    fn feed(
+        &mut self,
+        at: u64,
+        payload: &[u8],
+        e: Endian,
+        mut f: impl FnMut(RecordHeader, &[u8]) -> Result<(), FormatError>,
+    ) -> Result<(), FormatError> {
+        use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+        let mut input = InBuffer::around(payload);
+        while input.pos < payload.len() {
+            let mut output = OutBuffer::around(&mut self.out[..]);
+            self.dec
+                .run(&mut input, &mut output)
+                .map_err(|err| bad(at, format!("compressed record does not decompress: {err}")))?;
+            let n = output.pos();
+            self.pending.extend_from_slice(&self.out[..n]);
+            if n == 0 && input.pos < payload.len() {
+                // zstd made no progress: a finished frame followed by more
+                // data starts a new frame.
+                self.dec
+                    .reinit()
+                    .map_err(|err| bad(at, format!("zstd: {err}")))?;
+            }
+        }
+        let mut off = 0;
+        while self.pending.len() - off >= 8 {
+            let h = RecordHeader::parse(&self.pending[off..], e)
+                .ok_or_else(|| bad(at, "bad inner record"))?;
+            let size = usize::from(h.size);
+            if size < 8 {
+                return Err(bad(
+                    at,
+                    format!("compressed record holds a record of size {size}"),
+                ));
+            }
+            if self.pending.len() - off < size {
+                break;
+            }
+            let body = self.pending[off + 8..off + size].to_vec();
+            f(h, &body)?;
+            off += size;
+        }
+        self.pending.drain(..off);
+        Ok(())
+    }
+}
+
+/// Progress on stderr for big inputs when stderr is a terminal.
+struct Progress {
+    total: u64,
+    next: u64,
+    on: bool,
+    what: &'static str,
+}
+
+impl Progress {
+    fn new(what: &'static str, total: u64) -> Progress {
+        Progress {
+            total,
+            next: 0,
+            on: total >= 64 << 20 && io::stderr().is_terminal(),
+            what,
+        }
+    }
+    fn at(&mut self, pos: u64) {
+        if self.on && pos >= self.next {
+            eprint!(
+                "\rmmap2-synth: {} {:3}%",
+                self.what,
+                pos * 100 / self.total.max(1)
+            );
+            self.next = pos + (self.total / 100).max(1 << 20);
+        }
+    }
+    fn done(&self) {
+        if self.on {
+            eprintln!("\rmmap2-synth: {} 100%", self.what);
+        }
+    }
+}
+
+/// Parsed input layout.
+struct Input {
+    path: PathBuf,
+    file: File,
+    len: u64,
+    kind: Kind,
+    header: Option<FileHeader>,
+    /// Feature sections of a file-mode input: (bit, section).
+    features: Vec<(u32, Section)>,
+}
+
+fn open_input(path: &Path) -> Result<Input, MergeError> {
+    let mut file = File::open(path).map_err(io_err("opening", path))?;
+    let len = file.metadata().map_err(io_err("reading", path))?.len();
+    let fmt = |source| MergeError::Format {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut head = vec![0u8; FILE_HEADER_SIZE.min(len) as usize];
+    file.read_exact(&mut head)
+        .map_err(io_err("reading", path))?;
+    if head.len() < 16 {
+        return Err(fmt(bad(
+            0,
+            format!("file is {len} bytes, too short for a perf.data header"),
+        )));
+    }
+    let kind = perf_read::kind_of(&head).map_err(fmt)?;
+    let mut input = Input {
+        path: path.to_path_buf(),
+        file,
+        len,
+        kind,
+        header: None,
+        features: Vec::new(),
+    };
+    if let Kind::File(e) = kind {
+        let h = FileHeader::parse(&head, len).map_err(fmt)?;
+        let bits = h.feature_bits();
+        let table = h.data.end();
+        let mut tb = vec![0u8; bits.len() * 16];
+        if table + tb.len() as u64 > len {
+            return Err(fmt(bad(
+                table,
+                "feature section table runs past the end of the file",
+            )));
+        }
+        read_at(&input.file, &mut tb, table).map_err(io_err("reading", path))?;
+        for (i, bit) in bits.iter().enumerate() {
+            let r = perf_read::Rd(e);
+            let s = Section {
+                offset: r.u64(&tb, i * 16).unwrap_or(0),
+                size: r.u64(&tb, i * 16 + 8).unwrap_or(0),
+            };
+            if s.offset.checked_add(s.size).is_none_or(|end| end > len) {
+                return Err(fmt(bad(
+                    table + i as u64 * 16,
+                    format!("feature {bit} section runs past the end of the file"),
+                )));
+            }
+            input.features.push((*bit, s));
+        }
+        input.header = Some(h);
+    }
+    Ok(input)
+}
+
+fn read_at(f: &File, buf: &mut [u8], off: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    f.read_exact_at(buf, off)
+}
+
+/// Reads the attrs of a file-mode input.
+fn file_attrs(input: &Input, h: &FileHeader) -> Result<Vec<AttrInfo>, MergeError> {
+    let e = h.endian;
+    let mut raw = vec![0u8; h.attrs.size as usize];
+    read_at(&input.file, &mut raw, h.attrs.offset).map_err(io_err("reading", &input.path))?;
+    let fmt = |source| MergeError::Format {
+        path: input.path.clone(),
+        source,
+    };
+    let mut attrs = Vec::new();
+    for (i, entry) in raw.chunks(h.attr_size as usize).enumerate() {
+        let at = h.attrs.offset + i as u64 * h.attr_size;
+        let mut a = AttrInfo::parse(entry, e, at).map_err(fmt)?;
+        let n = entry.len();
+        let r = perf_read::Rd(e);
+        let ids = Section {
+            offset: r.u64(entry, n - 16).unwrap_or(0),
+            size: r.u64(entry, n - 8).unwrap_or(0),
+        };
+        if ids.end() > input.len || ids.size % 8 != 0 || ids.size > 1 << 24 {
+            return Err(fmt(bad(at + n as u64 - 16, "bad event id section")));
+        }
+        if ids.size > 0 && ids.offset >= h.data.offset {
+            return Err(fmt(bad(
+                at + n as u64 - 16,
+                "event ids after the data section are not supported",
+            )));
+        }
+        let mut idb = vec![0u8; ids.size as usize];
+        read_at(&input.file, &mut idb, ids.offset).map_err(io_err("reading", &input.path))?;
+        a.ids = idb.chunks(8).filter_map(|c| r.u64(c, 0)).collect();
+        attrs.push(a);
+    }
+    if attrs.is_empty() {
+        return Err(fmt(bad(24, "no event attributes")));
+    }
+    if h.attrs.offset >= h.data.offset {
+        return Err(fmt(bad(
+            24,
+            "an attr section after the data section is not supported",
+        )));
+    }
+    Ok(attrs)
+}
+
+/// Scans the records of an input (file or pipe mode). `keep` also collects
+/// COMM and map records (for reading a snapshot).
+fn scan(input: &mut Input, keep: bool) -> Result<Scan, MergeError> {
+    let mut s = Scan::default();
+    let (e, start, end) =
+        match (input.kind, &input.header) {
+            (Kind::File(e), Some(h)) => {
+                s.attrs = file_attrs(input, h)?;
+                for (bit, sec) in &input.features {
+                    if *bit == feature::BUILD_ID {
+                        let mut b = vec![0u8; sec.size as usize];
+                        read_at(&input.file, &mut b, sec.offset)
+                            .map_err(io_err("reading", &input.path))?;
+                        for r in perf_read::parse_build_id_table(&b, e, sec.offset).map_err(
+                            |source| MergeError::Format {
+                                path: input.path.clone(),
+                                source,
+                            },
+                        )? {
+                            if let Some(id) = r.build_id {
+                                s.existing_ids.insert((r.filename, id));
+                            }
+                        }
+                    }
+                }
+                (e, h.data.offset, h.data.end())
+            }
+            (Kind::Pipe(e), _) => (e, PIPE_HEADER_SIZE, input.len),
+            (Kind::File(_), None) => unreachable!("file-mode input without header"),
+        };
+    for (i, a) in s.attrs.iter().enumerate() {
+        for &id in &a.ids {
+            s.id_to_attr.insert(id, i);
+        }
+    }
+    input
+        .file
+        .seek(SeekFrom::Start(start))
+        .map_err(io_err("reading", &input.path))?;
+    let mut stream = RecordStream {
+        r: BufReader::with_capacity(1 << 20, (&input.file).take(end - start)),
+        pos: start,
+        end,
+        e,
+    };
+    let pipe = matches!(input.kind, Kind::Pipe(_));
+    let mut body = Vec::with_capacity(1 << 16);
+    let mut dec: Option<Decompressor> = None;
+    let mut progress = Progress::new("scanning", end - start);
+    loop {
+        let next = stream
+            .next(&mut body)
+            .map_err(|err| err.into_merge(&input.path))?;
+        let Some((at, h)) = next else { break };
+        progress.at(at - start);
+        s.records += 1;
+        let fmt = |source| MergeError::Format {
+            path: input.path.clone(),
+            source,
+        };
+        if pipe && s.insert_at.is_none() {
+            match h.type_ {
+                types::FINISHED_INIT if s.after_init.is_none() => {
+                    s.after_init = Some(at + u64::from(h.size));
+                }
+                types::SAMPLE | types::FINISHED_ROUND | COMPRESSED | COMPRESSED2 => {
+                    s.insert_at = Some(s.after_init.unwrap_or(at));
+                }
+                types::HEADER_ATTR => {
+                    let mut a = AttrInfo::parse(&body, e, at).map_err(fmt)?;
+                    let asz = a.size as usize;
+                    if asz < 64 || asz > body.len() {
+                        return Err(fmt(bad(at, format!("HEADER_ATTR with attr.size {asz}"))));
+                    }
+                    a.ids = body[asz..]
+                        .chunks(8)
+                        .filter_map(|c| perf_read::Rd(e).u64(c, 0))
+                        .collect();
+                    for &id in &a.ids {
+                        s.id_to_attr.insert(id, s.attrs.len());
+                    }
+                    s.attrs.push(a);
+                }
+                _ => {}
+            }
+        }
+        match h.type_ {
+            COMPRESSED | COMPRESSED2 => {
+                let payload = if h.type_ == COMPRESSED2 {
+                    let n = perf_read::Rd(e)
+                        .u64(&body, 0)
+                        .ok_or_else(|| fmt(bad(at, "truncated COMPRESSED2")))?;
+                    body.get(8..8 + n as usize)
+                        .ok_or_else(|| fmt(bad(at, "COMPRESSED2 data_size too large")))?
+                } else {
+                    &body[..]
+                };
+                let d = match &mut dec {
+                    Some(d) => d,
+                    None => dec
+                        .insert(Decompressor::new().map_err(io_err("decompressing", &input.path))?),
+                };
+                let mut inner = Vec::new();
+                d.feed(at, payload, e, |ih, ib| {
+                    inner.push((ih, ib.to_vec()));
+                    Ok(())
+                })
+                .map_err(fmt)?;
+                // count the records inside, not the container
+                s.records += inner.len() as u64;
+                s.records -= 1;
+                for (ih, ib) in inner {
+                    s.record(at, ih, &ib, e, keep).map_err(fmt)?;
+                }
+            }
+            _ => s.record(at, h, &body, e, keep).map_err(fmt)?,
+        }
+    }
+    progress.done();
+    if pipe && s.insert_at.is_none() {
+        s.insert_at = Some(s.after_init.unwrap_or(end));
+    }
+    if s.attrs.is_empty() {
+        return Err(MergeError::Format {
+            path: input.path.clone(),
+            source: bad(start, "no event attributes (HEADER_ATTR) in the stream"),
+        });
+    }
+    Ok(s)
+}
+
+/// Turns the COMM and map records of a snapshot file into processes.
+fn processes_from_snapshot(s: &Scan) -> Vec<Process> {
+    let mut by_pid: BTreeMap<u32, Process> = BTreeMap::new();
+    for (pid, tid, comm) in &s.comms {
+        let p = by_pid.entry(*pid).or_insert_with(|| empty_process(*pid));
+        if !p.threads.iter().any(|t| t.tid == *tid) {
+            p.threads.push(Thread {
+                tid: *tid,
+                comm: comm.clone(),
+            });
+        }
+    }
+    for m in &s.maps {
+        if m.key.pid == u32::MAX {
+            continue;
+        }
+        let p = by_pid
+            .entry(m.key.pid)
+            .or_insert_with(|| empty_process(m.key.pid));
+        let mut perms = Perms::default();
+        for (bit, perm) in [(1, Perms::READ), (2, Perms::WRITE), (4, Perms::EXEC)] {
+            if m.prot & bit != 0 {
+                perms = perms | perm;
+            }
+        }
+        if m.flags & 1 != 0 {
+            perms = perms | Perms::SHARED;
+        }
+        let (dev_major, dev_minor, inode) = m.dev_ino.unwrap_or((0, 0, 0));
+        p.vmas.push(Vma {
+            start: m.key.addr,
+            end: m.key.addr.saturating_add(m.key.len),
+            offset: m.key.pgoff,
+            perms,
+            dev_major,
+            dev_minor,
+            inode,
+            name: m.key.filename.clone(),
+            build_id: m.build_id,
+        });
+    }
+    for p in by_pid.values_mut() {
+        // the leader first, as the encoder expects
+        p.threads.sort_by_key(|t| (t.tid != p.pid, t.tid));
+        if p.threads.first().is_none_or(|t| t.tid != p.pid) {
+            p.threads.insert(
+                0,
+                Thread {
+                    tid: p.pid,
+                    comm: Vec::new(),
+                },
+            );
+        }
+        p.vmas.sort_by_key(|v| v.start);
+    }
+    by_pid.into_values().collect()
+}
+
+fn empty_process(pid: u32) -> Process {
+    Process {
+        pid,
+        ppid: 0,
+        uid: 0,
+        kernel_thread: false,
+        start_time: 0,
+        threads: Vec::new(),
+        vmas: Vec::new(),
+        source: None,
+    }
+}
+
+/// Margin when comparing a process's start time with the recording's end:
+/// start times have clock-tick resolution.
+const STALE_SLACK_NS: u64 = 20_000_000;
+
+/// Merges synthesized records into `input`, writing `output` (which may be
+/// `input` itself for in-place). The output is written to a temporary file
+/// next to it and renamed; on error nothing changes.
+pub fn merge(
+    input_path: &Path,
+    output: &Path,
+    opts: &MergeOptions,
+) -> Result<MergeReport, MergeError> {
+    let mut input = open_input(input_path)?;
+    let scan_result = scan(&mut input, false)?;
+    let e = match input.kind {
+        Kind::File(e) | Kind::Pipe(e) => e,
+    };
+    let mut report = MergeReport {
+        input_records: scan_result.records,
+        pipe: matches!(input.kind, Kind::Pipe(_)),
+        ..Default::default()
+    };
+    let needed: Vec<u32> = scan_result
+        .pids
+        .iter()
+        .copied()
+        .filter(|p| !scan_result.has_maps.contains(p))
+        .collect();
+
+    // The processes to insert.
+    let mut processes: Vec<Process> = match &opts.maps {
+        Some(snap_path) => {
+            let mut snap_in = open_input(snap_path)?;
+            let snap = scan(&mut snap_in, true)?;
+            let all = processes_from_snapshot(&snap);
+            select(all, &opts.which, &needed, &mut report)
+        }
+        None => {
+            let target = match &opts.which {
+                Which::Needed => Target::Pids(needed.clone()),
+                Which::All => Target::All,
+                Which::Pids(p) => Target::Pids(p.clone()),
+            };
+            let live = if matches!(target, Target::Pids(ref p) if p.is_empty()) {
+                Snapshot::default()
+            } else {
+                synth::snapshot(&target, &opts.snapshot)?
+            };
+            report.skipped = live.skipped;
+            let skipped: HashSet<u32> = report.skipped.iter().map(|s| s.pid).collect();
+            let tck = crate::sys::clock_ticks_per_second();
+            let mut kept = Vec::new();
+            for p in live.processes {
+                let start_ns = p.start_time.saturating_mul(1_000_000_000) / tck;
+                match scan_result.time {
+                    Some((_, end)) if start_ns > end.saturating_add(STALE_SLACK_NS) => {
+                        report.stale.push(p.pid)
+                    }
+                    _ => kept.push(p),
+                }
+            }
+            if opts.which == Which::Needed {
+                let got: HashSet<u32> = kept
+                    .iter()
+                    .map(|p| p.pid)
+                    .chain(report.stale.iter().copied())
+                    .chain(skipped.iter().copied())
+                    .collect();
+                report.missing = needed
+                    .iter()
+                    .copied()
+                    .filter(|p| !got.contains(p))
+                    .collect();
+            }
+            kept
+        }
+    };
+
+    // Dedupe against the maps already present.
+    for p in &mut processes {
+        let before = p.vmas.len();
+        p.vmas.retain(|v| {
+            !scan_result.existing.contains(&MapKey {
+                pid: p.pid,
+                addr: v.start,
+                len: v.len(),
+                pgoff: v.offset,
+                filename: synth::mmap_filename(v).0.to_vec(),
+            })
+        });
+        report.duplicate_maps += before - p.vmas.len();
+    }
+    // A process whose maps are all present already gets nothing; one the
+    // recording needs keeps its COMM even without maps (kernel threads).
+    processes.retain(|p| !p.vmas.is_empty() || needed.binary_search(&p.pid).is_ok());
+
+    // Encode with the recording's byte order and first attr's trailer.
+    let snap = Snapshot {
+        processes,
+        skipped: Vec::new(),
+    };
+    let enc = Encoding {
+        endian: e,
+        layout: scan_result.attrs[0].layout(),
+        id: 0,
+        forks: false,
+        fill_tid: false,
+    };
+    let mut inserted = Vec::new();
+    synth::encode(&snap, &enc, &mut inserted).map_err(|err| MergeError::Format {
+        path: input_path.to_path_buf(),
+        source: bad(0, err.to_string()),
+    })?;
+    report.processes = snap.processes.len();
+    report.maps = snap.processes.iter().map(|p| p.vmas.len()).sum();
+    report.inserted_records = count_records(&inserted, e);
+    let new_ids: Vec<BuildIdEntry> = synth::build_id_entries(&snap)
+        .into_iter()
+        .filter(|b| {
+            !scan_result
+                .existing_ids
+                .contains(&(b.filename.clone(), b.build_id))
+        })
+        .collect();
+    report.new_build_ids = new_ids.len();
+
+    let mut out =
+        AtomicFile::create(output).map_err(io_err("creating a temporary file for", output))?;
+    match input.kind {
+        Kind::File(_) => write_file_mode(&mut input, &mut out, &inserted, &new_ids, e),
+        Kind::Pipe(_) => {
+            let at = scan_result.insert_at.unwrap_or(input.len);
+            let mut ids = Vec::new();
+            for b in &new_ids {
+                record::encode_build_id_entry(&mut ids, e, types::HEADER_BUILD_ID, b)
+                    .map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))
+                    .map_err(io_err("encoding build ids for", output))?;
+            }
+            report.inserted_records += new_ids.len() as u64;
+            copy_range(&input.file, 0, at, out.file())
+                .and_then(|_| out.file().write_all(&ids))
+                .and_then(|_| out.file().write_all(&inserted))
+                .and_then(|_| copy_range(&input.file, at, input.len - at, out.file()))
+                .map_err(io_err("writing", output))
+        }
+    }?;
+    out.commit().map_err(io_err("writing", output))?;
+    Ok(report)
+}
+
+fn select(
+    all: Vec<Process>,
+    which: &Which,
+    needed: &[u32],
+    report: &mut MergeReport,
+) -> Vec<Process> {
+    let want: Option<HashSet<u32>> = match which {
+        Which::All => None,
+        Which::Needed => Some(needed.iter().copied().collect()),
+        Which::Pids(p) => Some(p.iter().copied().collect()),
+    };
+    let Some(want) = want else { return all };
+    let have: HashSet<u32> = all.iter().map(|p| p.pid).collect();
+    let mut missing: Vec<u32> = want.iter().copied().filter(|p| !have.contains(p)).collect();
+    missing.sort_unstable();
+    report.missing = missing;
+    all.into_iter().filter(|p| want.contains(&p.pid)).collect()
+}
+
+fn count_records(b: &[u8], e: Endian) -> u64 {
+    let mut n = 0;
+    let mut at = 0;
+    while let Some(h) = RecordHeader::parse(&b[at.min(b.len())..], e) {
+        if h.size == 0 {
+            break;
+        }
+        n += 1;
+        at += usize::from(h.size);
+    }
+    n
+}
+
+/// Copies `len` bytes at `off` of `from` to the current position of `to`,
+/// with copy_file_range where the kernel allows (std does this for files).
+fn copy_range(from: &File, off: u64, len: u64, to: &mut File) -> io::Result<()> {
+    let mut f = from;
+    f.seek(SeekFrom::Start(off))?;
+    let mut progress = Progress::new("copying", len);
+    let mut done = 0;
+    while done < len {
+        let chunk = (len - done).min(256 << 20);
+        let n = io::copy(&mut f.take(chunk), to)?;
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "input shrank while being copied",
+            ));
+        }
+        done += n;
+        progress.at(done);
+    }
+    progress.done();
+    Ok(())
+}
+
+fn write_file_mode(
+    input: &mut Input,
+    out: &mut AtomicFile,
+    inserted: &[u8],
+    new_ids: &[BuildIdEntry],
+    e: Endian,
+) -> Result<(), MergeError> {
+    let h = input.header.clone().expect("file mode has a header");
+    let path = input.path.clone();
+    let outp = out.tmp_path().to_path_buf();
+    let werr = io_err("writing", &outp);
+    let delta = inserted.len() as u64;
+    let mut extra_ids = Vec::new();
+    for b in new_ids {
+        record::encode_build_id_entry(&mut extra_ids, e, 0, b).map_err(|err| {
+            MergeError::Format {
+                path: path.clone(),
+                source: bad(0, err.to_string()),
+            }
+        })?;
+    }
+    // Feature sections: copy all, BUILD_ID grows (or appears).
+    let mut feats: Vec<(u32, Section, u64)> = input
+        .features
+        .iter()
+        .map(|(b, s)| (*b, *s, s.size))
+        .collect();
+    if !extra_ids.is_empty() {
+        match feats.iter_mut().find(|(b, _, _)| *b == feature::BUILD_ID) {
+            Some(f) => f.2 += extra_ids.len() as u64,
+            None => {
+                feats.push((
+                    feature::BUILD_ID,
+                    Section::default(),
+                    extra_ids.len() as u64,
+                ));
+                feats.sort_by_key(|f| f.0);
+            }
+        }
+    }
+    let mut head = vec![0u8; FILE_HEADER_SIZE as usize];
+    read_at(&input.file, &mut head, 0).map_err(io_err("reading", &path))?;
+    let put = |head: &mut Vec<u8>, off: usize, v: u64| {
+        let b = match e {
+            Endian::Little => v.to_le_bytes(),
+            Endian::Big => v.to_be_bytes(),
+        };
+        head[off..off + 8].copy_from_slice(&b);
+    };
+    put(&mut head, 48, h.data.size + delta);
+    if h.event_types.size > 0 && h.event_types.offset >= h.data.offset {
+        put(&mut head, 56, h.event_types.offset + delta);
+    }
+    let mut bitmap = h.features;
+    for (b, _, _) in &feats {
+        bitmap[(*b / 64) as usize] |= 1 << (b % 64);
+    }
+    for (i, w) in bitmap.iter().enumerate() {
+        put(&mut head, 72 + i * 8, *w);
+    }
+    let f = out.file();
+    f.write_all(&head).map_err(werr)?;
+    copy_range(
+        &input.file,
+        FILE_HEADER_SIZE,
+        h.data.offset - FILE_HEADER_SIZE,
+        f,
+    )
+    .map_err(io_err("writing", &outp))?;
+    f.write_all(inserted).map_err(io_err("writing", &outp))?;
+    copy_range(&input.file, h.data.offset, h.data.size, f).map_err(io_err("writing", &outp))?;
+    let table_at = h.data.end() + delta;
+    let mut pos = table_at + 16 * feats.len() as u64;
+    let mut table = Vec::new();
+    for (_, _, size) in &feats {
+        table.put_u64(e, pos);
+        table.put_u64(e, *size);
+        pos += size;
+    }
+    f.write_all(&table).map_err(io_err("writing", &outp))?;
+    for (bit, sec, _) in &feats {
+        copy_range(&input.file, sec.offset, sec.size, f).map_err(io_err("writing", &outp))?;
+        if *bit == feature::BUILD_ID {
+            f.write_all(&extra_ids).map_err(io_err("writing", &outp))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,489 @@
+//! `mmap2-synth merge` end to end with real perf recordings of a process the
+//! test starts (a CPU burner in a shared library function).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::*;
+
+/// Records the burner with `perf record --synth=no` (so its samples have no
+/// maps) for about a second. Only our own process is recorded (-p).
+fn record(pid: u32, out: &Path, extra: &[&str]) {
+    let mut args: Vec<String> = vec![
+        "record".into(),
+        "-q".into(),
+        "--synth=no".into(),
+        "-g".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(["-p".into(), pid.to_string()]);
+    let pipe = extra.contains(&"-o") && extra.contains(&"-");
+    if !pipe {
+        args.extend(["-o".into(), out.display().to_string()]);
+    }
+    args.extend(["--".into(), "sleep".into(), "1".into()]);
+    let mut cmd = Command::new("perf");
+    cmd.args(&args);
+    if pipe {
+        cmd.stdout(Stdio::from(std::fs::File::create(out).unwrap()));
+    }
+    let o = cmd.stderr(Stdio::piped()).output().unwrap();
+    assert!(
+        o.status.success(),
+        "perf record: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Share of the burner's samples whose ip resolves to libburn.so's burn_work,
+/// and the number of its samples, per `perf script`.
+fn burn_share(data: &Path, pid: u32) -> (f64, usize) {
+    let text = perf(&[
+        "script".as_ref(),
+        "-F".as_ref(),
+        "pid,ip,sym,dso".as_ref(),
+        "-G".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ]);
+    let lib = fixtures().libburn.display().to_string();
+    let mine: Vec<&str> = text
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some(pid.to_string().as_str()))
+        .collect();
+    let hits = mine
+        .iter()
+        .filter(|l| l.contains(" burn_work") && l.contains(&format!("({lib})")))
+        .count();
+    (hits as f64 / mine.len().max(1) as f64, mine.len())
+}
+
+/// Sample fields that must not change: time, pid, tid, ip, period.
+fn sample_fields(data: &Path) -> String {
+    perf(&[
+        "script".as_ref(),
+        "-F".as_ref(),
+        "time,pid,tid,ip,period".as_ref(),
+        "-G".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ])
+}
+
+/// Records in the file as `perf report -D` counts them (also checks that
+/// perf accepts the file).
+fn record_count(data: &Path) -> usize {
+    perf(&[
+        "report".as_ref(),
+        "-D".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ])
+    .lines()
+    .filter(|l| l.contains(": event:"))
+    .count()
+}
+
+fn inserted_from(stderr: &str) -> usize {
+    let (_, rest) = stderr
+        .split_once("inserted ")
+        .expect("summary names inserted records");
+    rest.split(' ').next().unwrap().parse().unwrap()
+}
+
+fn merge(args: &[&std::ffi::OsStr]) -> String {
+    let mut all: Vec<&std::ffi::OsStr> = vec!["merge".as_ref()];
+    all.extend_from_slice(args);
+    String::from_utf8_lossy(&synth_ok(&all).stderr).into_owned()
+}
+
+fn unknown_share(data: &Path, pid: u32) -> f64 {
+    let text = perf(&[
+        "script".as_ref(),
+        "-F".as_ref(),
+        "pid,ip,dso".as_ref(),
+        "-G".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ]);
+    let mine: Vec<&str> = text
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some(pid.to_string().as_str()))
+        .collect();
+    mine.iter().filter(|l| l.contains("[unknown]")).count() as f64 / mine.len().max(1) as f64
+}
+
+/// Checks a merged recording against its input: samples unchanged, record
+/// count grown by exactly the inserted records, the burner resolved.
+fn check_merged(rec: &Path, merged: &Path, pid: u32, stderr: &str) {
+    let (share, n) = burn_share(merged, pid);
+    assert!(n > 100, "too few samples of the burner: {n}");
+    assert!(
+        share >= 0.95,
+        "only {:.1}% of {n} samples in burn_work after merge",
+        share * 100.0
+    );
+    assert_eq!(sample_fields(rec), sample_fields(merged), "samples changed");
+    assert_eq!(
+        record_count(merged),
+        record_count(rec) + inserted_from(stderr),
+        "{stderr}"
+    );
+}
+
+fn needs_perf_root() -> bool {
+    require(have_perf(), "perf") && require(is_root(), "root (perf record, map_files)")
+}
+
+fn digest(p: &Path) -> Vec<u8> {
+    std::fs::read(p).unwrap()
+}
+
+// Merge from the live system turns [unknown] samples into burn_work in
+// libburn.so, leaves samples byte-identical and the input untouched; the
+// merged file has MMAP2 records with build ids for linux-perf-data.
+#[test]
+fn live_merge_resolves_samples() {
+    if !needs_perf_root() {
+        return;
+    }
+    let b = Mapper::burner();
+    let dir = scratch("merge-live");
+    let rec = dir.join("rec.data");
+    record(b.pid, &rec, &[]);
+    let before = digest(&rec);
+    assert!(
+        unknown_share(&rec, b.pid) > 0.9,
+        "samples should be [unknown] before merge"
+    );
+    let merged = dir.join("merged.data");
+    let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+    assert!(err.contains("file-mode"), "{err}");
+    check_merged(&rec, &merged, b.pid, &err);
+    assert_eq!(digest(&rec), before, "input modified");
+
+    // linux-perf-data sees the new MMAP2 of libburn.so with its build id.
+    use linux_perf_data::{PerfFileReader, PerfFileRecord};
+    let f = std::io::BufReader::new(std::fs::File::open(&merged).unwrap());
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(f).unwrap();
+    let want = readelf_build_id(&fixtures().libburn).unwrap();
+    let mut found = false;
+    while let Some(r) = record_iter.next_record(&mut perf_file).unwrap() {
+        if let PerfFileRecord::EventRecord { record, .. } = r {
+            if let Ok(linux_perf_event_reader::EventRecord::Mmap2(m)) = record.parse() {
+                if m.path.as_slice().ends_with(b"libburn.so") {
+                    if let linux_perf_event_reader::Mmap2FileId::BuildId(id) = &m.file_id {
+                        let hex: String = id.iter().map(|x| format!("{x:02x}")).collect();
+                        assert_eq!(hex, want);
+                        found = true;
+                    }
+                }
+            }
+        }
+    }
+    assert!(found, "no MMAP2 with build id for libburn.so");
+    // perf buildid-list sees the merged BUILD_ID table entry.
+    let list = perf_buildid_list(&perf(&[
+        "buildid-list".as_ref(),
+        "-i".as_ref(),
+        merged.as_os_str(),
+    ]));
+    assert_eq!(list.get(fixtures().libburn.to_str().unwrap()), Some(&want));
+
+    // Merging again finds every map present: nothing more is inserted.
+    let again = dir.join("again.data");
+    let pid = b.pid.to_string();
+    let err = merge(&[
+        merged.as_os_str(),
+        "-p".as_ref(),
+        pid.as_ref(),
+        "-o".as_ref(),
+        again.as_os_str(),
+    ]);
+    assert!(err.contains("inserted 0 records"), "{err}");
+    assert!(!err.contains(" 0 maps already present"), "{err}");
+    assert_eq!(digest(&again), digest(&merged));
+}
+
+// A snapshot taken before the recording (--maps) repairs it just as well.
+#[test]
+fn merge_from_snapshot_file() {
+    if !needs_perf_root() {
+        return;
+    }
+    let b = Mapper::burner();
+    let dir = scratch("merge-maps");
+    let snap = dir.join("snap.data");
+    synth_ok(["-q", "-p", &b.pid.to_string(), "-o", snap.to_str().unwrap()]);
+    let rec = dir.join("rec.data");
+    record(b.pid, &rec, &[]);
+    let merged = dir.join("merged.data");
+    let err = merge(&[
+        rec.as_os_str(),
+        "--maps".as_ref(),
+        snap.as_os_str(),
+        "-o".as_ref(),
+        merged.as_os_str(),
+    ]);
+    check_merged(&rec, &merged, b.pid, &err);
+}
+
+// Pipe-mode recordings are written back in pipe mode, records inserted after
+// the metadata, and perf resolves the samples.
+#[test]
+fn merge_pipe_mode_recording() {
+    if !needs_perf_root() {
+        return;
+    }
+    let b = Mapper::burner();
+    let dir = scratch("merge-pipe");
+    let rec = dir.join("rec.pipe.data");
+    record(b.pid, &rec, &["-o", "-"]);
+    let merged = dir.join("merged.pipe.data");
+    let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+    assert!(err.contains("pipe-mode"), "{err}");
+    let bytes = std::fs::read(&merged).unwrap();
+    assert_eq!(
+        u64::from_le_bytes(bytes[8..16].try_into().unwrap()),
+        16,
+        "pipe header"
+    );
+    check_merged(&rec, &merged, b.pid, &err);
+}
+
+// Compressed recordings (perf record -z) are scanned through zstd and the
+// data passes through untouched.
+#[test]
+fn merge_compressed_recording() {
+    if !needs_perf_root() {
+        return;
+    }
+    let b = Mapper::burner();
+    let dir = scratch("merge-z");
+    let rec = dir.join("rec.data");
+    record(b.pid, &rec, &["-z"]);
+    let merged = dir.join("merged.data");
+    let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+    check_merged(&rec, &merged, b.pid, &err);
+    // the scan saw inside the compressed records: a second merge dedupes
+    let again = dir.join("again.data");
+    let pid = b.pid.to_string();
+    let err = merge(&[
+        merged.as_os_str(),
+        "-p".as_ref(),
+        pid.as_ref(),
+        "-o".as_ref(),
+        again.as_os_str(),
+    ]);
+    assert!(err.contains("inserted 0 records"), "{err}");
+}
+
+// Multi-event recordings, with and without PERF_SAMPLE_IDENTIFIER.
+#[test]
+fn merge_multi_event_recordings() {
+    if !needs_perf_root() {
+        return;
+    }
+    let b = Mapper::burner();
+    let dir = scratch("merge-multi");
+    for (name, extra) in [
+        ("plain", &["-e", "cpu-clock,task-clock"][..]),
+        (
+            "ident",
+            &["-e", "cpu-clock,task-clock", "--sample-identifier"][..],
+        ),
+    ] {
+        let rec = dir.join(format!("{name}.data"));
+        record(b.pid, &rec, extra);
+        let merged = dir.join(format!("{name}.merged.data"));
+        let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+        check_merged(&rec, &merged, b.pid, &err);
+    }
+}
+
+// A big-endian recording (made with our own writer) stays big-endian and
+// perf reads the inserted records.
+#[test]
+fn merge_keeps_big_endian() {
+    if !needs_perf_root() {
+        return;
+    }
+    let m1 = Mapper::start(&[]);
+    let f = fixtures();
+    let m2 = Mapper::start(&[f.lib_sha1.as_os_str()]);
+    let dir = scratch("merge-be");
+    let rec = dir.join("be.data");
+    synth_ok([
+        "-q",
+        "--byte-order",
+        "big",
+        "-p",
+        &m1.pid.to_string(),
+        "-o",
+        rec.to_str().unwrap(),
+    ]);
+    assert_eq!(&std::fs::read(&rec).unwrap()[..8], b"2ELIFREP");
+    let merged = dir.join("merged.data");
+    let pid2 = m2.pid.to_string();
+    let err = merge(&[
+        rec.as_os_str(),
+        "-p".as_ref(),
+        pid2.as_ref(),
+        "-o".as_ref(),
+        merged.as_os_str(),
+    ]);
+    let bytes = std::fs::read(&merged).unwrap();
+    assert_eq!(&bytes[..8], b"2ELIFREP");
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        merged.as_os_str(),
+    ]);
+    let maps = perf_script_mmaps(&script);
+    let want = readelf_build_id(&f.lib_sha1);
+    assert!(
+        maps.iter().any(|m| m.pid == m2.pid
+            && m.path == f.lib_sha1.to_str().unwrap()
+            && m.build_id == want),
+        "{script}"
+    );
+    assert!(
+        maps.iter().any(|m| m.pid == m1.pid),
+        "the recording's own maps survive"
+    );
+    assert_eq!(
+        record_count(&merged),
+        record_count(&rec) + inserted_from(&err)
+    );
+    let list = perf_buildid_list(&perf(&[
+        "buildid-list".as_ref(),
+        "-i".as_ref(),
+        merged.as_os_str(),
+    ]));
+    assert_eq!(list.get(f.lib_sha1.to_str().unwrap()), want.as_ref());
+}
+
+// A live process that started after the recording ended (pid reuse) is
+// skipped and counted, not merged.
+#[test]
+fn stale_process_is_skipped() {
+    if !needs_perf_root() {
+        return;
+    }
+    let b = Mapper::burner();
+    let dir = scratch("merge-stale");
+    let rec = dir.join("rec.data");
+    record(b.pid, &rec, &[]);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let late = Mapper::start(&[]);
+    let merged = dir.join("merged.data");
+    let pid = late.pid.to_string();
+    let err = merge(&[
+        rec.as_os_str(),
+        "-p".as_ref(),
+        pid.as_ref(),
+        "-o".as_ref(),
+        merged.as_os_str(),
+    ]);
+    assert!(
+        err.contains("inserted 0 records")
+            && err.contains("stale (started after the recording): 1"),
+        "{err}"
+    );
+}
+
+fn run_merge(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    let mut all: Vec<&std::ffi::OsStr> = vec!["merge".as_ref()];
+    all.extend_from_slice(args);
+    synth(&all)
+}
+
+// Without -o/--in-place merge refuses naming both; -o naming the input is
+// refused; --in-place rewrites atomically and leaves no temporary file.
+#[test]
+fn output_rules_and_in_place() {
+    if !needs_perf_root() {
+        return;
+    }
+    let b = Mapper::burner();
+    let dir = scratch("merge-inplace");
+    let rec = dir.join("rec.data");
+    record(b.pid, &rec, &[]);
+    let o = run_merge(&[rec.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("-o OUT.data") && e.contains("--in-place"), "{e}");
+    let o = run_merge(&[rec.as_os_str(), "-o".as_ref(), rec.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2));
+    let copy = dir.join("copy.data");
+    std::fs::copy(&rec, &copy).unwrap();
+    let err = merge(&[rec.as_os_str(), "--in-place".as_ref()]);
+    check_merged(&copy, &rec, b.pid, &err);
+    let names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+}
+
+// Malformed inputs exit 2 with the file, the offset and what was wrong; no
+// output or temporary file is left and nothing panics.
+#[test]
+fn bad_inputs_are_reported_not_panicked() {
+    if !needs_perf_root() {
+        return;
+    }
+    let b = Mapper::burner();
+    let dir = scratch("merge-bad");
+    let rec = dir.join("rec.data");
+    record(b.pid, &rec, &[]);
+    let good = std::fs::read(&rec).unwrap();
+    let out = dir.join("out.data");
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("empty", vec![], "too short"),
+        (
+            "garbage",
+            b"hello, this is not perf data at all....".to_vec(),
+            "bad magic",
+        ),
+        ("truncated", good[..good.len() / 2].to_vec(), "past the end"),
+        (
+            "bad-record",
+            {
+                let mut g = good.clone();
+                let data_off = u64::from_le_bytes(g[40..48].try_into().unwrap()) as usize;
+                g[data_off + 6..data_off + 8].copy_from_slice(&4u16.to_le_bytes());
+                g
+            },
+            "size 4",
+        ),
+    ];
+    for (name, bytes, what) in cases {
+        let input = dir.join(format!("{name}.data"));
+        std::fs::write(&input, &bytes).unwrap();
+        let o = run_merge(&[input.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {e}");
+        assert!(
+            e.starts_with("error: ") && e.contains(input.to_str().unwrap()) && e.contains(what),
+            "{name}: {e}"
+        );
+        if name != "empty" {
+            assert!(e.contains("offset"), "{name}: {e}");
+        }
+        assert!(!out.exists());
+        assert_eq!(std::fs::read(&input).unwrap(), bytes);
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp."))
+        .collect();
+    assert!(leftovers.is_empty());
+}
