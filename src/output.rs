@@ -54,10 +54,15 @@ impl AtomicFile {
         &self.tmp
     }
 
-    /// Flushes to disk and renames into place.
+    /// Renames into place. When an existing file is replaced, the data is
+    /// flushed to disk first, so a crash leaves the old file or the new one,
+    /// never a torn one; a new file needs no flush (nothing is lost if it is
+    /// missing after a crash), which keeps big outputs as fast as `cp`.
     pub fn commit(mut self) -> io::Result<()> {
         if let Some(f) = self.file.take() {
-            f.sync_all()?;
+            if self.target.exists() {
+                f.sync_all()?;
+            }
         }
         std::fs::rename(&self.tmp, &self.target)?;
         self.tmp = PathBuf::new();

@@ -199,11 +199,13 @@ pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> 
     };
     let cache = BuildIdCache::new();
     let no_ioctl = AtomicBool::new(opts.source == SourceChoice::Text);
-    let mut builder = rayon::ThreadPoolBuilder::new();
-    if let Some(j) = opts.jobs {
-        builder = builder.num_threads(j);
-    }
-    let pool = builder.build()?;
+    // No more workers than processes: a merge that needs one pid should not
+    // start a thread per core.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = opts.jobs.unwrap_or(cores).min(pids.len()).max(1);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build()?;
     let outcomes: Vec<Outcome> = pool.install(|| {
         pids.par_iter()
             .map(|&pid| read_process(pid, uid, opts, &cache, &no_ioctl))

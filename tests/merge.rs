@@ -137,8 +137,12 @@ fn needs_perf_root() -> bool {
     require(have_perf(), "perf") && require(is_root(), "root (perf record, map_files)")
 }
 
-fn digest(p: &Path) -> Vec<u8> {
-    std::fs::read(p).unwrap()
+/// A hash of the file's bytes (keeps assertion messages short).
+fn digest(p: &Path) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::fs::read(p).unwrap().hash(&mut h);
+    h.finish()
 }
 
 // Merge from the live system turns [unknown] samples into burn_work in
@@ -207,7 +211,11 @@ fn live_merge_resolves_samples() {
     ]);
     assert!(err.contains("inserted 0 records"), "{err}");
     assert!(!err.contains(" 0 maps already present"), "{err}");
-    assert_eq!(digest(&again), digest(&merged));
+    assert_eq!(
+        digest(&again),
+        digest(&merged),
+        "a merge that inserts nothing copies the input"
+    );
 }
 
 // A snapshot taken before the recording (--maps) repairs it just as well.
@@ -486,4 +494,50 @@ fn bad_inputs_are_reported_not_panicked() {
         .filter(|e| e.file_name().to_string_lossy().contains(".tmp."))
         .collect();
     assert!(leftovers.is_empty());
+}
+
+// A merge that inserts more than the reserved room (RESERVE) rewrites the
+// data section behind the records and still leaves samples untouched.
+#[test]
+fn merge_larger_than_reserve() {
+    if !needs_perf_root() {
+        return;
+    }
+    let b = Mapper::burner();
+    let big = Mapper::start(&["--data-maps".as_ref(), "6000".as_ref()]);
+    let dir = scratch("merge-reserve");
+    let rec = dir.join("rec.data");
+    record(b.pid, &rec, &[]);
+    let merged = dir.join("merged.data");
+    let pids = format!("{},{}", b.pid, big.pid);
+    let err = merge(&[
+        rec.as_os_str(),
+        "--data".as_ref(),
+        "-p".as_ref(),
+        pids.as_ref(),
+        "-o".as_ref(),
+        merged.as_os_str(),
+    ]);
+    let maps: usize = err
+        .split_once("processes, ")
+        .unwrap()
+        .1
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(maps * 100 > mmap2_synth::merge::RESERVE as usize, "{err}");
+    check_merged(&rec, &merged, b.pid, &err);
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        merged.as_os_str(),
+    ]);
+    let n = perf_script_mmaps(&script)
+        .iter()
+        .filter(|m| m.pid == big.pid)
+        .count();
+    assert!(n >= 6000, "{n} maps of the big process");
 }
