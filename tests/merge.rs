@@ -167,6 +167,32 @@ fn live_merge_resolves_samples() {
     assert!(err.contains("file-mode"), "{err}");
     check_merged(&rec, &merged, b.pid, &err);
     assert_eq!(digest(&rec), before, "input modified");
+    // perf report's top entry is burn_work in libburn.so (it was [unknown]).
+    let report = |f: &Path| {
+        perf(&[
+            "report".as_ref(),
+            "--stdio".as_ref(),
+            "-q".as_ref(),
+            "-g".as_ref(),
+            "none".as_ref(),
+            "--sort".as_ref(),
+            "dso,sym".as_ref(),
+            "-i".as_ref(),
+            f.as_os_str(),
+        ])
+    };
+    let top = |text: &str| {
+        text.lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(top(&report(&rec)).contains("[unknown]"), "{}", report(&rec));
+    let after = top(&report(&merged));
+    assert!(
+        after.contains("libburn.so") && after.contains("burn_work"),
+        "{after}"
+    );
 
     // linux-perf-data sees the new MMAP2 of libburn.so with its build id.
     use linux_perf_data::{PerfFileReader, PerfFileRecord};
