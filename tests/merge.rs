@@ -244,6 +244,27 @@ fn live_merge_resolves_samples() {
     );
 }
 
+/// Records the burner (`perf_args` added), merges the recording with
+/// `merge_args` added, checks the result with [`check_merged`] and returns
+/// (recording, merged file, merge summary).
+fn record_merge_check(
+    b: &Mapper,
+    dir: &Path,
+    name: &str,
+    perf_args: &[&str],
+    merge_args: &[&std::ffi::OsStr],
+) -> (PathBuf, PathBuf, String) {
+    let rec = dir.join(format!("{name}.data"));
+    record(b.pid, &rec, perf_args);
+    let merged = dir.join(format!("{name}.merged.data"));
+    let mut args = vec![rec.as_os_str()];
+    args.extend_from_slice(merge_args);
+    args.extend(["-o".as_ref(), merged.as_os_str()]);
+    let err = merge(&args);
+    check_merged(&rec, &merged, b.pid, &err);
+    (rec, merged, err)
+}
+
 // A snapshot taken before the recording (--maps) repairs it just as well.
 #[test]
 fn merge_from_snapshot_file() {
@@ -254,17 +275,12 @@ fn merge_from_snapshot_file() {
     let dir = scratch("merge-maps");
     let snap = dir.join("snap.data");
     synth_ok(["-q", "-p", &b.pid.to_string(), "-o", snap.to_str().unwrap()]);
-    let rec = dir.join("rec.data");
-    record(b.pid, &rec, &[]);
-    let merged = dir.join("merged.data");
-    let err = merge(&[
-        rec.as_os_str(),
-        "--maps".as_ref(),
-        snap.as_os_str(),
-        "-o".as_ref(),
-        merged.as_os_str(),
-    ]);
-    check_merged(&rec, &merged, b.pid, &err);
+    let (_, _, err) =
+        record_merge_check(&b, &dir, "rec", &[], &["--maps".as_ref(), snap.as_os_str()]);
+    assert!(
+        err.contains("inserted 6 records"),
+        "COMM + 5 maps from the snapshot: {err}"
+    );
 }
 
 // Pipe-mode recordings are written back in pipe mode, records inserted after
@@ -276,10 +292,7 @@ fn merge_pipe_mode_recording() {
     }
     let b = Mapper::burner();
     let dir = scratch("merge-pipe");
-    let rec = dir.join("rec.pipe.data");
-    record(b.pid, &rec, &["-o", "-"]);
-    let merged = dir.join("merged.pipe.data");
-    let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+    let (_, merged, err) = record_merge_check(&b, &dir, "rec.pipe", &["-o", "-"], &[]);
     assert!(err.contains("pipe-mode"), "{err}");
     let bytes = std::fs::read(&merged).unwrap();
     assert_eq!(
@@ -287,7 +300,6 @@ fn merge_pipe_mode_recording() {
         16,
         "pipe header"
     );
-    check_merged(&rec, &merged, b.pid, &err);
 }
 
 // Compressed recordings (perf record -z) are scanned through zstd and the
@@ -299,11 +311,7 @@ fn merge_compressed_recording() {
     }
     let b = Mapper::burner();
     let dir = scratch("merge-z");
-    let rec = dir.join("rec.data");
-    record(b.pid, &rec, &["-z"]);
-    let merged = dir.join("merged.data");
-    let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
-    check_merged(&rec, &merged, b.pid, &err);
+    let (_, merged, _) = record_merge_check(&b, &dir, "rec", &["-z"], &[]);
     // the scan saw inside the compressed records: a second merge dedupes
     let again = dir.join("again.data");
     let pid = b.pid.to_string();
@@ -325,19 +333,14 @@ fn merge_multi_event_recordings() {
     }
     let b = Mapper::burner();
     let dir = scratch("merge-multi");
-    for (name, extra) in [
-        ("plain", &["-e", "cpu-clock,task-clock"][..]),
-        (
-            "ident",
-            &["-e", "cpu-clock,task-clock", "--sample-identifier"][..],
-        ),
-    ] {
-        let rec = dir.join(format!("{name}.data"));
-        record(b.pid, &rec, extra);
-        let merged = dir.join(format!("{name}.merged.data"));
-        let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
-        check_merged(&rec, &merged, b.pid, &err);
-    }
+    record_merge_check(&b, &dir, "plain", &["-e", "cpu-clock,task-clock"], &[]);
+    record_merge_check(
+        &b,
+        &dir,
+        "ident",
+        &["-e", "cpu-clock,task-clock", "--sample-identifier"],
+        &[],
+    );
 }
 
 // A big-endian recording (made with our own writer) stays big-endian and

@@ -195,21 +195,34 @@ pub struct Mapper {
 }
 
 impl Mapper {
-    /// Starts the mapper with these arguments and waits until it is ready.
-    pub fn start(args: &[&std::ffi::OsStr]) -> Mapper {
-        let mut child = Command::new(&fixtures().mapper)
-            .args(args)
+    /// Spawns a fixture program with piped stdin and waits for its "ready" line.
+    fn spawn_ready(mut cmd: Command) -> Mapper {
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
-            .expect("start mapper");
+            .expect("start fixture program");
         let mut line = String::new();
         BufReader::new(child.stdout.as_mut().unwrap())
             .read_line(&mut line)
             .unwrap();
-        assert!(line.starts_with("ready"), "mapper said {line:?}");
+        assert!(line.starts_with("ready"), "fixture said {line:?}");
         let pid = child.id();
         Mapper { child, pid }
+    }
+
+    /// Starts the mapper with these arguments and waits until it is ready.
+    pub fn start(args: &[&std::ffi::OsStr]) -> Mapper {
+        let mut cmd = Command::new(&fixtures().mapper);
+        cmd.args(args);
+        Mapper::spawn_ready(cmd)
+    }
+
+    /// Starts the CPU burner (same lifetime rules as a mapper).
+    pub fn burner() -> Mapper {
+        let mut cmd = Command::new(&fixtures().burn);
+        cmd.arg("120");
+        Mapper::spawn_ready(cmd)
     }
 
     /// Starts the mapper dlopening every fixture library, with threads.
@@ -228,25 +241,6 @@ impl Mapper {
             f.lib_none.as_os_str(),
             f.lib_space.as_os_str(),
         ])
-    }
-}
-
-impl Mapper {
-    /// Starts the CPU burner (same lifetime rules as a mapper).
-    pub fn burner() -> Mapper {
-        let mut child = Command::new(&fixtures().burn)
-            .arg("120")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start burner");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert!(line.starts_with("ready"), "burner said {line:?}");
-        let pid = child.id();
-        Mapper { child, pid }
     }
 }
 
