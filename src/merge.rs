@@ -1124,3 +1124,224 @@ fn finish_file_mode(
     f.write_all_at(&head, 0).map_err(werr())?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf_data::{self, attr_flags, Attr, EventDesc, Metadata};
+    use crate::record::misc;
+    use crate::record::{sample_type as st, PutExt};
+    use crate::snapshot_file::{self, Mode, WriteOptions};
+    use crate::synth::Thread;
+    use crate::vma::Perms;
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("m2s-merge-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A recording with one attr (IP|TID|TIME|ID, sample_id_all) and two
+    /// samples of pid 42, then a FINISHED_ROUND.
+    fn recording(e: Endian) -> (Vec<u8>, Vec<u8>) {
+        let attr = Attr {
+            type_: 1,
+            sample_type: st::IP | st::TID | st::TIME | st::ID,
+            flags: attr_flags::SAMPLE_ID_ALL | attr_flags::MMAP2,
+            ..Default::default()
+        };
+        let mut data = Vec::new();
+        for (ip, time) in [(0x7f00_0000_1000u64, 1_000u64), (0x7f00_0000_2000, 2_000)] {
+            data.put_u32(e, types::SAMPLE);
+            data.put_u16(e, misc::USER);
+            data.put_u16(e, 8 + 32);
+            data.put_u64(e, ip);
+            data.put_u32(e, 42);
+            data.put_u32(e, 43);
+            data.put_u64(e, time);
+            data.put_u64(e, 7);
+        }
+        record::encode_empty(&mut data, e, types::FINISHED_ROUND);
+        let meta = Metadata {
+            endian: e,
+            events: vec![EventDesc {
+                attr: attr.encode(e),
+                name: b"cycles".to_vec(),
+                ids: vec![7],
+            }],
+            features: vec![(
+                perf_data::feature::HOSTNAME,
+                perf_data::string_feature(e, b"host"),
+            )],
+            build_ids: vec![],
+        };
+        let mut f = Vec::new();
+        perf_data::write_file(&mut f, &meta, &data).unwrap();
+        (f, data)
+    }
+
+    fn process(pid: u32, name: &[u8]) -> Process {
+        Process {
+            pid,
+            ppid: 1,
+            uid: 0,
+            kernel_thread: false,
+            start_time: 0,
+            threads: vec![Thread {
+                tid: pid,
+                comm: name.to_vec(),
+            }],
+            vmas: vec![Vma {
+                start: 0x7f00_0000_0000,
+                end: 0x7f00_0001_0000,
+                offset: 0,
+                perms: Perms::READ | Perms::EXEC,
+                dev_major: 8,
+                dev_minor: 1,
+                inode: 99,
+                name: b"/lib/libx.so".to_vec(),
+                build_id: BuildId::new(&[0xab; 20]),
+            }],
+            source: None,
+        }
+    }
+
+    // A merge from a snapshot file inserts COMM + MMAP2 of the needed pid only,
+    // at the start of the data section, in the recording's byte order; the
+    // original records follow byte for byte; BUILD_ID gains the id; HOSTNAME
+    // is kept.
+    #[test]
+    fn merge_from_snapshot_both_byte_orders() {
+        for e in [Endian::Little, Endian::Big] {
+            let dir = tmpdir(&format!("{e:?}"));
+            let (rec, data) = recording(e);
+            let rec_path = dir.join("rec.data");
+            std::fs::write(&rec_path, &rec).unwrap();
+            let snap = Snapshot {
+                processes: vec![process(42, b"target"), process(50, b"other")],
+                skipped: vec![],
+            };
+            let mut sb = Vec::new();
+            snapshot_file::write_snapshot(
+                &mut sb,
+                &snap,
+                &WriteOptions {
+                    endian: Endian::Little,
+                    mode: Mode::File,
+                    forks: true,
+                    cmdline: vec![],
+                },
+            )
+            .unwrap();
+            let snap_path = dir.join("snap.data");
+            std::fs::write(&snap_path, &sb).unwrap();
+            let out = dir.join("out.data");
+            let opts = MergeOptions {
+                which: Which::Needed,
+                maps: Some(snap_path),
+                snapshot: synth::Options::default(),
+            };
+            let report = merge(&rec_path, &out, &opts).unwrap();
+            assert_eq!(report.processes, 1);
+            assert_eq!(report.inserted_records, 2);
+            assert_eq!(report.new_build_ids, 1);
+            assert_eq!(report.input_records, 3);
+
+            let o = std::fs::read(&out).unwrap();
+            let h = FileHeader::parse(&o[..104], o.len() as u64).unwrap();
+            assert_eq!(h.endian, e);
+            let d = &o[h.data.offset as usize..h.data.end() as usize];
+            let h1 = RecordHeader::parse(d, e).unwrap();
+            assert_eq!(h1.type_, types::COMM);
+            let (pid, tid, name) = perf_read::parse_comm(&d[8..h1.size as usize], e).unwrap();
+            assert_eq!((pid, tid, name.as_slice()), (42, 42, &b"target"[..]));
+            // trailer: TID, TIME, ID all zero (sample_id_all, first attr's layout)
+            assert_eq!(&d[h1.size as usize - 24..h1.size as usize], &[0u8; 24]);
+            let rest = &d[h1.size as usize..];
+            let h2 = RecordHeader::parse(rest, e).unwrap();
+            assert_eq!(h2.type_, types::MMAP2);
+            let m = perf_read::parse_map(&h2, &rest[8..h2.size as usize], e).unwrap();
+            assert_eq!(m.key.filename, b"/lib/libx.so");
+            assert_eq!(m.build_id, BuildId::new(&[0xab; 20]));
+            assert_eq!(
+                &rest[h2.size as usize..],
+                &data[..],
+                "original records untouched"
+            );
+            assert_eq!(
+                h.feature_bits(),
+                vec![perf_data::feature::BUILD_ID, perf_data::feature::HOSTNAME]
+            );
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+    }
+
+    // Records split across compressed payloads are reassembled.
+    #[test]
+    fn decompressor_handles_records_across_payloads() {
+        let e = Endian::Little;
+        let mut raw = Vec::new();
+        for i in 0..3u32 {
+            record::encode_comm(
+                &mut raw,
+                e,
+                i,
+                i,
+                b"abc",
+                &Default::default(),
+                &Default::default(),
+            )
+            .unwrap();
+        }
+        let (a, b) = raw.split_at(20);
+        let ca = zstd::bulk::compress(a, 1).unwrap();
+        let cb = zstd::bulk::compress(b, 1).unwrap();
+        let mut d = Decompressor::new().unwrap();
+        let mut seen = Vec::new();
+        for payload in [&ca, &cb] {
+            d.feed(0, payload, e, |h, body| {
+                seen.push((h.type_, perf_read::parse_comm(body, e).unwrap().0));
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(seen, vec![(3, 0), (3, 1), (3, 2)]);
+        assert!(d.feed(0, b"not zstd at all", e, |_, _| Ok(())).is_err());
+    }
+
+    // Snapshot records become processes: leader first, maps sorted, perms from prot/flags.
+    #[test]
+    fn snapshot_records_to_processes() {
+        let mut s = Scan::default();
+        s.comms.push((5, 6, b"worker".to_vec()));
+        s.comms.push((5, 5, b"main".to_vec()));
+        for (addr, prot, flags) in [(0x2000u64, 5u32, 2u32), (0x1000, 3, 1)] {
+            s.maps.push(perf_read::MapRecord {
+                key: MapKey {
+                    pid: 5,
+                    addr,
+                    len: 0x1000,
+                    pgoff: 0,
+                    filename: b"/x".to_vec(),
+                },
+                tid: 5,
+                misc: 0,
+                build_id: None,
+                dev_ino: Some((1, 2, 3)),
+                prot,
+                flags,
+            });
+        }
+        let p = processes_from_snapshot(&s);
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].threads[0].comm, b"main");
+        assert_eq!(p[0].vmas[0].start, 0x1000);
+        assert_eq!(
+            p[0].vmas[0].perms,
+            Perms::READ | Perms::WRITE | Perms::SHARED
+        );
+        assert_eq!(p[0].vmas[1].perms, Perms::READ | Perms::EXEC);
+        assert_eq!(p[0].vmas[1].inode, 3);
+    }
+}

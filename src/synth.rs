@@ -433,7 +433,11 @@ pub fn encode_process(
             };
             record::encode_fork(out, e, &f, &enc.layout, &sid)?;
         }
-        record::encode_comm(out, e, p.pid, t.tid, &t.comm, &enc.layout, &sid)?;
+        // A thread whose name is unknown (a snapshot file without its COMM)
+        // gets none rather than an empty one that would rename it.
+        if !t.comm.is_empty() {
+            record::encode_comm(out, e, p.pid, t.tid, &t.comm, &enc.layout, &sid)?;
+        }
         if leader {
             for vma in &p.vmas {
                 let (filename, extra_flags) = mmap_filename(vma);
