@@ -268,6 +268,9 @@ struct Scan {
     pids: BTreeSet<u32>,
     has_maps: HashSet<u32>,
     existing: HashSet<MapKey>,
+    /// Pids whose maps are remembered for dedupe (None: all). Keeps memory
+    /// bounded by what may be inserted, not by the recording's maps.
+    dedupe_for: Option<HashSet<u32>>,
     existing_ids: HashSet<(Vec<u8>, BuildId)>,
     time: Option<(u64, u64)>,
     records: u64,
@@ -341,7 +344,13 @@ impl Scan {
                 if keep {
                     self.maps.push(m.clone());
                 }
-                self.existing.insert(m.key);
+                if self
+                    .dedupe_for
+                    .as_ref()
+                    .is_none_or(|d| d.contains(&m.key.pid))
+                {
+                    self.existing.insert(m.key);
+                }
             }
             types::HEADER_BUILD_ID => {
                 let mut full = Vec::with_capacity(body.len() + 8);
@@ -579,8 +588,16 @@ fn file_attrs(input: &Input, h: &FileHeader) -> Result<Vec<AttrInfo>, MergeError
 
 /// Scans the records of an input (file or pipe mode). `keep` also collects
 /// COMM and map records (for reading a snapshot).
-fn scan(input: &mut Input, keep: bool, tee: Option<&mut File>) -> Result<Scan, MergeError> {
-    let mut s = Scan::default();
+fn scan(
+    input: &mut Input,
+    keep: bool,
+    dedupe_for: Option<HashSet<u32>>,
+    tee: Option<&mut File>,
+) -> Result<Scan, MergeError> {
+    let mut s = Scan {
+        dedupe_for,
+        ..Scan::default()
+    };
     let (e, start, end) =
         match (input.kind, &input.header) {
             (Kind::File(e), Some(h)) => {
@@ -780,6 +797,26 @@ pub fn merge(
     opts: &MergeOptions,
 ) -> Result<MergeReport, MergeError> {
     let mut input = open_input(input_path)?;
+    // A snapshot file is read first: its pids bound what needs dedupe.
+    let snapshot_procs = match &opts.maps {
+        Some(snap_path) => {
+            let mut snap_in = open_input(snap_path)?;
+            let snap = scan(&mut snap_in, true, Some(HashSet::new()), None)?;
+            Some(processes_from_snapshot(&snap))
+        }
+        None => None,
+    };
+    // Only maps of pids that may get records are remembered for dedupe;
+    // pids the recording "needs" have no maps in it by definition.
+    let dedupe_for: HashSet<u32> = match (&opts.which, &snapshot_procs) {
+        (Which::Needed, _) => HashSet::new(),
+        (Which::Pids(p), _) => p.iter().copied().collect(),
+        (Which::All, Some(procs)) => procs.iter().map(|p| p.pid).collect(),
+        (Which::All, None) => crate::proc::list_ids(&opts.snapshot.proc_root)
+            .map_err(io_err("listing", &opts.snapshot.proc_root))?
+            .into_iter()
+            .collect(),
+    };
     let mut out =
         AtomicFile::create(output).map_err(io_err("creating a temporary file for", output))?;
     // File mode copies the data section while scanning it, to RESERVE bytes
@@ -802,7 +839,7 @@ pub fn merge(
         }
         None => None,
     };
-    let scan_result = scan(&mut input, false, tee)?;
+    let scan_result = scan(&mut input, false, Some(dedupe_for), tee)?;
     let e = match input.kind {
         Kind::File(e) | Kind::Pipe(e) => e,
     };
@@ -819,13 +856,8 @@ pub fn merge(
         .collect();
 
     // The processes to insert.
-    let mut processes: Vec<Process> = match &opts.maps {
-        Some(snap_path) => {
-            let mut snap_in = open_input(snap_path)?;
-            let snap = scan(&mut snap_in, true, None)?;
-            let all = processes_from_snapshot(&snap);
-            select(all, &opts.which, &needed, &mut report)
-        }
+    let mut processes: Vec<Process> = match snapshot_procs {
+        Some(all) => select(all, &opts.which, &needed, &mut report),
         None => {
             let target = match &opts.which {
                 Which::Needed => Target::Pids(needed.clone()),
