@@ -570,3 +570,71 @@ fn merge_larger_than_reserve() {
         .count();
     assert!(n >= 6000, "{n} maps of the big process");
 }
+
+// A large recording (64 MiB of records of an unknown type) passes through
+// byte for byte, and a terminal on stderr gets a progress display.
+#[test]
+fn large_input_progress_and_unknown_records_pass_through() {
+    use mmap2_synth::perf_data::{self, attr_flags, Attr, EventDesc, Metadata};
+    use mmap2_synth::record::{Endian, PutExt};
+    if !require(
+        Command::new("script").arg("--version").output().is_ok(),
+        "script (util-linux) for a pseudo-terminal",
+    ) {
+        return;
+    }
+    let e = Endian::Little;
+    let mut data = Vec::with_capacity(65 << 20);
+    let mut i = 0u32;
+    while data.len() < 64 << 20 {
+        data.put_u32(e, 4000); // an unknown record type
+        data.put_u16(e, 0);
+        data.put_u16(e, 65528);
+        data.extend(std::iter::repeat_n((i % 251) as u8, 65520));
+        i += 1;
+    }
+    let attr = Attr {
+        sample_type: 0x7,
+        flags: attr_flags::SAMPLE_ID_ALL,
+        ..Default::default()
+    };
+    let meta = Metadata {
+        endian: e,
+        events: vec![EventDesc {
+            attr: attr.encode(e),
+            name: b"x".to_vec(),
+            ids: vec![1],
+        }],
+        features: vec![(
+            perf_data::feature::HOSTNAME,
+            perf_data::string_feature(e, b"h"),
+        )],
+        build_ids: vec![],
+    };
+    let dir = scratch("merge-progress");
+    let rec = dir.join("big.data");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&rec).unwrap());
+    perf_data::write_file(&mut f, &meta, &data).unwrap();
+    drop(f);
+    let out = dir.join("out.data");
+    let m = Mapper::start(&[]);
+    let cmd = format!(
+        "{} merge -p {} '{}' -o '{}'",
+        bin(),
+        m.pid,
+        rec.display(),
+        out.display()
+    );
+    let o = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .unwrap();
+    let tty = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{tty}");
+    assert!(tty.contains("scanning") && tty.contains("100%"), "{tty}");
+    let merged = std::fs::read(&out).unwrap();
+    let u = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize;
+    let (off, size) = (u(&merged, 40), u(&merged, 48));
+    assert!(size > data.len(), "records were inserted");
+    assert_eq!(&merged[off + size - data.len()..off + size], &data[..]);
+}
