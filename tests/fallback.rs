@@ -1,0 +1,91 @@
+//! The automatic fallback from PROCMAP_QUERY to text maps, on a fake /proc
+//! whose maps files are regular files (the ioctl then fails with ENOTTY,
+//! exactly as on a kernel without it).
+
+use std::path::PathBuf;
+
+use mmap2_synth::synth::{self, Options, ScanError, SourceChoice, Target};
+use mmap2_synth::vma::Selection;
+
+fn fake_proc() -> PathBuf {
+    let root =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fakeproc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let task = root.join("4242/task");
+    for tid in ["4242", "4243"] {
+        std::fs::create_dir_all(task.join(tid)).unwrap();
+        std::fs::write(
+            task.join(tid).join("status"),
+            format!("Name:\tthr{tid}\nTgid:\t4242\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nKthread:\t0\n"),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        root.join("4242/status"),
+        "Name:\tfake\nTgid:\t4242\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nKthread:\t0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("4242/stat"),
+        "4242 (fake) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 2 0 12345 0 0\n",
+    )
+    .unwrap();
+    let maps = "\
+55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 100 /usr/bin/fake
+55d0c0a01000-55d0c0a05000 r-xp 00001000 08:01 100 /usr/bin/fake
+7f0000000000-7f0000010000 rw-p 00000000 00:00 0 
+7f0000010000-7f0000020000 r-xp 00002000 08:01 200 /lib/with space\\012newline.so
+ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]
+";
+    for tid in ["4242", "4243"] {
+        std::fs::write(task.join(tid).join("maps"), maps).unwrap();
+    }
+    root
+}
+
+// With --source auto the ENOTTY of the ioctl switches to the text parser,
+// which yields the exec VMAs (not [vsyscall]) with their raw names.
+#[test]
+fn auto_falls_back_to_text_on_enotty() {
+    let root = fake_proc();
+    let opts = Options {
+        selection: Selection::Exec,
+        source: SourceChoice::Auto,
+        build_ids: false,
+        jobs: Some(1),
+        proc_root: root.clone(),
+    };
+    let snap = synth::snapshot(&Target::Pids(vec![4242]), &opts).unwrap();
+    assert!(snap.skipped.is_empty(), "{:?}", snap.skipped);
+    let p = &snap.processes[0];
+    assert_eq!(p.source, Some(mmap2_synth::source::Source::Text));
+    assert_eq!(p.threads.len(), 2);
+    assert_eq!(p.threads[1].comm, b"thr4243");
+    assert_eq!(p.start_time, 12345);
+    let names: Vec<&[u8]> = p.vmas.iter().map(|v| v.name.as_slice()).collect();
+    assert_eq!(
+        names,
+        vec![&b"/usr/bin/fake"[..], b"/lib/with space\nnewline.so"]
+    );
+    // --data adds the readable VMAs (still not the unreadable vsyscall page)
+    let data = synth::snapshot(
+        &Target::Pids(vec![4242]),
+        &Options {
+            selection: Selection::ExecAndData,
+            ..opts.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(data.processes[0].vmas.len(), 4);
+    // --source ioctl refuses instead of falling back
+    let err = synth::snapshot(
+        &Target::Pids(vec![4242]),
+        &Options {
+            source: SourceChoice::Ioctl,
+            ..opts
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(err, ScanError::NoIoctl), "{err}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
