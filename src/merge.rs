@@ -1,12 +1,14 @@
 //! `merge`: insert synthesized COMM/MMAP2 records into an existing recording
 //! without touching anything else.
 //!
-//! Two passes over the input: a streaming scan (records, decompressing
-//! PERF_RECORD_COMPRESSED only to look inside) that finds the pids that need
-//! maps, the maps already present, the time range and, in pipe mode, the
-//! insertion point; then a copy pass that writes header, inserted records and
-//! the untouched rest with `copy_file_range`, fixing offsets and merging the
-//! BUILD_ID table.
+//! A streaming scan of the records (decompressing PERF_RECORD_COMPRESSED only
+//! to look inside) finds the pids that need maps, the maps already present,
+//! the time range and, in pipe mode, the insertion point. In file mode the
+//! scan also writes every byte it reads to the output, [`RESERVE`] bytes
+//! further on, so the data section is read once; the inserted records then
+//! fill the room in front of it and the header, feature table and sections
+//! (BUILD_ID merged, the rest copied byte for byte) are written with fixed
+//! offsets. Pipe mode copies the stream around the inserted records.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::File;
@@ -397,19 +399,30 @@ impl Decompressor {
     ) -> Result<(), FormatError> {
         use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
         let mut input = InBuffer::around(payload);
-        while input.pos < payload.len() {
+        let mut stalled = false;
+        loop {
+            let before = input.pos;
             let mut output = OutBuffer::around(&mut self.out[..]);
             self.dec
                 .run(&mut input, &mut output)
                 .map_err(|err| bad(at, format!("compressed record does not decompress: {err}")))?;
             let n = output.pos();
             self.pending.extend_from_slice(&self.out[..n]);
-            if n == 0 && input.pos < payload.len() {
-                // zstd made no progress: a finished frame followed by more
-                // data starts a new frame.
+            // A full output buffer may leave more decoded bytes inside zstd.
+            if input.pos >= payload.len() && n < self.out.len() {
+                break;
+            }
+            if n == 0 && input.pos == before {
+                if stalled {
+                    return Err(bad(at, "compressed record: zstd makes no progress"));
+                }
+                // A finished frame followed by more data: start a new frame.
                 self.dec
                     .reinit()
                     .map_err(|err| bad(at, format!("zstd: {err}")))?;
+                stalled = true;
+            } else {
+                stalled = false;
             }
         }
         let mut off = 0;
