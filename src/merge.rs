@@ -439,8 +439,7 @@ impl Decompressor {
             if self.pending.len() - off < size {
                 break;
             }
-            let body = self.pending[off + 8..off + size].to_vec();
-            f(h, &body)?;
+            f(h, &self.pending[off + 8..off + size])?;
             off += size;
         }
         self.pending.drain(..off);
@@ -697,18 +696,13 @@ fn scan(
                     None => dec
                         .insert(Decompressor::new().map_err(io_err("decompressing", &input.path))?),
                 };
-                let mut inner = Vec::new();
+                // count the records inside, not the container
+                s.records -= 1;
                 d.feed(at, payload, e, |ih, ib| {
-                    inner.push((ih, ib.to_vec()));
-                    Ok(())
+                    s.records += 1;
+                    s.record(at, ih, ib, e, keep)
                 })
                 .map_err(fmt)?;
-                // count the records inside, not the container
-                s.records += inner.len() as u64;
-                s.records -= 1;
-                for (ih, ib) in inner {
-                    s.record(at, ih, &ib, e, keep).map_err(fmt)?;
-                }
             }
             _ => s.record(at, h, body, e, keep).map_err(fmt)?,
         }
