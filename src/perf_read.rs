@@ -162,6 +162,12 @@ impl FileHeader {
         if !(16 + 64..=4096).contains(&attr_size) {
             return Err(bad(16, format!("implausible attr entry size {attr_size}")));
         }
+        if attrs.size > 64 << 20 {
+            return Err(bad(
+                32,
+                format!("implausible attr section size {}", attrs.size),
+            ));
+        }
         if attrs.size % attr_size != 0 {
             return Err(bad(
                 32,
