@@ -298,3 +298,32 @@ fn unprivileged_text_source_reads_build_ids_through_root_path() {
         "{list:?}"
     );
 }
+
+// Processes that start and exit all the time (a fork loop in the namespace)
+// never make --all fail: those that vanish mid-scan are only counted.
+#[test]
+fn all_survives_process_churn() {
+    if !require(is_root(), "root (unshare -fp)") {
+        return;
+    }
+    let dir = scratch("churn");
+    let script = format!(
+        "(while :; do /bin/true; done) & (while :; do /bin/true; done) & \
+         n=0; v=0; while [ $n -lt 30 ]; do \
+           {bin} --all -j 2 -o {out} 2>{err} || exit 1; \
+           grep -q vanished {err} && v=$((v+1)); n=$((n+1)); \
+         done; echo vanished-runs=$v",
+        bin = bin(),
+        out = q(&dir.join("c.data")),
+        err = q(&dir.join("err.txt")),
+    );
+    let out = in_pid_namespace(&script);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let runs: u32 = text
+        .trim()
+        .strip_prefix("vanished-runs=")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    // the churn really made processes vanish mid-scan (30 of 30 runs here)
+    assert!(runs >= 1, "no run saw a vanished process: {text}");
+}
