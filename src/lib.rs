@@ -19,6 +19,7 @@ pub mod proc;
 pub mod record;
 pub mod snapshot_file;
 pub mod source;
+mod stream;
 pub mod synth;
 pub mod sys;
 pub mod vma;

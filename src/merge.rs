@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::File;
-use std::io::{self, IsTerminal, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::buildid::BuildId;
@@ -22,6 +22,7 @@ use crate::perf_read::{
     self, bad, AttrInfo, FileHeader, FormatError, Kind, MapKey, RecordHeader, Section,
 };
 use crate::record::{self, types, BuildIdEntry, Endian, PutExt};
+use crate::stream::{copy_range, Decompressor, Progress, RecordStream, StreamError};
 use crate::synth::{self, Encoding, Process, Snapshot, Target, Thread};
 use crate::vma::{Perms, Vma};
 
@@ -119,146 +120,18 @@ fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> MergeError
     move |source| MergeError::Io { op, path, source }
 }
 
-/// Error from the record stream: format or I/O.
-enum StreamError {
-    Format(FormatError),
-    Io(io::Error),
-}
-
-impl StreamError {
-    fn into_merge(self, path: &Path) -> MergeError {
-        match self {
-            StreamError::Format(source) => MergeError::Format {
-                path: path.to_path_buf(),
-                source,
-            },
-            StreamError::Io(source) => MergeError::Io {
-                op: "reading",
-                path: path.to_path_buf(),
-                source,
-            },
-        }
-    }
-}
-
-impl From<io::Error> for StreamError {
-    fn from(e: io::Error) -> Self {
-        StreamError::Io(e)
-    }
-}
-impl From<FormatError> for StreamError {
-    fn from(e: FormatError) -> Self {
-        StreamError::Format(e)
-    }
-}
-
-/// A record from a [`RecordStream`]: (file offset, header, body).
-type Rec<'a> = (u64, RecordHeader, &'a [u8]);
-
-/// Reads records one by one from a byte range of a file through its own
-/// buffer, handing out bodies as slices of it (no copy per record).
-struct RecordStream<'f> {
-    file: &'f File,
-    /// Every byte read is also written here, in order (the single-pass copy).
-    tee: Option<&'f mut File>,
-    buf: Vec<u8>,
-    lo: usize,
-    hi: usize,
-    /// File offset of `buf[lo]`, the next record.
-    pos: u64,
-    end: u64,
-    e: Endian,
-}
-
-impl<'f> RecordStream<'f> {
-    fn new(file: &'f File, start: u64, end: u64, e: Endian, tee: Option<&'f mut File>) -> Self {
-        RecordStream {
-            file,
-            tee,
-            buf: vec![0; 1 << 20],
-            lo: 0,
-            hi: 0,
-            pos: start,
-            end,
-            e,
-        }
-    }
-
-    /// Makes at least `need` bytes (<= the buffer size) available at `lo`.
-    fn fill(&mut self, need: usize) -> io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        if self.hi - self.lo >= need {
-            return Ok(());
-        }
-        self.buf.copy_within(self.lo..self.hi, 0);
-        self.hi -= self.lo;
-        self.lo = 0;
-        while self.hi < need {
-            let left = (self.end - self.pos) as usize - self.hi;
-            // Read whole chunks even for a small `need`: each byte of the
-            // range is read (and teed) exactly once.
-            let want = left.min(self.buf.len() - self.hi);
-            let n = if want == 0 {
-                0
-            } else {
-                self.file.read_at(
-                    &mut self.buf[self.hi..self.hi + want],
-                    self.pos + self.hi as u64,
-                )?
-            };
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "the file ended early (did it shrink while being read?)",
-                ));
-            }
-            if let Some(t) = self.tee.as_mut() {
-                t.write_all(&self.buf[self.hi..self.hi + n])?;
-            }
-            self.hi += n;
-        }
-        Ok(())
-    }
-
-    /// The next record: (offset, header, body).
-    fn next(&mut self) -> Result<Option<Rec<'_>>, StreamError> {
-        if self.pos >= self.end {
-            return Ok(None);
-        }
-        let at = self.pos;
-        if self.end - at < 8 {
-            return Err(bad(
-                at,
-                format!("{} stray bytes at the end of the data", self.end - at),
-            )
-            .into());
-        }
-        self.fill(8)?;
-        let h = RecordHeader::parse(&self.buf[self.lo..self.lo + 8], self.e)
-            .ok_or_else(|| bad(at, "truncated record header"))?;
-        if h.size < 8 {
-            return Err(bad(
-                at,
-                format!("record of type {} has size {} (< 8)", h.type_, h.size),
-            )
-            .into());
-        }
-        let size = usize::from(h.size);
-        if at + size as u64 > self.end {
-            return Err(bad(
-                at,
-                format!(
-                    "record of type {} (size {}) runs past the end of the data at {}",
-                    h.type_, h.size, self.end
-                ),
-            )
-            .into());
-        }
-        self.fill(size)?;
-        let lo = self.lo;
-        self.lo += size;
-        self.pos += size as u64;
-        Ok(Some((at, h, &self.buf[lo + 8..lo + size])))
+/// Turns a stream error into a merge error naming the file.
+fn stream_error(err: StreamError, path: &Path) -> MergeError {
+    match err {
+        StreamError::Format(source) => MergeError::Format {
+            path: path.to_path_buf(),
+            source,
+        },
+        StreamError::Io(source) => MergeError::Io {
+            op: "reading",
+            path: path.to_path_buf(),
+            source,
+        },
     }
 }
 
@@ -369,115 +242,6 @@ impl Scan {
             _ => {}
         }
         Ok(())
-    }
-}
-
-/// Streaming zstd decoder for PERF_RECORD_COMPRESSED payloads; records may
-/// span payloads, so the undecoded tail is kept.
-struct Decompressor {
-    dec: zstd::stream::raw::Decoder<'static>,
-    pending: Vec<u8>,
-    out: Vec<u8>,
-}
-
-impl Decompressor {
-    fn new() -> io::Result<Self> {
-        Ok(Decompressor {
-            dec: zstd::stream::raw::Decoder::new()?,
-            pending: Vec::new(),
-            out: vec![0; 1 << 16],
-        })
-    }
-
-    /// Decodes one payload and calls `f` for every complete inner record.
-    fn feed(
-        &mut self,
-        at: u64,
-        payload: &[u8],
-        e: Endian,
-        mut f: impl FnMut(RecordHeader, &[u8]) -> Result<(), FormatError>,
-    ) -> Result<(), FormatError> {
-        use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
-        let mut input = InBuffer::around(payload);
-        let mut stalled = false;
-        loop {
-            let before = input.pos;
-            let mut output = OutBuffer::around(&mut self.out[..]);
-            self.dec
-                .run(&mut input, &mut output)
-                .map_err(|err| bad(at, format!("compressed record does not decompress: {err}")))?;
-            let n = output.pos();
-            self.pending.extend_from_slice(&self.out[..n]);
-            // A full output buffer may leave more decoded bytes inside zstd.
-            if input.pos >= payload.len() && n < self.out.len() {
-                break;
-            }
-            if n == 0 && input.pos == before {
-                if stalled {
-                    return Err(bad(at, "compressed record: zstd makes no progress"));
-                }
-                // A finished frame followed by more data: start a new frame.
-                self.dec
-                    .reinit()
-                    .map_err(|err| bad(at, format!("zstd: {err}")))?;
-                stalled = true;
-            } else {
-                stalled = false;
-            }
-        }
-        let mut off = 0;
-        while self.pending.len() - off >= 8 {
-            let h = RecordHeader::parse(&self.pending[off..], e)
-                .ok_or_else(|| bad(at, "bad inner record"))?;
-            let size = usize::from(h.size);
-            if size < 8 {
-                return Err(bad(
-                    at,
-                    format!("compressed record holds a record of size {size}"),
-                ));
-            }
-            if self.pending.len() - off < size {
-                break;
-            }
-            f(h, &self.pending[off + 8..off + size])?;
-            off += size;
-        }
-        self.pending.drain(..off);
-        Ok(())
-    }
-}
-
-/// Progress on stderr for big inputs when stderr is a terminal.
-struct Progress {
-    total: u64,
-    next: u64,
-    on: bool,
-    what: &'static str,
-}
-
-impl Progress {
-    fn new(what: &'static str, total: u64) -> Progress {
-        Progress {
-            total,
-            next: 0,
-            on: total >= 64 << 20 && io::stderr().is_terminal(),
-            what,
-        }
-    }
-    fn at(&mut self, pos: u64) {
-        if self.on && pos >= self.next {
-            eprint!(
-                "\rmmap2-synth: {} {:3}%",
-                self.what,
-                pos * 100 / self.total.max(1)
-            );
-            self.next = pos + (self.total / 100).max(1 << 20);
-        }
-    }
-    fn done(&self) {
-        if self.on {
-            eprintln!("\rmmap2-synth: {} 100%", self.what);
-        }
     }
 }
 
@@ -646,7 +410,9 @@ fn scan(
     let mut dec: Option<Decompressor> = None;
     let mut progress = Progress::new("scanning", end - start);
     loop {
-        let next = stream.next().map_err(|err| err.into_merge(&input.path))?;
+        let next = stream
+            .next()
+            .map_err(|err| stream_error(err, &input.path))?;
         let Some((at, h, body)) = next else { break };
         progress.at(at - start);
         s.records += 1;
@@ -1006,46 +772,6 @@ fn count_records(b: &[u8], e: Endian) -> u64 {
         at += usize::from(h.size);
     }
     n
-}
-
-/// Copies `len` bytes at `off` of `from` to the current position of `to`.
-///
-/// When the bytes land at the same offset they come from, `copy_file_range`
-/// (what std's `io::copy` uses between files) is as fast as `cp`. When they
-/// are shifted, the kernel's splice path measured ~40% slower than plain
-/// `pread`/`write` through a 1 MiB buffer on ext4 (benches/merge.py), so
-/// shifted ranges take that path.
-fn copy_range(from: &File, off: u64, len: u64, to: &mut File) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    let dest = to.stream_position()?;
-    let mut progress = Progress::new("copying", len);
-    let mut done = 0;
-    let mut buf = Vec::new();
-    while done < len {
-        let n = if dest == off {
-            let mut f = from;
-            f.seek(SeekFrom::Start(off + done))?;
-            io::copy(&mut f.take((len - done).min(256 << 20)), to)?
-        } else {
-            if buf.is_empty() {
-                buf = vec![0u8; (1 << 20).min(len as usize)];
-            }
-            let want = (len - done).min(buf.len() as u64) as usize;
-            let n = from.read_at(&mut buf[..want], off + done)?;
-            to.write_all(&buf[..n])?;
-            n as u64
-        };
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "input shrank while being copied",
-            ));
-        }
-        done += n;
-        progress.at(done);
-    }
-    progress.done();
-    Ok(())
 }
 
 /// Room left before the copied data section for the inserted records. A

@@ -1,0 +1,335 @@
+//! Streaming I/O for rewriting perf.data: a record reader over a byte range
+//! of a file (optionally writing what it reads to an output), a zstd decoder
+//! for PERF_RECORD_COMPRESSED payloads, range copies and a progress display.
+
+use std::fs::File;
+use std::io::{self, IsTerminal, Read, Seek, SeekFrom, Write};
+
+use crate::perf_read::{bad, FormatError, RecordHeader};
+use crate::record::Endian;
+
+/// Error from the record stream: format or I/O.
+pub(crate) enum StreamError {
+    /// Malformed data.
+    Format(FormatError),
+    /// I/O failed.
+    Io(io::Error),
+}
+
+impl From<io::Error> for StreamError {
+    fn from(e: io::Error) -> Self {
+        StreamError::Io(e)
+    }
+}
+impl From<FormatError> for StreamError {
+    fn from(e: FormatError) -> Self {
+        StreamError::Format(e)
+    }
+}
+
+/// A record from a [`RecordStream`]: (file offset, header, body).
+pub(crate) type Rec<'a> = (u64, RecordHeader, &'a [u8]);
+
+/// Reads records one by one from a byte range of a file through its own
+/// buffer, handing out bodies as slices of it (no copy per record).
+pub(crate) struct RecordStream<'f> {
+    file: &'f File,
+    /// Every byte read is also written here, in order (the single-pass copy).
+    tee: Option<&'f mut File>,
+    buf: Vec<u8>,
+    lo: usize,
+    hi: usize,
+    /// File offset of `buf[lo]`, the next record.
+    pos: u64,
+    end: u64,
+    e: Endian,
+}
+
+impl<'f> RecordStream<'f> {
+    pub(crate) fn new(
+        file: &'f File,
+        start: u64,
+        end: u64,
+        e: Endian,
+        tee: Option<&'f mut File>,
+    ) -> Self {
+        RecordStream {
+            file,
+            tee,
+            buf: vec![0; 1 << 20],
+            lo: 0,
+            hi: 0,
+            pos: start,
+            end,
+            e,
+        }
+    }
+
+    /// Makes at least `need` bytes (<= the buffer size) available at `lo`.
+    fn fill(&mut self, need: usize) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        if self.hi - self.lo >= need {
+            return Ok(());
+        }
+        self.buf.copy_within(self.lo..self.hi, 0);
+        self.hi -= self.lo;
+        self.lo = 0;
+        while self.hi < need {
+            let left = (self.end - self.pos) as usize - self.hi;
+            // Read whole chunks even for a small `need`: each byte of the
+            // range is read (and teed) exactly once.
+            let want = left.min(self.buf.len() - self.hi);
+            let n = if want == 0 {
+                0
+            } else {
+                self.file.read_at(
+                    &mut self.buf[self.hi..self.hi + want],
+                    self.pos + self.hi as u64,
+                )?
+            };
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the file ended early (did it shrink while being read?)",
+                ));
+            }
+            if let Some(t) = self.tee.as_mut() {
+                t.write_all(&self.buf[self.hi..self.hi + n])?;
+            }
+            self.hi += n;
+        }
+        Ok(())
+    }
+
+    /// The next record: (offset, header, body).
+    pub(crate) fn next(&mut self) -> Result<Option<Rec<'_>>, StreamError> {
+        if self.pos >= self.end {
+            return Ok(None);
+        }
+        let at = self.pos;
+        if self.end - at < 8 {
+            return Err(bad(
+                at,
+                format!("{} stray bytes at the end of the data", self.end - at),
+            )
+            .into());
+        }
+        self.fill(8)?;
+        let h = RecordHeader::parse(&self.buf[self.lo..self.lo + 8], self.e)
+            .ok_or_else(|| bad(at, "truncated record header"))?;
+        if h.size < 8 {
+            return Err(bad(
+                at,
+                format!("record of type {} has size {} (< 8)", h.type_, h.size),
+            )
+            .into());
+        }
+        let size = usize::from(h.size);
+        if at + size as u64 > self.end {
+            return Err(bad(
+                at,
+                format!(
+                    "record of type {} (size {}) runs past the end of the data at {}",
+                    h.type_, h.size, self.end
+                ),
+            )
+            .into());
+        }
+        self.fill(size)?;
+        let lo = self.lo;
+        self.lo += size;
+        self.pos += size as u64;
+        Ok(Some((at, h, &self.buf[lo + 8..lo + size])))
+    }
+}
+
+/// Streaming zstd decoder for PERF_RECORD_COMPRESSED payloads; records may
+/// span payloads, so the undecoded tail is kept.
+pub(crate) struct Decompressor {
+    dec: zstd::stream::raw::Decoder<'static>,
+    pending: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Decompressor {
+    pub(crate) fn new() -> io::Result<Self> {
+        Ok(Decompressor {
+            dec: zstd::stream::raw::Decoder::new()?,
+            pending: Vec::new(),
+            out: vec![0; 1 << 16],
+        })
+    }
+
+    /// Decodes one payload and calls `f` for every complete inner record.
+    pub(crate) fn feed(
+        &mut self,
+        at: u64,
+        payload: &[u8],
+        e: Endian,
+        mut f: impl FnMut(RecordHeader, &[u8]) -> Result<(), FormatError>,
+    ) -> Result<(), FormatError> {
+        use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+        let mut input = InBuffer::around(payload);
+        let mut stalled = false;
+        loop {
+            let before = input.pos;
+            let mut output = OutBuffer::around(&mut self.out[..]);
+            self.dec
+                .run(&mut input, &mut output)
+                .map_err(|err| bad(at, format!("compressed record does not decompress: {err}")))?;
+            let n = output.pos();
+            self.pending.extend_from_slice(&self.out[..n]);
+            // A full output buffer may leave more decoded bytes inside zstd.
+            if input.pos >= payload.len() && n < self.out.len() {
+                break;
+            }
+            if n == 0 && input.pos == before {
+                if stalled {
+                    return Err(bad(at, "compressed record: zstd makes no progress"));
+                }
+                // A finished frame followed by more data: start a new frame.
+                self.dec
+                    .reinit()
+                    .map_err(|err| bad(at, format!("zstd: {err}")))?;
+                stalled = true;
+            } else {
+                stalled = false;
+            }
+        }
+        let mut off = 0;
+        while self.pending.len() - off >= 8 {
+            let h = RecordHeader::parse(&self.pending[off..], e)
+                .ok_or_else(|| bad(at, "bad inner record"))?;
+            let size = usize::from(h.size);
+            if size < 8 {
+                return Err(bad(
+                    at,
+                    format!("compressed record holds a record of size {size}"),
+                ));
+            }
+            if self.pending.len() - off < size {
+                break;
+            }
+            f(h, &self.pending[off + 8..off + size])?;
+            off += size;
+        }
+        self.pending.drain(..off);
+        Ok(())
+    }
+}
+
+/// Progress on stderr for big inputs when stderr is a terminal.
+pub(crate) struct Progress {
+    total: u64,
+    next: u64,
+    on: bool,
+    what: &'static str,
+}
+
+impl Progress {
+    pub(crate) fn new(what: &'static str, total: u64) -> Progress {
+        Progress {
+            total,
+            next: 0,
+            on: total >= 64 << 20 && io::stderr().is_terminal(),
+            what,
+        }
+    }
+    pub(crate) fn at(&mut self, pos: u64) {
+        if self.on && pos >= self.next {
+            eprint!(
+                "\rmmap2-synth: {} {:3}%",
+                self.what,
+                pos * 100 / self.total.max(1)
+            );
+            self.next = pos + (self.total / 100).max(1 << 20);
+        }
+    }
+    pub(crate) fn done(&self) {
+        if self.on {
+            eprintln!("\rmmap2-synth: {} 100%", self.what);
+        }
+    }
+}
+
+/// Copies `len` bytes at `off` of `from` to the current position of `to`.
+///
+/// When the bytes land at the same offset they come from, `copy_file_range`
+/// (what std's `io::copy` uses between files) is as fast as `cp`. When they
+/// are shifted, the kernel's splice path measured ~40% slower than plain
+/// `pread`/`write` through a 1 MiB buffer on ext4 (benches/merge.py), so
+/// shifted ranges take that path.
+pub(crate) fn copy_range(from: &File, off: u64, len: u64, to: &mut File) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let dest = to.stream_position()?;
+    let mut progress = Progress::new("copying", len);
+    let mut done = 0;
+    let mut buf = Vec::new();
+    while done < len {
+        let n = if dest == off {
+            let mut f = from;
+            f.seek(SeekFrom::Start(off + done))?;
+            io::copy(&mut f.take((len - done).min(256 << 20)), to)?
+        } else {
+            if buf.is_empty() {
+                buf = vec![0u8; (1 << 20).min(len as usize)];
+            }
+            let want = (len - done).min(buf.len() as u64) as usize;
+            let n = from.read_at(&mut buf[..want], off + done)?;
+            to.write_all(&buf[..n])?;
+            n as u64
+        };
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "input shrank while being copied",
+            ));
+        }
+        done += n;
+        progress.at(done);
+    }
+    progress.done();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{self, types};
+
+    // The stream hands out every record of the range and tees exactly the
+    // range's bytes; a record claiming size < 8 is an error at its offset.
+    #[test]
+    fn records_and_tee() {
+        let dir = std::env::temp_dir().join(format!("m2s-stream-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let e = Endian::Little;
+        let mut bytes = vec![0xee; 16];
+        for t in [types::FINISHED_ROUND, types::FINISHED_INIT, 4000] {
+            record::encode_empty(&mut bytes, e, t);
+        }
+        bytes.extend([0xee; 4]);
+        let input = dir.join("in");
+        std::fs::write(&input, &bytes).unwrap();
+        let f = File::open(&input).unwrap();
+        let mut out = File::create(dir.join("tee")).unwrap();
+        let mut seen = Vec::new();
+        {
+            let mut s = RecordStream::new(&f, 16, 40, e, Some(&mut out));
+            while let Some((at, h, body)) = s.next().ok().flatten() {
+                seen.push((at, h.type_, body.len()));
+            }
+        }
+        assert_eq!(seen, vec![(16, 68, 0), (24, 82, 0), (32, 4000, 0)]);
+        assert_eq!(std::fs::read(dir.join("tee")).unwrap(), &bytes[16..40]);
+        bytes[22] = 4; // size 4
+        std::fs::write(&input, &bytes).unwrap();
+        let f = File::open(&input).unwrap();
+        let mut s = RecordStream::new(&f, 16, 40, e, None);
+        match s.next() {
+            Err(StreamError::Format(err)) => assert_eq!(err.offset, 16),
+            _ => panic!("size 4 accepted"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
