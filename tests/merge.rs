@@ -133,6 +133,12 @@ fn check_merged(rec: &Path, merged: &Path, pid: u32, stderr: &str) {
     );
 }
 
+/// The common start of a test: perf and root (else skip), a burner, a
+/// scratch directory.
+fn burner_and_dir(name: &str) -> Option<(Mapper, PathBuf)> {
+    needs_perf_root().then(|| (Mapper::burner(), scratch(name)))
+}
+
 fn needs_perf_root() -> bool {
     require(have_perf(), "perf") && require(is_root(), "root (perf record, map_files)")
 }
@@ -150,11 +156,9 @@ fn digest(p: &Path) -> u64 {
 // merged file has MMAP2 records with build ids for linux-perf-data.
 #[test]
 fn live_merge_resolves_samples() {
-    if !needs_perf_root() {
+    let Some((b, dir)) = burner_and_dir("merge-live") else {
         return;
-    }
-    let b = Mapper::burner();
-    let dir = scratch("merge-live");
+    };
     let rec = dir.join("rec.data");
     record(b.pid, &rec, &[]);
     let before = digest(&rec);
@@ -268,11 +272,9 @@ fn record_merge_check(
 // A snapshot taken before the recording (--maps) repairs it just as well.
 #[test]
 fn merge_from_snapshot_file() {
-    if !needs_perf_root() {
+    let Some((b, dir)) = burner_and_dir("merge-maps") else {
         return;
-    }
-    let b = Mapper::burner();
-    let dir = scratch("merge-maps");
+    };
     let snap = dir.join("snap.data");
     synth_ok(["-q", "-p", &b.pid.to_string(), "-o", snap.to_str().unwrap()]);
     let (_, _, err) =
@@ -287,11 +289,9 @@ fn merge_from_snapshot_file() {
 // the metadata, and perf resolves the samples.
 #[test]
 fn merge_pipe_mode_recording() {
-    if !needs_perf_root() {
+    let Some((b, dir)) = burner_and_dir("merge-pipe") else {
         return;
-    }
-    let b = Mapper::burner();
-    let dir = scratch("merge-pipe");
+    };
     let (_, merged, err) = record_merge_check(&b, &dir, "rec.pipe", &["-o", "-"], &[]);
     assert!(err.contains("pipe-mode"), "{err}");
     let bytes = std::fs::read(&merged).unwrap();
@@ -306,11 +306,9 @@ fn merge_pipe_mode_recording() {
 // data passes through untouched.
 #[test]
 fn merge_compressed_recording() {
-    if !needs_perf_root() {
+    let Some((b, dir)) = burner_and_dir("merge-z") else {
         return;
-    }
-    let b = Mapper::burner();
-    let dir = scratch("merge-z");
+    };
     let (_, merged, _) = record_merge_check(&b, &dir, "rec", &["-z"], &[]);
     // the scan saw inside the compressed records: a second merge dedupes
     let again = dir.join("again.data");
@@ -328,11 +326,9 @@ fn merge_compressed_recording() {
 // Multi-event recordings, with and without PERF_SAMPLE_IDENTIFIER.
 #[test]
 fn merge_multi_event_recordings() {
-    if !needs_perf_root() {
+    let Some((b, dir)) = burner_and_dir("merge-multi") else {
         return;
-    }
-    let b = Mapper::burner();
-    let dir = scratch("merge-multi");
+    };
     record_merge_check(&b, &dir, "plain", &["-e", "cpu-clock,task-clock"], &[]);
     record_merge_check(
         &b,
@@ -410,11 +406,9 @@ fn merge_keeps_big_endian() {
 // skipped and counted, not merged.
 #[test]
 fn stale_process_is_skipped() {
-    if !needs_perf_root() {
+    let Some((b, dir)) = burner_and_dir("merge-stale") else {
         return;
-    }
-    let b = Mapper::burner();
-    let dir = scratch("merge-stale");
+    };
     let rec = dir.join("rec.data");
     record(b.pid, &rec, &[]);
     std::thread::sleep(std::time::Duration::from_millis(100));
@@ -445,11 +439,9 @@ fn run_merge(args: &[&std::ffi::OsStr]) -> std::process::Output {
 // refused; --in-place rewrites atomically and leaves no temporary file.
 #[test]
 fn output_rules_and_in_place() {
-    if !needs_perf_root() {
+    let Some((b, dir)) = burner_and_dir("merge-inplace") else {
         return;
-    }
-    let b = Mapper::burner();
-    let dir = scratch("merge-inplace");
+    };
     let rec = dir.join("rec.data");
     record(b.pid, &rec, &[]);
     let o = run_merge(&[rec.as_os_str()]);
@@ -473,11 +465,9 @@ fn output_rules_and_in_place() {
 // output or temporary file is left and nothing panics.
 #[test]
 fn bad_inputs_are_reported_not_panicked() {
-    if !needs_perf_root() {
+    let Some((b, dir)) = burner_and_dir("merge-bad") else {
         return;
-    }
-    let b = Mapper::burner();
-    let dir = scratch("merge-bad");
+    };
     let rec = dir.join("rec.data");
     record(b.pid, &rec, &[]);
     let good = std::fs::read(&rec).unwrap();
