@@ -315,7 +315,7 @@ fn read_vmas(
         cache: opts.build_ids.then_some(cache),
         pid,
     };
-    let mut first_err = None;
+    let mut fallback = None; // first empty or vanished result, if no thread has VMAs
     for t in threads {
         let path = opts
             .proc_root
@@ -327,15 +327,15 @@ fn read_vmas(
         match result {
             Ok((v, s)) if !v.is_empty() || threads.len() == 1 => return Ok((v, s)),
             Ok((v, s)) => {
-                first_err.get_or_insert(Ok((v, s)));
+                fallback.get_or_insert(Ok((v, s)));
             }
             Err(e) if SkipReason::of(&e) == SkipReason::Vanished => {
-                first_err.get_or_insert(Err(e));
+                fallback.get_or_insert(Err(e));
             }
             Err(e) => return Err(e),
         }
     }
-    first_err.unwrap_or_else(|| Err(io::Error::from_raw_os_error(libc::ESRCH)))
+    fallback.unwrap_or_else(|| Err(io::Error::from_raw_os_error(libc::ESRCH)))
 }
 
 fn read_maps_file(
