@@ -327,3 +327,67 @@ fn all_survives_process_churn() {
     // the churn really made processes vanish mid-scan (30 of 30 runs here)
     assert!(runs >= 1, "no run saw a vanished process: {text}");
 }
+
+// A process whose thread-group leader has exited (a zombie leader with live
+// threads: /proc/PID/maps is empty) still gets its maps, from a live thread.
+#[test]
+fn zombie_leader_maps_come_from_a_live_thread() {
+    let f = fixtures();
+    let m = Mapper::start(&[
+        "--threads".as_ref(),
+        "2".as_ref(),
+        "--wait".as_ref(),
+        "zombie-leader".as_ref(),
+        f.lib_hex8.as_os_str(),
+    ]);
+    // wait until the leader is a zombie
+    let status = format!("/proc/{}/status", m.pid);
+    for _ in 0..200 {
+        if std::fs::read_to_string(&status)
+            .unwrap()
+            .contains("State:\tZ")
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(std::fs::read_to_string(&status)
+        .unwrap()
+        .contains("State:\tZ"));
+    assert!(std::fs::read_to_string(format!("/proc/{}/maps", m.pid))
+        .unwrap()
+        .is_empty());
+    let dir = scratch("zombie");
+    let out = dir.join("z.data");
+    for source in ["auto", "text"] {
+        let o = synth_ok([
+            "-p",
+            &m.pid.to_string(),
+            "--source",
+            source,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("1 processes") && err.contains("skipped: none"),
+            "{err}"
+        );
+        let vmas: usize = err
+            .split_once("threads, ")
+            .unwrap()
+            .1
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(vmas >= 4, "{source}: {err}");
+        let bytes = std::fs::read(&out).unwrap();
+        let hex8 = f.lib_hex8.to_str().unwrap().as_bytes();
+        assert!(
+            bytes.windows(hex8.len()).any(|w| w == hex8),
+            "{source}: no map of libhex8.so"
+        );
+    }
+}
