@@ -89,3 +89,63 @@ fn auto_falls_back_to_text_on_enotty() {
     assert!(matches!(err, ScanError::NoIoctl), "{err}");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+// A kernel thread (Kthread: 1, or PF_KTHREAD in stat on older kernels) is
+// read without touching its maps and encoded as COMM (and FORK) only.
+#[test]
+fn kernel_threads_get_comm_and_fork_only() {
+    use mmap2_synth::record::{types, Endian, SampleIdLayout};
+    use mmap2_synth::synth::Encoding;
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("fakekthread-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    for (pid, kline, flags) in [
+        (2u32, "Kthread:\t1\n", 0x0020_8040u64),
+        (3, "", 0x0020_8040),
+    ] {
+        let d = root.join(pid.to_string());
+        std::fs::create_dir_all(d.join(format!("task/{pid}"))).unwrap();
+        let status =
+            format!("Name:\tkworker/{pid}\nTgid:\t{pid}\nPPid:\t2\nUid:\t0\t0\t0\t0\n{kline}");
+        std::fs::write(d.join("status"), &status).unwrap();
+        std::fs::write(d.join(format!("task/{pid}/status")), &status).unwrap();
+        std::fs::write(
+            d.join("stat"),
+            format!("{pid} (kworker) I 2 0 0 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 5 0 0\n"),
+        )
+        .unwrap();
+        // no maps file at all: reading it would fail the process
+    }
+    let opts = Options {
+        build_ids: false,
+        jobs: Some(2),
+        proc_root: root.clone(),
+        ..Options::default()
+    };
+    let snap = synth::snapshot(&Target::Pids(vec![2, 3]), &opts).unwrap();
+    assert!(snap.skipped.is_empty(), "{:?}", snap.skipped);
+    assert!(snap
+        .processes
+        .iter()
+        .all(|p| p.kernel_thread && p.vmas.is_empty() && p.source.is_none()));
+    let mut out = Vec::new();
+    let enc = Encoding {
+        endian: Endian::Little,
+        layout: SampleIdLayout::default(),
+        id: 0,
+        forks: true,
+        fill_tid: true,
+    };
+    synth::encode(&snap, &enc, &mut out).unwrap();
+    let mut kinds = Vec::new();
+    let mut at = 0;
+    while at < out.len() {
+        kinds.push(u32::from_le_bytes(out[at..at + 4].try_into().unwrap()));
+        at += u16::from_le_bytes([out[at + 6], out[at + 7]]) as usize;
+    }
+    assert_eq!(
+        kinds,
+        vec![types::FORK, types::COMM, types::FORK, types::COMM]
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
