@@ -112,3 +112,15 @@ pub fn clock_ticks_per_second() -> u64 {
         100
     }
 }
+
+/// Reads a clock (`CLOCK_MONOTONIC`, `CLOCK_BOOTTIME`, ...) in nanoseconds.
+pub fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, exclusively borrowed timespec that the call
+    // fills; clock_gettime reads nothing else of ours.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}

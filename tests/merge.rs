@@ -411,10 +411,32 @@ fn stale_process_is_skipped() {
     };
     let rec = dir.join("rec.data");
     record(b.pid, &rec, &[]);
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    // start the late process after merge's margin (0.5 s + 100 ppm of uptime)
+    let uptime: f64 = std::fs::read_to_string("/proc/uptime")
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let margin = 0.5 + uptime / 10_000.0;
+    assert!(margin < 30.0, "uptime too long for this test: {uptime} s");
+    std::thread::sleep(std::time::Duration::from_secs_f64(margin + 0.3));
     let late = Mapper::start(&[]);
     let merged = dir.join("merged.data");
     let pid = late.pid.to_string();
+    // the burner, older than the recording, is not stale
+    let kept = merge(&[
+        rec.as_os_str(),
+        "-p".as_ref(),
+        b.pid.to_string().as_ref(),
+        "-o".as_ref(),
+        merged.as_os_str(),
+    ]);
+    assert!(
+        kept.contains("stale (started after the recording): 0"),
+        "{kept}"
+    );
     let err = merge(&[
         rec.as_os_str(),
         "-p".as_ref(),
