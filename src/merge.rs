@@ -790,16 +790,7 @@ fn select(
 }
 
 fn count_records(b: &[u8], e: Endian) -> u64 {
-    let mut n = 0;
-    let mut at = 0;
-    while let Some(h) = RecordHeader::parse(&b[at.min(b.len())..], e) {
-        if h.size == 0 {
-            break;
-        }
-        n += 1;
-        at += usize::from(h.size);
-    }
-    n
+    perf_read::split_records(b, e).count() as u64
 }
 
 /// Room left before the copied data section for the inserted records. A

@@ -271,6 +271,19 @@ impl RecordHeader {
     }
 }
 
+/// Splits a buffer of whole records into (header, body) pairs; stops at the
+/// first header that is truncated, has a size below 8 or runs past the end.
+pub fn split_records(b: &[u8], e: Endian) -> impl Iterator<Item = (RecordHeader, &[u8])> {
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let h = RecordHeader::parse(b.get(at..)?, e)?;
+        let size = usize::from(h.size);
+        let rec = b.get(at..at.checked_add(size)?).filter(|_| size >= 8)?;
+        at += size;
+        Some((h, &rec[8..]))
+    })
+}
+
 /// Where the id of a sample and of other records is, for finding its attr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdPos {
@@ -598,6 +611,19 @@ mod tests {
             .unwrap();
             assert_eq!(parse_comm(&out[8..], e), Some((1, 2, b"name".to_vec())));
         }
+    }
+
+    // split_records yields whole records and stops at a truncated or bad one.
+    #[test]
+    fn split_records_stops_at_damage() {
+        let e = Endian::Little;
+        let mut b = Vec::new();
+        record::encode_empty(&mut b, e, types::FINISHED_ROUND);
+        record::encode_empty(&mut b, e, types::FINISHED_INIT);
+        assert_eq!(split_records(&b, e).count(), 2);
+        assert_eq!(split_records(&b[..12], e).count(), 1);
+        b[14] = 4; // second record claims size 4
+        assert_eq!(split_records(&b, e).count(), 1);
     }
 
     // Sample fields and id positions follow perf's rules.

@@ -605,17 +605,11 @@ mod tests {
         };
         let mut out = Vec::new();
         encode_process(&p, &enc, &mut out).unwrap();
-        let mut types = Vec::new();
-        let mut at = 0;
-        while at < out.len() {
-            types.push(u32::from_le_bytes(out[at..at + 4].try_into().unwrap()));
-            let misc = u16::from_le_bytes([out[at + 4], out[at + 5]]);
-            if types.last() == Some(&record::types::MMAP2) && types.len() == 4 {
-                assert_eq!(misc, misc::USER | misc::MMAP_DATA);
-                assert_eq!(&out[at + 72..at + 78], b"//anon");
-            }
-            at += usize::from(u16::from_le_bytes([out[at + 6], out[at + 7]]));
-        }
+        let recs: Vec<_> = crate::perf_read::split_records(&out, Endian::Little).collect();
+        let types: Vec<u32> = recs.iter().map(|(h, _)| h.type_).collect();
+        // the second MMAP2 is the nameless data VMA
+        assert_eq!(recs[3].0.misc, misc::USER | misc::MMAP_DATA);
+        assert_eq!(&recs[3].1[64..70], b"//anon");
         use record::types::*;
         assert_eq!(types, vec![FORK, COMM, MMAP2, MMAP2, FORK, COMM]);
     }

@@ -137,12 +137,9 @@ fn kernel_threads_get_comm_and_fork_only() {
         fill_tid: true,
     };
     synth::encode(&snap, &enc, &mut out).unwrap();
-    let mut kinds = Vec::new();
-    let mut at = 0;
-    while at < out.len() {
-        kinds.push(u32::from_le_bytes(out[at..at + 4].try_into().unwrap()));
-        at += u16::from_le_bytes([out[at + 6], out[at + 7]]) as usize;
-    }
+    let kinds: Vec<u32> = mmap2_synth::perf_read::split_records(&out, Endian::Little)
+        .map(|(h, _)| h.type_)
+        .collect();
     assert_eq!(
         kinds,
         vec![types::FORK, types::COMM, types::FORK, types::COMM]
