@@ -2,6 +2,8 @@
 //! the file header, program headers (PT_NOTE) and note entries.
 //! Every size and offset comes from the file and is validated before use.
 
+use crate::record::{Endian, Rd};
+
 /// `NT_GNU_BUILD_ID`.
 pub const NT_GNU_BUILD_ID: u32 = 3;
 const PT_NOTE: u32 = 4;
@@ -40,37 +42,6 @@ pub struct ElfHeader {
 /// Size of the ELF header prefix to read before calling [`parse_header`].
 pub const HEADER_LEN: usize = 64;
 
-struct Rd {
-    be: bool,
-}
-
-impl Rd {
-    fn u16(&self, b: &[u8], off: usize) -> Option<u16> {
-        let a: [u8; 2] = b.get(off..off + 2)?.try_into().ok()?;
-        Some(if self.be {
-            u16::from_be_bytes(a)
-        } else {
-            u16::from_le_bytes(a)
-        })
-    }
-    fn u32(&self, b: &[u8], off: usize) -> Option<u32> {
-        let a: [u8; 4] = b.get(off..off + 4)?.try_into().ok()?;
-        Some(if self.be {
-            u32::from_be_bytes(a)
-        } else {
-            u32::from_le_bytes(a)
-        })
-    }
-    fn u64(&self, b: &[u8], off: usize) -> Option<u64> {
-        let a: [u8; 8] = b.get(off..off + 8)?.try_into().ok()?;
-        Some(if self.be {
-            u64::from_be_bytes(a)
-        } else {
-            u64::from_le_bytes(a)
-        })
-    }
-}
-
 /// Parses the ELF header from the first bytes of a file (at least 52 for
 /// ELF32, 64 for ELF64).
 pub fn parse_header(b: &[u8]) -> Result<ElfHeader, ElfError> {
@@ -97,7 +68,7 @@ pub fn parse_header(b: &[u8]) -> Result<ElfHeader, ElfError> {
             })
         }
     };
-    let r = Rd { be: big_endian };
+    let r = Rd(Endian::big_if(big_endian));
     let short = |offset| ElfError::BadHeader {
         offset,
         what: "header truncated",
@@ -139,7 +110,7 @@ pub fn phdrs_len(h: &ElfHeader) -> usize {
 
 /// The (file offset, size) of every PT_NOTE segment in a program header table.
 pub fn note_segments(h: &ElfHeader, phdrs: &[u8]) -> Vec<(u64, u64)> {
-    let r = Rd { be: h.big_endian };
+    let r = Rd(Endian::big_if(h.big_endian));
     let ent = usize::from(h.phentsize);
     let mut out = Vec::new();
     for i in 0..usize::from(h.phnum) {
@@ -167,7 +138,7 @@ pub fn note_segments(h: &ElfHeader, phdrs: &[u8]) -> Vec<(u64, u64)> {
 /// Finds the descriptor of the first `GNU` note of type [`NT_GNU_BUILD_ID`]
 /// in a note segment. Malformed notes end the search.
 pub fn find_gnu_build_id(notes: &[u8], big_endian: bool) -> Option<&[u8]> {
-    let r = Rd { be: big_endian };
+    let r = Rd(Endian::big_if(big_endian));
     let mut off = 0usize;
     while off + 12 <= notes.len() {
         let namesz = r.u32(notes, off)? as usize;

@@ -301,49 +301,27 @@ pub fn write_pipe_prologue(out: &mut impl Write, meta: &Metadata) -> io::Result<
     buf.put_u64(e, u64::from_le_bytes(*MAGIC));
     buf.put_u64(e, PIPE_HEADER_SIZE);
     for ev in &meta.events {
-        let at = buf.len();
-        buf.put_u32(e, record::types::HEADER_ATTR);
-        buf.put_u16(e, 0);
-        buf.put_u16(e, 0);
+        let at = record::begin_record(&mut buf, e, record::types::HEADER_ATTR, 0);
         buf.extend_from_slice(&ev.attr);
         for &id in &ev.ids {
             buf.put_u64(e, id);
         }
-        set_size(&mut buf, e, at).map_err(too_large)?;
+        record::finish_record(&mut buf, e, at, record::types::HEADER_ATTR).map_err(too_large)?;
     }
-    for (bit, payload) in &meta.features {
-        let at = buf.len();
-        buf.put_u32(e, record::types::HEADER_FEATURE);
-        buf.put_u16(e, 0);
-        buf.put_u16(e, 0);
+    // Each feature, then LAST_FEATURE with no payload to end the list.
+    let last = (feature::LAST_FEATURE, Vec::new());
+    for (bit, payload) in meta.features.iter().chain(std::iter::once(&last)) {
+        let at = record::begin_record(&mut buf, e, record::types::HEADER_FEATURE, 0);
         buf.put_u64(e, u64::from(*bit));
         buf.extend_from_slice(payload);
         buf.pad_to(8);
-        set_size(&mut buf, e, at).map_err(too_large)?;
+        record::finish_record(&mut buf, e, at, record::types::HEADER_FEATURE).map_err(too_large)?;
     }
-    buf.put_u32(e, record::types::HEADER_FEATURE);
-    buf.put_u16(e, 0);
-    buf.put_u16(e, 16);
-    buf.put_u64(e, u64::from(feature::LAST_FEATURE));
     for b in &meta.build_ids {
         record::encode_build_id_entry(&mut buf, e, record::types::HEADER_BUILD_ID, b)
             .map_err(too_large)?;
     }
     out.write_all(&buf)
-}
-
-fn set_size(buf: &mut [u8], e: Endian, at: usize) -> Result<(), RecordTooLarge> {
-    let size = buf.len() - at;
-    let s = u16::try_from(size).map_err(|_| RecordTooLarge {
-        record_type: record::types::HEADER_FEATURE,
-        size,
-    })?;
-    let b = match e {
-        Endian::Little => s.to_le_bytes(),
-        Endian::Big => s.to_be_bytes(),
-    };
-    buf[at + 6..at + 8].copy_from_slice(&b);
-    Ok(())
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use crate::buildid::BuildId;
 use crate::perf_data::{FILE_HEADER_SIZE, MAGIC, PIPE_HEADER_SIZE};
+pub use crate::record::Rd;
 use crate::record::{sample_type as st, types, Endian, SampleIdLayout};
 
 /// What was wrong with the input, and where.
@@ -21,37 +22,6 @@ pub fn bad(offset: u64, what: impl Into<String>) -> FormatError {
     FormatError {
         offset,
         what: what.into(),
-    }
-}
-
-/// Reads integers of a given byte order from a slice.
-#[derive(Debug, Clone, Copy)]
-pub struct Rd(pub Endian);
-
-impl Rd {
-    /// u16 at `off`, or None when out of bounds.
-    pub fn u16(self, b: &[u8], off: usize) -> Option<u16> {
-        let a: [u8; 2] = b.get(off..off.checked_add(2)?)?.try_into().ok()?;
-        Some(match self.0 {
-            Endian::Little => u16::from_le_bytes(a),
-            Endian::Big => u16::from_be_bytes(a),
-        })
-    }
-    /// u32 at `off`.
-    pub fn u32(self, b: &[u8], off: usize) -> Option<u32> {
-        let a: [u8; 4] = b.get(off..off.checked_add(4)?)?.try_into().ok()?;
-        Some(match self.0 {
-            Endian::Little => u32::from_le_bytes(a),
-            Endian::Big => u32::from_be_bytes(a),
-        })
-    }
-    /// u64 at `off`.
-    pub fn u64(self, b: &[u8], off: usize) -> Option<u64> {
-        let a: [u8; 8] = b.get(off..off.checked_add(8)?)?.try_into().ok()?;
-        Some(match self.0 {
-            Endian::Little => u64::from_le_bytes(a),
-            Endian::Big => u64::from_be_bytes(a),
-        })
     }
 }
 
@@ -390,24 +360,12 @@ pub fn parse_map(h: &RecordHeader, body: &[u8], e: Endian) -> Option<MapRecord> 
     let addr = r.u64(body, 8)?;
     let len = r.u64(body, 16)?;
     let pgoff = r.u64(body, 24)?;
-    match h.type_ {
+    // The parts that differ: where the name starts, the file identity,
+    // prot and flags (MMAP has none: exec unless MMAP_DATA, private).
+    let (name_at, build_id, dev_ino, prot, flags) = match h.type_ {
         types::MMAP => {
             let data = h.misc & crate::record::misc::MMAP_DATA != 0;
-            Some(MapRecord {
-                key: MapKey {
-                    pid,
-                    addr,
-                    len,
-                    pgoff,
-                    filename: cstr(body.get(32..)?),
-                },
-                tid,
-                misc: h.misc,
-                build_id: None,
-                dev_ino: None,
-                prot: if data { 1 } else { 5 },
-                flags: 2,
-            })
+            (32, None, None, if data { 1 } else { 5 }, 2)
         }
         types::MMAP2 => {
             let (build_id, dev_ino) = if h.misc & crate::record::misc::MMAP_BUILD_ID != 0 {
@@ -417,29 +375,28 @@ pub fn parse_map(h: &RecordHeader, body: &[u8], e: Endian) -> Option<MapRecord> 
                 }
                 (BuildId::new(body.get(36..36 + n)?), None)
             } else {
-                (
-                    None,
-                    Some((r.u32(body, 32)?, r.u32(body, 36)?, r.u64(body, 40)?)),
-                )
+                let ino = (r.u32(body, 32)?, r.u32(body, 36)?, r.u64(body, 40)?);
+                (None, Some(ino))
             };
-            Some(MapRecord {
-                key: MapKey {
-                    pid,
-                    addr,
-                    len,
-                    pgoff,
-                    filename: cstr(body.get(64..)?),
-                },
-                tid,
-                misc: h.misc,
-                build_id,
-                dev_ino,
-                prot: r.u32(body, 56)?,
-                flags: r.u32(body, 60)?,
-            })
+            (64, build_id, dev_ino, r.u32(body, 56)?, r.u32(body, 60)?)
         }
-        _ => None,
-    }
+        _ => return None,
+    };
+    Some(MapRecord {
+        key: MapKey {
+            pid,
+            addr,
+            len,
+            pgoff,
+            filename: cstr(body.get(name_at..)?),
+        },
+        tid,
+        misc: h.misc,
+        build_id,
+        dev_ino,
+        prot,
+        flags,
+    })
 }
 
 /// Decodes a COMM record body: (pid, tid, name).

@@ -12,6 +12,15 @@ pub enum Endian {
 }
 
 impl Endian {
+    /// Big-endian when `big` is true, else little-endian.
+    pub fn big_if(big: bool) -> Endian {
+        if big {
+            Endian::Big
+        } else {
+            Endian::Little
+        }
+    }
+
     /// This machine's byte order.
     pub const NATIVE: Endian = if cfg!(target_endian = "big") {
         Endian::Big
@@ -55,6 +64,37 @@ impl PutExt for Vec<u8> {
         while self.len() % align != 0 {
             self.push(0);
         }
+    }
+}
+
+/// Reads integers of a given byte order from a slice.
+#[derive(Debug, Clone, Copy)]
+pub struct Rd(pub Endian);
+
+impl Rd {
+    /// u16 at `off`, or None when out of bounds.
+    pub fn u16(self, b: &[u8], off: usize) -> Option<u16> {
+        let a: [u8; 2] = b.get(off..off.checked_add(2)?)?.try_into().ok()?;
+        Some(match self.0 {
+            Endian::Little => u16::from_le_bytes(a),
+            Endian::Big => u16::from_be_bytes(a),
+        })
+    }
+    /// u32 at `off`.
+    pub fn u32(self, b: &[u8], off: usize) -> Option<u32> {
+        let a: [u8; 4] = b.get(off..off.checked_add(4)?)?.try_into().ok()?;
+        Some(match self.0 {
+            Endian::Little => u32::from_le_bytes(a),
+            Endian::Big => u32::from_be_bytes(a),
+        })
+    }
+    /// u64 at `off`.
+    pub fn u64(self, b: &[u8], off: usize) -> Option<u64> {
+        let a: [u8; 8] = b.get(off..off.checked_add(8)?)?.try_into().ok()?;
+        Some(match self.0 {
+            Endian::Little => u64::from_le_bytes(a),
+            Endian::Big => u64::from_be_bytes(a),
+        })
     }
 }
 
@@ -206,7 +246,7 @@ pub struct RecordTooLarge {
 
 /// Starts a record: returns the position of its header, to finish with
 /// [`finish_record`].
-fn begin_record(out: &mut Vec<u8>, e: Endian, record_type: u32, misc: u16) -> usize {
+pub(crate) fn begin_record(out: &mut Vec<u8>, e: Endian, record_type: u32, misc: u16) -> usize {
     let at = out.len();
     out.put_u32(e, record_type);
     out.put_u16(e, misc);
@@ -215,7 +255,7 @@ fn begin_record(out: &mut Vec<u8>, e: Endian, record_type: u32, misc: u16) -> us
 }
 
 /// Writes the final size into the header begun at `at`.
-fn finish_record(
+pub(crate) fn finish_record(
     out: &mut Vec<u8>,
     e: Endian,
     at: usize,

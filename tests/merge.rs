@@ -240,7 +240,8 @@ fn live_merge_resolves_samples() {
         again.as_os_str(),
     ]);
     assert!(err.contains("inserted 0 records"), "{err}");
-    assert!(!err.contains(" 0 maps already present"), "{err}");
+    // the burner's 5 maps (burn, libburn, libc, ld, vdso) are all found present
+    assert!(err.contains("; 5 maps already present"), "{err}");
     assert_eq!(
         digest(&again),
         digest(&merged),
