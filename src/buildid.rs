@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
@@ -106,8 +106,15 @@ fn read_full_at(file: &File, buf: &mut [u8], mut off: u64) -> io::Result<usize> 
 /// Reads the build id of the mapped file of a VMA from user space:
 /// `/proc/PID/map_files/START-END` (the mapped file itself, needs
 /// CAP_SYS_ADMIN), else `/proc/PID/root/PATH` (the process's view of the path).
-pub fn read_mapped_build_id(pid: u32, start: u64, end: u64, path: &[u8]) -> Option<Vec<u8>> {
-    let map_file = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
+pub fn read_mapped_build_id(
+    proc_root: &Path,
+    pid: u32,
+    start: u64,
+    end: u64,
+    path: &[u8],
+) -> Option<Vec<u8>> {
+    let dir = proc_root.join(pid.to_string());
+    let map_file = dir.join(format!("map_files/{start:x}-{end:x}"));
     if let Ok(f) = File::open(&map_file) {
         if let Ok(id) = read_build_id_from_file(&f) {
             return id;
@@ -116,7 +123,7 @@ pub fn read_mapped_build_id(pid: u32, start: u64, end: u64, path: &[u8]) -> Opti
     if path.first() != Some(&b'/') || path.ends_with(b" (deleted)") {
         return None;
     }
-    let mut p = format!("/proc/{pid}/root").into_bytes();
+    let mut p = dir.join("root").into_os_string().into_vec();
     p.extend_from_slice(path);
     let f = File::open(Path::new(std::ffi::OsStr::from_bytes(&p))).ok()?;
     read_build_id_from_file(&f).ok().flatten()

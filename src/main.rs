@@ -292,6 +292,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         cmdline: std::env::args_os()
             .map(|a| std::os::unix::ffi::OsStrExt::as_bytes(a.as_os_str()).to_vec())
             .collect(),
+        host: mmap2_synth::host::HostFacts::read(),
     };
     if to_stdout {
         let stdout = std::io::stdout();

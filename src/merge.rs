@@ -1015,6 +1015,7 @@ mod tests {
                     mode: Mode::File,
                     forks: true,
                     cmdline: vec![],
+                    host: crate::host::HostFacts::read(),
                 },
             )
             .unwrap();

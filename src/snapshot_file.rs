@@ -49,6 +49,8 @@ pub struct WriteOptions {
     pub forks: bool,
     /// The command line stored in CMDLINE.
     pub cmdline: Vec<Vec<u8>>,
+    /// HOSTNAME, OSRELEASE and NRCPUS.
+    pub host: crate::host::HostFacts,
 }
 
 /// Error writing a snapshot.
@@ -91,7 +93,7 @@ pub fn write_snapshot(
     let e = opts.endian;
     let attr = snapshot_attr();
     let data = encode_data(snap, e, opts.forks)?;
-    let mut features = crate::host::host_features(e, &opts.cmdline);
+    let mut features = crate::host::host_features(e, &opts.host, &opts.cmdline);
     let events = vec![EventDesc {
         attr: attr.encode(e),
         name: b"dummy:u".to_vec(),

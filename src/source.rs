@@ -34,6 +34,8 @@ pub struct BuildIdPolicy<'a> {
     pub cache: Option<&'a BuildIdCache>,
     /// Pid whose `/proc/PID/map_files` and `/proc/PID/root` serve the fallback.
     pub pid: u32,
+    /// Root of the proc filesystem those paths are under.
+    pub proc_root: &'a std::path::Path,
 }
 
 /// Longest name buffer tried; longer names become `//toolong` (as perf).
@@ -98,7 +100,7 @@ pub fn walk_ioctl(file: &File, sel: Selection, ids: BuildIdPolicy<'_>) -> io::Re
             build_id: None,
         };
         if let Some(cache) = ids.cache {
-            vma.build_id = resolve(&vma, cache, ids.pid, || {
+            vma.build_id = resolve(&vma, cache, ids, || {
                 let mut bid = [0u8; MAX_BUILD_ID];
                 let mut q = ProcmapQuery {
                     query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
@@ -123,7 +125,7 @@ pub fn walk_ioctl(file: &File, sel: Selection, ids: BuildIdPolicy<'_>) -> io::Re
 fn resolve(
     vma: &Vma,
     cache: &BuildIdCache,
-    pid: u32,
+    ids: BuildIdPolicy<'_>,
     kernel: impl FnOnce() -> Option<BuildId>,
 ) -> Option<BuildId> {
     if vma.is_vdso() {
@@ -134,7 +136,7 @@ fn resolve(
         return known;
     }
     let id = kernel().or_else(|| {
-        buildid::read_mapped_build_id(pid, vma.start, vma.end, &vma.name)
+        buildid::read_mapped_build_id(ids.proc_root, ids.pid, vma.start, vma.end, &vma.name)
             .and_then(|raw| BuildId::new(&raw))
     });
     cache.insert(key, id)
@@ -151,7 +153,7 @@ pub fn walk_text(file: &mut File, sel: Selection, ids: BuildIdPolicy<'_>) -> io:
     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     if let Some(cache) = ids.cache {
         for vma in &mut vmas {
-            vma.build_id = resolve(vma, cache, ids.pid, || None);
+            vma.build_id = resolve(vma, cache, ids, || None);
         }
     }
     Ok(vmas)

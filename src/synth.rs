@@ -314,6 +314,7 @@ fn read_vmas(
     let ids = BuildIdPolicy {
         cache: opts.build_ids.then_some(cache),
         pid,
+        proc_root: &opts.proc_root,
     };
     let mut fallback = None; // first empty or vanished result, if no thread has VMAs
     for t in threads {
