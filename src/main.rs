@@ -1,17 +1,21 @@
 //! The `mmap2-synth` command line: a thin layer over the library.
 
+#![warn(clippy::too_many_lines)]
+
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
-use mmap2_synth::merge::{self, MergeOptions, Which};
+use mmap2_synth::bytes::Endian;
+use mmap2_synth::model::Selection;
 use mmap2_synth::output::AtomicFile;
-use mmap2_synth::record::Endian;
-use mmap2_synth::snapshot_file::{self, Mode, WriteOptions};
-use mmap2_synth::synth::{self, Options, SourceChoice, Target};
-use mmap2_synth::vma::Selection;
+use mmap2_synth::perf::WriteError;
+use mmap2_synth::proc::{self, HostFacts, Options, ScanError, SourceChoice, Target};
+use mmap2_synth::rewrite::{self, MergeError, MergeOptions, Which};
+use mmap2_synth::snapshot::{self, Mode, Stats, WriteOptions};
+use mmap2_synth::summary::{self, StrictFailure};
 
 /// Synthesize PERF_RECORD_MMAP2 records (with build ids) for running
 /// processes and write them as perf.data.
@@ -113,29 +117,64 @@ enum ByteOrderArg {
     Big,
 }
 
-/// A CLI failure with its exit code.
-struct Failure {
-    code: u8,
-    message: String,
+/// A CLI failure: what went wrong, and through [`CliError::exit_code`] the
+/// exit status (2 bad usage or input, 3 `--strict`, 1 anything else).
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    /// Bad arguments.
+    #[error("{0}")]
+    Usage(String),
+    /// The scan of /proc failed as a whole.
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+    /// Writing the snapshot failed.
+    #[error("writing {path}")]
+    Write {
+        /// The output ("stdout" for `-o -`).
+        path: String,
+        /// The cause.
+        #[source]
+        source: WriteError,
+    },
+    /// The merge failed.
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+    /// `--strict` and something was skipped.
+    #[error(transparent)]
+    Strict(#[from] StrictFailure),
 }
 
-impl Failure {
-    fn new(code: u8, err: &dyn std::error::Error) -> Failure {
-        let mut message = err.to_string();
-        let mut source = err.source();
-        while let Some(s) = source {
+impl CliError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) => 2,
+            CliError::Merge(e) if e.is_bad_input() => 2,
+            CliError::Strict(_) => 3,
+            _ => 1,
+        }
+    }
+
+    fn write(path: &Path, source: impl Into<WriteError>) -> CliError {
+        CliError::Write {
+            path: path.display().to_string(),
+            source: source.into(),
+        }
+    }
+}
+
+/// The error and its causes, joined by ": ", each once.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !message.ends_with(&text) {
             message.push_str(": ");
-            message.push_str(&s.to_string());
-            source = s.source();
+            message.push_str(&text);
         }
-        Failure { code, message }
+        source = s.source();
     }
-    fn msg(code: u8, message: impl Into<String>) -> Failure {
-        Failure {
-            code,
-            message: message.into(),
-        }
-    }
+    message
 }
 
 fn main() -> ExitCode {
@@ -146,30 +185,29 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(f) => {
-            eprintln!("error: {}", f.message);
-            ExitCode::from(f.code)
+        Err(e) => {
+            eprintln!("error: {}", chain(&e));
+            ExitCode::from(e.exit_code())
         }
     }
 }
 
-fn resolve_uid(user: &str) -> Result<u32, Failure> {
+fn resolve_uid(user: &str) -> Result<u32, CliError> {
     if let Ok(n) = user.parse() {
         return Ok(n);
     }
     let passwd = std::fs::read("/etc/passwd").map_err(|e| {
-        Failure::msg(
-            2,
-            format!("cannot read /etc/passwd to look up user {user:?}: {e}"),
-        )
+        CliError::Usage(format!(
+            "cannot read /etc/passwd to look up user {user:?}: {e}"
+        ))
     })?;
-    mmap2_synth::proc::uid_from_passwd(&passwd, user)
-        .ok_or_else(|| Failure::msg(2, format!("no such user: {user:?}")))
+    proc::parse::uid_from_passwd(&passwd, user)
+        .ok_or_else(|| CliError::Usage(format!("no such user: {user:?}")))
 }
 
-fn scan_options(a: &ScanArgs) -> Result<Options, Failure> {
+fn scan_options(a: &ScanArgs) -> Result<Options, CliError> {
     if a.jobs == Some(0) {
-        return Err(Failure::msg(2, "-j must be at least 1"));
+        return Err(CliError::Usage("-j must be at least 1".into()));
     }
     Ok(Options {
         selection: if a.data {
@@ -188,7 +226,7 @@ fn scan_options(a: &ScanArgs) -> Result<Options, Failure> {
     })
 }
 
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+fn same_file(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     match (std::fs::metadata(a), std::fs::metadata(b)) {
         (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
@@ -196,29 +234,30 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     }
 }
 
-fn run_merge(m: &MergeArgs) -> Result<(), Failure> {
+/// Where a merge writes, from `-o` / `--in-place`.
+fn merge_output(m: &MergeArgs) -> Result<PathBuf, CliError> {
+    match (&m.output, m.in_place) {
+        (Some(o), false) if same_file(o, &m.recording) => Err(CliError::Usage(format!(
+            "-o {} is the recording itself; use --in-place to rewrite it",
+            o.display()
+        ))),
+        (Some(o), false) => Ok(o.clone()),
+        (None, true) => Ok(m.recording.clone()),
+        _ => Err(CliError::Usage(
+            "merge needs -o OUT.data or --in-place (refusing to guess where to write)".into(),
+        )),
+    }
+}
+
+fn print(lines: &[String]) {
+    for l in lines {
+        eprintln!("{l}");
+    }
+}
+
+fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
     let started = Instant::now();
-    let output = match (&m.output, m.in_place) {
-        (Some(o), false) => {
-            if same_file(o, &m.recording) {
-                return Err(Failure::msg(
-                    2,
-                    format!(
-                        "-o {} is the recording itself; use --in-place to rewrite it",
-                        o.display()
-                    ),
-                ));
-            }
-            o.clone()
-        }
-        (None, true) => m.recording.clone(),
-        _ => {
-            return Err(Failure::msg(
-                2,
-                "merge needs -o OUT.data or --in-place (refusing to guess where to write)",
-            ))
-        }
-    };
+    let output = merge_output(m)?;
     let opts = MergeOptions {
         which: if m.all {
             Which::All
@@ -230,46 +269,16 @@ fn run_merge(m: &MergeArgs) -> Result<(), Failure> {
         maps: m.maps.clone(),
         snapshot: scan_options(&m.scan)?,
     };
-    let report = merge::merge(&m.recording, &output, &opts).map_err(|e| {
-        let code = if e.is_bad_input() { 2 } else { 1 };
-        Failure::new(code, &e)
-    })?;
+    let report = rewrite::merge(&m.recording, &output, &opts)?;
     if !m.scan.quiet {
-        eprintln!(
-            "mmap2-synth merge: {} {} records; inserted {} records ({} processes, {} maps, {} new build ids); {} maps already present; stale (started after the recording): {}; not found: {}; skipped: {}; {:.3} s -> {}",
-            if report.pipe { "pipe-mode" } else { "file-mode" },
-            report.input_records,
-            report.inserted_records,
-            report.processes,
-            report.maps,
-            report.new_build_ids,
-            report.duplicate_maps,
-            report.stale.len(),
-            report.missing.len(),
-            report.skipped.len(),
-            started.elapsed().as_secs_f64(),
-            output.display(),
-        );
-        for s in &report.skipped {
-            eprintln!(
-                "mmap2-synth: skipped pid {} ({}): {}",
-                s.pid, s.reason, s.detail
-            );
-        }
-        if !report.stale.is_empty() {
-            eprintln!("mmap2-synth: stale pids: {:?}", report.stale);
-        }
+        let dest = output.display().to_string();
+        print(&summary::merge(&report, started.elapsed(), &dest));
     }
-    if m.scan.strict && !report.skipped.is_empty() {
-        return Err(Failure::msg(
-            3,
-            format!("--strict: {} processes were skipped", report.skipped.len()),
-        ));
-    }
+    summary::strict(m.scan.strict, &report.skipped)?;
     Ok(())
 }
 
-fn run(cli: &Cli) -> Result<(), Failure> {
+fn run(cli: &Cli) -> Result<(), CliError> {
     let started = Instant::now();
     let target = if cli.all {
         Target::All
@@ -278,8 +287,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     } else {
         Target::Pids(cli.pid.clone())
     };
-    let opts = scan_options(&cli.scan)?;
-    let snap = synth::snapshot(&target, &opts).map_err(|e| Failure::new(1, &e))?;
+    let snap = proc::snapshot(&target, &scan_options(&cli.scan)?)?;
     let to_stdout = cli.output.as_os_str() == "-";
     let wopts = WriteOptions {
         endian: match cli.byte_order {
@@ -292,63 +300,43 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         cmdline: std::env::args_os()
             .map(|a| std::os::unix::ffi::OsStrExt::as_bytes(a.as_os_str()).to_vec())
             .collect(),
-        host: mmap2_synth::host::HostFacts::read(),
+        host: HostFacts::read(),
     };
     if to_stdout {
         let stdout = std::io::stdout();
         let mut lock = std::io::BufWriter::new(stdout.lock());
-        snapshot_file::write_snapshot(&mut lock, &snap, &wopts)
-            .map_err(|e| Failure::msg(1, format!("writing to stdout: {e}")))?;
+        snapshot::write_snapshot(&mut lock, &snap, &wopts)
+            .map_err(|e| CliError::write(Path::new("to stdout"), e))?;
     } else {
-        let path = &cli.output;
-        let ctx =
-            |e: &dyn std::fmt::Display| Failure::msg(1, format!("writing {}: {e}", path.display()));
-        let mut out = AtomicFile::create(path).map_err(|e| ctx(&e))?;
-        {
-            let mut w = std::io::BufWriter::new(out.file());
-            snapshot_file::write_snapshot(&mut w, &snap, &wopts).map_err(|e| ctx(&e))?;
-            w.flush().map_err(|e| ctx(&e))?;
-        }
-        out.commit().map_err(|e| ctx(&e))?;
+        write_file(&cli.output, |w| snapshot::write_snapshot(w, &snap, &wopts))?;
     }
-    let stats = snap.stats();
     if !cli.scan.quiet {
-        let skipped: Vec<String> = stats
-            .skipped
-            .iter()
-            .map(|(r, n)| format!("{n} {r}"))
-            .collect();
-        let sources: Vec<String> = stats
-            .sources
-            .iter()
-            .map(|(s, n)| format!("{s} ({n})"))
-            .collect();
-        eprintln!(
-            "mmap2-synth: {} processes ({} kernel threads), {} threads, {} VMAs, {} DSOs; build ids: {} found, {} missing; skipped: {}; source: {}; {:.3} s -> {}",
-            stats.processes,
-            stats.kernel_threads,
-            stats.threads,
-            stats.vmas,
-            stats.dsos,
-            stats.build_ids_found,
-            stats.build_ids_missing,
-            if skipped.is_empty() { "none".to_string() } else { skipped.join(", ") },
-            if sources.is_empty() { "none".to_string() } else { sources.join(", ") },
-            started.elapsed().as_secs_f64(),
-            if to_stdout { "stdout".to_string() } else { cli.output.display().to_string() },
-        );
-        for s in &snap.skipped {
-            eprintln!(
-                "mmap2-synth: skipped pid {} ({}): {}",
-                s.pid, s.reason, s.detail
-            );
-        }
-    }
-    if cli.scan.strict && !snap.skipped.is_empty() {
-        return Err(Failure::msg(
-            3,
-            format!("--strict: {} processes were skipped", snap.skipped.len()),
+        let dest = if to_stdout {
+            "stdout".to_string()
+        } else {
+            cli.output.display().to_string()
+        };
+        print(&summary::snapshot(
+            &Stats::of(&snap),
+            &snap.skipped,
+            started.elapsed(),
+            &dest,
         ));
     }
+    summary::strict(cli.scan.strict, &snap.skipped)?;
     Ok(())
+}
+
+/// Writes `path` atomically through `f`.
+fn write_file(
+    path: &Path,
+    f: impl FnOnce(&mut std::io::BufWriter<&mut std::fs::File>) -> Result<(), WriteError>,
+) -> Result<(), CliError> {
+    let mut out = AtomicFile::create(path).map_err(|e| CliError::write(path, e))?;
+    {
+        let mut w = std::io::BufWriter::new(out.file());
+        f(&mut w).map_err(|e| CliError::write(path, e))?;
+        w.flush().map_err(|e| CliError::write(path, e))?;
+    }
+    out.commit().map_err(|e| CliError::write(path, e))
 }

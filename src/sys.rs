@@ -1,4 +1,6 @@
-//! The only module with `unsafe`: the PROCMAP_QUERY ioctl.
+//! Every call into the C library: the PROCMAP_QUERY ioctl, sysconf and
+//! clock_gettime. The only module allowed `unsafe`; each block says why it
+//! is sound.
 //!
 //! The system headers on Debian 12 (Linux 6.1) do not define the ioctl, so the
 //! structure and request number are declared here from `include/uapi/linux/fs.h`

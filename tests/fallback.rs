@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use mmap2_synth::synth::{self, Options, ScanError, SourceChoice, Target};
-use mmap2_synth::vma::Selection;
+use mmap2_synth::model::Selection;
+use mmap2_synth::proc::{self as synth, Options, ScanError, SourceChoice, Target};
 
 fn fake_proc() -> PathBuf {
     let root =
@@ -58,7 +58,7 @@ fn auto_falls_back_to_text_on_enotty() {
     let snap = synth::snapshot(&Target::Pids(vec![4242]), &opts).unwrap();
     assert!(snap.skipped.is_empty(), "{:?}", snap.skipped);
     let p = &snap.processes[0];
-    assert_eq!(p.source, Some(mmap2_synth::source::Source::Text));
+    assert_eq!(p.source, Some(mmap2_synth::model::Source::Text));
     assert_eq!(p.threads.len(), 2);
     assert_eq!(p.threads[1].comm, b"thr4243");
     assert_eq!(p.start_time, 12345);
@@ -94,8 +94,10 @@ fn auto_falls_back_to_text_on_enotty() {
 // read without touching its maps and encoded as COMM (and FORK) only.
 #[test]
 fn kernel_threads_get_comm_and_fork_only() {
-    use mmap2_synth::record::{types, Endian, SampleIdLayout};
-    use mmap2_synth::synth::Encoding;
+    use mmap2_synth::bytes::Endian;
+    use mmap2_synth::perf::consts::types;
+    use mmap2_synth::perf::SampleIdLayout;
+    use mmap2_synth::snapshot::{self, Encoding};
     let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("fakekthread-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
@@ -136,8 +138,8 @@ fn kernel_threads_get_comm_and_fork_only() {
         forks: true,
         fill_tid: true,
     };
-    synth::encode(&snap, &enc, &mut out).unwrap();
-    let kinds: Vec<u32> = mmap2_synth::perf_read::split_records(&out, Endian::Little)
+    snapshot::encode(&snap, &enc, &mut out).unwrap();
+    let kinds: Vec<u32> = mmap2_synth::perf::record::split_records(&out, Endian::Little)
         .map(|(h, _)| h.type_)
         .collect();
     assert_eq!(

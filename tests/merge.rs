@@ -569,7 +569,10 @@ fn merge_larger_than_reserve() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(maps * 100 > mmap2_synth::merge::RESERVE as usize, "{err}");
+    assert!(
+        maps * 100 > mmap2_synth::rewrite::write::RESERVE as usize,
+        "{err}"
+    );
     check_merged(&rec, &merged, b.pid, &err);
     let script = perf(&[
         "script".as_ref(),
@@ -588,8 +591,9 @@ fn merge_larger_than_reserve() {
 // byte for byte, and a terminal on stderr gets a progress display.
 #[test]
 fn large_input_progress_and_unknown_records_pass_through() {
-    use mmap2_synth::perf_data::{self, attr_flags, Attr, EventDesc, Metadata};
-    use mmap2_synth::record::{Endian, PutExt};
+    use mmap2_synth::bytes::{Endian, PutExt};
+    use mmap2_synth::perf::consts::attr_flags;
+    use mmap2_synth::perf::{self as perf_data, Attr, EventDesc, Metadata};
     if !require(
         Command::new("script").arg("--version").output().is_ok(),
         "script (util-linux) for a pseudo-terminal",
@@ -614,20 +618,20 @@ fn large_input_progress_and_unknown_records_pass_through() {
     let meta = Metadata {
         endian: e,
         events: vec![EventDesc {
-            attr: attr.encode(e),
+            attr,
             name: b"x".to_vec(),
             ids: vec![1],
         }],
         features: vec![(
-            perf_data::feature::HOSTNAME,
-            perf_data::string_feature(e, b"h"),
+            perf_data::consts::feature::HOSTNAME,
+            perf_data::features::string_feature(e, b"h"),
         )],
         build_ids: vec![],
     };
     let dir = scratch("merge-progress");
     let rec = dir.join("big.data");
     let mut f = std::io::BufWriter::new(std::fs::File::create(&rec).unwrap());
-    perf_data::write_file(&mut f, &meta, &data).unwrap();
+    perf_data::writer::write_file(&mut f, &meta, &data).unwrap();
     drop(f);
     let out = dir.join("out.data");
     let m = Mapper::start(&[]);

@@ -6,12 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
-use mmap2_synth::host::HostFacts;
-use mmap2_synth::merge::{self, MergeOptions, Which};
-use mmap2_synth::record::Endian;
-use mmap2_synth::snapshot_file::{self, Mode, WriteOptions};
-use mmap2_synth::synth::{self, Options, SourceChoice, Target};
-use mmap2_synth::vma::Selection;
+use mmap2_synth::bytes::Endian;
+use mmap2_synth::model::Selection;
+use mmap2_synth::proc::{self, HostFacts, Options, SourceChoice, Target};
+use mmap2_synth::rewrite::{self, MergeOptions, Which};
+use mmap2_synth::snapshot::{self, Mode, WriteOptions};
 
 fn pins() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pin")
@@ -149,10 +148,10 @@ fn snapshot_bytes_are_pinned() {
             jobs: Some(2),
             proc_root: root.clone(),
         };
-        let snap = synth::snapshot(&Target::Pids(vec![200, 100]), &opts).unwrap();
+        let snap = proc::snapshot(&Target::Pids(vec![200, 100]), &opts).unwrap();
         assert!(snap.skipped.is_empty(), "{:?}", snap.skipped);
         let mut out = Vec::new();
-        snapshot_file::write_snapshot(&mut out, &snap, &write_opts(endian, mode)).unwrap();
+        snapshot::write_snapshot(&mut out, &snap, &write_opts(endian, mode)).unwrap();
         check_pin(name, &out);
     }
 }
@@ -172,7 +171,7 @@ fn merge_bytes_are_pinned() {
             maps: Some(pins().join("snap-le.data")),
             snapshot: Options::default(),
         };
-        let report = merge::merge(&pins().join(rec), &out, &opts).unwrap();
+        let report = rewrite::merge(&pins().join(rec), &out, &opts).unwrap();
         assert_eq!(report.processes, 1, "{report:?}");
         check_pin(name, &std::fs::read(&out).unwrap());
     }

@@ -1,8 +1,6 @@
-//! Facts about this machine for the perf.data header features.
+//! Facts about this machine that a perf.data header records.
 
-use crate::perf_data::{self, feature};
-use crate::proc::count_cpu_list;
-use crate::record::Endian;
+use super::parse::count_cpu_list;
 
 fn read_trimmed(path: &str) -> Vec<u8> {
     let mut v = std::fs::read(path).unwrap_or_default();
@@ -40,34 +38,4 @@ impl HostFacts {
             cpus_available: possible.filter(|&n| n > 0).unwrap_or(online),
         }
     }
-}
-
-/// HOSTNAME, OSRELEASE, VERSION, ARCH, NRCPUS and CMDLINE payloads, ascending.
-pub fn host_features(e: Endian, host: &HostFacts, cmdline: &[Vec<u8>]) -> Vec<(u32, Vec<u8>)> {
-    vec![
-        (
-            feature::HOSTNAME,
-            perf_data::string_feature(e, &host.hostname),
-        ),
-        (
-            feature::OSRELEASE,
-            perf_data::string_feature(e, &host.osrelease),
-        ),
-        (
-            feature::VERSION,
-            perf_data::string_feature(
-                e,
-                format!("mmap2-synth {}", env!("CARGO_PKG_VERSION")).as_bytes(),
-            ),
-        ),
-        (
-            feature::ARCH,
-            perf_data::string_feature(e, std::env::consts::ARCH.as_bytes()),
-        ),
-        (
-            feature::NRCPUS,
-            perf_data::nrcpus_feature(e, host.cpus_online, host.cpus_available),
-        ),
-        (feature::CMDLINE, perf_data::cmdline_feature(e, cmdline)),
-    ]
 }

@@ -5,8 +5,9 @@
 use std::fs::File;
 use std::io::{self, IsTerminal, Read, Seek, SeekFrom, Write};
 
-use crate::perf_read::{bad, FormatError, RecordHeader};
-use crate::record::Endian;
+use super::error::{FormatError, FormatErrorKind as K};
+use super::record::RecordHeader;
+use crate::bytes::Endian;
 
 /// Error from the record stream: format or I/O.
 pub(crate) enum StreamError {
@@ -108,32 +109,26 @@ impl<'f> RecordStream<'f> {
         }
         let at = self.pos;
         if self.end - at < 8 {
-            return Err(bad(
-                at,
-                format!("{} stray bytes at the end of the data", self.end - at),
-            )
-            .into());
+            return Err(FormatError::at(at, K::StrayBytes(self.end - at)).into());
         }
         self.fill(8)?;
         let h = RecordHeader::parse(&self.buf[self.lo..self.lo + 8], self.e)
-            .ok_or_else(|| bad(at, "truncated record header"))?;
+            .ok_or(FormatError::at(at, K::Truncated("record header")))?;
         if h.size < 8 {
-            return Err(bad(
-                at,
-                format!("record of type {} has size {} (< 8)", h.type_, h.size),
-            )
-            .into());
+            let kind = K::RecordTooSmall {
+                record_type: h.type_,
+                size: h.size,
+            };
+            return Err(FormatError::at(at, kind).into());
         }
         let size = usize::from(h.size);
         if at + size as u64 > self.end {
-            return Err(bad(
-                at,
-                format!(
-                    "record of type {} (size {}) runs past the end of the data at {}",
-                    h.type_, h.size, self.end
-                ),
-            )
-            .into());
+            let kind = K::RecordPastEnd {
+                record_type: h.type_,
+                size: h.size,
+                end: self.end,
+            };
+            return Err(FormatError::at(at, kind).into());
         }
         self.fill(size)?;
         let lo = self.lo;
@@ -174,9 +169,9 @@ impl Decompressor {
         loop {
             let before = input.pos;
             let mut output = OutBuffer::around(&mut self.out[..]);
-            self.dec
-                .run(&mut input, &mut output)
-                .map_err(|err| bad(at, format!("compressed record does not decompress: {err}")))?;
+            self.dec.run(&mut input, &mut output).map_err(|err| {
+                FormatError::at(at, K::Compressed(format!("does not decompress: {err}")))
+            })?;
             let n = output.pos();
             self.pending.extend_from_slice(&self.out[..n]);
             // A full output buffer may leave more decoded bytes inside zstd.
@@ -185,12 +180,13 @@ impl Decompressor {
             }
             if n == 0 && input.pos == before {
                 if stalled {
-                    return Err(bad(at, "compressed record: zstd makes no progress"));
+                    let kind = K::Compressed("zstd makes no progress".into());
+                    return Err(FormatError::at(at, kind));
                 }
                 // A finished frame followed by more data: start a new frame.
                 self.dec
                     .reinit()
-                    .map_err(|err| bad(at, format!("zstd: {err}")))?;
+                    .map_err(|err| FormatError::at(at, K::Compressed(format!("zstd: {err}"))))?;
                 stalled = true;
             } else {
                 stalled = false;
@@ -199,14 +195,15 @@ impl Decompressor {
         let mut off = 0;
         while self.pending.len() - off >= 8 {
             let h = RecordHeader::parse(&self.pending[off..], e)
-                .ok_or_else(|| bad(at, "bad inner record"))?;
-            let size = usize::from(h.size);
-            if size < 8 {
-                return Err(bad(
-                    at,
-                    format!("compressed record holds a record of size {size}"),
-                ));
+                .ok_or(FormatError::at(at, K::Truncated("inner record header")))?;
+            if h.size < 8 {
+                let kind = K::RecordTooSmall {
+                    record_type: h.type_,
+                    size: h.size,
+                };
+                return Err(FormatError::at(at, kind));
             }
+            let size = usize::from(h.size);
             if self.pending.len() - off < size {
                 break;
             }
@@ -295,14 +292,15 @@ pub(crate) fn copy_range(from: &File, off: u64, len: u64, to: &mut File) -> io::
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{self, types};
+    use crate::perf::consts::types;
+    use crate::perf::record;
 
     // The stream hands out every record of the range and tees exactly the
     // range's bytes; a record claiming size < 8 is an error at its offset.
     #[test]
     fn records_and_tee() {
-        let dir = std::env::temp_dir().join(format!("m2s-stream-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let e = Endian::Little;
         let mut bytes = vec![0xee; 16];
         for t in [types::FINISHED_ROUND, types::FINISHED_INIT, 4000] {
@@ -330,6 +328,5 @@ mod tests {
             Err(StreamError::Format(err)) => assert_eq!(err.offset, 16),
             _ => panic!("size 4 accepted"),
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

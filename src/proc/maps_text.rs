@@ -4,19 +4,46 @@
 //! kept; the kernel escapes only `\n` (as `\012`), which is turned back into a
 //! newline so that both sources give the same name.
 
-use crate::vma::{Perms, Vma};
+use crate::model::{Perms, Vma};
 
 /// A malformed maps line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line} (byte offset {offset}): {what}")]
+#[error("line {line} (byte offset {offset}): {kind}")]
 pub struct MapsError {
     /// 1-based line number.
     pub line: usize,
     /// Byte offset of the start of the line.
     pub offset: usize,
-    /// What was wrong.
-    pub what: &'static str,
+    pub kind: MapsErrorKind,
 }
+
+/// What was wrong with a maps line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MapsErrorKind {
+    /// The address range has no `-`.
+    #[error("address range has no '-'")]
+    NoDash,
+    /// A field is not a number of its base (or is too long for one).
+    #[error("bad {0}")]
+    BadNumber(&'static str),
+    /// The end address is below the start.
+    #[error("end address below start address")]
+    EndBelowStart,
+    /// The permissions field is not 4 characters.
+    #[error("permissions are not 4 characters")]
+    PermsLength,
+    /// A permission character other than `rwxsp-` in its place.
+    #[error("bad permission character")]
+    BadPermission,
+    /// The device has no `:`.
+    #[error("device has no ':'")]
+    NoColon,
+    /// A device number beyond 32 bits.
+    #[error("{0} too large")]
+    TooLarge(&'static str),
+}
+
+use MapsErrorKind as K;
 
 /// Parses a whole maps file. Lines are kept when `keep(perms, name)` says so.
 pub fn parse_maps(
@@ -31,10 +58,10 @@ pub fn parse_maps(
         if line.is_empty() {
             continue;
         }
-        let vma = parse_line(line).map_err(|what| MapsError {
+        let vma = parse_line(line).map_err(|kind| MapsError {
             line: i + 1,
             offset: line_offset,
-            what,
+            kind,
         })?;
         if keep(vma.perms, &vma.name) {
             out.push(vma);
@@ -43,31 +70,31 @@ pub fn parse_maps(
     Ok(out)
 }
 
-fn hex(field: &[u8], what: &'static str) -> Result<u64, &'static str> {
+fn hex(field: &[u8], what: &'static str) -> Result<u64, MapsErrorKind> {
     if field.is_empty() || field.len() > 16 {
-        return Err(what);
+        return Err(K::BadNumber(what));
     }
     let mut v: u64 = 0;
     for &b in field {
-        let d = (b as char).to_digit(16).ok_or(what)?;
+        let d = (b as char).to_digit(16).ok_or(K::BadNumber(what))?;
         v = (v << 4) | u64::from(d);
     }
     Ok(v)
 }
 
-fn dec(field: &[u8], what: &'static str) -> Result<u64, &'static str> {
+fn dec(field: &[u8], what: &'static str) -> Result<u64, MapsErrorKind> {
     if field.is_empty() {
-        return Err(what);
+        return Err(K::BadNumber(what));
     }
     let mut v: u64 = 0;
     for &b in field {
         if !b.is_ascii_digit() {
-            return Err(what);
+            return Err(K::BadNumber(what));
         }
         v = v
             .checked_mul(10)
             .and_then(|v| v.checked_add(u64::from(b - b'0')))
-            .ok_or(what)?;
+            .ok_or(K::BadNumber(what))?;
     }
     Ok(v)
 }
@@ -81,20 +108,17 @@ fn field(s: &[u8]) -> (&[u8], &[u8]) {
 }
 
 /// Parses one line (without its newline).
-pub fn parse_line(line: &[u8]) -> Result<Vma, &'static str> {
+pub fn parse_line(line: &[u8]) -> Result<Vma, MapsErrorKind> {
     let (range, rest) = field(line);
-    let dash = range
-        .iter()
-        .position(|&b| b == b'-')
-        .ok_or("address range has no '-'")?;
-    let start = hex(&range[..dash], "bad start address")?;
-    let end = hex(&range[dash + 1..], "bad end address")?;
+    let dash = range.iter().position(|&b| b == b'-').ok_or(K::NoDash)?;
+    let start = hex(&range[..dash], "start address")?;
+    let end = hex(&range[dash + 1..], "end address")?;
     if end < start {
-        return Err("end address below start address");
+        return Err(K::EndBelowStart);
     }
     let (perms_f, rest) = field(rest);
     if perms_f.len() != 4 {
-        return Err("permissions are not 4 characters");
+        return Err(K::PermsLength);
     }
     let mut perms = Perms::default();
     for (i, &c) in perms_f.iter().enumerate() {
@@ -102,22 +126,19 @@ pub fn parse_line(line: &[u8]) -> Result<Vma, &'static str> {
             b'-' => {}
             b'p' if i == 3 => {}
             c if c == b"rwxs"[i] => perms = perms | Perms(1 << i),
-            _ => return Err("bad permission character"),
+            _ => return Err(K::BadPermission),
         }
     }
     let (off_f, rest) = field(rest);
-    let offset = hex(off_f, "bad offset")?;
+    let offset = hex(off_f, "offset")?;
     let (dev_f, rest) = field(rest);
-    let colon = dev_f
-        .iter()
-        .position(|&b| b == b':')
-        .ok_or("device has no ':'")?;
-    let dev_major = u32::try_from(hex(&dev_f[..colon], "bad device major")?)
-        .map_err(|_| "device major too large")?;
-    let dev_minor = u32::try_from(hex(&dev_f[colon + 1..], "bad device minor")?)
-        .map_err(|_| "device minor too large")?;
+    let colon = dev_f.iter().position(|&b| b == b':').ok_or(K::NoColon)?;
+    let dev_major = u32::try_from(hex(&dev_f[..colon], "device major")?)
+        .map_err(|_| K::TooLarge("device major"))?;
+    let dev_minor = u32::try_from(hex(&dev_f[colon + 1..], "device minor")?)
+        .map_err(|_| K::TooLarge("device minor"))?;
     let (ino_f, rest) = field(rest);
-    let inode = dec(ino_f, "bad inode")?;
+    let inode = dec(ino_f, "inode")?;
     let first = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
     let name = unescape_newlines(&rest[first..]);
     Ok(Vma {
@@ -196,7 +217,8 @@ mod tests {
         let err = parse_maps(text, |_, _| true).unwrap_err();
         assert_eq!(err.line, 2);
         assert_eq!(err.offset, 36);
-        assert_eq!(err.what, "bad end address");
+        assert_eq!(err.kind, K::BadNumber("end address"));
+        assert!(err.to_string().ends_with("bad end address"), "{err}");
         for bad in [
             &b"1000 r-xp 0 0:0 0"[..],
             b"1000-2000 rwxq 0 0:0 0",

@@ -2,7 +2,7 @@
 //! the file header, program headers (PT_NOTE) and note entries.
 //! Every size and offset comes from the file and is validated before use.
 
-use crate::record::{Endian, Rd};
+use crate::bytes::{Endian, Rd};
 
 /// `NT_GNU_BUILD_ID`.
 pub const NT_GNU_BUILD_ID: u32 = 3;
@@ -19,7 +19,6 @@ pub enum ElfError {
     BadHeader {
         /// Offset of the field.
         offset: u64,
-        /// What was wrong.
         what: &'static str,
     },
 }

@@ -1,5 +1,6 @@
-//! Build ids: the value type, the per-file cache shared by all workers, and
-//! the user-space fallback that reads the ELF note from the mapped file.
+//! Build ids of mapped files: the per-file cache shared by all workers, the
+//! user-space fallback that reads the ELF note from the mapped file, and the
+//! vDSO's id.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -9,49 +10,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use crate::elf;
-use crate::vma::FileKey;
-
-/// The most bytes an MMAP2 record or a BUILD_ID table entry can carry.
-pub const MAX_BUILD_ID: usize = 20;
-
-/// A build id of 1..=20 bytes: what fits in MMAP2's build-id form.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BuildId {
-    len: u8,
-    bytes: [u8; MAX_BUILD_ID],
-}
-
-impl BuildId {
-    /// Wraps an id; `None` when it is empty or longer than 20 bytes.
-    pub fn new(id: &[u8]) -> Option<BuildId> {
-        if id.is_empty() || id.len() > MAX_BUILD_ID {
-            return None;
-        }
-        let mut bytes = [0; MAX_BUILD_ID];
-        bytes[..id.len()].copy_from_slice(id);
-        Some(BuildId {
-            len: id.len() as u8,
-            bytes,
-        })
-    }
-
-    /// The id bytes.
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
-    }
-
-    /// Lower-case hex, as perf prints it.
-    pub fn to_hex(&self) -> String {
-        self.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
-    }
-}
-
-impl std::fmt::Debug for BuildId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "BuildId({})", self.to_hex())
-    }
-}
+use super::elf;
+use crate::model::{BuildId, FileKey, VDSO_NAME};
 
 /// Most bytes read from one PT_NOTE segment.
 const MAX_NOTE_SEGMENT: u64 = 1 << 20;
@@ -135,7 +95,7 @@ pub fn vdso_build_id() -> Option<BuildId> {
     static VDSO: OnceLock<Option<BuildId>> = OnceLock::new();
     *VDSO.get_or_init(|| {
         let maps = std::fs::read("/proc/self/maps").ok()?;
-        let vdso = crate::maps::parse_maps(&maps, |_, name| name == crate::vma::VDSO_NAME)
+        let vdso = super::maps_text::parse_maps(&maps, |_, name| name == VDSO_NAME)
             .ok()?
             .into_iter()
             .next()?;
@@ -182,20 +142,11 @@ impl BuildIdCache {
 mod tests {
     use super::*;
 
-    // Ids of 1..=20 bytes are kept; empty and longer ones are refused.
-    #[test]
-    fn build_id_lengths() {
-        assert!(BuildId::new(&[]).is_none());
-        assert!(BuildId::new(&[1; 21]).is_none());
-        assert_eq!(BuildId::new(&[0xab; 8]).unwrap().as_bytes(), &[0xab; 8]);
-        assert_eq!(BuildId::new(&[1, 0xf0]).unwrap().to_hex(), "01f0");
-    }
-
     // The file reader finds the note through PT_NOTE and survives a truncated file.
     #[test]
     fn reads_from_file() {
-        let dir = std::env::temp_dir().join(format!("m2s-elf-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let img = elf::tests::tiny_elf(
             true,
             false,
@@ -208,7 +159,6 @@ mod tests {
         std::fs::write(&p, &img[..0x104]).unwrap();
         let f = File::open(&p).unwrap();
         assert_eq!(read_build_id_from_file(&f).unwrap(), None);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     // The vDSO of this process has a build id on x86-64 Linux.

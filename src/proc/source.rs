@@ -4,27 +4,22 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::AsFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::buildid::{self, BuildId, BuildIdCache, MAX_BUILD_ID};
+use super::buildid::{self, BuildIdCache};
+use crate::model::{BuildId, Perms, Selection, Source, Vma, MAX_BUILD_ID, VSYSCALL_NAME};
 use crate::sys::{self, ProcmapQuery};
-use crate::vma::{Perms, Selection, Vma, VSYSCALL_NAME};
 
-/// Which source produced a process's VMAs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Source {
-    /// PROCMAP_QUERY ioctl.
+/// Which VMA source to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceChoice {
+    /// PROCMAP_QUERY, falling back to text when the kernel lacks it.
+    Auto,
+    /// Only PROCMAP_QUERY.
     Ioctl,
-    /// Text `/proc/PID/maps`.
+    /// Only text maps.
     Text,
-}
-
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Source::Ioctl => "ioctl",
-            Source::Text => "text",
-        })
-    }
 }
 
 /// How build ids are resolved while walking.
@@ -35,7 +30,7 @@ pub struct BuildIdPolicy<'a> {
     /// Pid whose `/proc/PID/map_files` and `/proc/PID/root` serve the fallback.
     pub pid: u32,
     /// Root of the proc filesystem those paths are under.
-    pub proc_root: &'a std::path::Path,
+    pub proc_root: &'a Path,
 }
 
 /// Longest name buffer tried; longer names become `//toolong` (as perf).
@@ -147,7 +142,7 @@ fn resolve(
 pub fn walk_text(file: &mut File, sel: Selection, ids: BuildIdPolicy<'_>) -> io::Result<Vec<Vma>> {
     let mut text = Vec::with_capacity(16 * 1024);
     file.read_to_end(&mut text)?;
-    let mut vmas = crate::maps::parse_maps(&text, |perms, name| {
+    let mut vmas = super::maps_text::parse_maps(&text, |perms, name| {
         sel.wants(perms) && name != VSYSCALL_NAME
     })
     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
@@ -157,4 +152,30 @@ pub fn walk_text(file: &mut File, sel: Selection, ids: BuildIdPolicy<'_>) -> io:
         }
     }
     Ok(vmas)
+}
+
+/// Reads one maps file with the chosen source. The first ENOTTY (a kernel
+/// without PROCMAP_QUERY) sets `no_ioctl`, so every later file goes straight
+/// to the text parser; with [`SourceChoice::Ioctl`] it is returned instead.
+pub fn read_maps_file(
+    path: &Path,
+    sel: Selection,
+    choice: SourceChoice,
+    ids: BuildIdPolicy<'_>,
+    no_ioctl: &AtomicBool,
+) -> io::Result<(Vec<Vma>, Source)> {
+    let mut file = File::open(path)?;
+    if !no_ioctl.load(Ordering::Relaxed) {
+        match walk_ioctl(&file, sel, ids) {
+            Ok(v) => return Ok((v, Source::Ioctl)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => {
+                no_ioctl.store(true, Ordering::Relaxed);
+                if choice == SourceChoice::Ioctl {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((walk_text(&mut file, sel, ids)?, Source::Text))
 }

@@ -1,17 +1,29 @@
-//! Reading process facts from /proc: pure parsers for `status`, `stat` and
-//! CPU lists, and the thin functions that read the files.
+//! Pure parsers for /proc text: `status`, `stat`, CPU lists and passwd, plus
+//! the one directory listing (pids or tids) the scan needs.
 
 use std::io;
 use std::path::Path;
+
+/// What was wrong with a /proc text file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProcParseError {
+    /// A `Key:` line the parser needs is missing.
+    #[error("no {0} line")]
+    MissingLine(&'static str),
+    /// `stat` has no `)` closing the comm.
+    #[error("no ')' after comm")]
+    NoCommEnd,
+    /// A `stat` field is missing or not a number.
+    #[error("bad {0} field")]
+    BadField(&'static str),
+}
 
 /// The fields of `/proc/PID/task/TID/status` that the snapshot needs.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Status {
     /// `Name:` (the comm, as the kernel escapes it in status).
     pub name: Vec<u8>,
-    /// `Tgid:`.
     pub tgid: u32,
-    /// `PPid:`.
     pub ppid: u32,
     /// Real uid (first number of `Uid:`).
     pub uid: u32,
@@ -20,7 +32,7 @@ pub struct Status {
 }
 
 /// Parses a status file.
-pub fn parse_status(text: &[u8]) -> Result<Status, &'static str> {
+pub fn parse_status(text: &[u8]) -> Result<Status, ProcParseError> {
     let mut st = Status::default();
     let (mut tgid, mut ppid, mut uid) = (None, None, None);
     for line in text.split(|&b| b == b'\n') {
@@ -44,9 +56,9 @@ pub fn parse_status(text: &[u8]) -> Result<Status, &'static str> {
             _ => {}
         }
     }
-    st.tgid = tgid.ok_or("no Tgid line")?;
-    st.ppid = ppid.ok_or("no PPid line")?;
-    st.uid = uid.ok_or("no Uid line")?;
+    st.tgid = tgid.ok_or(ProcParseError::MissingLine("Tgid"))?;
+    st.ppid = ppid.ok_or(ProcParseError::MissingLine("PPid"))?;
+    st.uid = uid.ok_or(ProcParseError::MissingLine("Uid"))?;
     Ok(st)
 }
 
@@ -66,27 +78,30 @@ pub struct Stat {
 
 /// Parses `/proc/PID/stat`. The comm (field 2) may hold spaces and
 /// parentheses, so fields are counted from the last `)`.
-pub fn parse_stat(text: &[u8]) -> Result<Stat, &'static str> {
+pub fn parse_stat(text: &[u8]) -> Result<Stat, ProcParseError> {
     let close = text
         .iter()
         .rposition(|&b| b == b')')
-        .ok_or("no ')' after comm")?;
+        .ok_or(ProcParseError::NoCommEnd)?;
     let fields: Vec<&[u8]> = text[close + 1..]
         .split(|&b| b == b' ' || b == b'\n')
         .filter(|f| !f.is_empty())
         .collect();
     // fields[0] is field 3 (state)
-    let num = |i: usize, what| -> Result<u64, &'static str> {
-        let f = fields.get(i).ok_or(what)?;
-        std::str::from_utf8(f)
-            .ok()
+    let num = |i: usize, what| -> Result<u64, ProcParseError> {
+        fields
+            .get(i)
+            .and_then(|f| std::str::from_utf8(f).ok())
             .and_then(|s| s.parse().ok())
-            .ok_or(what)
+            .ok_or(ProcParseError::BadField(what))
     };
     Ok(Stat {
-        state: *fields.first().and_then(|f| f.first()).ok_or("no state")?,
-        flags: num(6, "bad flags field")?,
-        start_time: num(19, "bad starttime field")?,
+        state: *fields
+            .first()
+            .and_then(|f| f.first())
+            .ok_or(ProcParseError::BadField("state"))?,
+        flags: num(6, "flags")?,
+        start_time: num(19, "starttime")?,
     })
 }
 

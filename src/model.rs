@@ -1,0 +1,285 @@
+//! The data model every stage shares: build ids, file identities, VMAs and
+//! the processes read from /proc. Plain values; depends on nothing of ours.
+
+/// The most bytes an MMAP2 record or a BUILD_ID table entry can carry.
+pub const MAX_BUILD_ID: usize = 20;
+
+/// A build id of 1..=20 bytes: what fits in MMAP2's build-id form.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BuildId {
+    len: u8,
+    bytes: [u8; MAX_BUILD_ID],
+}
+
+impl BuildId {
+    /// Wraps an id; `None` when it is empty or longer than 20 bytes.
+    pub fn new(id: &[u8]) -> Option<BuildId> {
+        if id.is_empty() || id.len() > MAX_BUILD_ID {
+            return None;
+        }
+        let mut bytes = [0; MAX_BUILD_ID];
+        bytes[..id.len()].copy_from_slice(id);
+        Some(BuildId {
+            len: id.len() as u8,
+            bytes,
+        })
+    }
+
+    /// The id bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// Lower-case hex, as perf prints it.
+    pub fn to_hex(&self) -> String {
+        self.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::fmt::Debug for BuildId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BuildId({})", self.to_hex())
+    }
+}
+
+/// Permission and sharing bits of a VMA, with the values of the kernel's
+/// `PROCMAP_QUERY_VMA_*` flags so ioctl results map one to one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Perms(pub u8);
+
+impl Perms {
+    /// Readable.
+    pub const READ: Perms = Perms(0x01);
+    /// Writable.
+    pub const WRITE: Perms = Perms(0x02);
+    /// Executable.
+    pub const EXEC: Perms = Perms(0x04);
+    /// Shared (`MAP_SHARED`) rather than private.
+    pub const SHARED: Perms = Perms(0x08);
+
+    /// True when every bit of `other` is set.
+    pub fn contains(self, other: Perms) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// `PROT_*` bits for MMAP2's `prot` field.
+    pub fn prot(self) -> u32 {
+        let mut p = 0;
+        if self.contains(Perms::READ) {
+            p |= libc::PROT_READ as u32;
+        }
+        if self.contains(Perms::WRITE) {
+            p |= libc::PROT_WRITE as u32;
+        }
+        if self.contains(Perms::EXEC) {
+            p |= libc::PROT_EXEC as u32;
+        }
+        p
+    }
+
+    /// `MAP_SHARED` or `MAP_PRIVATE` for MMAP2's `flags` field.
+    pub fn map_flags(self) -> u32 {
+        if self.contains(Perms::SHARED) {
+            libc::MAP_SHARED as u32
+        } else {
+            libc::MAP_PRIVATE as u32
+        }
+    }
+
+    /// The inverse of [`Perms::prot`] and [`Perms::map_flags`]: permissions
+    /// from an MMAP2 record's `prot` and `flags`.
+    pub fn from_prot_flags(prot: u32, flags: u32) -> Perms {
+        let mut perms = Perms::default();
+        for (bit, perm) in [
+            (libc::PROT_READ, Perms::READ),
+            (libc::PROT_WRITE, Perms::WRITE),
+            (libc::PROT_EXEC, Perms::EXEC),
+        ] {
+            if prot & bit as u32 != 0 {
+                perms = perms | perm;
+            }
+        }
+        if flags & libc::MAP_SHARED as u32 != 0 {
+            perms = perms | Perms::SHARED;
+        }
+        perms
+    }
+}
+
+impl std::ops::BitOr for Perms {
+    type Output = Perms;
+    fn bitor(self, rhs: Perms) -> Perms {
+        Perms(self.0 | rhs.0)
+    }
+}
+
+/// Which VMAs a snapshot keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selection {
+    /// Executable VMAs only (perf's default).
+    Exec,
+    /// Executable VMAs and every readable VMA (as `perf record -d`).
+    ExecAndData,
+}
+
+impl Selection {
+    /// Whether a VMA with these permissions is kept.
+    pub fn wants(self, perms: Perms) -> bool {
+        match self {
+            Selection::Exec => perms.contains(Perms::EXEC),
+            Selection::ExecAndData => perms.contains(Perms::EXEC) || perms.contains(Perms::READ),
+        }
+    }
+}
+
+/// One virtual memory area of a process, whichever source it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vma {
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// File offset of `start` (page offset for anonymous memory).
+    pub offset: u64,
+    pub perms: Perms,
+    /// Device major number of the backing file.
+    pub dev_major: u32,
+    /// Device minor number of the backing file.
+    pub dev_minor: u32,
+    /// Inode of the backing file, 0 for anonymous memory.
+    pub inode: u64,
+    /// Name as the kernel prints it (path, `[heap]`, `[vdso]`, ...), raw bytes;
+    /// empty for anonymous memory. Newlines are real newlines in both sources.
+    pub name: Vec<u8>,
+    /// Build id of the mapped file, when known and 1..=20 bytes long.
+    pub build_id: Option<BuildId>,
+}
+
+/// Name of the x86-64 vsyscall gate VMA. Text maps show it, PROCMAP_QUERY
+/// does not; mmap2-synth drops it from both (see README).
+pub const VSYSCALL_NAME: &[u8] = b"[vsyscall]";
+/// Name of the vDSO VMA.
+pub const VDSO_NAME: &[u8] = b"[vdso]";
+
+impl Vma {
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// True for an empty range (never produced by the kernel).
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+
+    /// Whether the VMA is backed by a file (has an inode).
+    pub fn is_file_backed(&self) -> bool {
+        self.inode != 0
+    }
+
+    /// The identity of the backing file, for build-id caching.
+    pub fn file_key(&self) -> Option<FileKey> {
+        self.is_file_backed().then_some(FileKey {
+            dev_major: self.dev_major,
+            dev_minor: self.dev_minor,
+            inode: self.inode,
+        })
+    }
+
+    /// Whether this is the vDSO.
+    pub fn is_vdso(&self) -> bool {
+        self.name == VDSO_NAME
+    }
+}
+
+/// A file identity: device and inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileKey {
+    pub dev_major: u32,
+    pub dev_minor: u32,
+    pub inode: u64,
+}
+
+/// Which source produced a process's VMAs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// PROCMAP_QUERY ioctl.
+    Ioctl,
+    /// Text `/proc/PID/maps`.
+    Text,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Source::Ioctl => "ioctl",
+            Source::Text => "text",
+        })
+    }
+}
+
+/// One thread of a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Thread {
+    pub tid: u32,
+    /// Thread name (comm); empty when unknown, and then no COMM is written.
+    pub comm: Vec<u8>,
+}
+
+/// What was read of one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Process {
+    /// Process id (thread-group id).
+    pub pid: u32,
+    pub ppid: u32,
+    /// Real uid.
+    pub uid: u32,
+    /// Kernel thread: gets COMM/FORK only.
+    pub kernel_thread: bool,
+    /// Start time in clock ticks after boot (`/proc/PID/stat` field 22).
+    pub start_time: u64,
+    /// Threads, the leader first, then by tid.
+    pub threads: Vec<Thread>,
+    /// The leader's VMAs in address order.
+    pub vmas: Vec<Vma>,
+    /// Source of the VMAs (None for kernel threads and snapshot files).
+    pub source: Option<Source>,
+}
+
+impl Process {
+    /// A process known only by its pid (filled in from a snapshot file).
+    pub fn empty(pid: u32) -> Process {
+        Process {
+            pid,
+            ppid: 0,
+            uid: 0,
+            kernel_thread: false,
+            start_time: 0,
+            threads: Vec::new(),
+            vmas: Vec::new(),
+            source: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Ids of 1..=20 bytes are kept; empty and longer ones are refused.
+    #[test]
+    fn build_id_lengths() {
+        assert!(BuildId::new(&[]).is_none());
+        assert!(BuildId::new(&[1; 21]).is_none());
+        assert_eq!(BuildId::new(&[0xab; 8]).unwrap().as_bytes(), &[0xab; 8]);
+        assert_eq!(BuildId::new(&[1, 0xf0]).unwrap().to_hex(), "01f0");
+    }
+
+    // prot/flags -> Perms -> prot/flags is the identity for every combination.
+    #[test]
+    fn perms_prot_flags_round_trip() {
+        for bits in 0..16u8 {
+            let p = Perms(bits);
+            assert_eq!(Perms::from_prot_flags(p.prot(), p.map_flags()), p);
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! Kernel and perf numbers, each written once. A unit test checks them against
+//! linux-perf-event-reader and linux-perf-data. Numbers travel as plain
+//! integers so that unknown record types and feature bits pass through.
+
+/// Record type numbers (`perf_event_header.type`).
+pub mod types {
+    /// PERF_RECORD_MMAP.
+    pub const MMAP: u32 = 1;
+    /// PERF_RECORD_COMM.
+    pub const COMM: u32 = 3;
+    /// PERF_RECORD_FORK.
+    pub const FORK: u32 = 7;
+    /// PERF_RECORD_SAMPLE.
+    pub const SAMPLE: u32 = 9;
+    /// PERF_RECORD_MMAP2.
+    pub const MMAP2: u32 = 10;
+    /// PERF_RECORD_HEADER_ATTR (pipe mode: an attr and its ids).
+    pub const HEADER_ATTR: u32 = 64;
+    /// PERF_RECORD_HEADER_BUILD_ID (pipe mode: one BUILD_ID table entry).
+    pub const HEADER_BUILD_ID: u32 = 67;
+    /// PERF_RECORD_FINISHED_ROUND: records before it may be sorted by time.
+    pub const FINISHED_ROUND: u32 = 68;
+    /// PERF_RECORD_HEADER_FEATURE (pipe mode: one feature payload).
+    pub const HEADER_FEATURE: u32 = 80;
+    /// PERF_RECORD_COMPRESSED: zstd-compressed records (`perf record -z`).
+    pub const COMPRESSED: u32 = 81;
+    /// PERF_RECORD_FINISHED_INIT: the end of the synthesized records.
+    pub const FINISHED_INIT: u32 = 82;
+    /// PERF_RECORD_COMPRESSED2 (newer perf: header, u64 data_size, data).
+    pub const COMPRESSED2: u32 = 83;
+}
+
+/// `perf_event_header.misc` bits.
+pub mod misc {
+    /// Kernel cpumode.
+    pub const KERNEL: u16 = 1;
+    /// User cpumode.
+    pub const USER: u16 = 2;
+    /// The map could not be read completely (timeout).
+    pub const PROC_MAP_PARSE_TIMEOUT: u16 = 1 << 12;
+    /// MMAP2 of a non-executable VMA.
+    pub const MMAP_DATA: u16 = 1 << 13;
+    /// MMAP2 carries a build id instead of maj/min/ino.
+    pub const MMAP_BUILD_ID: u16 = 1 << 14;
+    /// BUILD_ID table entry: byte 20 of build_id holds the id length.
+    pub const BUILD_ID_SIZE: u16 = 1 << 15;
+}
+
+/// `perf_event_attr.sample_type` bits that place fields in samples and trailers.
+pub mod sample_type {
+    /// PERF_SAMPLE_IP.
+    pub const IP: u64 = 1 << 0;
+    /// PERF_SAMPLE_TID.
+    pub const TID: u64 = 1 << 1;
+    /// PERF_SAMPLE_TIME.
+    pub const TIME: u64 = 1 << 2;
+    /// PERF_SAMPLE_ADDR.
+    pub const ADDR: u64 = 1 << 3;
+    /// PERF_SAMPLE_ID.
+    pub const ID: u64 = 1 << 6;
+    /// PERF_SAMPLE_CPU.
+    pub const CPU: u64 = 1 << 7;
+    /// PERF_SAMPLE_PERIOD.
+    pub const PERIOD: u64 = 1 << 8;
+    /// PERF_SAMPLE_STREAM_ID.
+    pub const STREAM_ID: u64 = 1 << 9;
+    /// PERF_SAMPLE_IDENTIFIER.
+    pub const IDENTIFIER: u64 = 1 << 16;
+}
+
+/// `perf_event_attr` flag bits (the C bitfield after `read_format`), in
+/// little-endian bit numbering.
+pub mod attr_flags {
+    /// Starts disabled.
+    pub const DISABLED: u64 = 1 << 0;
+    /// Reports PERF_RECORD_MMAP.
+    pub const MMAP: u64 = 1 << 8;
+    /// Reports PERF_RECORD_COMM.
+    pub const COMM: u64 = 1 << 9;
+    /// Reports FORK and EXIT.
+    pub const TASK: u64 = 1 << 13;
+    /// Non-sample records carry the sample_id trailer.
+    pub const SAMPLE_ID_ALL: u64 = 1 << 18;
+    /// Reports PERF_RECORD_MMAP2 instead of MMAP.
+    pub const MMAP2: u64 = 1 << 23;
+    /// COMM records tell exec from rename.
+    pub const COMM_EXEC: u64 = 1 << 24;
+    /// MMAP2 records carry build ids.
+    pub const BUILD_ID: u64 = 1 << 34;
+}
+
+/// Feature bit numbers (`HEADER_*`).
+pub mod feature {
+    /// HEADER_BUILD_ID: the DSO -> build id table.
+    pub const BUILD_ID: u32 = 2;
+    /// HEADER_HOSTNAME.
+    pub const HOSTNAME: u32 = 3;
+    /// HEADER_OSRELEASE.
+    pub const OSRELEASE: u32 = 4;
+    /// HEADER_VERSION: the writing tool's version.
+    pub const VERSION: u32 = 5;
+    /// HEADER_ARCH.
+    pub const ARCH: u32 = 6;
+    /// HEADER_NRCPUS: online and available CPUs.
+    pub const NRCPUS: u32 = 7;
+    /// HEADER_CMDLINE.
+    pub const CMDLINE: u32 = 11;
+    /// HEADER_EVENT_DESC: attrs with names and ids.
+    pub const EVENT_DESC: u32 = 12;
+    /// HEADER_LAST_FEATURE as perf 6.1 numbers it: ends the pipe-mode features.
+    pub const LAST_FEATURE: u32 = 32;
+}
+
+/// PERF_TYPE_SOFTWARE.
+pub const PERF_TYPE_SOFTWARE: u32 = 1;
+/// PERF_COUNT_SW_DUMMY: the event that only carries side-band records.
+pub const PERF_COUNT_SW_DUMMY: u64 = 9;
+/// `perf_event_attr` size written in new files (PERF_ATTR_SIZE_VER7), the
+/// largest perf 6.1 accepts.
+pub const ATTR_SIZE: usize = 128;
+/// Smallest `perf_event_attr` (PERF_ATTR_SIZE_VER0).
+pub const ATTR_SIZE_VER0: usize = 64;
+/// `PERFILE2` as bytes; read as a host u64 it tells the byte order.
+pub const MAGIC: &[u8; 8] = b"PERFILE2";
+/// Size of the file-mode header.
+pub const FILE_HEADER_SIZE: u64 = 104;
+/// Size of the pipe-mode header.
+pub const PIPE_HEADER_SIZE: u64 = 16;
+/// Longest build id MMAP2 and BUILD_ID entries carry.
+pub const MAX_BUILD_ID: usize = crate::model::MAX_BUILD_ID;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linux_perf_data::Feature;
+    use linux_perf_event_reader::constants as k;
+
+    // Every kernel number here equals linux-perf-event-reader's / linux-perf-data's.
+    #[test]
+    fn constants_match_the_reference_crates() {
+        let pairs: &[(u64, u64)] = &[
+            (types::MMAP.into(), k::PERF_RECORD_MMAP.into()),
+            (types::COMM.into(), k::PERF_RECORD_COMM.into()),
+            (types::FORK.into(), k::PERF_RECORD_FORK.into()),
+            (types::SAMPLE.into(), k::PERF_RECORD_SAMPLE.into()),
+            (types::MMAP2.into(), k::PERF_RECORD_MMAP2.into()),
+            (misc::KERNEL.into(), k::PERF_RECORD_MISC_KERNEL.into()),
+            (misc::USER.into(), k::PERF_RECORD_MISC_USER.into()),
+            (
+                misc::PROC_MAP_PARSE_TIMEOUT.into(),
+                k::PERF_RECORD_MISC_PROC_MAP_PARSE_TIMEOUT.into(),
+            ),
+            (misc::MMAP_DATA.into(), k::PERF_RECORD_MISC_MMAP_DATA.into()),
+            (
+                misc::MMAP_BUILD_ID.into(),
+                k::PERF_RECORD_MISC_MMAP_BUILD_ID.into(),
+            ),
+            (
+                misc::BUILD_ID_SIZE.into(),
+                k::PERF_RECORD_MISC_BUILD_ID_SIZE.into(),
+            ),
+            (sample_type::IP, k::PERF_SAMPLE_IP),
+            (sample_type::TID, k::PERF_SAMPLE_TID),
+            (sample_type::TIME, k::PERF_SAMPLE_TIME),
+            (sample_type::ADDR, k::PERF_SAMPLE_ADDR),
+            (sample_type::ID, k::PERF_SAMPLE_ID),
+            (sample_type::CPU, k::PERF_SAMPLE_CPU),
+            (sample_type::PERIOD, k::PERF_SAMPLE_PERIOD),
+            (sample_type::STREAM_ID, k::PERF_SAMPLE_STREAM_ID),
+            (sample_type::IDENTIFIER, k::PERF_SAMPLE_IDENTIFIER),
+            (attr_flags::DISABLED, k::ATTR_FLAG_BIT_DISABLED),
+            (attr_flags::MMAP, k::ATTR_FLAG_BIT_MMAP),
+            (attr_flags::COMM, k::ATTR_FLAG_BIT_COMM),
+            (attr_flags::TASK, k::ATTR_FLAG_BIT_TASK),
+            (attr_flags::SAMPLE_ID_ALL, k::ATTR_FLAG_BIT_SAMPLE_ID_ALL),
+            (attr_flags::MMAP2, k::ATTR_FLAG_BIT_MMAP2),
+            (attr_flags::COMM_EXEC, k::ATTR_FLAG_BIT_COMM_EXEC),
+            (attr_flags::BUILD_ID, k::ATTR_FLAG_BIT_BUILD_ID),
+            (PERF_TYPE_SOFTWARE.into(), k::PERF_TYPE_SOFTWARE.into()),
+            (PERF_COUNT_SW_DUMMY, k::PERF_COUNT_SW_DUMMY),
+            (ATTR_SIZE as u64, k::PERF_ATTR_SIZE_VER7.into()),
+            (ATTR_SIZE_VER0 as u64, k::PERF_ATTR_SIZE_VER0.into()),
+            (feature::BUILD_ID.into(), Feature::BUILD_ID.0.into()),
+            (feature::HOSTNAME.into(), Feature::HOSTNAME.0.into()),
+            (feature::OSRELEASE.into(), Feature::OSRELEASE.0.into()),
+            (feature::VERSION.into(), Feature::VERSION.0.into()),
+            (feature::ARCH.into(), Feature::ARCH.0.into()),
+            (feature::NRCPUS.into(), Feature::NRCPUS.0.into()),
+            (feature::CMDLINE.into(), Feature::CMDLINE.0.into()),
+            (feature::EVENT_DESC.into(), Feature::EVENT_DESC.0.into()),
+        ];
+        for (i, (ours, theirs)) in pairs.iter().enumerate() {
+            assert_eq!(ours, theirs, "constant #{i}");
+        }
+        // The user-space record types perf defines after PERF_RECORD_USER_TYPE_START.
+        assert_eq!(
+            u64::from(types::HEADER_ATTR),
+            u64::from(k::PERF_RECORD_USER_TYPE_START)
+        );
+        // HEADER_LAST_FEATURE follows the last feature perf 6.1 knows (HYBRID_CPU_PMU_CAPS = 31).
+        assert_eq!(feature::LAST_FEATURE, Feature::HYBRID_CPU_PMU_CAPS.0 + 1);
+    }
+}

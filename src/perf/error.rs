@@ -1,0 +1,92 @@
+//! What can be wrong with a perf.data input ([`FormatError`]: a kind and the
+//! byte offset), and the one way our own encoder can fail ([`RecordTooLarge`]).
+
+/// A record would not fit its 16-bit size field. Every encoder input is
+/// bounded (names by PATH_MAX, comms by the kernel), so in a rewrite this is
+/// a bug of ours, not bad input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("record of type {record_type} would be {size} bytes, more than 65535")]
+pub struct RecordTooLarge {
+    pub record_type: u32,
+    pub size: usize,
+}
+
+/// What was wrong with the input, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("at offset {offset}: {kind}")]
+pub struct FormatError {
+    /// Byte offset in the file (of the record, for records inside a
+    /// compressed one).
+    pub offset: u64,
+    pub kind: FormatErrorKind,
+}
+
+/// The kinds of malformed input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatErrorKind {
+    /// The first 8 bytes are not `PERFILE2` in either byte order.
+    #[error("not a perf.data file (bad magic)")]
+    BadMagic,
+    /// The header's size field is neither 104 (file) nor 16 (pipe).
+    #[error("unknown header size {0}")]
+    UnknownHeaderSize(u64),
+    /// The file is shorter than its header.
+    #[error("file is {0} bytes, too short for a perf.data header")]
+    TooShort(u64),
+    /// A structure ends before its fields do.
+    #[error("{0} truncated")]
+    Truncated(&'static str),
+    /// A section of the header or the feature table lies outside the file.
+    #[error("{what} {offset}+{size} runs past the end of the file ({file_len} bytes)")]
+    SectionPastEnd {
+        what: &'static str,
+        offset: u64,
+        size: u64,
+        /// The file's size.
+        file_len: u64,
+    },
+    /// A size field is beyond anything perf writes.
+    #[error("implausible {what} {value}")]
+    Implausible { what: &'static str, value: u64 },
+    /// A layout perf never writes and this tool does not handle.
+    #[error("{0} is not supported")]
+    Unsupported(&'static str),
+    /// The sections contradict each other.
+    #[error("{0}")]
+    Inconsistent(&'static str),
+    /// A record header claims a size below its own 8 bytes.
+    #[error("record of type {record_type} has size {size} (< 8)")]
+    RecordTooSmall { record_type: u32, size: u16 },
+    /// A record runs past the end of the data section.
+    #[error("record of type {record_type} (size {size}) runs past the end of the data at {end}")]
+    RecordPastEnd {
+        record_type: u32,
+        size: u16,
+        end: u64,
+    },
+    /// Fewer than 8 bytes are left after the last record.
+    #[error("{0} stray bytes at the end of the data")]
+    StrayBytes(u64),
+    /// A record's fields do not fit its size.
+    #[error("malformed record of type {0}")]
+    MalformedRecord(u32),
+    /// A pipe-mode HEADER_ATTR whose attr size is out of range.
+    #[error("HEADER_ATTR with attr.size {0}")]
+    BadAttrSize(usize),
+    /// A compressed record could not be decoded.
+    #[error("compressed record: {0}")]
+    Compressed(String),
+    /// A BUILD_ID table entry with a size outside 36..=rest of the table.
+    #[error("bad build-id entry size {0}")]
+    BadBuildIdEntry(usize),
+    /// No attrs: nothing tells how to read the records.
+    #[error("no event attributes{0}")]
+    NoAttrs(&'static str),
+}
+
+impl FormatError {
+    /// A `kind` of error at `offset`.
+    pub fn at(offset: u64, kind: FormatErrorKind) -> FormatError {
+        FormatError { offset, kind }
+    }
+}

@@ -1,0 +1,448 @@
+//! The records a snapshot writes and a rewrite reads: MMAP2, COMM and FORK
+//! encoders, and decoders for MMAP/MMAP2, COMM and the sample fields merge
+//! needs. Pure functions over byte slices, in either byte order.
+
+use super::consts::{misc, sample_type as st, types, MAX_BUILD_ID};
+use super::error::RecordTooLarge;
+use super::record::{
+    begin_record, finish_record, put_cstr, RecordHeader, SampleId, SampleIdLayout,
+};
+use crate::bytes::{cstr, Endian, PutExt, Rd};
+use crate::model::BuildId;
+
+/// The file identity carried by an MMAP2 record: a build id or maj/min/ino.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mmap2Id {
+    /// Build-id form (`PERF_RECORD_MISC_MMAP_BUILD_ID`).
+    BuildId(BuildId),
+    /// Inode form.
+    Inode {
+        maj: u32,
+        min: u32,
+        ino: u64,
+        /// Inode generation (perf writes 0).
+        ino_generation: u64,
+    },
+}
+
+/// The fields of a PERF_RECORD_MMAP2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mmap2<'a> {
+    /// cpumode and other misc bits, without MMAP_BUILD_ID (set from `id`).
+    pub misc: u16,
+    pub pid: u32,
+    pub tid: u32,
+    pub addr: u64,
+    pub len: u64,
+    pub pgoff: u64,
+    pub id: Mmap2Id,
+    pub prot: u32,
+    pub flags: u32,
+    pub filename: &'a [u8],
+}
+
+/// Encodes a PERF_RECORD_MMAP2 with its sample_id trailer.
+pub fn encode_mmap2(
+    out: &mut Vec<u8>,
+    e: Endian,
+    m: &Mmap2<'_>,
+    layout: &SampleIdLayout,
+    sid: &SampleId,
+) -> Result<(), RecordTooLarge> {
+    let misc = match m.id {
+        Mmap2Id::BuildId(_) => m.misc | misc::MMAP_BUILD_ID,
+        Mmap2Id::Inode { .. } => m.misc & !misc::MMAP_BUILD_ID,
+    };
+    let at = begin_record(out, e, types::MMAP2, misc);
+    out.put_u32(e, m.pid);
+    out.put_u32(e, m.tid);
+    out.put_u64(e, m.addr);
+    out.put_u64(e, m.len);
+    out.put_u64(e, m.pgoff);
+    match m.id {
+        Mmap2Id::BuildId(id) => {
+            let b = id.as_bytes();
+            out.push(b.len() as u8);
+            out.extend_from_slice(&[0, 0, 0]);
+            out.extend_from_slice(b);
+            out.resize(out.len() + (MAX_BUILD_ID - b.len()), 0);
+        }
+        Mmap2Id::Inode {
+            maj,
+            min,
+            ino,
+            ino_generation,
+        } => {
+            out.put_u32(e, maj);
+            out.put_u32(e, min);
+            out.put_u64(e, ino);
+            out.put_u64(e, ino_generation);
+        }
+    }
+    out.put_u32(e, m.prot);
+    out.put_u32(e, m.flags);
+    put_cstr(out, m.filename, 8);
+    layout.write(out, e, sid);
+    finish_record(out, e, at, types::MMAP2)
+}
+
+/// Encodes a PERF_RECORD_COMM (comm NUL-padded to 8) with its trailer.
+pub fn encode_comm(
+    out: &mut Vec<u8>,
+    e: Endian,
+    pid: u32,
+    tid: u32,
+    comm: &[u8],
+    layout: &SampleIdLayout,
+    sid: &SampleId,
+) -> Result<(), RecordTooLarge> {
+    let at = begin_record(out, e, types::COMM, 0);
+    out.put_u32(e, pid);
+    out.put_u32(e, tid);
+    put_cstr(out, comm, 8);
+    layout.write(out, e, sid);
+    finish_record(out, e, at, types::COMM)
+}
+
+/// The fields of a PERF_RECORD_FORK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fork {
+    pub pid: u32,
+    pub ppid: u32,
+    pub tid: u32,
+    pub ptid: u32,
+    pub time: u64,
+}
+
+/// Encodes a PERF_RECORD_FORK with its trailer.
+pub fn encode_fork(
+    out: &mut Vec<u8>,
+    e: Endian,
+    f: &Fork,
+    layout: &SampleIdLayout,
+    sid: &SampleId,
+) -> Result<(), RecordTooLarge> {
+    let at = begin_record(out, e, types::FORK, 0);
+    out.put_u32(e, f.pid);
+    out.put_u32(e, f.ppid);
+    out.put_u32(e, f.tid);
+    out.put_u32(e, f.ptid);
+    out.put_u64(e, f.time);
+    layout.write(out, e, sid);
+    finish_record(out, e, at, types::FORK)
+}
+
+/// pid, tid and time of a sample body (after the header), per sample_type.
+pub fn sample_pid_time(body: &[u8], sample_type: u64, e: Endian) -> (Option<u32>, Option<u64>) {
+    let r = Rd(e);
+    let mut off = 0;
+    if sample_type & st::IDENTIFIER != 0 {
+        off += 8;
+    }
+    if sample_type & st::IP != 0 {
+        off += 8;
+    }
+    let pid = if sample_type & st::TID != 0 {
+        let p = r.u32(body, off);
+        off += 8;
+        p
+    } else {
+        None
+    };
+    let time = if sample_type & st::TIME != 0 {
+        r.u64(body, off)
+    } else {
+        None
+    };
+    (pid, time)
+}
+
+/// The map-identifying fields of an MMAP or MMAP2 record.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MapKey {
+    pub pid: u32,
+    pub addr: u64,
+    pub len: u64,
+    pub pgoff: u64,
+    pub filename: Vec<u8>,
+}
+
+/// A decoded MMAP/MMAP2 record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapRecord {
+    /// Identity for dedupe.
+    pub key: MapKey,
+    pub tid: u32,
+    pub misc: u16,
+    /// Build id (MMAP2 build-id form).
+    pub build_id: Option<BuildId>,
+    /// maj, min, ino (MMAP2 inode form).
+    pub dev_ino: Option<(u32, u32, u64)>,
+    /// PROT_* (MMAP2); MMAP records get PROT_READ|PROT_EXEC, or PROT_READ
+    /// with MMAP_DATA.
+    pub prot: u32,
+    /// MAP_* flags (MMAP2), MAP_PRIVATE for MMAP.
+    pub flags: u32,
+}
+
+/// Decodes an MMAP (1) or MMAP2 (10) record body (after the header).
+pub fn parse_map(h: &RecordHeader, body: &[u8], e: Endian) -> Option<MapRecord> {
+    let r = Rd(e);
+    let pid = r.u32(body, 0)?;
+    let tid = r.u32(body, 4)?;
+    let addr = r.u64(body, 8)?;
+    let len = r.u64(body, 16)?;
+    let pgoff = r.u64(body, 24)?;
+    // The parts that differ: where the name starts, the file identity,
+    // prot and flags (MMAP has none: exec unless MMAP_DATA, private).
+    let (name_at, build_id, dev_ino, prot, flags) = match h.type_ {
+        types::MMAP => {
+            let data = h.misc & misc::MMAP_DATA != 0;
+            let prot = libc::PROT_READ | if data { 0 } else { libc::PROT_EXEC };
+            (32, None, None, prot as u32, libc::MAP_PRIVATE as u32)
+        }
+        types::MMAP2 => {
+            let (build_id, dev_ino) = if h.misc & misc::MMAP_BUILD_ID != 0 {
+                let n = usize::from(*body.get(32)?);
+                if n > MAX_BUILD_ID {
+                    return None;
+                }
+                (BuildId::new(body.get(36..36 + n)?), None)
+            } else {
+                let ino = (r.u32(body, 32)?, r.u32(body, 36)?, r.u64(body, 40)?);
+                (None, Some(ino))
+            };
+            (64, build_id, dev_ino, r.u32(body, 56)?, r.u32(body, 60)?)
+        }
+        _ => return None,
+    };
+    Some(MapRecord {
+        key: MapKey {
+            pid,
+            addr,
+            len,
+            pgoff,
+            filename: cstr(body.get(name_at..)?).to_vec(),
+        },
+        tid,
+        misc: h.misc,
+        build_id,
+        dev_ino,
+        prot,
+        flags,
+    })
+}
+
+/// Decodes a COMM record body: (pid, tid, name).
+pub fn parse_comm(body: &[u8], e: Endian) -> Option<(u32, u32, Vec<u8>)> {
+    let r = Rd(e);
+    Some((
+        r.u32(body, 0)?,
+        r.u32(body, 4)?,
+        cstr(body.get(8..)?).to_vec(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> SampleIdLayout {
+        SampleIdLayout {
+            sample_type: st::TID | st::TIME | st::IDENTIFIER,
+            sample_id_all: true,
+        }
+    }
+
+    // An MMAP2 in build-id form has perf's exact byte layout, trailer included.
+    #[test]
+    fn mmap2_build_id_layout() {
+        let mut out = Vec::new();
+        let id = BuildId::new(&[0xaa; 8]).unwrap();
+        let m = Mmap2 {
+            misc: misc::USER,
+            pid: 10,
+            tid: 11,
+            addr: 0x1000,
+            len: 0x2000,
+            pgoff: 0x3000,
+            id: Mmap2Id::BuildId(id),
+            prot: 5,
+            flags: 2,
+            filename: b"/lib/x.so",
+        };
+        let sid = SampleId {
+            pid: 10,
+            tid: 11,
+            id: 7,
+            ..Default::default()
+        };
+        encode_mmap2(&mut out, Endian::Little, &m, &layout(), &sid).unwrap();
+        // 8 header + 8 + 24 + 24 + 8 + 16 (name+NUL padded) + 24 trailer
+        assert_eq!(out.len(), 112);
+        assert_eq!(&out[0..4], &10u32.to_le_bytes());
+        assert_eq!(
+            u16::from_le_bytes([out[4], out[5]]),
+            misc::USER | misc::MMAP_BUILD_ID
+        );
+        assert_eq!(u16::from_le_bytes([out[6], out[7]]), 112);
+        assert_eq!(out[40], 8);
+        assert_eq!(&out[44..52], &[0xaa; 8]);
+        assert_eq!(&out[52..64], &[0; 12]);
+        assert_eq!(&out[72..81], b"/lib/x.so");
+        assert_eq!(&out[81..88], &[0; 7]);
+        assert_eq!(&out[88..92], &10u32.to_le_bytes());
+        assert_eq!(&out[104..112], &7u64.to_le_bytes());
+    }
+
+    // The inode form clears MMAP_BUILD_ID and a big-endian record swaps every field.
+    #[test]
+    fn mmap2_inode_big_endian() {
+        let mut out = Vec::new();
+        let m = Mmap2 {
+            misc: misc::USER | misc::MMAP_BUILD_ID | misc::MMAP_DATA,
+            pid: 1,
+            tid: 1,
+            addr: 0x10,
+            len: 0x20,
+            pgoff: 0,
+            id: Mmap2Id::Inode {
+                maj: 8,
+                min: 1,
+                ino: 99,
+                ino_generation: 0,
+            },
+            prot: 1,
+            flags: 2,
+            filename: b"12345678",
+        };
+        let none = SampleIdLayout::default();
+        encode_mmap2(&mut out, Endian::Big, &m, &none, &SampleId::default()).unwrap();
+        assert_eq!(&out[0..4], &10u32.to_be_bytes());
+        assert_eq!(
+            u16::from_be_bytes([out[4], out[5]]),
+            misc::USER | misc::MMAP_DATA
+        );
+        assert_eq!(u16::from_be_bytes([out[6], out[7]]), 88);
+        assert_eq!(&out[40..44], &8u32.to_be_bytes());
+        assert_eq!(&out[48..56], &99u64.to_be_bytes());
+        // an 8-byte name still gets its NUL and 7 bytes of padding
+        assert_eq!(&out[72..88], b"12345678\0\0\0\0\0\0\0\0");
+    }
+
+    // COMM and FORK have perf's sizes; a too-long name is an error, not a bad record.
+    #[test]
+    fn comm_fork_and_limits() {
+        let mut out = Vec::new();
+        let l = layout();
+        encode_comm(
+            &mut out,
+            Endian::Little,
+            5,
+            6,
+            b"bash",
+            &l,
+            &SampleId::default(),
+        )
+        .unwrap();
+        assert_eq!(out.len(), 8 + 8 + 8 + 24);
+        out.clear();
+        let f = Fork {
+            pid: 5,
+            ppid: 1,
+            tid: 5,
+            ptid: 1,
+            time: 0,
+        };
+        encode_fork(&mut out, Endian::Little, &f, &l, &SampleId::default()).unwrap();
+        assert_eq!(out.len(), 8 + 24 + 24);
+        out.clear();
+        let err = encode_comm(
+            &mut out,
+            Endian::Little,
+            1,
+            1,
+            &vec![b'a'; 70000],
+            &l,
+            &SampleId::default(),
+        )
+        .unwrap_err();
+        assert_eq!(err.record_type, types::COMM);
+        assert!(out.is_empty());
+    }
+
+    // MMAP2 in both forms and COMM decode to the fields that were encoded.
+    #[test]
+    fn map_and_comm_round_trip() {
+        for e in [Endian::Little, Endian::Big] {
+            for id in [
+                Mmap2Id::BuildId(BuildId::new(&[9; 20]).unwrap()),
+                Mmap2Id::Inode {
+                    maj: 8,
+                    min: 2,
+                    ino: 77,
+                    ino_generation: 0,
+                },
+            ] {
+                let mut out = Vec::new();
+                let m = Mmap2 {
+                    misc: misc::USER,
+                    pid: 4,
+                    tid: 5,
+                    addr: 0x1000,
+                    len: 0x2000,
+                    pgoff: 0x3000,
+                    id,
+                    prot: 5,
+                    flags: 2,
+                    filename: b"/lib/a.so",
+                };
+                let l = SampleIdLayout {
+                    sample_type: st::TID | st::IDENTIFIER,
+                    sample_id_all: true,
+                };
+                encode_mmap2(&mut out, e, &m, &l, &SampleId::default()).unwrap();
+                let h = RecordHeader::parse(&out, e).unwrap();
+                assert_eq!(usize::from(h.size), out.len());
+                let d = parse_map(&h, &out[8..], e).unwrap();
+                assert_eq!(d.key.filename, b"/lib/a.so");
+                assert_eq!(
+                    (d.key.pid, d.tid, d.key.addr, d.key.len, d.key.pgoff),
+                    (4, 5, 0x1000, 0x2000, 0x3000)
+                );
+                match id {
+                    Mmap2Id::BuildId(b) => assert_eq!(d.build_id, Some(b)),
+                    Mmap2Id::Inode { .. } => assert_eq!(d.dev_ino, Some((8, 2, 77))),
+                }
+            }
+            let mut out = Vec::new();
+            encode_comm(
+                &mut out,
+                e,
+                1,
+                2,
+                b"name",
+                &SampleIdLayout::default(),
+                &SampleId::default(),
+            )
+            .unwrap();
+            assert_eq!(parse_comm(&out[8..], e), Some((1, 2, b"name".to_vec())));
+        }
+    }
+
+    // Sample pid and time are found after IDENTIFIER and IP.
+    #[test]
+    fn sample_fields_and_id_positions() {
+        let mut body = Vec::new();
+        body.put_u64(Endian::Little, 0x42); // IDENTIFIER
+        body.put_u64(Endian::Little, 0xffff); // IP
+        body.put_u32(Endian::Little, 77); // pid
+        body.put_u32(Endian::Little, 78); // tid
+        body.put_u64(Endian::Little, 123456); // time
+        let t = st::IDENTIFIER | st::IP | st::TID | st::TIME;
+        assert_eq!(
+            sample_pid_time(&body, t, Endian::Little),
+            (Some(77), Some(123456))
+        );
+    }
+}

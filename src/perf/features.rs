@@ -1,0 +1,222 @@
+//! Feature payloads: header strings, NRCPUS, CMDLINE, EVENT_DESC and the
+//! BUILD_ID table (encoded and parsed by one type, [`BuildIdEntry`]).
+
+use super::attr::Attr;
+use super::consts::{misc, ATTR_SIZE, MAX_BUILD_ID};
+use super::error::{FormatError, FormatErrorKind as K, RecordTooLarge};
+use super::record::{begin_record, finish_record, put_cstr, RecordHeader};
+use crate::bytes::{cstr, Endian, PutExt, Rd};
+use crate::model::BuildId;
+
+/// Header, pid and the 24-byte id field of a BUILD_ID entry: the name follows.
+const ENTRY_FIXED: usize = 36;
+
+/// Encodes a header string: u32 length (strlen + 1 rounded up to 64), then
+/// the NUL-padded bytes.
+pub fn encode_string(out: &mut Vec<u8>, e: Endian, s: &[u8]) {
+    let len = (s.len() + 1).div_ceil(64) * 64;
+    out.put_u32(e, len as u32);
+    out.extend_from_slice(s);
+    out.resize(out.len() + (len - s.len()), 0);
+}
+
+/// HOSTNAME / OSRELEASE / VERSION / ARCH payload.
+pub fn string_feature(e: Endian, s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_string(&mut out, e, s);
+    out
+}
+
+/// NRCPUS payload: u32 online, u32 available.
+pub fn nrcpus_feature(e: Endian, online: u32, available: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.put_u32(e, online);
+    out.put_u32(e, available);
+    out
+}
+
+/// CMDLINE payload: u32 count, then the strings.
+pub fn cmdline_feature(e: Endian, args: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.put_u32(e, args.len() as u32);
+    for a in args {
+        encode_string(&mut out, e, a);
+    }
+    out
+}
+
+/// One event for EVENT_DESC and the attr section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventDesc {
+    pub attr: Attr,
+    pub name: Vec<u8>,
+    pub ids: Vec<u64>,
+}
+
+/// EVENT_DESC payload: u32 nr, u32 attr_sz, then per event the attr, u32
+/// nr_ids, the name string and the ids.
+pub fn event_desc_feature(e: Endian, events: &[EventDesc]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.put_u32(e, events.len() as u32);
+    let attrs: Vec<Vec<u8>> = events.iter().map(|ev| ev.attr.encode(e)).collect();
+    out.put_u32(e, attrs.first().map_or(ATTR_SIZE, Vec::len) as u32);
+    for (ev, attr) in events.iter().zip(&attrs) {
+        out.extend_from_slice(attr);
+        out.put_u32(e, ev.ids.len() as u32);
+        encode_string(&mut out, e, &ev.name);
+        for &id in &ev.ids {
+            out.put_u64(e, id);
+        }
+    }
+    out
+}
+
+/// BUILD_ID entries back to back: `record_type` 0 for the feature payload,
+/// HEADER_BUILD_ID for pipe-mode records.
+pub fn encode_build_id_entries(
+    e: Endian,
+    record_type: u32,
+    entries: &[BuildIdEntry],
+) -> Result<Vec<u8>, RecordTooLarge> {
+    let mut out = Vec::new();
+    for b in entries {
+        encode_build_id_entry(&mut out, e, record_type, b)?;
+    }
+    Ok(out)
+}
+
+/// BUILD_ID feature payload: one entry per DSO.
+pub fn build_id_feature(e: Endian, entries: &[BuildIdEntry]) -> Result<Vec<u8>, RecordTooLarge> {
+    encode_build_id_entries(e, 0, entries)
+}
+
+/// One entry of the BUILD_ID table (feature section or pipe-mode record).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct BuildIdEntry {
+    /// cpumode (`misc::USER` or `misc::KERNEL`, guest modes too).
+    pub cpumode: u16,
+    /// Machine pid: -1 for the host.
+    pub pid: i32,
+    pub build_id: BuildId,
+    pub filename: Vec<u8>,
+}
+
+/// Encodes a BUILD_ID table entry: `record_type` 0 inside the feature
+/// section, [`super::consts::types::HEADER_BUILD_ID`] as a pipe-mode record. The file name
+/// is padded to 64 bytes, as perf 6.1 writes it.
+pub fn encode_build_id_entry(
+    out: &mut Vec<u8>,
+    e: Endian,
+    record_type: u32,
+    b: &BuildIdEntry,
+) -> Result<(), RecordTooLarge> {
+    let at = begin_record(out, e, record_type, b.cpumode | misc::BUILD_ID_SIZE);
+    out.put_u32(e, b.pid as u32);
+    let id = b.build_id.as_bytes();
+    out.extend_from_slice(id);
+    out.resize(out.len() + (MAX_BUILD_ID - id.len()), 0);
+    out.push(id.len() as u8);
+    out.extend_from_slice(&[0, 0, 0]);
+    put_cstr(out, &b.filename, 64);
+    finish_record(out, e, at, record_type)
+}
+
+/// Parses a BUILD_ID feature payload (or one HEADER_BUILD_ID record body
+/// with its header) into entries; `base` is the payload's file offset.
+/// Entries whose id is empty are left out (they name no file version).
+pub fn parse_build_id_table(
+    b: &[u8],
+    e: Endian,
+    base: u64,
+) -> Result<Vec<BuildIdEntry>, FormatError> {
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    while off < b.len() {
+        let at = base + off as u64;
+        let h = RecordHeader::parse(&b[off..], e)
+            .ok_or(FormatError::at(at, K::Truncated("build-id entry header")))?;
+        let size = usize::from(h.size);
+        if size < ENTRY_FIXED || size > b.len() - off {
+            return Err(FormatError::at(at, K::BadBuildIdEntry(size)));
+        }
+        let rec = &b[off..off + size];
+        let len = if h.misc & misc::BUILD_ID_SIZE != 0 {
+            usize::from(rec[12 + MAX_BUILD_ID]).min(MAX_BUILD_ID)
+        } else {
+            MAX_BUILD_ID
+        };
+        if let Some(build_id) = BuildId::new(&rec[12..12 + len]) {
+            out.push(BuildIdEntry {
+                cpumode: h.misc & !misc::BUILD_ID_SIZE,
+                pid: Rd(e).u32(rec, 8).unwrap_or(u32::MAX) as i32,
+                build_id,
+                filename: cstr(&rec[ENTRY_FIXED..]).to_vec(),
+            });
+        }
+        off += size;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Header strings are padded so their length is a multiple of 64 including the NUL.
+    #[test]
+    fn string_padding() {
+        let s = string_feature(Endian::Little, b"x86_64");
+        assert_eq!(&s[..4], &64u32.to_le_bytes());
+        assert_eq!(s.len(), 68);
+        let s = string_feature(Endian::Big, &[b'a'; 64]);
+        assert_eq!(&s[..4], &128u32.to_be_bytes());
+        assert_eq!(s[4 + 64], 0);
+    }
+
+    // A BUILD_ID table entry stores the length at byte 20 and pads the name to 64.
+    #[test]
+    fn build_id_entry_layout() {
+        let mut out = Vec::new();
+        let b = BuildIdEntry {
+            cpumode: misc::USER,
+            pid: -1,
+            build_id: BuildId::new(&[1; 16]).unwrap(),
+            filename: b"/a".to_vec(),
+        };
+        encode_build_id_entry(&mut out, Endian::Little, 0, &b).unwrap();
+        assert_eq!(out.len(), 36 + 64);
+        assert_eq!(
+            u16::from_le_bytes([out[4], out[5]]),
+            misc::USER | misc::BUILD_ID_SIZE
+        );
+        assert_eq!(&out[8..12], &(-1i32).to_le_bytes());
+        assert_eq!(out[12 + 20], 16);
+    }
+
+    // BUILD_ID entries parse back with cpumode, pid and id length; a bad size is an error at its offset.
+    #[test]
+    fn build_id_table_round_trip() {
+        for e in [Endian::Little, Endian::Big] {
+            let entries = vec![
+                BuildIdEntry {
+                    cpumode: misc::USER,
+                    pid: -1,
+                    build_id: BuildId::new(&[3; 8]).unwrap(),
+                    filename: b"/x".to_vec(),
+                },
+                BuildIdEntry {
+                    cpumode: misc::KERNEL,
+                    pid: 7,
+                    build_id: BuildId::new(&[4; 20]).unwrap(),
+                    filename: b"[kernel.kallsyms]".to_vec(),
+                },
+            ];
+            let mut b = build_id_feature(e, &entries).unwrap();
+            assert_eq!(parse_build_id_table(&b, e, 0).unwrap(), entries);
+            b[6] = 20;
+            b[7] = 0;
+            let err = parse_build_id_table(&b, e, 500).unwrap_err();
+            assert_eq!(err.offset, 500);
+        }
+    }
+}

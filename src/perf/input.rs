@@ -1,0 +1,356 @@
+//! A perf.data opened for reading (file or pipe mode, either byte order) and
+//! the one walk over its records that every reader shares: attrs from the
+//! attr section or HEADER_ATTR records, records inside COMPRESSED ones
+//! decoded one by one, optionally teeing every byte read to an output.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::attr::Attr;
+use super::consts::{types, ATTR_SIZE_VER0, FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
+use super::error::{FormatError, FormatErrorKind as K};
+use super::header::{FeatureTable, FileHeader, Kind, Section};
+use super::record::RecordHeader;
+use super::stream::{Decompressor, Progress, RecordStream, StreamError};
+use crate::bytes::{Endian, Rd};
+
+/// A failure reading an input, naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// The file is malformed.
+    #[error("{}: {source}", path.display())]
+    Format {
+        path: PathBuf,
+        /// What and where.
+        #[source]
+        source: FormatError,
+    },
+    /// Reading failed.
+    #[error("{op} {}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// How the input is laid out: a file-mode input always has its header.
+#[derive(Debug, Clone)]
+pub enum Layout {
+    /// File mode: header and feature table.
+    File {
+        header: FileHeader,
+        /// The feature sections, checked to lie in the file.
+        features: FeatureTable,
+    },
+    /// Pipe mode: the metadata arrives as records.
+    Pipe(Endian),
+}
+
+/// An open perf.data.
+#[derive(Debug)]
+pub struct Input {
+    /// Its path, for error messages.
+    pub path: PathBuf,
+    pub file: File,
+    /// Its size when opened: every read is bounded by it.
+    pub len: u64,
+    /// File or pipe mode.
+    pub layout: Layout,
+}
+
+/// The attrs of an input with their ids, and which attr an id belongs to.
+#[derive(Debug, Default, Clone)]
+pub struct Attrs {
+    /// (attr, ids) in file order.
+    pub list: Vec<(Attr, Vec<u64>)>,
+    by_id: HashMap<u64, usize>,
+}
+
+impl Attrs {
+    fn push(&mut self, attr: Attr, ids: Vec<u64>) {
+        for &id in &ids {
+            self.by_id.insert(id, self.list.len());
+        }
+        self.list.push((attr, ids));
+    }
+
+    /// The first attr: it decides the trailer of synthesized records.
+    pub fn first(&self) -> Option<&Attr> {
+        self.list.first().map(|(a, _)| a)
+    }
+
+    /// The attr a sample belongs to (by its id; the first when there is one
+    /// attr or the id is unknown).
+    pub fn of_sample(&self, body: &[u8], e: Endian) -> Option<&Attr> {
+        let first = self.first()?;
+        if self.list.len() == 1 {
+            return Some(first);
+        }
+        let Some(id) = first.id_pos().sample.and_then(|pos| Rd(e).u64(body, pos)) else {
+            return Some(first);
+        };
+        Some(self.by_id.get(&id).map_or(first, |&i| &self.list[i].0))
+    }
+}
+
+/// What a walk hands to its visitor.
+pub trait Visitor {
+    /// Every record as stored at the top level (a COMPRESSED record as
+    /// itself), before its contents are visited.
+    fn stored(&mut self, _at: u64, _h: &RecordHeader) {}
+
+    /// Every record, those inside compressed ones one by one (`at` is then
+    /// the offset of the compressed record).
+    fn record(
+        &mut self,
+        at: u64,
+        h: RecordHeader,
+        body: &[u8],
+        attrs: &Attrs,
+    ) -> Result<(), FormatError>;
+}
+
+impl Input {
+    /// Opens and checks the header (and in file mode the feature table).
+    pub fn open(path: &Path) -> Result<Input, InputError> {
+        let file = File::open(path).map_err(io_err("opening", path))?;
+        let len = file.metadata().map_err(io_err("reading", path))?.len();
+        let mut input = Input {
+            path: path.to_path_buf(),
+            file,
+            len,
+            layout: Layout::Pipe(Endian::Little),
+        };
+        let mut head = vec![0u8; FILE_HEADER_SIZE.min(len) as usize];
+        input.read_at(&mut head, 0)?;
+        if head.len() < 16 {
+            return Err(input.format(FormatError::at(0, K::TooShort(len))));
+        }
+        input.layout = match Kind::of(&head).map_err(|err| input.format(err))? {
+            Kind::Pipe(e) => Layout::Pipe(e),
+            Kind::File(e) => {
+                let header = FileHeader::parse(&head, len).map_err(|err| input.format(err))?;
+                let at = header.feature_table_offset();
+                let table_len = header.feature_table_len();
+                if at.checked_add(table_len).is_none_or(|end| end > len) {
+                    let err = K::Truncated("feature section table");
+                    return Err(input.format(FormatError::at(at, err)));
+                }
+                let mut tb = vec![0u8; table_len as usize];
+                input.read_at(&mut tb, at)?;
+                let features = FeatureTable::parse(&tb, e, &header.features, at, len)
+                    .map_err(|err| input.format(err))?;
+                Layout::File { header, features }
+            }
+        };
+        Ok(input)
+    }
+
+    /// The byte order.
+    pub fn endian(&self) -> Endian {
+        match &self.layout {
+            Layout::File { header, .. } => header.endian,
+            Layout::Pipe(e) => *e,
+        }
+    }
+
+    /// Wraps a format error with the path.
+    pub fn format(&self, source: FormatError) -> InputError {
+        InputError::Format {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Reads exactly `buf.len()` bytes at `off` (callers bound them by the
+    /// checked sections).
+    pub fn read_at(&self, buf: &mut [u8], off: u64) -> Result<(), InputError> {
+        self.file
+            .read_exact_at(buf, off)
+            .map_err(io_err("reading", &self.path))
+    }
+
+    /// The bytes of a section (already checked to lie in the file).
+    pub fn section(&self, s: Section) -> Result<Vec<u8>, InputError> {
+        let mut b = vec![0u8; s.size as usize];
+        self.read_at(&mut b, s.offset)?;
+        Ok(b)
+    }
+
+    /// The payload of feature `bit` of a file-mode input, if present.
+    pub fn feature(&self, bit: u32) -> Result<Option<(Section, Vec<u8>)>, InputError> {
+        let Layout::File { features, .. } = &self.layout else {
+            return Ok(None);
+        };
+        match features.0.iter().find(|(b, _)| *b == bit) {
+            Some((_, s)) => Ok(Some((*s, self.section(*s)?))),
+            None => Ok(None),
+        }
+    }
+
+    /// The byte range holding the records.
+    pub fn records_range(&self) -> (u64, u64) {
+        match &self.layout {
+            Layout::File { header, .. } => (header.data.offset, header.data.end()),
+            Layout::Pipe(_) => (PIPE_HEADER_SIZE, self.len),
+        }
+    }
+
+    /// Walks every record, writing every byte of the record range it reads
+    /// to `tee` when given. Returns the attrs and the number of records (those
+    /// inside compressed ones counted one by one).
+    pub fn walk(
+        &self,
+        tee: Option<&mut File>,
+        visitor: &mut impl Visitor,
+    ) -> Result<(Attrs, u64), InputError> {
+        let mut attrs = match &self.layout {
+            Layout::File { header, .. } => self.file_attrs(header)?,
+            Layout::Pipe(_) => Attrs::default(),
+        };
+        let e = self.endian();
+        let (start, end) = self.records_range();
+        let mut stream = RecordStream::new(&self.file, start, end, e, tee);
+        let mut dec: Option<Decompressor> = None;
+        let mut progress = Progress::new("scanning", end - start);
+        let mut records = 0u64;
+        let pipe = matches!(self.layout, Layout::Pipe(_));
+        loop {
+            let next = stream.next().map_err(|err| self.stream_error(err))?;
+            let Some((at, h, body)) = next else { break };
+            progress.at(at - start);
+            visitor.stored(at, &h);
+            if pipe && h.type_ == types::HEADER_ATTR {
+                let (attr, ids) = pipe_attr(at, body, e).map_err(|err| self.format(err))?;
+                attrs.push(attr, ids);
+            }
+            let payload = compressed_payload(at, &h, body, e).map_err(|err| self.format(err))?;
+            let Some(payload) = payload else {
+                records += 1;
+                visitor
+                    .record(at, h, body, &attrs)
+                    .map_err(|err| self.format(err))?;
+                continue;
+            };
+            let d = match &mut dec {
+                Some(d) => d,
+                None => {
+                    dec.insert(Decompressor::new().map_err(io_err("decompressing", &self.path))?)
+                }
+            };
+            d.feed(at, payload, e, |ih, ib| {
+                records += 1;
+                visitor.record(at, ih, ib, &attrs)
+            })
+            .map_err(|err| self.format(err))?;
+        }
+        progress.done();
+        if attrs.list.is_empty() {
+            let err = FormatError::at(start, K::NoAttrs(" (HEADER_ATTR) in the stream"));
+            return Err(self.format(err));
+        }
+        Ok((attrs, records))
+    }
+
+    fn stream_error(&self, err: StreamError) -> InputError {
+        match err {
+            StreamError::Format(source) => self.format(source),
+            StreamError::Io(source) => InputError::Io {
+                op: "reading",
+                path: self.path.clone(),
+                source,
+            },
+        }
+    }
+
+    /// Reads the attrs (and their ids) of a file-mode input.
+    fn file_attrs(&self, h: &FileHeader) -> Result<Attrs, InputError> {
+        let e = h.endian;
+        let raw = self.section(h.attrs)?;
+        let mut attrs = Attrs::default();
+        for (i, entry) in raw.chunks(h.attr_size as usize).enumerate() {
+            let at = h.attrs.offset + i as u64 * h.attr_size;
+            let attr = Attr::parse(entry, e, at).map_err(|err| self.format(err))?;
+            let n = entry.len();
+            let r = Rd(e);
+            let ids = Section {
+                offset: r.u64(entry, n - 16).unwrap_or(0),
+                size: r.u64(entry, n - 8).unwrap_or(0),
+            };
+            let ids_at = at + n as u64 - 16;
+            if ids.end() > self.len || ids.size % 8 != 0 || ids.size > 1 << 24 {
+                return Err(self.format(FormatError::at(
+                    ids_at,
+                    K::Inconsistent("bad event id section"),
+                )));
+            }
+            if ids.size > 0 && ids.offset >= h.data.offset {
+                let err = K::Unsupported("an event id section after the data section");
+                return Err(self.format(FormatError::at(ids_at, err)));
+            }
+            let idb = self.section(ids)?;
+            attrs.push(attr, idb.chunks(8).filter_map(|c| r.u64(c, 0)).collect());
+        }
+        if attrs.list.is_empty() {
+            return Err(self.format(FormatError::at(24, K::NoAttrs(""))));
+        }
+        if h.attrs.offset >= h.data.offset {
+            let err = K::Unsupported("an attr section after the data section");
+            return Err(self.format(FormatError::at(24, err)));
+        }
+        Ok(attrs)
+    }
+}
+
+/// The attr and ids of a pipe-mode HEADER_ATTR record body.
+fn pipe_attr(at: u64, body: &[u8], e: Endian) -> Result<(Attr, Vec<u64>), FormatError> {
+    let attr = Attr::parse(body, e, at)?;
+    let size = attr.size as usize;
+    if size < ATTR_SIZE_VER0 || size > body.len() {
+        return Err(FormatError::at(at, K::BadAttrSize(size)));
+    }
+    let ids = body[size..]
+        .chunks(8)
+        .filter_map(|c| Rd(e).u64(c, 0))
+        .collect();
+    Ok((attr, ids))
+}
+
+/// The zstd payload of a COMPRESSED or COMPRESSED2 record, None for others.
+fn compressed_payload<'b>(
+    at: u64,
+    h: &RecordHeader,
+    body: &'b [u8],
+    e: Endian,
+) -> Result<Option<&'b [u8]>, FormatError> {
+    match h.type_ {
+        types::COMPRESSED => Ok(Some(body)),
+        types::COMPRESSED2 => {
+            let n = Rd(e)
+                .u64(body, 0)
+                .ok_or(FormatError::at(at, K::Truncated("COMPRESSED2 record")))?;
+            let too_large = FormatError::at(
+                at,
+                K::Implausible {
+                    what: "COMPRESSED2 data_size",
+                    value: n,
+                },
+            );
+            let n = usize::try_from(n).map_err(|_| too_large.clone())?;
+            let end = n.checked_add(8).ok_or(too_large.clone())?;
+            Ok(Some(body.get(8..end).ok_or(too_large)?))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> InputError {
+    let path = path.to_path_buf();
+    move |source| InputError::Io { op, path, source }
+}

@@ -1,0 +1,27 @@
+//! The perf.data format, and nothing else: constants, the header with its
+//! sections and feature table, attrs, record framing, the records we encode
+//! and decode, feature payloads, the two writers, and the streaming record
+//! reader (zstd included). Pure code over bytes but for `stream`, which
+//! reads files.
+//!
+//! May import: `bytes`, `model`. Nothing here knows about /proc, snapshots
+//! or merging.
+
+pub mod attr;
+pub mod consts;
+pub mod error;
+pub mod events;
+pub mod features;
+pub mod header;
+pub mod input;
+pub mod record;
+pub(crate) mod stream;
+pub mod writer;
+
+pub use attr::Attr;
+pub use error::{FormatError, FormatErrorKind, RecordTooLarge};
+pub use features::{BuildIdEntry, EventDesc};
+pub use header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
+pub use input::{Attrs, Input, InputError, Layout, Visitor};
+pub use record::{RecordHeader, SampleId, SampleIdLayout};
+pub use writer::{Metadata, WriteError};

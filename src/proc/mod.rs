@@ -1,0 +1,19 @@
+//! The live system: which processes, what /proc says about them, their VMAs
+//! (PROCMAP_QUERY with a text fallback), build ids, clocks and host facts.
+//! `parse`, `maps_text` and `elf` are pure parsers over bytes; `scan`,
+//! `source`, `buildid`, `clock` and `host` are the thin layers that read files
+//! and call into `sys`.
+//!
+//! May import: `bytes`, `model`, `sys`. Knows nothing of perf.data.
+
+pub mod buildid;
+pub mod clock;
+pub mod elf;
+pub mod host;
+pub mod maps_text;
+pub mod parse;
+pub mod scan;
+pub mod source;
+
+pub use host::HostFacts;
+pub use scan::{snapshot, Options, ScanError, Skip, SkipReason, Snapshot, SourceChoice, Target};

@@ -1,0 +1,293 @@
+//! Reads the selected processes from /proc in parallel (Rayon): status,
+//! stat, threads and VMAs with build ids. The result is ordered by pid
+//! whatever the number of workers; processes that vanish or deny access are
+//! counted as skips, never fatal.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rayon::prelude::*;
+
+use super::buildid::BuildIdCache;
+use super::parse::{self, ProcParseError, PF_KTHREAD};
+pub use super::source::SourceChoice;
+use super::source::{self, BuildIdPolicy};
+use crate::model::{Process, Selection, Source, Thread, Vma};
+
+/// Which processes to snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Every process in /proc (except this tool itself).
+    All,
+    /// These pids.
+    Pids(Vec<u32>),
+    /// Every process whose real uid is this.
+    Uid(u32),
+}
+
+/// Snapshot options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub selection: Selection,
+    pub source: SourceChoice,
+    /// Resolve build ids.
+    pub build_ids: bool,
+    /// Worker threads (None = all cores).
+    pub jobs: Option<usize>,
+    /// Root of the proc filesystem (normally `/proc`).
+    pub proc_root: PathBuf,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            selection: Selection::Exec,
+            source: SourceChoice::Auto,
+            build_ids: true,
+            jobs: None,
+            proc_root: PathBuf::from("/proc"),
+        }
+    }
+}
+
+/// Why a process was skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SkipReason {
+    /// It exited during the scan (ENOENT / ESRCH).
+    Vanished,
+    /// Access denied (EACCES / EPERM).
+    Denied,
+    /// Any other error reading it.
+    Failed,
+}
+
+impl SkipReason {
+    fn of(e: &io::Error) -> SkipReason {
+        match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ESRCH) => SkipReason::Vanished,
+            Some(libc::EACCES) | Some(libc::EPERM) => SkipReason::Denied,
+            _ => SkipReason::Failed,
+        }
+    }
+}
+
+impl std::fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SkipReason::Vanished => "vanished",
+            SkipReason::Denied => "denied",
+            SkipReason::Failed => "failed",
+        })
+    }
+}
+
+/// A skipped process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    pub pid: u32,
+    pub reason: SkipReason,
+    pub detail: String,
+}
+
+/// The result of a scan.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Processes read, by pid.
+    pub processes: Vec<Process>,
+    /// Processes skipped, by pid.
+    pub skipped: Vec<Skip>,
+}
+
+/// A fatal scan error (not a per-process one).
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    /// /proc could not be listed.
+    #[error("cannot list {path}")]
+    ListProc {
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// `--source ioctl` on a kernel without PROCMAP_QUERY.
+    #[error("this kernel has no PROCMAP_QUERY ioctl (Linux 6.11+); use --source text or auto")]
+    NoIoctl,
+    /// The worker pool could not be built.
+    #[error("cannot start worker threads")]
+    Pool(#[from] rayon::ThreadPoolBuildError),
+}
+
+enum Outcome {
+    Read(Process),
+    Skipped(Skip),
+    NotSelected,
+}
+
+/// Reads the selected processes in parallel. The result is ordered by pid,
+/// whatever the number of workers.
+pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> {
+    let me = std::process::id();
+    let pids = match target {
+        Target::Pids(p) => {
+            let mut p = p.clone();
+            p.sort_unstable();
+            p.dedup();
+            p
+        }
+        Target::All | Target::Uid(_) => {
+            let mut p = parse::list_ids(&opts.proc_root).map_err(|source| ScanError::ListProc {
+                path: opts.proc_root.clone(),
+                source,
+            })?;
+            p.retain(|&pid| pid != me);
+            p
+        }
+    };
+    let uid = match target {
+        Target::Uid(u) => Some(*u),
+        _ => None,
+    };
+    let cache = BuildIdCache::new();
+    let no_ioctl = AtomicBool::new(opts.source == SourceChoice::Text);
+    // No more workers than processes: a merge that needs one pid should not
+    // start a thread per core.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = opts.jobs.unwrap_or(cores).min(pids.len()).max(1);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build()?;
+    let outcomes: Vec<Outcome> = pool.install(|| {
+        pids.par_iter()
+            .map(|&pid| read_process(pid, uid, opts, &cache, &no_ioctl))
+            .collect()
+    });
+    if opts.source == SourceChoice::Ioctl && no_ioctl.load(Ordering::Relaxed) {
+        return Err(ScanError::NoIoctl);
+    }
+    let mut snap = Snapshot::default();
+    for o in outcomes {
+        match o {
+            Outcome::Read(p) => snap.processes.push(p),
+            Outcome::Skipped(s) => snap.skipped.push(s),
+            Outcome::NotSelected => {}
+        }
+    }
+    Ok(snap)
+}
+
+fn read_process(
+    pid: u32,
+    uid: Option<u32>,
+    opts: &Options,
+    cache: &BuildIdCache,
+    no_ioctl: &AtomicBool,
+) -> Outcome {
+    match try_read_process(pid, uid, opts, cache, no_ioctl) {
+        Ok(Some(p)) => Outcome::Read(p),
+        Ok(None) => Outcome::NotSelected,
+        Err(e) => Outcome::Skipped(Skip {
+            pid,
+            reason: SkipReason::of(&e),
+            detail: e.to_string(),
+        }),
+    }
+}
+
+fn try_read_process(
+    pid: u32,
+    uid: Option<u32>,
+    opts: &Options,
+    cache: &BuildIdCache,
+    no_ioctl: &AtomicBool,
+) -> io::Result<Option<Process>> {
+    let dir = opts.proc_root.join(pid.to_string());
+    let status = read_status(&dir.join("status"))?;
+    if uid.is_some_and(|u| u != status.uid) {
+        return Ok(None);
+    }
+    let stat = std::fs::read(dir.join("stat"))?;
+    let stat = parse::parse_stat(&stat).map_err(|m| invalid(&dir.join("stat"), m))?;
+    let kernel_thread = status.kthread.unwrap_or(stat.flags & PF_KTHREAD != 0);
+    let mut tids = parse::list_ids(&dir.join("task"))?;
+    tids.retain(|&t| t != pid);
+    let mut threads = vec![Thread {
+        tid: pid,
+        comm: status.name.clone(),
+    }];
+    for tid in tids {
+        // A thread that exits mid-scan is simply not there.
+        match read_status(&dir.join("task").join(tid.to_string()).join("status")) {
+            Ok(st) => threads.push(Thread { tid, comm: st.name }),
+            Err(e) if SkipReason::of(&e) == SkipReason::Vanished => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let (vmas, source) = if kernel_thread {
+        (Vec::new(), None)
+    } else {
+        let (v, s) = read_vmas(pid, &threads, opts, cache, no_ioctl)?;
+        (v, Some(s))
+    };
+    Ok(Some(Process {
+        pid,
+        ppid: status.ppid,
+        uid: status.uid,
+        kernel_thread,
+        start_time: stat.start_time,
+        threads,
+        vmas,
+        source,
+    }))
+}
+
+/// A /proc file that does not parse, as an I/O error (the process is
+/// skipped as "failed", naming the file).
+fn invalid(path: &Path, source: ProcParseError) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{}: {source}", path.display()),
+    )
+}
+
+fn read_status(path: &Path) -> io::Result<parse::Status> {
+    let text = std::fs::read(path)?;
+    parse::parse_status(&text).map_err(|m| invalid(path, m))
+}
+
+/// Reads the leader's VMAs; when the leader is a zombie (empty maps or ESRCH)
+/// a live thread's maps are used instead.
+fn read_vmas(
+    pid: u32,
+    threads: &[Thread],
+    opts: &Options,
+    cache: &BuildIdCache,
+    no_ioctl: &AtomicBool,
+) -> io::Result<(Vec<Vma>, Source)> {
+    let ids = BuildIdPolicy {
+        cache: opts.build_ids.then_some(cache),
+        pid,
+        proc_root: &opts.proc_root,
+    };
+    let mut fallback = None; // first empty or vanished result, if no thread has VMAs
+    for t in threads {
+        let path = opts
+            .proc_root
+            .join(pid.to_string())
+            .join("task")
+            .join(t.tid.to_string())
+            .join("maps");
+        let result = source::read_maps_file(&path, opts.selection, opts.source, ids, no_ioctl);
+        match result {
+            Ok((v, s)) if !v.is_empty() || threads.len() == 1 => return Ok((v, s)),
+            Ok((v, s)) => {
+                fallback.get_or_insert(Ok((v, s)));
+            }
+            Err(e) if SkipReason::of(&e) == SkipReason::Vanished => {
+                fallback.get_or_insert(Err(e));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    fallback.unwrap_or_else(|| Err(io::Error::from_raw_os_error(libc::ESRCH)))
+}

@@ -1,0 +1,251 @@
+//! `merge`: insert synthesized COMM/MMAP2 records into an existing recording
+//! without touching anything else. One scan of the input (see
+//! [`super::scan`]) finds what is needed, [`super::plan`] decides what to
+//! insert, [`super::write`] writes it; the output is atomic.
+
+use std::collections::HashSet;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::plan::{self, Which};
+use super::scan::RecordingFacts;
+use super::write;
+use crate::bytes::Endian;
+use crate::model::Process;
+use crate::output::AtomicFile;
+use crate::perf::consts::{feature, types};
+use crate::perf::features::encode_build_id_entries;
+use crate::perf::record::split_records;
+use crate::perf::{Input, InputError, Layout, RecordTooLarge};
+use crate::proc::{self, clock, parse, Skip, Snapshot, Target};
+use crate::snapshot::{self, Encoding};
+
+/// Merge options.
+#[derive(Debug, Clone)]
+pub struct MergeOptions {
+    /// Which processes.
+    pub which: Which,
+    /// Take records from this snapshot file instead of the live system.
+    pub maps: Option<PathBuf>,
+    /// Options for a live snapshot.
+    pub snapshot: proc::Options,
+}
+
+/// What a merge did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct MergeReport {
+    /// Records in the input's data section (those inside compressed records
+    /// counted one by one).
+    pub input_records: u64,
+    /// Records inserted.
+    pub inserted_records: u64,
+    /// Processes that got records.
+    pub processes: usize,
+    /// MMAP2 records inserted.
+    pub maps: usize,
+    /// Maps not inserted because the recording has them already.
+    pub duplicate_maps: usize,
+    /// Pids skipped because the live process started after the recording.
+    pub stale: Vec<u32>,
+    /// Pids the recording needed that neither the system nor the snapshot had.
+    pub missing: Vec<u32>,
+    /// Live processes skipped while reading them.
+    pub skipped: Vec<Skip>,
+    /// Build ids added to the BUILD_ID table.
+    pub new_build_ids: usize,
+    /// Pipe mode (else file mode).
+    pub pipe: bool,
+}
+
+/// A merge failure.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// The recording or snapshot is malformed or unreadable.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// Writing the output failed.
+    #[error("{op} {}", path.display())]
+    Output {
+        op: &'static str,
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// Reading the live system failed.
+    #[error("reading processes")]
+    Scan(#[from] proc::ScanError),
+    /// Our encoder produced a record that does not fit (a bug).
+    #[error("internal error, please report: {0}")]
+    Encode(#[from] RecordTooLarge),
+}
+
+impl MergeError {
+    /// True for bad input (exit code 2).
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, MergeError::Input(InputError::Format { .. }))
+    }
+}
+
+fn out_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> MergeError {
+    let path = path.to_path_buf();
+    move |source| MergeError::Output { op, path, source }
+}
+
+/// Pids whose maps the scan remembers for dedupe: only those that may get
+/// records (pids the recording "needs" have no maps in it by definition).
+fn dedupe_pids(
+    opts: &MergeOptions,
+    snapshot: Option<&[Process]>,
+) -> Result<HashSet<u32>, MergeError> {
+    Ok(match (&opts.which, snapshot) {
+        (Which::Needed, _) => HashSet::new(),
+        (Which::Pids(p), _) => p.iter().copied().collect(),
+        (Which::All, Some(procs)) => procs.iter().map(|p| p.pid).collect(),
+        (Which::All, None) => {
+            let root = &opts.snapshot.proc_root;
+            parse::list_ids(root)
+                .map_err(|source| MergeError::Output {
+                    op: "listing",
+                    path: root.clone(),
+                    source,
+                })?
+                .into_iter()
+                .collect()
+        }
+    })
+}
+
+/// Reads the wanted live processes, leaving out stale ones.
+fn live_processes(
+    opts: &MergeOptions,
+    facts: &RecordingFacts,
+    needed: &[u32],
+    report: &mut MergeReport,
+) -> Result<Vec<Process>, MergeError> {
+    let target = match &opts.which {
+        Which::Needed => Target::Pids(needed.to_vec()),
+        Which::All => Target::All,
+        Which::Pids(p) => Target::Pids(p.clone()),
+    };
+    let live = if matches!(target, Target::Pids(ref p) if p.is_empty()) {
+        Snapshot::default()
+    } else {
+        proc::snapshot(&target, &opts.snapshot)?
+    };
+    report.skipped = live.skipped;
+    let tck = clock::ticks_per_second();
+    let (kept, stale) = plan::split_stale(live.processes, |p| {
+        facts
+            .time
+            .is_some_and(|(_, end)| clock::started_after(p.start_time, tck, end))
+    });
+    report.stale = stale;
+    if opts.which == Which::Needed {
+        let accounted = kept
+            .iter()
+            .map(|p| p.pid)
+            .chain(report.stale.iter().copied());
+        let skipped = report.skipped.iter().map(|s| s.pid);
+        report.missing = plan::missing(needed, accounted.chain(skipped));
+    }
+    Ok(kept)
+}
+
+/// Merges synthesized records into `input`, writing `output` (which may be
+/// `input` itself for in-place). The output is written to a temporary file
+/// next to it and renamed; on error nothing changes.
+pub fn merge(
+    input_path: &Path,
+    output: &Path,
+    opts: &MergeOptions,
+) -> Result<MergeReport, MergeError> {
+    let input = Input::open(input_path)?;
+    // A snapshot file is read first: its pids bound what needs dedupe.
+    let from_file = match &opts.maps {
+        Some(p) => Some(snapshot::read_snapshot(&Input::open(p)?)?),
+        None => None,
+    };
+    let e = input.endian();
+    let mut facts = RecordingFacts::new(e, Some(dedupe_pids(opts, from_file.as_deref())?));
+    if let Some((s, table)) = input.feature(feature::BUILD_ID)? {
+        facts
+            .add_build_ids(&table, e, s.offset)
+            .map_err(|err| input.format(err))?;
+    }
+    let mut out =
+        AtomicFile::create(output).map_err(out_err("creating a temporary file for", output))?;
+    let tee = match &input.layout {
+        Layout::File { header, .. } => {
+            write::start_file_mode(&input, header, out.file())
+                .map_err(out_err("writing", output))?;
+            Some(out.file())
+        }
+        Layout::Pipe(_) => None,
+    };
+    let (attrs, records) = input.walk(tee, &mut facts)?;
+    let mut report = MergeReport {
+        input_records: records,
+        pipe: matches!(input.layout, Layout::Pipe(_)),
+        ..Default::default()
+    };
+    let needed = facts.needed();
+    let mut processes = match from_file {
+        Some(all) => {
+            let (procs, missing) = plan::select(all, &opts.which, &needed);
+            report.missing = missing;
+            procs
+        }
+        None => live_processes(opts, &facts, &needed, &mut report)?,
+    };
+    report.duplicate_maps = plan::dedupe(&mut processes, &facts, &needed);
+
+    // Encode with the recording's byte order and first attr's trailer.
+    let snap = Snapshot {
+        processes,
+        skipped: Vec::new(),
+    };
+    let first = attrs.first().copied().unwrap_or_default();
+    let inserted = encode_inserted(&snap, e, &first)?;
+    report.processes = snap.processes.len();
+    report.maps = snap.processes.iter().map(|p| p.vmas.len()).sum();
+    report.inserted_records = split_records(&inserted, e).count() as u64;
+    let new_ids = plan::new_build_ids(snapshot::build_id_entries(&snap), &facts);
+    report.new_build_ids = new_ids.len();
+
+    let werr = out_err("writing", output);
+    match &input.layout {
+        Layout::File { header, features } => {
+            let ids = encode_build_id_entries(e, 0, &new_ids)?;
+            write::finish_file_mode(&input, header, features, out.file(), &inserted, &ids)
+        }
+        Layout::Pipe(_) => {
+            let at = facts.insert_at.or(facts.after_init).unwrap_or(input.len);
+            let ids = encode_build_id_entries(e, types::HEADER_BUILD_ID, &new_ids)?;
+            report.inserted_records += new_ids.len() as u64;
+            write::write_pipe_mode(&input, out.file(), at, &ids, &inserted)
+        }
+    }
+    .map_err(werr)?;
+    out.commit().map_err(out_err("writing", output))?;
+    Ok(report)
+}
+
+/// The inserted records: as perf synthesizes them into a recording (no FORK,
+/// trailer of the first attr with zero pid/tid and id).
+fn encode_inserted(
+    snap: &Snapshot,
+    e: Endian,
+    first: &crate::perf::Attr,
+) -> Result<Vec<u8>, RecordTooLarge> {
+    let enc = Encoding {
+        endian: e,
+        layout: first.layout(),
+        id: 0,
+        forks: false,
+        fill_tid: false,
+    };
+    let mut inserted = Vec::new();
+    snapshot::encode(snap, &enc, &mut inserted)?;
+    Ok(inserted)
+}

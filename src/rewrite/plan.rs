@@ -1,0 +1,109 @@
+//! Which processes a merge inserts, decided without I/O: the pids the
+//! recording needs, the selection asked for, stale processes, maps already
+//! present and build ids the table lacks.
+
+use std::collections::HashSet;
+
+use super::scan::RecordingFacts;
+use crate::model::Process;
+use crate::perf::events::MapKey;
+use crate::perf::BuildIdEntry;
+use crate::snapshot::mmap_filename;
+
+/// Which processes get records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Which {
+    /// Those the recording needs: pids of its samples, COMM and FORK records
+    /// that have no MMAP/MMAP2 in it.
+    Needed,
+    /// Every process (of the live system or of the snapshot).
+    All,
+    /// These pids.
+    Pids(Vec<u32>),
+}
+
+/// The processes of a snapshot file that `which` asks for, and the wanted
+/// pids it lacks.
+pub fn select(all: Vec<Process>, which: &Which, needed: &[u32]) -> (Vec<Process>, Vec<u32>) {
+    let want: HashSet<u32> = match which {
+        Which::All => return (all, Vec::new()),
+        Which::Needed => needed.iter().copied().collect(),
+        Which::Pids(p) => p.iter().copied().collect(),
+    };
+    let have: HashSet<u32> = all.iter().map(|p| p.pid).collect();
+    let mut missing: Vec<u32> = want.iter().copied().filter(|p| !have.contains(p)).collect();
+    missing.sort_unstable();
+    (
+        all.into_iter().filter(|p| want.contains(&p.pid)).collect(),
+        missing,
+    )
+}
+
+/// Splits live processes into those kept and the pids of stale ones.
+pub fn split_stale(
+    procs: Vec<Process>,
+    is_stale: impl Fn(&Process) -> bool,
+) -> (Vec<Process>, Vec<u32>) {
+    let (stale, kept): (Vec<Process>, Vec<Process>) = procs.into_iter().partition(is_stale);
+    (kept, stale.into_iter().map(|p| p.pid).collect())
+}
+
+/// The needed pids that no process, stale pid or skip accounts for.
+pub fn missing(needed: &[u32], accounted: impl IntoIterator<Item = u32>) -> Vec<u32> {
+    let got: HashSet<u32> = accounted.into_iter().collect();
+    needed
+        .iter()
+        .copied()
+        .filter(|p| !got.contains(p))
+        .collect()
+}
+
+/// Drops the maps the recording has already (counting them), then the
+/// processes left with nothing to insert; a needed process keeps its COMM
+/// even without maps (kernel threads).
+pub fn dedupe(processes: &mut Vec<Process>, facts: &RecordingFacts, needed: &[u32]) -> usize {
+    let mut dropped = 0;
+    for p in processes.iter_mut() {
+        let before = p.vmas.len();
+        p.vmas.retain(|v| {
+            !facts.existing.contains(&MapKey {
+                pid: p.pid,
+                addr: v.start,
+                len: v.len(),
+                pgoff: v.offset,
+                filename: mmap_filename(v).0.to_vec(),
+            })
+        });
+        dropped += before - p.vmas.len();
+    }
+    processes.retain(|p| !p.vmas.is_empty() || needed.binary_search(&p.pid).is_ok());
+    dropped
+}
+
+/// The entries of `all` that the recording's BUILD_ID table lacks.
+pub fn new_build_ids(all: Vec<BuildIdEntry>, facts: &RecordingFacts) -> Vec<BuildIdEntry> {
+    all.into_iter()
+        .filter(|b| {
+            !facts
+                .existing_ids
+                .contains(&(b.filename.clone(), b.build_id))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Selection from a snapshot keeps the wanted pids and names the missing ones.
+    #[test]
+    fn select_and_missing() {
+        let all = vec![Process::empty(1), Process::empty(3)];
+        let (got, miss) = select(all.clone(), &Which::Pids(vec![3, 4]), &[]);
+        assert_eq!((got.len(), got[0].pid, miss), (1, 3, vec![4]));
+        let (got, miss) = select(all.clone(), &Which::Needed, &[1]);
+        assert_eq!((got.len(), miss), (1, vec![]));
+        assert_eq!(select(all, &Which::All, &[]).0.len(), 2);
+        assert_eq!(missing(&[1, 2, 3], [2]), vec![1, 3]);
+    }
+}

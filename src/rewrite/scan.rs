@@ -1,0 +1,139 @@
+//! What a rewrite learns from one pass over a recording: the pids its records
+//! name, which of them have maps, the maps and build ids already present, the
+//! sample time range and, in pipe mode, where synthesized records belong.
+
+use std::collections::{BTreeSet, HashSet};
+
+use crate::bytes::{Endian, Rd};
+use crate::model::BuildId;
+use crate::perf::consts::types;
+use crate::perf::events::{parse_map, sample_pid_time, MapKey};
+use crate::perf::features::parse_build_id_table;
+use crate::perf::{Attrs, FormatError, FormatErrorKind, RecordHeader, Visitor};
+
+/// The facts of a recording that plan a merge.
+#[derive(Default)]
+pub struct RecordingFacts {
+    /// Pids named by samples, COMM and FORK records (never 0 or -1).
+    pub pids: BTreeSet<u32>,
+    /// Pids that have at least one MMAP/MMAP2.
+    pub has_maps: HashSet<u32>,
+    /// Maps present, for the pids in `dedupe_for` only.
+    pub existing: HashSet<MapKey>,
+    /// Pids whose maps are remembered (None: all). Keeps memory bounded by
+    /// what may be inserted, not by the recording's maps.
+    pub dedupe_for: Option<HashSet<u32>>,
+    /// (file name, build id) pairs of the BUILD_ID table.
+    pub existing_ids: HashSet<(Vec<u8>, BuildId)>,
+    /// First and last nonzero sample time.
+    pub time: Option<(u64, u64)>,
+    /// Pipe mode: where to insert (after FINISHED_INIT, else before the first
+    /// sample, round or compressed record).
+    pub insert_at: Option<u64>,
+    /// Pipe mode: the end of the first FINISHED_INIT seen before any sample.
+    pub after_init: Option<u64>,
+    /// Byte order of the records.
+    pub endian: Option<Endian>,
+}
+
+impl RecordingFacts {
+    /// Facts to gather, remembering maps of `dedupe_for` pids only.
+    pub fn new(e: Endian, dedupe_for: Option<HashSet<u32>>) -> RecordingFacts {
+        RecordingFacts {
+            dedupe_for,
+            endian: Some(e),
+            ..RecordingFacts::default()
+        }
+    }
+
+    /// Pids the recording names but has no maps for, ascending.
+    pub fn needed(&self) -> Vec<u32> {
+        self.pids
+            .iter()
+            .copied()
+            .filter(|p| !self.has_maps.contains(p))
+            .collect()
+    }
+
+    /// Adds the entries of a BUILD_ID table (or one HEADER_BUILD_ID record).
+    pub fn add_build_ids(&mut self, table: &[u8], e: Endian, at: u64) -> Result<(), FormatError> {
+        for b in parse_build_id_table(table, e, at)? {
+            self.existing_ids.insert((b.filename, b.build_id));
+        }
+        Ok(())
+    }
+
+    fn sample(&mut self, body: &[u8], attrs: &Attrs, e: Endian) {
+        let Some(a) = attrs.of_sample(body, e) else {
+            return;
+        };
+        let (pid, time) = sample_pid_time(body, a.sample_type, e);
+        if let Some(p) = pid.filter(|&p| p != 0 && p != u32::MAX) {
+            self.pids.insert(p);
+        }
+        if let Some(t) = time.filter(|&t| t != 0) {
+            self.time = Some(match self.time {
+                Some((lo, hi)) => (lo.min(t), hi.max(t)),
+                None => (t, t),
+            });
+        }
+    }
+}
+
+impl Visitor for RecordingFacts {
+    fn stored(&mut self, at: u64, h: &RecordHeader) {
+        if self.insert_at.is_some() {
+            return;
+        }
+        match h.type_ {
+            types::FINISHED_INIT if self.after_init.is_none() => {
+                self.after_init = Some(at + u64::from(h.size));
+            }
+            types::SAMPLE | types::FINISHED_ROUND | types::COMPRESSED | types::COMPRESSED2 => {
+                self.insert_at = Some(self.after_init.unwrap_or(at));
+            }
+            _ => {}
+        }
+    }
+
+    fn record(
+        &mut self,
+        at: u64,
+        h: RecordHeader,
+        body: &[u8],
+        attrs: &Attrs,
+    ) -> Result<(), FormatError> {
+        let e = self.endian.unwrap_or(Endian::Little);
+        let bad = || FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_));
+        match h.type_ {
+            types::SAMPLE => self.sample(body, attrs, e),
+            types::COMM | types::FORK => {
+                let pid = Rd(e).u32(body, 0).ok_or_else(bad)?;
+                if pid != 0 && pid != u32::MAX {
+                    self.pids.insert(pid);
+                }
+            }
+            types::MMAP | types::MMAP2 => {
+                let m = parse_map(&h, body, e).ok_or_else(bad)?;
+                if m.key.pid != u32::MAX {
+                    self.has_maps.insert(m.key.pid);
+                }
+                if self
+                    .dedupe_for
+                    .as_ref()
+                    .is_none_or(|d| d.contains(&m.key.pid))
+                {
+                    self.existing.insert(m.key);
+                }
+            }
+            types::HEADER_BUILD_ID => {
+                let mut full = Vec::with_capacity(body.len() + 8);
+                h.put(&mut full, e);
+                full.extend_from_slice(body);
+                self.add_build_ids(&full, e, at)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,123 @@
+//! Writing a rewritten recording. File mode copies the data section while it
+//! is scanned, [`RESERVE`] bytes past its old offset, so it is read once; the
+//! inserted records then fill the room in front of it, and the feature table
+//! and sections (BUILD_ID extended, the rest byte for byte) and the header
+//! follow. Pipe mode copies the stream around the inserted records.
+
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+
+use crate::perf::consts::{feature, FILE_HEADER_SIZE};
+use crate::perf::stream::copy_range;
+use crate::perf::{FeatureTable, FileHeader, Input, Section};
+
+/// Room left before the copied data section for the inserted records. A
+/// merge that inserts more rewrites the data section once more.
+pub const RESERVE: u64 = 256 << 10;
+
+/// Prepares a file-mode output for the scan's tee: a zeroed header, the
+/// input's bytes up to its data section, and the position `RESERVE` bytes past
+/// the data offset where the copied records go.
+pub fn start_file_mode(input: &Input, h: &FileHeader, out: &mut File) -> io::Result<()> {
+    out.write_all(&[0u8; FILE_HEADER_SIZE as usize])?;
+    copy_range(
+        &input.file,
+        FILE_HEADER_SIZE,
+        h.data.offset - FILE_HEADER_SIZE,
+        out,
+    )?;
+    out.seek(SeekFrom::Start(h.data.offset + RESERVE))?;
+    Ok(())
+}
+
+/// Completes a file-mode output whose data section was copied by the scan:
+/// places the inserted records right before it (or, if they do not fit,
+/// copies the data again behind them), appends the feature table and
+/// sections, and writes the header last.
+pub fn finish_file_mode(
+    input: &Input,
+    h: &FileHeader,
+    features: &FeatureTable,
+    out: &mut File,
+    inserted: &[u8],
+    extra_ids: &[u8],
+) -> io::Result<()> {
+    let ins = inserted.len() as u64;
+    if ins == 0 && extra_ids.is_empty() {
+        // Nothing to add: the output is the input, byte for byte.
+        out.set_len(0)?;
+        out.seek(SeekFrom::Start(0))?;
+        return copy_range(&input.file, 0, input.len, out);
+    }
+    let data_offset = if ins <= RESERVE {
+        let at = h.data.offset + RESERVE - ins;
+        out.write_all_at(inserted, at)?;
+        at
+    } else {
+        out.set_len(h.data.offset)?;
+        out.seek(SeekFrom::Start(h.data.offset))?;
+        out.write_all(inserted)?;
+        copy_range(&input.file, h.data.offset, h.data.size, out)?;
+        h.data.offset
+    };
+    let data = Section {
+        offset: data_offset,
+        size: h.data.size + ins,
+    };
+    out.seek(SeekFrom::Start(data.end()))?;
+
+    // Feature sections: all copied byte for byte; BUILD_ID grows (or appears).
+    let mut sources: Vec<(u32, Section)> = features.0.clone();
+    if !extra_ids.is_empty() && !sources.iter().any(|(b, _)| *b == feature::BUILD_ID) {
+        sources.push((feature::BUILD_ID, Section::default()));
+        sources.sort_by_key(|f| f.0);
+    }
+    let grown = |bit: u32, s: &Section| {
+        s.size
+            + if bit == feature::BUILD_ID {
+                extra_ids.len() as u64
+            } else {
+                0
+            }
+    };
+    let table = FeatureTable::laid_out(
+        sources.iter().map(|(b, s)| (*b, grown(*b, s))),
+        data.end() + 16 * sources.len() as u64,
+    );
+    out.write_all(&table.encode(h.endian))?;
+    for (bit, sec) in &sources {
+        copy_range(&input.file, sec.offset, sec.size, out)?;
+        if *bit == feature::BUILD_ID {
+            out.write_all(extra_ids)?;
+        }
+    }
+
+    let mut head = h.clone();
+    head.data = data;
+    if h.event_types.end() > h.data.offset {
+        // The obsolete event_types section (ignored by perf, written empty)
+        // would point into moved bytes: drop it rather than point at garbage.
+        head.event_types = Section::default();
+    }
+    for (b, _) in &sources {
+        head.features.set(*b);
+    }
+    out.write_all_at(&head.encode(), 0)?;
+    Ok(())
+}
+
+/// Writes a pipe-mode output: the input up to `at`, the new HEADER_BUILD_ID
+/// records, the inserted records, then the rest of the input.
+pub fn write_pipe_mode(
+    input: &Input,
+    out: &mut File,
+    at: u64,
+    ids: &[u8],
+    inserted: &[u8],
+) -> io::Result<()> {
+    copy_range(&input.file, 0, at, out)?;
+    out.write_all(ids)?;
+    out.write_all(inserted)?;
+    copy_range(&input.file, at, input.len - at, out)
+}

@@ -1,0 +1,224 @@
+//! Processes -> perf records, in perf's order: per thread (leader first)
+//! FORK (system-wide) and COMM, after the leader's COMM its MMAP2s in address
+//! order, all at time 0. Pure: the input is already read.
+
+use std::collections::BTreeMap;
+
+use crate::bytes::Endian;
+use crate::model::{Perms, Process, Vma};
+use crate::perf::consts::misc;
+use crate::perf::events::{self, Fork, Mmap2, Mmap2Id};
+use crate::perf::{BuildIdEntry, RecordTooLarge, SampleId, SampleIdLayout};
+use crate::proc::Snapshot;
+
+/// `MAP_HUGETLB`, set by perf for hugetlbfs mappings.
+pub const MAP_HUGETLB: u32 = libc::MAP_HUGETLB as u32;
+/// Longest file name perf writes; longer ones become `//toolong`.
+pub const PATH_MAX: usize = libc::PATH_MAX as usize;
+
+/// The file name and extra flags perf writes for a VMA.
+pub fn mmap_filename(vma: &Vma) -> (&[u8], u32) {
+    if vma.name.is_empty() {
+        (b"//anon", 0)
+    } else if vma.name.starts_with(b"/anon_hugepage") {
+        (b"//anon", MAP_HUGETLB)
+    } else if vma.name.len() >= PATH_MAX {
+        (b"//toolong", 0)
+    } else {
+        (&vma.name, 0)
+    }
+}
+
+/// How records are encoded.
+#[derive(Debug, Clone, Copy)]
+pub struct Encoding {
+    pub endian: Endian,
+    /// Trailer layout of the first attr.
+    pub layout: SampleIdLayout,
+    /// Id written in the trailer.
+    pub id: u64,
+    /// Write FORK records (system-wide snapshots).
+    pub forks: bool,
+    /// Fill the trailer's TID with the record's pid/tid (else zeros, as perf
+    /// does for records it synthesizes into a recording).
+    pub fill_tid: bool,
+}
+
+/// Encodes a snapshot in perf's per-process order: per thread (leader
+/// first) FORK (if enabled) and COMM; after the leader's COMM its MMAP2s in
+/// address order. Every record has time 0.
+pub fn encode(snap: &Snapshot, enc: &Encoding, out: &mut Vec<u8>) -> Result<(), RecordTooLarge> {
+    for p in &snap.processes {
+        encode_process(p, enc, out)?;
+    }
+    Ok(())
+}
+
+/// Encodes one process (see [`encode`]).
+pub fn encode_process(
+    p: &Process,
+    enc: &Encoding,
+    out: &mut Vec<u8>,
+) -> Result<(), RecordTooLarge> {
+    let e = enc.endian;
+    for (i, t) in p.threads.iter().enumerate() {
+        let leader = i == 0;
+        let sid = SampleId {
+            pid: if enc.fill_tid { p.pid } else { 0 },
+            tid: if enc.fill_tid { t.tid } else { 0 },
+            id: enc.id,
+            ..Default::default()
+        };
+        if enc.forks {
+            let parent = if leader { p.ppid } else { p.pid };
+            let f = Fork {
+                pid: p.pid,
+                ppid: parent,
+                tid: t.tid,
+                ptid: parent,
+                time: 0,
+            };
+            events::encode_fork(out, e, &f, &enc.layout, &sid)?;
+        }
+        // A thread whose name is unknown (a snapshot file without its COMM)
+        // gets none rather than an empty one that would rename it.
+        if !t.comm.is_empty() {
+            events::encode_comm(out, e, p.pid, t.tid, &t.comm, &enc.layout, &sid)?;
+        }
+        if leader {
+            for vma in &p.vmas {
+                let (filename, extra_flags) = mmap_filename(vma);
+                let mut m = misc::USER;
+                if !vma.perms.contains(Perms::EXEC) {
+                    m |= misc::MMAP_DATA;
+                }
+                let id = match vma.build_id {
+                    Some(b) => Mmap2Id::BuildId(b),
+                    None => Mmap2Id::Inode {
+                        maj: vma.dev_major,
+                        min: vma.dev_minor,
+                        ino: vma.inode,
+                        ino_generation: 0,
+                    },
+                };
+                let mm = Mmap2 {
+                    misc: m,
+                    pid: p.pid,
+                    tid: p.pid,
+                    addr: vma.start,
+                    len: vma.len(),
+                    pgoff: vma.offset,
+                    id,
+                    prot: vma.perms.prot(),
+                    flags: vma.perms.map_flags() | extra_flags,
+                    filename,
+                };
+                let sid = SampleId {
+                    tid: if enc.fill_tid { p.pid } else { 0 },
+                    ..sid
+                };
+                events::encode_mmap2(out, e, &mm, &enc.layout, &sid)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The BUILD_ID table for a snapshot: one entry per distinct (file name,
+/// build id), sorted.
+pub fn build_id_entries(snap: &Snapshot) -> Vec<BuildIdEntry> {
+    let mut set = BTreeMap::new();
+    for p in &snap.processes {
+        for v in &p.vmas {
+            if let Some(id) = v.build_id {
+                set.insert((mmap_filename(v).0.to_vec(), id), ());
+            }
+        }
+    }
+    set.into_keys()
+        .map(|(filename, build_id)| BuildIdEntry {
+            cpumode: misc::USER,
+            pid: -1,
+            build_id,
+            filename,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{BuildId, Source, Thread};
+
+    fn vma(start: u64, name: &[u8], id: Option<BuildId>, perms: Perms) -> Vma {
+        Vma {
+            start,
+            end: start + 0x1000,
+            offset: 0,
+            perms,
+            dev_major: 8,
+            dev_minor: 1,
+            inode: if name.starts_with(b"/") { 7 } else { 0 },
+            name: name.to_vec(),
+            build_id: id,
+        }
+    }
+
+    // Records come in perf's order: FORK, COMM, MMAP2s for the leader; FORK, COMM per thread.
+    #[test]
+    fn per_process_order() {
+        let id = BuildId::new(&[1; 20]);
+        let p = Process {
+            pid: 10,
+            ppid: 1,
+            uid: 0,
+            kernel_thread: false,
+            start_time: 0,
+            threads: vec![
+                Thread {
+                    tid: 10,
+                    comm: b"a".to_vec(),
+                },
+                Thread {
+                    tid: 11,
+                    comm: b"b".to_vec(),
+                },
+            ],
+            vmas: vec![
+                vma(0x1000, b"/bin/a", id, Perms::READ | Perms::EXEC),
+                vma(0x5000, b"", None, Perms::READ | Perms::WRITE),
+            ],
+            source: Some(Source::Ioctl),
+        };
+        let enc = Encoding {
+            endian: Endian::Little,
+            layout: SampleIdLayout::default(),
+            id: 0,
+            forks: true,
+            fill_tid: true,
+        };
+        let mut out = Vec::new();
+        encode_process(&p, &enc, &mut out).unwrap();
+        let recs: Vec<_> = crate::perf::record::split_records(&out, Endian::Little).collect();
+        let types: Vec<u32> = recs.iter().map(|(h, _)| h.type_).collect();
+        // the second MMAP2 is the nameless data VMA
+        assert_eq!(recs[3].0.misc, misc::USER | misc::MMAP_DATA);
+        assert_eq!(&recs[3].1[64..70], b"//anon");
+        use crate::perf::consts::types::*;
+        assert_eq!(types, vec![FORK, COMM, MMAP2, MMAP2, FORK, COMM]);
+    }
+
+    // perf's name rules: nameless -> //anon, hugetlb -> //anon + MAP_HUGETLB, huge -> //toolong.
+    #[test]
+    fn filename_rules() {
+        let p = Perms::EXEC;
+        assert_eq!(mmap_filename(&vma(0, b"", None, p)), (&b"//anon"[..], 0));
+        assert_eq!(
+            mmap_filename(&vma(0, b"/anon_hugepage (deleted)", None, p)),
+            (&b"//anon"[..], MAP_HUGETLB)
+        );
+        let long = vec![b'a'; PATH_MAX];
+        assert_eq!(mmap_filename(&vma(0, &long, None, p)).0, b"//toolong");
+        assert_eq!(mmap_filename(&vma(0, b"[vdso]", None, p)).0, b"[vdso]");
+    }
+}

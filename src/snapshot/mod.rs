@@ -1,0 +1,14 @@
+//! Snapshots as perf records: processes -> COMM/FORK/MMAP2 in perf's order
+//! (`encode`), snapshot files written and read back (`file`), and the counts
+//! of the summary (`stats`).
+//!
+//! May import: `bytes`, `model`, `perf`, `proc` (for the scan's result type
+//! and host facts).
+
+pub mod encode;
+pub mod file;
+pub mod stats;
+
+pub use encode::{build_id_entries, encode, encode_process, mmap_filename, Encoding};
+pub use file::{read_snapshot, write_snapshot, Mode, WriteOptions};
+pub use stats::Stats;

@@ -1,0 +1,124 @@
+//! The one-line summaries the CLI prints on stderr, and `--strict`.
+
+use std::time::Duration;
+
+use crate::proc::Skip;
+use crate::rewrite::MergeReport;
+use crate::snapshot::Stats;
+
+fn list_or_none(items: Vec<String>) -> String {
+    if items.is_empty() {
+        "none".to_string()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// One line per skipped process.
+pub fn skip_lines(skipped: &[Skip]) -> Vec<String> {
+    skipped
+        .iter()
+        .map(|s| {
+            format!(
+                "mmap2-synth: skipped pid {} ({}): {}",
+                s.pid, s.reason, s.detail
+            )
+        })
+        .collect()
+}
+
+/// The snapshot summary, then its skips.
+pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> Vec<String> {
+    let skips = stats
+        .skipped
+        .iter()
+        .map(|(r, n)| format!("{n} {r}"))
+        .collect();
+    let sources = stats
+        .sources
+        .iter()
+        .map(|(s, n)| format!("{s} ({n})"))
+        .collect();
+    let mut lines = vec![format!(
+        "mmap2-synth: {} processes ({} kernel threads), {} threads, {} VMAs, {} DSOs; build ids: {} found, {} missing; skipped: {}; source: {}; {:.3} s -> {}",
+        stats.processes,
+        stats.kernel_threads,
+        stats.threads,
+        stats.vmas,
+        stats.dsos,
+        stats.build_ids_found,
+        stats.build_ids_missing,
+        list_or_none(skips),
+        list_or_none(sources),
+        took.as_secs_f64(),
+        dest,
+    )];
+    lines.extend(skip_lines(skipped));
+    lines
+}
+
+/// The merge summary, then its skips and stale pids.
+pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
+    let mut lines = vec![format!(
+        "mmap2-synth merge: {} {} records; inserted {} records ({} processes, {} maps, {} new build ids); {} maps already present; stale (started after the recording): {}; not found: {}; skipped: {}; {:.3} s -> {}",
+        if report.pipe { "pipe-mode" } else { "file-mode" },
+        report.input_records,
+        report.inserted_records,
+        report.processes,
+        report.maps,
+        report.new_build_ids,
+        report.duplicate_maps,
+        report.stale.len(),
+        report.missing.len(),
+        report.skipped.len(),
+        took.as_secs_f64(),
+        dest,
+    )];
+    lines.extend(skip_lines(&report.skipped));
+    if !report.stale.is_empty() {
+        lines.push(format!("mmap2-synth: stale pids: {:?}", report.stale));
+    }
+    lines
+}
+
+/// `--strict` failed: this many processes were skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("--strict: {0} processes were skipped")]
+pub struct StrictFailure(pub usize);
+
+/// Fails under `--strict` when anything was skipped.
+pub fn strict(enabled: bool, skipped: &[Skip]) -> Result<(), StrictFailure> {
+    if enabled && !skipped.is_empty() {
+        return Err(StrictFailure(skipped.len()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proc::SkipReason;
+
+    // --strict fails only when enabled and something was skipped; skips get a line each.
+    #[test]
+    fn strict_and_skip_lines() {
+        let s = vec![Skip {
+            pid: 7,
+            reason: SkipReason::Denied,
+            detail: "EACCES".into(),
+        }];
+        assert_eq!(strict(true, &s), Err(StrictFailure(1)));
+        assert!(strict(false, &s).is_ok() && strict(true, &[]).is_ok());
+        assert_eq!(
+            skip_lines(&s),
+            vec!["mmap2-synth: skipped pid 7 (denied): EACCES"]
+        );
+        let lines = snapshot(&Stats::default(), &s, Duration::ZERO, "x");
+        assert!(
+            lines[0].contains("skipped: none; source: none;"),
+            "{}",
+            lines[0]
+        );
+        assert_eq!(lines.len(), 2);
+    }
+}
