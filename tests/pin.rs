@@ -49,17 +49,32 @@ fn fake_proc(dir: &Path) -> PathBuf {
     std::fs::write(files.join("lib/libshort.so"), elf_with_build_id(&[0x22; 8])).unwrap();
     std::fs::write(files.join("usr/bin/pinned"), b"#!/bin/sh\n").unwrap();
     let root = dir.join("proc");
-    let maps = "\
+    // The ELF files' maps lines carry their real device and inode, as the
+    // kernel's would (a build id is only trusted from the file that was
+    // mapped); build-id MMAP2s hold no inode, so the pinned bytes do not vary.
+    let id = |p: &str| {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(files.join(p)).unwrap();
+        let (dev, ino) = (m.dev(), m.ino());
+        let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+        let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+        format!("{major:02x}:{minor:02x} {ino}")
+    };
+    let maps = format!(
+        "\
 55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 100 /usr/bin/pinned
 55d0c0a01000-55d0c0a05000 r-xp 00001000 08:01 100 /usr/bin/pinned
 55d0c0b00000-55d0c0b21000 rw-p 00000000 00:00 0 [heap]
 7f0000000000-7f0000010000 rw-p 00000000 00:00 0 
-7f0000010000-7f0000020000 r-xp 00002000 08:01 200 /lib/libpin.so
-7f0000020000-7f0000030000 r-xs 00000000 08:01 201 /lib/libshort.so
+7f0000010000-7f0000020000 r-xp 00002000 {} /lib/libpin.so
+7f0000020000-7f0000030000 r-xs 00000000 {} /lib/libshort.so
 7f0000030000-7f0000031000 r-xp 00000000 08:01 202 /lib/gone.so (deleted)
 7f0000040000-7f0000041000 r-xp 00000000 00:00 0 
 ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]
-";
+",
+        id("lib/libpin.so"),
+        id("lib/libshort.so")
+    );
     for (pid, tids) in [(100u32, &[100u32, 101][..]), (200, &[200][..])] {
         let d = root.join(pid.to_string());
         for &tid in tids {
@@ -70,7 +85,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
                 format!("Name:\tpin{tid}\nTgid:\t{pid}\nPPid:\t1\nUid:\t0\t0\t0\t0\nKthread:\t0\n"),
             )
             .unwrap();
-            std::fs::write(t.join("maps"), maps).unwrap();
+            std::fs::write(t.join("maps"), &maps).unwrap();
         }
         std::fs::copy(d.join(format!("task/{pid}/status")), d.join("status")).unwrap();
         std::fs::write(
