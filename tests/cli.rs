@@ -32,10 +32,10 @@ fn q(p: &std::path::Path) -> String {
 // processes (the shell and two mappers, not mmap2-synth itself), with FORK
 // then COMM per thread, and the output is identical for -j 1, 2 and 3.
 #[test]
+#[ignore = "needs root and perf"]
 fn all_in_pid_namespace_is_complete_and_deterministic() {
-    if !require(is_root(), "root (unshare -fp)") || !require(have_perf(), "perf") {
-        return;
-    }
+    needs_root("unshare -fp");
+    needs_perf();
     let f = fixtures();
     let dir = scratch("all");
     let (r1, r2) = (dir.join("r1"), dir.join("r2"));
@@ -173,15 +173,9 @@ fn vanished_process_is_counted_not_fatal() {
 // A process the caller may not read (root's, read by nobody) is counted as
 // denied and the run still succeeds.
 #[test]
+#[ignore = "needs root"]
 fn denied_process_is_counted_not_fatal() {
-    if !require(is_root(), "root (to drop to nobody)")
-        || !require(
-            Command::new("setpriv").arg("--version").output().is_ok(),
-            "setpriv",
-        )
-    {
-        return;
-    }
+    needs_root("setpriv to drop to nobody");
     let m = Mapper::start(&[]);
     let dir = scratch("denied");
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
@@ -198,7 +192,7 @@ fn denied_process_is_counted_not_fatal() {
         .arg("-o")
         .arg(&out)
         .output()
-        .unwrap();
+        .expect("run setpriv (util-linux)");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("skipped: 1 denied"), "{err}");
@@ -240,10 +234,10 @@ fn error_exits() {
 // Without CAP_SYS_ADMIN (/proc/PID/map_files closed) the text source still
 // finds build ids, through /proc/PID/root/PATH, for the caller's own process.
 #[test]
+#[ignore = "needs root and perf"]
 fn unprivileged_text_source_reads_build_ids_through_root_path() {
-    if !require(is_root(), "root (to drop to nobody)") || !require(have_perf(), "perf") {
-        return;
-    }
+    needs_root("setpriv to drop to nobody");
+    needs_perf();
     let f = fixtures();
     let dir = scratch("unpriv");
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
@@ -302,10 +296,9 @@ fn unprivileged_text_source_reads_build_ids_through_root_path() {
 // Processes that start and exit all the time (a fork loop in the namespace)
 // never make --all fail: those that vanish mid-scan are only counted.
 #[test]
+#[ignore = "needs root"]
 fn all_survives_process_churn() {
-    if !require(is_root(), "root (unshare -fp)") {
-        return;
-    }
+    needs_root("unshare -fp");
     let dir = scratch("churn");
     let script = format!(
         "(while :; do /bin/true; done) & (while :; do /bin/true; done) & \

@@ -133,14 +133,11 @@ fn check_merged(rec: &Path, merged: &Path, pid: u32, stderr: &str) {
     );
 }
 
-/// The common start of a test: perf and root (else skip), a burner, a
-/// scratch directory.
-fn burner_and_dir(name: &str) -> Option<(Mapper, PathBuf)> {
-    needs_perf_root().then(|| (Mapper::burner(), scratch(name)))
-}
-
-fn needs_perf_root() -> bool {
-    require(have_perf(), "perf") && require(is_root(), "root (perf record, map_files)")
+/// The common start of a test that records: perf and the permission to
+/// record (else fail), a burner, a scratch directory.
+fn burner_and_dir(name: &str) -> (Mapper, PathBuf) {
+    needs_perf_record();
+    (Mapper::burner(), scratch(name))
 }
 
 /// A hash of the file's bytes (keeps assertion messages short).
@@ -155,10 +152,9 @@ fn digest(p: &Path) -> u64 {
 // libburn.so, leaves samples byte-identical and the input untouched; the
 // merged file has MMAP2 records with build ids for linux-perf-data.
 #[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn live_merge_resolves_samples() {
-    let Some((b, dir)) = burner_and_dir("merge-live") else {
-        return;
-    };
+    let (b, dir) = burner_and_dir("merge-live");
     let rec = dir.join("rec.data");
     record(b.pid, &rec, &[]);
     let before = digest(&rec);
@@ -272,10 +268,9 @@ fn record_merge_check(
 
 // A snapshot taken before the recording (--maps) repairs it just as well.
 #[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn merge_from_snapshot_file() {
-    let Some((b, dir)) = burner_and_dir("merge-maps") else {
-        return;
-    };
+    let (b, dir) = burner_and_dir("merge-maps");
     let snap = dir.join("snap.data");
     synth_ok(["-q", "-p", &b.pid.to_string(), "-o", snap.to_str().unwrap()]);
     let (_, _, err) =
@@ -289,10 +284,9 @@ fn merge_from_snapshot_file() {
 // Pipe-mode recordings are written back in pipe mode, records inserted after
 // the metadata, and perf resolves the samples.
 #[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn merge_pipe_mode_recording() {
-    let Some((b, dir)) = burner_and_dir("merge-pipe") else {
-        return;
-    };
+    let (b, dir) = burner_and_dir("merge-pipe");
     let (_, merged, err) = record_merge_check(&b, &dir, "rec.pipe", &["-o", "-"], &[]);
     assert!(err.contains("pipe-mode"), "{err}");
     let bytes = std::fs::read(&merged).unwrap();
@@ -306,10 +300,9 @@ fn merge_pipe_mode_recording() {
 // Compressed recordings (perf record -z) are scanned through zstd and the
 // data passes through untouched.
 #[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn merge_compressed_recording() {
-    let Some((b, dir)) = burner_and_dir("merge-z") else {
-        return;
-    };
+    let (b, dir) = burner_and_dir("merge-z");
     let (_, merged, _) = record_merge_check(&b, &dir, "rec", &["-z"], &[]);
     // the scan saw inside the compressed records: a second merge dedupes
     let again = dir.join("again.data");
@@ -326,10 +319,9 @@ fn merge_compressed_recording() {
 
 // Multi-event recordings, with and without PERF_SAMPLE_IDENTIFIER.
 #[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn merge_multi_event_recordings() {
-    let Some((b, dir)) = burner_and_dir("merge-multi") else {
-        return;
-    };
+    let (b, dir) = burner_and_dir("merge-multi");
     record_merge_check(&b, &dir, "plain", &["-e", "cpu-clock,task-clock"], &[]);
     record_merge_check(
         &b,
@@ -343,10 +335,9 @@ fn merge_multi_event_recordings() {
 // A big-endian recording (made with our own writer) stays big-endian and
 // perf reads the inserted records.
 #[test]
+#[ignore = "needs perf"]
 fn merge_keeps_big_endian() {
-    if !needs_perf_root() {
-        return;
-    }
+    needs_perf();
     let m1 = Mapper::start(&[]);
     let f = fixtures();
     let m2 = Mapper::start(&[f.lib_sha1.as_os_str()]);
@@ -406,10 +397,9 @@ fn merge_keeps_big_endian() {
 // A live process that started after the recording ended (pid reuse) is
 // skipped and counted, not merged.
 #[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn stale_process_is_skipped() {
-    let Some((b, dir)) = burner_and_dir("merge-stale") else {
-        return;
-    };
+    let (b, dir) = burner_and_dir("merge-stale");
     let rec = dir.join("rec.data");
     record(b.pid, &rec, &[]);
     // start the late process after merge's margin (0.5 s + 100 ppm of uptime)
@@ -461,10 +451,9 @@ fn run_merge(args: &[&std::ffi::OsStr]) -> std::process::Output {
 // Without -o/--in-place merge refuses naming both; -o naming the input is
 // refused; --in-place rewrites atomically and leaves no temporary file.
 #[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn output_rules_and_in_place() {
-    let Some((b, dir)) = burner_and_dir("merge-inplace") else {
-        return;
-    };
+    let (b, dir) = burner_and_dir("merge-inplace");
     let rec = dir.join("rec.data");
     record(b.pid, &rec, &[]);
     let o = run_merge(&[rec.as_os_str()]);
@@ -487,10 +476,9 @@ fn output_rules_and_in_place() {
 // Malformed inputs exit 2 with the file, the offset and what was wrong; no
 // output or temporary file is left and nothing panics.
 #[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn bad_inputs_are_reported_not_panicked() {
-    let Some((b, dir)) = burner_and_dir("merge-bad") else {
-        return;
-    };
+    let (b, dir) = burner_and_dir("merge-bad");
     let rec = dir.join("rec.data");
     record(b.pid, &rec, &[]);
     let good = std::fs::read(&rec).unwrap();
@@ -541,10 +529,9 @@ fn bad_inputs_are_reported_not_panicked() {
 // A merge that inserts more than the reserved room (RESERVE) rewrites the
 // data section behind the records and still leaves samples untouched.
 #[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn merge_larger_than_reserve() {
-    if !needs_perf_root() {
-        return;
-    }
+    needs_perf_record();
     let b = Mapper::burner();
     let big = Mapper::start(&["--data-maps".as_ref(), "6000".as_ref()]);
     let dir = scratch("merge-reserve");
@@ -594,12 +581,6 @@ fn large_input_progress_and_unknown_records_pass_through() {
     use mmap2_synth::bytes::{Endian, PutExt};
     use mmap2_synth::perf::consts::attr_flags;
     use mmap2_synth::perf::{self as perf_data, Attr, EventDesc, Metadata};
-    if !require(
-        Command::new("script").arg("--version").output().is_ok(),
-        "script (util-linux) for a pseudo-terminal",
-    ) {
-        return;
-    }
     let e = Endian::Little;
     let mut data = Vec::with_capacity(65 << 20);
     let mut i = 0u32;
@@ -645,7 +626,7 @@ fn large_input_progress_and_unknown_records_pass_through() {
     let o = Command::new("script")
         .args(["-qec", &cmd, "/dev/null"])
         .output()
-        .unwrap();
+        .expect("run script (util-linux) for a pseudo-terminal");
     let tty = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{tty}");
     assert!(tty.contains("scanning") && tty.contains("100%"), "{tty}");

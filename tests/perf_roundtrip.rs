@@ -27,10 +27,9 @@ fn expected(m: &Mapper, dir: &Path) -> Vec<Map> {
 // perf script and perf buildid-list see every executable VMA of our process
 // (address, length, offset, path, build id) and nothing else.
 #[test]
+#[ignore = "needs perf"]
 fn perf_sees_every_exec_vma_with_build_ids() {
-    if !require(have_perf(), "perf") || !require(is_root(), "root") {
-        return;
-    }
+    needs_perf();
     let f = fixtures();
     let m = Mapper::with_all_libs(2);
     let dir = scratch("roundtrip");
@@ -195,10 +194,9 @@ fn read_pipe_mode(bytes: &[u8]) -> Vec<Rec> {
 // linux-perf-data decodes the same MMAP2 records perf shows, field by field,
 // and pipe output (`-o -`) carries the same records as file output.
 #[test]
+#[ignore = "needs perf"]
 fn linux_perf_data_and_pipe_mode_agree_with_perf() {
-    if !require(have_perf(), "perf") {
-        return;
-    }
+    needs_perf();
     let m = Mapper::with_all_libs(1);
     let dir = scratch("decoders");
     let out = dir.join("snap.data");
@@ -257,11 +255,10 @@ fn linux_perf_data_and_pipe_mode_agree_with_perf() {
 // The text source and the ioctl source give byte-identical records, with odd
 // paths (space, newline, non-UTF-8, deleted) and with --data.
 #[test]
+#[ignore = "needs root and PROCMAP_QUERY (Linux 6.11+)"]
 fn text_and_ioctl_sources_agree() {
-    if !require(have_procmap_query(), "PROCMAP_QUERY (Linux 6.11+)") || !require(is_root(), "root")
-    {
-        return;
-    }
+    needs_procmap_query();
+    needs_root("map_files, for the build id of a deleted file");
     let f = fixtures();
     let dir = scratch("sources");
     let odd_dir = dir.join("odd dir");

@@ -13,21 +13,50 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_mmap2-synth")
 }
 
-/// True in CI, where nothing may be skipped.
-pub fn in_ci() -> bool {
-    std::env::var_os("CI").is_some_and(|v| !v.is_empty() && v != "false")
+/// Tests that need root, perf or a kernel feature are `#[ignore]`d with the
+/// reason and call one of the `needs_*` checks first: run with
+/// `--include-ignored` where the requirement is missing, they fail with the
+/// reason instead of passing without testing anything.
+fn needs(ok: bool, what: &str) {
+    assert!(
+        ok,
+        "this test needs {what}, which is missing here (the test is #[ignore]d \
+         for that reason; --include-ignored runs it anyway)"
+    );
 }
 
-/// Skips (returns false) when a requirement is missing, loudly; in CI a
-/// missing requirement fails the test instead.
-pub fn require(ok: bool, what: &str) -> bool {
-    if !ok {
-        if in_ci() {
-            panic!("required in CI but missing: {what}");
-        }
-        eprintln!("SKIPPED: needs {what}");
-    }
-    ok
+/// Fails the test unless we are root (`why` says what for).
+pub fn needs_root(why: &str) {
+    needs(is_root(), &format!("root ({why})"));
+}
+
+/// Fails the test unless `perf` runs.
+pub fn needs_perf() {
+    needs(have_perf(), "perf (`perf version` must run)");
+}
+
+/// Fails the test unless `perf record` may sample our own processes: perf,
+/// and root or kernel.perf_event_paranoid <= 2.
+pub fn needs_perf_record() {
+    needs_perf();
+    needs(
+        is_root() || perf_event_paranoid().is_some_and(|p| p <= 2),
+        "permission to record with perf (root, or kernel.perf_event_paranoid <= 2)",
+    );
+}
+
+/// Fails the test unless the kernel has PROCMAP_QUERY.
+pub fn needs_procmap_query() {
+    needs(have_procmap_query(), "PROCMAP_QUERY (Linux 6.11+)");
+}
+
+/// kernel.perf_event_paranoid, if readable.
+fn perf_event_paranoid() -> Option<i32> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Whether `perf` runs.
