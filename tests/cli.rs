@@ -43,7 +43,8 @@ fn all_in_pid_namespace_is_complete_and_deterministic() {
     let script = format!(
         "{m} --wait forever --ready {r1} {a} {b} & \
          {m} --wait forever --threads 2 --ready {r2} {c} & \
-         while [ ! -e {r1} ] || [ ! -e {r2} ]; do sleep 0.01; done; \
+         n=0; while [ ! -e {r1} ] || [ ! -e {r2} ]; do \
+           n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'mappers not ready in 30 s' >&2; exit 1; }}; sleep 0.01; done; \
          {bin} --all -j 1 -o {o1} && {bin} --all -j 2 -o {o2} && {bin} --all -j 3 -o {o3} && \
          {bin} -q --uid root -o {ou}",
         m = q(&f.mapper),
@@ -251,9 +252,7 @@ fn unprivileged_text_source_reads_build_ids_through_root_path() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    while !ready.exists() {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    wait_until("the unprivileged mapper's ready file", || ready.exists());
     let pid = std::fs::read_to_string(&ready).unwrap().trim().to_string();
     let out = dir.join("u.data");
     let o = Command::new("setpriv")

@@ -2,15 +2,13 @@
 //! whose maps files are regular files (the ioctl then fails with ENOTTY,
 //! exactly as on a kernel without it).
 
-use std::path::PathBuf;
-
 use mmap2_synth::model::Selection;
 use mmap2_synth::proc::{self as synth, Options, ScanError, SourceChoice, Target};
 
-fn fake_proc() -> PathBuf {
-    let root =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fakeproc-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+/// A fake /proc with one two-thread process whose maps are regular files.
+fn fake_proc() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
     let task = root.join("4242/task");
     for tid in ["4242", "4243"] {
         std::fs::create_dir_all(task.join(tid)).unwrap();
@@ -40,14 +38,15 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
     for tid in ["4242", "4243"] {
         std::fs::write(task.join(tid).join("maps"), maps).unwrap();
     }
-    root
+    dir
 }
 
 // With --source auto the ENOTTY of the ioctl switches to the text parser,
 // which yields the exec VMAs (not [vsyscall]) with their raw names.
 #[test]
 fn auto_falls_back_to_text_on_enotty() {
-    let root = fake_proc();
+    let tmp = fake_proc();
+    let root = tmp.path().to_path_buf();
     let opts = Options {
         selection: Selection::Exec,
         source: SourceChoice::Auto,
@@ -87,7 +86,6 @@ fn auto_falls_back_to_text_on_enotty() {
     )
     .unwrap_err();
     assert!(matches!(err, ScanError::NoIoctl), "{err}");
-    std::fs::remove_dir_all(&root).unwrap();
 }
 
 // A kernel thread (Kthread: 1, or PF_KTHREAD in stat on older kernels) is
@@ -98,9 +96,8 @@ fn kernel_threads_get_comm_and_fork_only() {
     use mmap2_synth::perf::consts::types;
     use mmap2_synth::perf::SampleIdLayout;
     use mmap2_synth::snapshot::{self, Encoding};
-    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("fakekthread-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_path_buf();
     for (pid, kline, flags) in [
         (2u32, "Kthread:\t1\n", 0x0020_8040u64),
         (3, "", 0x0020_8040),
@@ -146,5 +143,4 @@ fn kernel_threads_get_comm_and_fork_only() {
         kinds,
         vec![types::FORK, types::COMM, types::FORK, types::COMM]
     );
-    std::fs::remove_dir_all(&root).unwrap();
 }

@@ -135,9 +135,25 @@ fn check_merged(rec: &Path, merged: &Path, pid: u32, stderr: &str) {
 
 /// The common start of a test that records: perf and the permission to
 /// record (else fail), a burner, a scratch directory.
-fn burner_and_dir(name: &str) -> (Mapper, PathBuf) {
+fn burner_and_dir(name: &str) -> (Mapper, Scratch) {
     needs_perf_record();
     (Mapper::burner(), scratch(name))
+}
+
+/// Merges `merged` again for `pid` and asserts nothing more is inserted
+/// (every map is found present); returns the summary.
+fn merge_again_inserts_nothing(merged: &Path, pid: u32, dir: &Path) -> String {
+    let again = dir.join("again.data");
+    let pid = pid.to_string();
+    let err = merge(&[
+        merged.as_os_str(),
+        "-p".as_ref(),
+        pid.as_ref(),
+        "-o".as_ref(),
+        again.as_os_str(),
+    ]);
+    assert!(err.contains("inserted 0 records"), "{err}");
+    err
 }
 
 /// A hash of the file's bytes (keeps assertion messages short).
@@ -226,20 +242,11 @@ fn live_merge_resolves_samples() {
     assert_eq!(list.get(fixtures().libburn.to_str().unwrap()), Some(&want));
 
     // Merging again finds every map present: nothing more is inserted.
-    let again = dir.join("again.data");
-    let pid = b.pid.to_string();
-    let err = merge(&[
-        merged.as_os_str(),
-        "-p".as_ref(),
-        pid.as_ref(),
-        "-o".as_ref(),
-        again.as_os_str(),
-    ]);
-    assert!(err.contains("inserted 0 records"), "{err}");
+    let err = merge_again_inserts_nothing(&merged, b.pid, &dir);
     // the burner's 5 maps (burn, libburn, libc, ld, vdso) are all found present
     assert!(err.contains("; 5 maps already present"), "{err}");
     assert_eq!(
-        digest(&again),
+        digest(&dir.join("again.data")),
         digest(&merged),
         "a merge that inserts nothing copies the input"
     );
@@ -305,16 +312,7 @@ fn merge_compressed_recording() {
     let (b, dir) = burner_and_dir("merge-z");
     let (_, merged, _) = record_merge_check(&b, &dir, "rec", &["-z"], &[]);
     // the scan saw inside the compressed records: a second merge dedupes
-    let again = dir.join("again.data");
-    let pid = b.pid.to_string();
-    let err = merge(&[
-        merged.as_os_str(),
-        "-p".as_ref(),
-        pid.as_ref(),
-        "-o".as_ref(),
-        again.as_os_str(),
-    ]);
-    assert!(err.contains("inserted 0 records"), "{err}");
+    merge_again_inserts_nothing(&merged, b.pid, &dir);
 }
 
 // Multi-event recordings, with and without PERF_SAMPLE_IDENTIFIER.
@@ -394,47 +392,69 @@ fn merge_keeps_big_endian() {
     assert_eq!(list.get(f.lib_sha1.to_str().unwrap()), want.as_ref());
 }
 
-// A live process that started after the recording ended (pid reuse) is
-// skipped and counted, not merged.
+/// A file-mode recording (attr IP|TID|TIME) with one sample of `pid` at
+/// `time` ns on perf's clock.
+fn recording_with_sample_at(path: &Path, pid: u32, time: u64) {
+    use mmap2_synth::bytes::{Endian, PutExt};
+    use mmap2_synth::perf::consts::{feature, misc, sample_type as st, types};
+    use mmap2_synth::perf::features::string_feature;
+    use mmap2_synth::perf::{writer::write_file, Attr, EventDesc, Metadata};
+    let e = Endian::Little;
+    let mut data = Vec::new();
+    data.put_u32(e, types::SAMPLE);
+    data.put_u16(e, misc::USER);
+    data.put_u16(e, 8 + 24);
+    data.put_u64(e, 0x1000);
+    data.put_u32(e, pid);
+    data.put_u32(e, pid);
+    data.put_u64(e, time);
+    let meta = Metadata {
+        endian: e,
+        events: vec![EventDesc {
+            attr: Attr {
+                type_: 1,
+                sample_type: st::IP | st::TID | st::TIME,
+                ..Default::default()
+            },
+            name: b"cpu-clock".to_vec(),
+            ids: vec![],
+        }],
+        features: vec![(feature::HOSTNAME, string_feature(e, b"h"))],
+        build_ids: vec![],
+    };
+    let mut f = std::fs::File::create(path).unwrap();
+    write_file(&mut f, &meta, &data).unwrap();
+}
+
+// A live process that started after the recording's last sample (pid reuse)
+// is skipped and counted, one that started before it is merged. The
+// recordings' timestamps are built (1 ms after boot, and 10 s from now), so
+// the outcome depends on neither uptime nor sleeping.
 #[test]
-#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn stale_process_is_skipped() {
-    let (b, dir) = burner_and_dir("merge-stale");
-    let rec = dir.join("rec.data");
-    record(b.pid, &rec, &[]);
-    // start the late process after merge's margin (0.5 s + 100 ppm of uptime)
-    let uptime: f64 = std::fs::read_to_string("/proc/uptime")
-        .unwrap()
-        .split(' ')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let margin = 0.5 + uptime / 10_000.0;
-    assert!(margin < 30.0, "uptime too long for this test: {uptime} s");
-    std::thread::sleep(std::time::Duration::from_secs_f64(margin + 0.3));
+    let dir = scratch("merge-stale");
     let late = Mapper::start(&[]);
-    let merged = dir.join("merged.data");
+    let now = mmap2_synth::sys::clock_ns(libc::CLOCK_MONOTONIC).unwrap();
     let pid = late.pid.to_string();
-    // the burner, older than the recording, is not stale
-    let kept = merge(&[
-        rec.as_os_str(),
-        "-p".as_ref(),
-        b.pid.to_string().as_ref(),
-        "-o".as_ref(),
-        merged.as_os_str(),
-    ]);
+    let run = |time: u64| {
+        let rec = dir.join(format!("rec-{time}.data"));
+        recording_with_sample_at(&rec, late.pid, time);
+        let merged = dir.join("merged.data");
+        merge(&[
+            rec.as_os_str(),
+            "-p".as_ref(),
+            pid.as_ref(),
+            "-o".as_ref(),
+            merged.as_os_str(),
+        ])
+    };
+    let kept = run(now + 10_000_000_000);
     assert!(
-        kept.contains("stale (started after the recording): 0"),
+        kept.contains("stale (started after the recording): 0")
+            && !kept.contains("inserted 0 records"),
         "{kept}"
     );
-    let err = merge(&[
-        rec.as_os_str(),
-        "-p".as_ref(),
-        pid.as_ref(),
-        "-o".as_ref(),
-        merged.as_os_str(),
-    ]);
+    let err = run(1_000_000);
     assert!(
         err.contains("inserted 0 records")
             && err.contains("stale (started after the recording): 1"),

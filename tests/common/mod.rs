@@ -98,16 +98,53 @@ pub fn have_procmap_query() -> bool {
     })
 }
 
-/// A fresh scratch directory under the cargo target tmpdir.
-pub fn scratch(name: &str) -> PathBuf {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-        "{name}-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch directory under the cargo target tmpdir, removed when dropped;
+/// it derefs to its path.
+pub struct Scratch(tempfile::TempDir);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.path().as_os_str()
+    }
+}
+
+/// A fresh scratch directory named after the test (kept for as long as the
+/// returned value lives).
+pub fn scratch(name: &str) -> Scratch {
+    let d = tempfile::Builder::new()
+        .prefix(&format!("{name}-"))
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("create a scratch directory");
+    Scratch(d)
+}
+
+/// How long a fixture may take to say it is ready.
+pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Polls `cond` every 10 ms until it holds; fails the test naming `what`
+/// after `READY_TIMEOUT`.
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + READY_TIMEOUT;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {READY_TIMEOUT:?} waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Built fixtures: the mapper program and shared libraries with every kind
@@ -231,10 +268,21 @@ impl Mapper {
             .stdout(Stdio::piped())
             .spawn()
             .expect("start fixture program");
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        // The first line, read on a thread so a fixture that hangs fails the
+        // test after a bounded wait instead of blocking it.
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let mut r = BufReader::new(stdout);
+            let _ = r.read_line(&mut line);
+            let _ = tx.send(line);
+            // keep the pipe open (and drained) for the fixture's lifetime
+            let _ = std::io::copy(&mut r, &mut std::io::sink());
+        });
+        let line = rx
+            .recv_timeout(READY_TIMEOUT)
+            .unwrap_or_else(|_| panic!("fixture not ready within {READY_TIMEOUT:?}"));
         assert!(line.starts_with("ready"), "fixture said {line:?}");
         let pid = child.id();
         Mapper { child, pid }
