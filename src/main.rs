@@ -10,7 +10,7 @@ use std::time::Instant;
 use clap::{Parser, ValueEnum};
 use mmap2_synth::bytes::Endian;
 use mmap2_synth::model::Selection;
-use mmap2_synth::output::AtomicFile;
+use mmap2_synth::output::{self, AtomicFile, OutputError};
 use mmap2_synth::perf::WriteError;
 use mmap2_synth::proc::{self, HostFacts, Options, ScanError, SourceChoice, Target};
 use mmap2_synth::rewrite::{self, MergeError, MergeOptions, Which};
@@ -81,9 +81,14 @@ struct MergeArgs {
     /// Where to write the merged recording.
     #[arg(short = 'o', long, conflicts_with = "in_place")]
     output: Option<PathBuf>,
-    /// Rewrite the recording itself (atomically).
+    /// Rewrite the recording itself (atomically, under an exclusive lock,
+    /// keeping its mode and owner; a symlink is followed).
     #[arg(long)]
     in_place: bool,
+    /// With --in-place: rewrite a file that has other hard links (they keep
+    /// the old contents).
+    #[arg(long, requires = "in_place")]
+    force: bool,
     /// Take the records from a snapshot written earlier by `mmap2-synth -o SNAP`.
     #[arg(long, value_name = "SNAP")]
     maps: Option<PathBuf>,
@@ -127,6 +132,9 @@ enum CliError {
     /// The scan of /proc failed as a whole.
     #[error(transparent)]
     Scan(#[from] ScanError),
+    /// The output cannot be used.
+    #[error(transparent)]
+    Output(#[from] OutputError),
     /// Writing the snapshot failed.
     #[error("writing {path}")]
     Write {
@@ -147,7 +155,7 @@ enum CliError {
 impl CliError {
     fn exit_code(&self) -> u8 {
         match self {
-            CliError::Usage(_) => 2,
+            CliError::Usage(_) | CliError::Output(OutputError::Unsupported { .. }) => 2,
             CliError::Merge(e) if e.is_bad_input() => 2,
             CliError::Strict(_) => 3,
             _ => 1,
@@ -179,6 +187,7 @@ fn chain(err: &dyn std::error::Error) -> String {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    remove_temporaries_on_signals();
     let result = match &cli.command {
         Some(Command::Merge(m)) => run_merge(m),
         None => run(&cli),
@@ -234,19 +243,49 @@ fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Where a merge writes, from `-o` / `--in-place`.
+/// Where a merge writes, from `-o` / `--in-place`: a regular file (or a new
+/// one), symlinks resolved. A merge seeks in its output, so streams are refused.
 fn merge_output(m: &MergeArgs) -> Result<PathBuf, CliError> {
-    match (&m.output, m.in_place) {
-        (Some(o), false) if same_file(o, &m.recording) => Err(CliError::Usage(format!(
-            "-o {} is the recording itself; use --in-place to rewrite it",
-            o.display()
+    let path = match (&m.output, m.in_place) {
+        (Some(o), false) if o.as_os_str() == "-" => {
+            return Err(CliError::Usage(
+                "merge cannot write to stdout (it seeks in its output); give -o FILE".into(),
+            ))
+        }
+        (Some(o), false) if same_file(o, &m.recording) => {
+            return Err(CliError::Usage(format!(
+                "-o {} is the recording itself; use --in-place to rewrite it",
+                o.display()
+            )))
+        }
+        (Some(o), false) => o,
+        (None, true) => &m.recording,
+        _ => {
+            return Err(CliError::Usage(
+                "merge needs -o OUT.data or --in-place (refusing to guess where to write)".into(),
+            ))
+        }
+    };
+    match output::classify(path)? {
+        output::Target::File(p) => Ok(p),
+        output::Target::Stream(p) => Err(CliError::Usage(format!(
+            "{}: merge writes a seekable file, not a FIFO or device",
+            p.display()
         ))),
-        (Some(o), false) => Ok(o.clone()),
-        (None, true) => Ok(m.recording.clone()),
-        _ => Err(CliError::Usage(
-            "merge needs -o OUT.data or --in-place (refusing to guess where to write)".into(),
-        )),
     }
+}
+
+/// Refuses `--in-place` on a file with other hard links unless `--force`.
+fn check_links(m: &MergeArgs, path: &Path) -> Result<(), CliError> {
+    use std::os::unix::fs::MetadataExt;
+    let links = std::fs::metadata(path).map_or(1, |md| md.nlink());
+    if m.in_place && links > 1 && !m.force {
+        return Err(CliError::Usage(format!(
+            "{} has {links} hard links; --in-place would split them (use --force)",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 fn print(lines: &[String]) {
@@ -258,6 +297,12 @@ fn print(lines: &[String]) {
 fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
     let started = Instant::now();
     let output = merge_output(m)?;
+    check_links(m, &output)?;
+    let recording = if m.in_place {
+        output.clone()
+    } else {
+        m.recording.clone()
+    };
     let opts = MergeOptions {
         which: if m.all {
             Which::All
@@ -268,8 +313,9 @@ fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
         },
         maps: m.maps.clone(),
         snapshot: scan_options(&m.scan)?,
+        in_place: m.in_place,
     };
-    let report = rewrite::merge(&m.recording, &output, &opts)?;
+    let report = rewrite::merge(&recording, &output, &opts)?;
     if !m.scan.quiet {
         let dest = output.display().to_string();
         print(&summary::merge(&report, started.elapsed(), &dest));
@@ -295,20 +341,25 @@ fn run(cli: &Cli) -> Result<(), CliError> {
             ByteOrderArg::Little => Endian::Little,
             ByteOrderArg::Big => Endian::Big,
         },
-        mode: if to_stdout { Mode::Pipe } else { Mode::File },
+        mode: if to_stdout || is_stream(&cli.output) {
+            Mode::Pipe
+        } else {
+            Mode::File
+        },
         forks: cli.all,
         cmdline: std::env::args_os()
             .map(|a| std::os::unix::ffi::OsStrExt::as_bytes(a.as_os_str()).to_vec())
             .collect(),
         host: HostFacts::read(),
     };
+    let write = |w: &mut dyn Write| snapshot::write_snapshot(w, &snap, &wopts);
     if to_stdout {
-        let stdout = std::io::stdout();
-        let mut lock = std::io::BufWriter::new(stdout.lock());
-        snapshot::write_snapshot(&mut lock, &snap, &wopts)
-            .map_err(|e| CliError::write(Path::new("to stdout"), e))?;
+        write_stdout(&write)?;
     } else {
-        write_file(&cli.output, |w| snapshot::write_snapshot(w, &snap, &wopts))?;
+        match output::classify(&cli.output)? {
+            output::Target::File(p) => write_file(&p, &write)?,
+            output::Target::Stream(p) => write_stream(&p, &write)?,
+        }
     }
     if !cli.scan.quiet {
         let dest = if to_stdout {
@@ -327,11 +378,62 @@ fn run(cli: &Cli) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Whether the output is a FIFO or device (gets pipe mode).
+fn is_stream(path: &Path) -> bool {
+    matches!(output::classify(path), Ok(output::Target::Stream(_)))
+}
+
+/// A snapshot writer over any output.
+type WriteFn<'a> = &'a dyn Fn(&mut dyn Write) -> Result<(), WriteError>;
+
+/// Writes to stdout, which must be open (std ignores writes to a closed
+/// descriptor 1, which would report success for data that went nowhere).
+fn write_stdout(f: WriteFn<'_>) -> Result<(), CliError> {
+    use std::os::fd::AsFd;
+    let err = |e: WriteError| CliError::Write {
+        path: "stdout".into(),
+        source: e,
+    };
+    let stdout = std::io::stdout();
+    let fd = stdout
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| err(e.into()))?;
+    if stdout_was_closed(&fd) {
+        let closed = std::io::Error::from_raw_os_error(libc::EBADF);
+        return Err(err(closed.into()));
+    }
+    let mut w = std::io::BufWriter::new(std::fs::File::from(fd));
+    f(&mut w).map_err(err)?;
+    w.flush().map_err(|e| err(e.into()))
+}
+
+/// Whether descriptor 1 was closed when we started: the Rust runtime then
+/// opens /dev/null read-write in its place, which no shell redirection does
+/// (`>` opens write-only), so that is what is looked for.
+fn stdout_was_closed(fd: &std::os::fd::OwnedFd) -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(null) = std::fs::metadata("/dev/null") else {
+        return false;
+    };
+    let Ok(meta) = std::fs::File::from(fd.try_clone().expect("dup of an open fd")).metadata()
+    else {
+        return false;
+    };
+    meta.rdev() == null.rdev()
+        && mmap2_synth::sys::access_mode(fd.as_fd()).is_ok_and(|m| m == libc::O_RDWR)
+}
+
+/// Writes straight into a FIFO or character device.
+fn write_stream(path: &Path, f: WriteFn<'_>) -> Result<(), CliError> {
+    let mut w = std::io::BufWriter::new(output::open_stream(path)?);
+    f(&mut w).map_err(|e| CliError::write(path, e))?;
+    w.flush().map_err(|e| CliError::write(path, e))
+}
+
 /// Writes `path` atomically through `f`.
-fn write_file(
-    path: &Path,
-    f: impl FnOnce(&mut std::io::BufWriter<&mut std::fs::File>) -> Result<(), WriteError>,
-) -> Result<(), CliError> {
+fn write_file(path: &Path, f: WriteFn<'_>) -> Result<(), CliError> {
     let mut out = AtomicFile::create(path).map_err(|e| CliError::write(path, e))?;
     {
         let mut w = std::io::BufWriter::new(out.file());
@@ -339,4 +441,19 @@ fn write_file(
         w.flush().map_err(|e| CliError::write(path, e))?;
     }
     out.commit().map_err(|e| CliError::write(path, e))
+}
+
+/// On SIGINT, SIGTERM or SIGHUP: remove the temporary output files, then
+/// exit with 128 + the signal, as a shell reports it.
+fn remove_temporaries_on_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            output::remove_temporaries();
+            std::process::exit(128 + sig);
+        }
+    });
 }

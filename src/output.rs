@@ -1,10 +1,126 @@
-//! Atomic output: write to a temporary file in the target's directory, then
-//! rename it into place. An existing target is replaced only by the rename;
-//! on error or drop the temporary file is removed.
+//! Output files. A regular file (or a new one) is written atomically: to a
+//! temporary file in the target's directory, mode 0600 as perf writes, then
+//! renamed into place; on error, drop or a signal the temporary file is
+//! removed. A FIFO or character device is written straight into (pipe-mode
+//! streams only). Anything else is refused. A symlink is followed: the link
+//! itself is never replaced.
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// What an output path names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A regular file or nothing yet, at this (symlink-resolved) path.
+    File(PathBuf),
+    /// A FIFO or character device: written in place, no seeking.
+    Stream(PathBuf),
+}
+
+/// Why an output path cannot be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// The path names something that is neither a regular file, a FIFO nor
+    /// a character device.
+    #[error("{}: is a {kind}, not a file, FIFO or character device", path.display())]
+    Unsupported {
+        /// The output.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// An I/O error on the output.
+    #[error("{}", path.display())]
+    Io {
+        /// The output.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> OutputError + '_ {
+    move |source| OutputError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Classifies an output path, following symlinks (a dangling link names the
+/// file it would create).
+pub fn classify(path: &Path) -> Result<Target, OutputError> {
+    let resolved = resolve_links(path).map_err(io_err(path))?;
+    let meta = match std::fs::metadata(&resolved) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Target::File(resolved)),
+        Err(e) => return Err(io_err(path)(e)),
+    };
+    let ft = meta.file_type();
+    let kind = if ft.is_file() {
+        return Ok(Target::File(resolved));
+    } else if ft.is_fifo() || ft.is_char_device() {
+        return Ok(Target::Stream(resolved));
+    } else if ft.is_dir() {
+        "directory"
+    } else if ft.is_block_device() {
+        "block device"
+    } else if ft.is_socket() {
+        "socket"
+    } else {
+        "special file"
+    };
+    Err(OutputError::Unsupported {
+        path: path.to_path_buf(),
+        kind,
+    })
+}
+
+/// Follows symlinks (at most 40, as the kernel) to the path they name.
+fn resolve_links(path: &Path) -> io::Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let link = std::fs::read_link(&p)?;
+                p = match p.parent() {
+                    Some(dir) if link.is_relative() => dir.join(link),
+                    _ => link,
+                };
+            }
+            _ => return Ok(p),
+        }
+    }
+    Err(io::Error::from_raw_os_error(libc::ELOOP))
+}
+
+/// Opens a stream target (FIFO, character device) for writing.
+pub fn open_stream(path: &Path) -> Result<File, OutputError> {
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOCTTY)
+        .open(path)
+        .map_err(io_err(path))
+}
+
+/// Temporary files being written, removed by [`remove_temporaries`] when a
+/// signal ends the process.
+static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn temporaries() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Removes every temporary file still registered (for a signal handler
+/// thread, before the process exits).
+pub fn remove_temporaries() {
+    for p in temporaries().drain(..) {
+        let _ = std::fs::remove_file(p);
+    }
+}
 
 /// An output file being written.
 #[derive(Debug)]
@@ -12,36 +128,55 @@ pub struct AtomicFile {
     file: Option<File>,
     tmp: PathBuf,
     target: PathBuf,
+    /// Mode, uid and gid to give the new file (from the file it replaces,
+    /// for `--in-place`).
+    keep: Option<(u32, u32, u32)>,
 }
 
 impl AtomicFile {
-    /// Creates a temporary file next to `target`.
+    /// Creates a temporary file next to `target` (a regular file or a new
+    /// path, symlinks already resolved), mode 0600.
     pub fn create(target: &Path) -> io::Result<AtomicFile> {
         let dir = match target.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let base = target.file_name().ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, "output has no file name")
-        })?;
+        if target.file_name().is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "output has no file name",
+            ));
+        }
         let mut n = 0u32;
         loop {
-            let mut name = std::ffi::OsString::from(".");
-            name.push(base);
-            name.push(format!(".tmp.{}.{n}", std::process::id()));
-            let tmp = dir.join(name);
-            match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            // Short and fixed-length, so it fits wherever the target's name does.
+            let tmp = dir.join(format!(".m2s-{}-{n}.tmp", std::process::id()));
+            let opened = OpenOptions::new()
+                .write(true)
+                .read(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp);
+            match opened {
                 Ok(file) => {
+                    temporaries().push(tmp.clone());
                     return Ok(AtomicFile {
                         file: Some(file),
                         tmp,
                         target: target.to_path_buf(),
-                    })
+                        keep: None,
+                    });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 100 => n += 1,
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Gives the committed file the mode and owner of `meta` (the file it
+    /// replaces) instead of 0600 and ours.
+    pub fn keep_mode_and_owner(&mut self, meta: &std::fs::Metadata) {
+        self.keep = Some((meta.mode() & 0o7777, meta.uid(), meta.gid()));
     }
 
     /// The open temporary file.
@@ -60,11 +195,16 @@ impl AtomicFile {
     /// missing after a crash), which keeps big outputs as fast as `cp`.
     pub fn commit(mut self) -> io::Result<()> {
         if let Some(f) = self.file.take() {
+            if let Some((mode, uid, gid)) = self.keep {
+                std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
+                f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            }
             if self.target.exists() {
                 f.sync_all()?;
             }
         }
         std::fs::rename(&self.tmp, &self.target)?;
+        temporaries().retain(|p| p != &self.tmp);
         self.tmp = PathBuf::new();
         Ok(())
     }
@@ -74,6 +214,7 @@ impl Drop for AtomicFile {
     fn drop(&mut self) {
         if !self.tmp.as_os_str().is_empty() {
             let _ = std::fs::remove_file(&self.tmp);
+            temporaries().retain(|p| p != &self.tmp);
         }
     }
 }
@@ -83,11 +224,11 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    // The target appears only on commit and a dropped file leaves nothing behind.
+    // The target appears only on commit, mode 0600, and a dropped file leaves nothing behind.
     #[test]
     fn commit_and_abandon() {
-        let dir = std::env::temp_dir().join(format!("m2s-out-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let target = dir.join("out.data");
         std::fs::write(&target, b"old").unwrap();
         let mut f = AtomicFile::create(&target).unwrap();
@@ -95,13 +236,41 @@ mod tests {
         assert_eq!(std::fs::read(&target).unwrap(), b"old");
         f.commit().unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        let mode = std::fs::metadata(&target).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600);
         let mut f = AtomicFile::create(&target).unwrap();
         f.file().write_all(b"partial").unwrap();
-        let tmp = f.tmp_path().to_path_buf();
+        let tmp_path = f.tmp_path().to_path_buf();
         drop(f);
-        assert!(!tmp.exists());
+        assert!(!tmp_path.exists());
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 1);
+        assert!(temporaries().is_empty());
+    }
+
+    // A 255-byte name works (the temporary name is short), and symlinks,
+    // FIFOs, devices and directories are classified, never replaced.
+    #[test]
+    fn long_names_and_classification() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let long = dir.join("x".repeat(255));
+        let f = AtomicFile::create(&long).unwrap();
+        f.commit().unwrap();
+        assert!(long.exists());
+        let real = dir.join("real.data");
+        std::os::unix::fs::symlink("real.data", dir.join("link")).unwrap();
+        assert_eq!(classify(&dir.join("link")).unwrap(), Target::File(real));
+        assert_eq!(
+            classify(Path::new("/dev/null")).unwrap(),
+            Target::Stream("/dev/null".into())
+        );
+        assert!(matches!(
+            classify(dir),
+            Err(OutputError::Unsupported {
+                kind: "directory",
+                ..
+            })
+        ));
     }
 }

@@ -126,3 +126,14 @@ pub fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
     let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
+
+/// The access mode (`O_RDONLY`, `O_WRONLY` or `O_RDWR`) of an open descriptor.
+pub fn access_mode(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
+    // SAFETY: F_GETFL takes no pointer argument and only reads the flags of
+    // `fd`, a descriptor that stays open for the call.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(flags & libc::O_ACCMODE)
+}

@@ -185,6 +185,7 @@ fn merge_bytes_are_pinned() {
             which: Which::Pids(vec![100]),
             maps: Some(pins().join("snap-le.data")),
             snapshot: Options::default(),
+            in_place: false,
         };
         let report = rewrite::merge(&pins().join(rec), &out, &opts).unwrap();
         assert_eq!(report.processes, 1, "{report:?}");

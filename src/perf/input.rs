@@ -284,7 +284,7 @@ impl Input {
                 size: r.u64(entry, n - 8).unwrap_or(0),
             };
             let ids_at = at + n as u64 - 16;
-            if ids.end() > self.len || ids.size % 8 != 0 || ids.size > 1 << 24 {
+            if ids.end() > self.len || !ids.size.is_multiple_of(8) || ids.size > 1 << 24 {
                 return Err(self.format(FormatError::at(
                     ids_at,
                     K::Inconsistent("bad event id section"),

@@ -83,7 +83,7 @@ pub(crate) fn put_cstr(out: &mut Vec<u8>, s: &[u8], align: usize) {
     let start = out.len();
     out.extend_from_slice(s);
     out.push(0);
-    while (out.len() - start) % align != 0 {
+    while !(out.len() - start).is_multiple_of(align) {
         out.push(0);
     }
 }

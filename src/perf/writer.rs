@@ -86,7 +86,11 @@ fn lay_out(
 
 /// Writes a file-mode perf.data: header, ids, attrs, data, feature table,
 /// feature payloads.
-pub fn write_file(out: &mut impl Write, meta: &Metadata, data: &[u8]) -> Result<(), WriteError> {
+pub fn write_file(
+    out: &mut (impl Write + ?Sized),
+    meta: &Metadata,
+    data: &[u8],
+) -> Result<(), WriteError> {
     let e = meta.endian;
     let mut features = meta.features.clone();
     if !meta.build_ids.is_empty() {
@@ -121,7 +125,10 @@ pub fn write_file(out: &mut impl Write, meta: &Metadata, data: &[u8]) -> Result<
 /// Writes the pipe-mode prologue: the 16-byte header, HEADER_ATTR records,
 /// HEADER_FEATURE records (ending with LAST_FEATURE) and the build ids as
 /// HEADER_BUILD_ID records. The data records follow.
-pub fn write_pipe_prologue(out: &mut impl Write, meta: &Metadata) -> Result<(), WriteError> {
+pub fn write_pipe_prologue(
+    out: &mut (impl Write + ?Sized),
+    meta: &Metadata,
+) -> Result<(), WriteError> {
     let e = meta.endian;
     let mut buf = Vec::new();
     buf.extend_from_slice(&magic_bytes(e));

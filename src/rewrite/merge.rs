@@ -29,6 +29,9 @@ pub struct MergeOptions {
     pub maps: Option<PathBuf>,
     /// Options for a live snapshot.
     pub snapshot: proc::Options,
+    /// The output replaces the input: hold an exclusive lock on it for the
+    /// whole rewrite and keep its mode and owner.
+    pub in_place: bool,
 }
 
 /// What a merge did.
@@ -116,6 +119,26 @@ fn dedupe_pids(
     })
 }
 
+/// Opens `path` and locks it exclusively; when another rewrite replaced the
+/// file while we waited (the path names a new inode), opens it again.
+fn open_locked(path: &Path) -> Result<Input, MergeError> {
+    use std::os::unix::fs::MetadataExt;
+    for _ in 0..1000 {
+        let input = Input::open(path)?;
+        input.file.lock().map_err(out_err("locking", path))?;
+        let held = input.file.metadata().map_err(out_err("reading", path))?;
+        let now = std::fs::metadata(path).map_err(out_err("reading", path))?;
+        if (held.dev(), held.ino()) == (now.dev(), now.ino()) {
+            return Ok(input);
+        }
+    }
+    Err(MergeError::Output {
+        op: "locking (it keeps being replaced)",
+        path: path.to_path_buf(),
+        source: io::Error::from(io::ErrorKind::WouldBlock),
+    })
+}
+
 /// Reads the wanted live processes, leaving out stale ones.
 fn live_processes(
     opts: &MergeOptions,
@@ -160,7 +183,11 @@ pub fn merge(
     output: &Path,
     opts: &MergeOptions,
 ) -> Result<MergeReport, MergeError> {
-    let input = Input::open(input_path)?;
+    let input = if opts.in_place {
+        open_locked(input_path)?
+    } else {
+        Input::open(input_path)?
+    };
     // A snapshot file is read first: its pids bound what needs dedupe.
     let from_file = match &opts.maps {
         Some(p) => Some(snapshot::read_snapshot(&Input::open(p)?)?),
@@ -175,6 +202,13 @@ pub fn merge(
     }
     let mut out =
         AtomicFile::create(output).map_err(out_err("creating a temporary file for", output))?;
+    if opts.in_place {
+        let meta = input
+            .file
+            .metadata()
+            .map_err(out_err("reading", input_path))?;
+        out.keep_mode_and_owner(&meta);
+    }
     let tee = match &input.layout {
         Layout::File { header, .. } => {
             write::start_file_mode(&input, header, out.file())

@@ -97,6 +97,7 @@ fn merge_from_snapshot_both_byte_orders() {
             which: Which::Needed,
             maps: Some(snap_path),
             snapshot: proc::Options::default(),
+            in_place: false,
         };
         let report = merge(&rec_path, &out, &opts).unwrap();
         assert_eq!(report.processes, 1);
@@ -142,6 +143,7 @@ fn corrupted_inputs_never_panic() {
         which: Which::Pids(vec![]),
         maps: None,
         snapshot: proc::Options::default(),
+        in_place: false,
     };
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
@@ -173,7 +175,7 @@ fn corrupted_inputs_never_panic() {
     let left: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().contains(".tmp."))
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
         .collect();
     assert!(left.is_empty(), "temporary files left behind");
 }

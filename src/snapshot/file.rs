@@ -89,7 +89,7 @@ pub fn encode_data(
 
 /// Writes a whole perf.data for the snapshot.
 pub fn write_snapshot(
-    out: &mut impl Write,
+    out: &mut (impl Write + ?Sized),
     snap: &Snapshot,
     opts: &WriteOptions,
 ) -> Result<(), WriteError> {
