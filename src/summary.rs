@@ -75,6 +75,11 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
         dest,
     )];
     lines.extend(skip_lines(&report.skipped));
+    if let Some(at) = report.trailing_bytes_at {
+        lines.push(format!(
+            "mmap2-synth: warning: the input's bytes from offset {at} on are not records (perf's messages appended to its output?); kept as they are"
+        ));
+    }
     if !report.stale.is_empty() {
         lines.push(format!("mmap2-synth: stale pids: {:?}", report.stale));
     }

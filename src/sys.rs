@@ -137,3 +137,22 @@ pub fn access_mode(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     }
     Ok(flags & libc::O_ACCMODE)
 }
+
+/// Clears `O_NONBLOCK` on a descriptor opened non-blocking (so that opening a
+/// FIFO cannot hang) before it is read as a stream.
+pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: F_GETFL and F_SETFL take an integer argument and touch only the
+    // status flags of `fd`, which stays open for both calls.
+    let rc = unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags < 0 {
+            flags
+        } else {
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK)
+        }
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

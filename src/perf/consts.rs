@@ -16,6 +16,9 @@ pub mod types {
     pub const MMAP2: u32 = 10;
     /// PERF_RECORD_HEADER_ATTR (pipe mode: an attr and its ids).
     pub const HEADER_ATTR: u32 = 64;
+    /// PERF_RECORD_AUXTRACE: AUX area data (Intel PT, ARM SPE, CoreSight),
+    /// whose `u64 size` bytes follow the record outside its header size.
+    pub const AUXTRACE: u32 = 71;
     /// PERF_RECORD_HEADER_BUILD_ID (pipe mode: one BUILD_ID table entry).
     pub const HEADER_BUILD_ID: u32 = 67;
     /// PERF_RECORD_FINISHED_ROUND: records before it may be sorted by time.
@@ -107,6 +110,9 @@ pub mod feature {
     pub const CMDLINE: u32 = 11;
     /// HEADER_EVENT_DESC: attrs with names and ids.
     pub const EVENT_DESC: u32 = 12;
+    /// HEADER_COMPRESSED: version, type, level, ratio and the buffer size
+    /// (mmap_len) one COMPRESSED record decompresses into.
+    pub const COMPRESSED: u32 = 27;
     /// HEADER_LAST_FEATURE as perf 6.1 numbers it: ends the pipe-mode features.
     pub const LAST_FEATURE: u32 = 32;
 }
@@ -188,6 +194,7 @@ mod tests {
             (feature::NRCPUS.into(), Feature::NRCPUS.0.into()),
             (feature::CMDLINE.into(), Feature::CMDLINE.0.into()),
             (feature::EVENT_DESC.into(), Feature::EVENT_DESC.0.into()),
+            (feature::COMPRESSED.into(), Feature::COMPRESSED.0.into()),
         ];
         for (i, (ours, theirs)) in pairs.iter().enumerate() {
             assert_eq!(ours, theirs, "constant #{i}");

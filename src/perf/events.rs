@@ -233,6 +233,25 @@ pub fn parse_map(h: &RecordHeader, body: &[u8], e: Endian) -> Option<MapRecord> 
     })
 }
 
+/// Why [`parse_map`] refused a record: an oversized build id is named, the
+/// rest is a record whose fields do not fit its size.
+pub fn map_error(h: &RecordHeader, body: &[u8]) -> super::error::FormatErrorKind {
+    use super::error::FormatErrorKind as K;
+    match body.get(32) {
+        Some(&n)
+            if h.type_ == types::MMAP2
+                && h.misc & misc::MMAP_BUILD_ID != 0
+                && usize::from(n) > MAX_BUILD_ID =>
+        {
+            K::Implausible {
+                what: "MMAP2 build_id_size (more than 20)",
+                value: u64::from(n),
+            }
+        }
+        _ => K::MalformedRecord(h.type_),
+    }
+}
+
 /// Decodes a COMM record body: (pid, tid, name).
 pub fn parse_comm(body: &[u8], e: Endian) -> Option<(u32, u32, Vec<u8>)> {
     let r = Rd(e);

@@ -10,7 +10,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::attr::Attr;
-use super::consts::{types, ATTR_SIZE_VER0, FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
+use super::consts::{feature, types, ATTR_SIZE_VER0, FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
 use super::error::{FormatError, FormatErrorKind as K};
 use super::header::{FeatureTable, FileHeader, Kind, Section};
 use super::record::RecordHeader;
@@ -28,6 +28,15 @@ pub enum InputError {
         #[source]
         source: FormatError,
     },
+    /// The path names a directory, device or other non-file.
+    #[error("{}: not a regular file, nor a FIFO or stdin holding a pipe-mode stream", path.display())]
+    NotAFile {
+        /// The input.
+        path: PathBuf,
+    },
+    /// Writing the copy of the input (the output) failed.
+    #[error("writing the output")]
+    Output(#[source] io::Error),
     /// Reading failed.
     #[error("{op} {}", path.display())]
     Io {
@@ -37,6 +46,22 @@ pub enum InputError {
         #[source]
         source: io::Error,
     },
+}
+
+/// Largest decompressed size of one COMPRESSED record when the recording
+/// does not give perf's buffer size (HEADER_COMPRESSED): 64 MiB.
+pub const DEFAULT_DECOMPRESSED_CAP: u64 = 64 << 20;
+
+/// What a walk found besides what the visitor gathered.
+#[derive(Debug, Clone)]
+pub struct Walk {
+    /// The attrs with their ids.
+    pub attrs: Attrs,
+    /// Records seen (those inside compressed ones counted one by one).
+    pub records: u64,
+    /// Pipe mode: the offset where bytes that do not form records begin (kept
+    /// as they are; perf's stderr appended to its stdout, typically).
+    pub trailing: Option<u64>,
 }
 
 /// How the input is laid out: a file-mode input always has its header.
@@ -118,9 +143,11 @@ pub trait Visitor {
 
 impl Input {
     /// Opens and checks the header (and in file mode the feature table).
+    /// `path` is a regular file, or `-` (stdin) or a FIFO holding a
+    /// pipe-mode stream, which is first copied to an unlinked temporary
+    /// file; opening never blocks and anything else is refused.
     pub fn open(path: &Path) -> Result<Input, InputError> {
-        let file = File::open(path).map_err(io_err("opening", path))?;
-        let len = file.metadata().map_err(io_err("reading", path))?.len();
+        let (file, len, streamed) = open_input_file(path)?;
         let mut input = Input {
             path: path.to_path_buf(),
             file,
@@ -134,6 +161,11 @@ impl Input {
         }
         input.layout = match Kind::of(&head).map_err(|err| input.format(err))? {
             Kind::Pipe(e) => Layout::Pipe(e),
+            Kind::File(_) if streamed => {
+                let err =
+                    K::Unsupported("file-mode perf.data from a pipe (it needs a seekable file)");
+                return Err(input.format(FormatError::at(0, err)));
+            }
             Kind::File(e) => {
                 let header = FileHeader::parse(&head, len).map_err(|err| input.format(err))?;
                 let at = header.feature_table_offset();
@@ -203,59 +235,91 @@ impl Input {
     }
 
     /// Walks every record, writing every byte of the record range it reads
-    /// to `tee` when given. Returns the attrs and the number of records (those
-    /// inside compressed ones counted one by one).
+    /// to `tee` when given.
     pub fn walk(
         &self,
         tee: Option<&mut File>,
         visitor: &mut impl Visitor,
-    ) -> Result<(Attrs, u64), InputError> {
-        let mut attrs = match &self.layout {
-            Layout::File { header, .. } => self.file_attrs(header)?,
-            Layout::Pipe(_) => Attrs::default(),
+    ) -> Result<Walk, InputError> {
+        let mut w = Walk {
+            attrs: match &self.layout {
+                Layout::File { header, .. } => self.file_attrs(header)?,
+                Layout::Pipe(_) => Attrs::default(),
+            },
+            records: 0,
+            trailing: None,
         };
         let e = self.endian();
         let (start, end) = self.records_range();
         let mut stream = RecordStream::new(&self.file, start, end, e, tee);
-        let mut dec: Option<Decompressor> = None;
+        let mut dec = None;
+        let mut last_compressed = 0;
+        let cap = self.decompressed_cap()?;
         let mut progress = Progress::new("scanning", end - start);
-        let mut records = 0u64;
         let pipe = matches!(self.layout, Layout::Pipe(_));
         loop {
-            let next = stream.next().map_err(|err| self.stream_error(err))?;
+            let next = match stream.next() {
+                Ok(next) => next,
+                // perf's own messages appended to a pipe-mode stream (`2>&1`)
+                Err(StreamError::Format(err)) if pipe => {
+                    w.trailing = Some(err.offset);
+                    break;
+                }
+                Err(err) => return Err(self.stream_error(err)),
+            };
             let Some((at, h, body)) = next else { break };
             progress.at(at - start);
             visitor.stored(at, &h);
             if pipe && h.type_ == types::HEADER_ATTR {
                 let (attr, ids) = pipe_attr(at, body, e).map_err(|err| self.format(err))?;
-                attrs.push(attr, ids);
+                w.attrs.push(attr, ids);
             }
             let payload = compressed_payload(at, &h, body, e).map_err(|err| self.format(err))?;
             let Some(payload) = payload else {
-                records += 1;
+                w.records += 1;
                 visitor
-                    .record(at, h, body, &attrs)
+                    .record(at, h, body, &w.attrs)
                     .map_err(|err| self.format(err))?;
                 continue;
             };
-            let d = match &mut dec {
-                Some(d) => d,
-                None => {
-                    dec.insert(Decompressor::new().map_err(io_err("decompressing", &self.path))?)
-                }
-            };
-            d.feed(at, payload, e, |ih, ib| {
-                records += 1;
-                visitor.record(at, ih, ib, &attrs)
+            last_compressed = at;
+            let d = self.decompressor(&mut dec)?;
+            let (attrs, records) = (&w.attrs, &mut w.records);
+            d.feed(at, payload, e, cap, |ih, ib| {
+                *records += 1;
+                visitor.record(at, ih, ib, attrs)
             })
             .map_err(|err| self.format(err))?;
         }
         progress.done();
-        if attrs.list.is_empty() {
+        if let Some(d) = &dec {
+            d.finish(last_compressed).map_err(|err| self.format(err))?;
+        }
+        if w.attrs.list.is_empty() {
             let err = FormatError::at(start, K::NoAttrs(" (HEADER_ATTR) in the stream"));
             return Err(self.format(err));
         }
-        Ok((attrs, records))
+        Ok(w)
+    }
+
+    fn decompressor<'d>(
+        &self,
+        dec: &'d mut Option<Decompressor>,
+    ) -> Result<&'d mut Decompressor, InputError> {
+        if dec.is_none() {
+            *dec = Some(Decompressor::new().map_err(io_err("decompressing", &self.path))?);
+        }
+        Ok(dec.as_mut().expect("just set"))
+    }
+
+    /// The most one COMPRESSED record may decompress to: the buffer perf
+    /// decompresses into (HEADER_COMPRESSED's mmap_len, at least 1 MiB), or
+    /// [`DEFAULT_DECOMPRESSED_CAP`] when the recording does not say.
+    fn decompressed_cap(&self) -> Result<u64, InputError> {
+        let mmap_len = self
+            .feature(feature::COMPRESSED)?
+            .and_then(|(_, b)| Rd(self.endian()).u32(&b, 16));
+        Ok(mmap_len.map_or(DEFAULT_DECOMPRESSED_CAP, |n| u64::from(n).max(1 << 20)))
     }
 
     fn stream_error(&self, err: StreamError) -> InputError {
@@ -266,6 +330,7 @@ impl Input {
                 path: self.path.clone(),
                 source,
             },
+            StreamError::Tee(source) => InputError::Output(source),
         }
     }
 
@@ -274,6 +339,9 @@ impl Input {
         let e = h.endian;
         let raw = self.section(h.attrs)?;
         let mut attrs = Attrs::default();
+        // The id sections together may not hold more than the file does
+        // (200 attrs naming one 16 MiB section would otherwise cost 3 GB).
+        let mut id_bytes = 0u64;
         for (i, entry) in raw.chunks(h.attr_size as usize).enumerate() {
             let at = h.attrs.offset + i as u64 * h.attr_size;
             let attr = Attr::parse(entry, e, at).map_err(|err| self.format(err))?;
@@ -293,6 +361,14 @@ impl Input {
             if ids.size > 0 && ids.offset >= h.data.offset {
                 let err = K::Unsupported("an event id section after the data section");
                 return Err(self.format(FormatError::at(ids_at, err)));
+            }
+            id_bytes += ids.size;
+            if id_bytes > self.len {
+                let kind = K::Implausible {
+                    what: "total size of the event id sections",
+                    value: id_bytes,
+                };
+                return Err(self.format(FormatError::at(ids_at, kind)));
             }
             let idb = self.section(ids)?;
             attrs.push(attr, idb.chunks(8).filter_map(|c| r.u64(c, 0)).collect());
@@ -348,6 +424,37 @@ fn compressed_payload<'b>(
         }
         _ => Ok(None),
     }
+}
+
+/// Opens an input without blocking: a regular file as it is; stdin (`-`) or
+/// a FIFO copied to an unlinked temporary file (returned with `true`).
+fn open_input_file(path: &Path) -> Result<(File, u64, bool), InputError> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let file = if path.as_os_str() == "-" {
+        let fd = io::stdin().as_fd().try_clone_to_owned();
+        File::from(fd.map_err(io_err("reading", path))?)
+    } else {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(io_err("opening", path))?
+    };
+    let meta = file.metadata().map_err(io_err("reading", path))?;
+    let ft = meta.file_type();
+    if ft.is_file() {
+        return Ok((file, meta.len(), false));
+    }
+    if !(ft.is_fifo() || ft.is_socket() && path.as_os_str() == "-") {
+        return Err(InputError::NotAFile {
+            path: path.to_path_buf(),
+        });
+    }
+    crate::sys::set_blocking(file.as_fd()).map_err(io_err("reading", path))?;
+    let mut spool = tempfile::tempfile().map_err(io_err("spooling", path))?;
+    let len = io::copy(&mut &file, &mut spool).map_err(io_err("reading", path))?;
+    Ok((spool, len, true))
 }
 
 fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> InputError {

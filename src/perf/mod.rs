@@ -22,6 +22,6 @@ pub use attr::Attr;
 pub use error::{FormatError, FormatErrorKind, RecordTooLarge};
 pub use features::{BuildIdEntry, EventDesc};
 pub use header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
-pub use input::{Attrs, Input, InputError, Layout, Visitor};
+pub use input::{Attrs, Input, InputError, Layout, Visitor, Walk};
 pub use record::{RecordHeader, SampleId, SampleIdLayout};
 pub use writer::{Metadata, WriteError};

@@ -5,16 +5,19 @@
 use std::fs::File;
 use std::io::{self, IsTerminal, Read, Seek, SeekFrom, Write};
 
+use super::consts::types;
 use super::error::{FormatError, FormatErrorKind as K};
 use super::record::RecordHeader;
-use crate::bytes::Endian;
+use crate::bytes::{Endian, Rd};
 
-/// Error from the record stream: format or I/O.
+/// Error from the record stream: format, reading, or writing the tee.
 pub(crate) enum StreamError {
     /// Malformed data.
     Format(FormatError),
-    /// I/O failed.
+    /// Reading the input failed.
     Io(io::Error),
+    /// Writing the tee (the output) failed.
+    Tee(io::Error),
 }
 
 impl From<io::Error> for StreamError {
@@ -44,6 +47,9 @@ pub(crate) struct RecordStream<'f> {
     pos: u64,
     end: u64,
     e: Endian,
+    /// Bytes to step over before the next record (the AUX data that follows
+    /// a PERF_RECORD_AUXTRACE).
+    skip: u64,
 }
 
 impl<'f> RecordStream<'f> {
@@ -63,11 +69,26 @@ impl<'f> RecordStream<'f> {
             pos: start,
             end,
             e,
+            skip: 0,
         }
     }
 
+    /// Steps over `n` bytes of the range (read and teed like the rest).
+    fn skip_bytes(&mut self, mut n: u64) -> Result<(), StreamError> {
+        while n > 0 {
+            if self.hi == self.lo {
+                self.fill(1)?;
+            }
+            let take = ((self.hi - self.lo) as u64).min(n);
+            self.lo += take as usize;
+            self.pos += take;
+            n -= take;
+        }
+        Ok(())
+    }
+
     /// Makes at least `need` bytes (<= the buffer size) available at `lo`.
-    fn fill(&mut self, need: usize) -> io::Result<()> {
+    fn fill(&mut self, need: usize) -> Result<(), StreamError> {
         use std::os::unix::fs::FileExt;
         if self.hi - self.lo >= need {
             return Ok(());
@@ -89,13 +110,14 @@ impl<'f> RecordStream<'f> {
                 )?
             };
             if n == 0 {
-                return Err(io::Error::new(
+                return Err(StreamError::Io(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     "the file ended early (did it shrink while being read?)",
-                ));
+                )));
             }
             if let Some(t) = self.tee.as_mut() {
-                t.write_all(&self.buf[self.hi..self.hi + n])?;
+                t.write_all(&self.buf[self.hi..self.hi + n])
+                    .map_err(StreamError::Tee)?;
             }
             self.hi += n;
         }
@@ -104,6 +126,8 @@ impl<'f> RecordStream<'f> {
 
     /// The next record: (offset, header, body).
     pub(crate) fn next(&mut self) -> Result<Option<Rec<'_>>, StreamError> {
+        let skip = std::mem::take(&mut self.skip);
+        self.skip_bytes(skip)?;
         if self.pos >= self.end {
             return Ok(None);
         }
@@ -134,16 +158,35 @@ impl<'f> RecordStream<'f> {
         let lo = self.lo;
         self.lo += size;
         self.pos += size as u64;
-        Ok(Some((at, h, &self.buf[lo + 8..lo + size])))
+        let body = &self.buf[lo + 8..lo + size];
+        if h.type_ == types::AUXTRACE {
+            let aux = Rd(self.e)
+                .u64(body, 0)
+                .ok_or(FormatError::at(at, K::Truncated("AUXTRACE record")))?;
+            if aux > self.end - self.pos {
+                let kind = K::Implausible {
+                    what: "AUXTRACE data size (past the end of the data)",
+                    value: aux,
+                };
+                return Err(FormatError::at(at, kind).into());
+            }
+            self.skip = aux;
+        }
+        Ok(Some((at, h, body)))
     }
 }
 
 /// Streaming zstd decoder for PERF_RECORD_COMPRESSED payloads; records may
-/// span payloads, so the undecoded tail is kept.
+/// span payloads, so the undecoded tail is kept. Records are handed out after
+/// every output chunk, so memory stays within one record plus one chunk
+/// whatever a payload expands to.
 pub(crate) struct Decompressor {
     dec: zstd::stream::raw::Decoder<'static>,
     pending: Vec<u8>,
     out: Vec<u8>,
+    /// zstd's hint after the last payload: how many input bytes it needs
+    /// next (0: the frame ended).
+    hint: usize,
 }
 
 impl Decompressor {
@@ -152,28 +195,42 @@ impl Decompressor {
             dec: zstd::stream::raw::Decoder::new()?,
             pending: Vec::new(),
             out: vec![0; 1 << 16],
+            hint: 0,
         })
     }
 
-    /// Decodes one payload and calls `f` for every complete inner record.
+    /// Decodes one payload, at most `cap` bytes of output, and calls `f` for
+    /// every complete inner record.
     pub(crate) fn feed(
         &mut self,
         at: u64,
         payload: &[u8],
         e: Endian,
+        cap: u64,
         mut f: impl FnMut(RecordHeader, &[u8]) -> Result<(), FormatError>,
     ) -> Result<(), FormatError> {
         use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
         let mut input = InBuffer::around(payload);
         let mut stalled = false;
+        let mut produced = 0u64;
         loop {
             let before = input.pos;
             let mut output = OutBuffer::around(&mut self.out[..]);
-            self.dec.run(&mut input, &mut output).map_err(|err| {
+            let hint = self.dec.run(&mut input, &mut output).map_err(|err| {
                 FormatError::at(at, K::Compressed(format!("does not decompress: {err}")))
             })?;
             let n = output.pos();
+            self.hint = hint;
+            produced += n as u64;
+            if produced > cap {
+                let kind = K::Implausible {
+                    what: "decompressed size of one COMPRESSED record (over the recording's buffer size)",
+                    value: produced,
+                };
+                return Err(FormatError::at(at, kind));
+            }
             self.pending.extend_from_slice(&self.out[..n]);
+            self.hand_out(at, e, &mut f)?;
             // A full output buffer may leave more decoded bytes inside zstd.
             if input.pos >= payload.len() && n < self.out.len() {
                 break;
@@ -192,6 +249,16 @@ impl Decompressor {
                 stalled = false;
             }
         }
+        Ok(())
+    }
+
+    /// Calls `f` for the complete records decoded so far and drops them.
+    fn hand_out(
+        &mut self,
+        at: u64,
+        e: Endian,
+        f: &mut impl FnMut(RecordHeader, &[u8]) -> Result<(), FormatError>,
+    ) -> Result<(), FormatError> {
         let mut off = 0;
         while self.pending.len() - off >= 8 {
             let h = RecordHeader::parse(&self.pending[off..], e)
@@ -211,6 +278,21 @@ impl Decompressor {
             off += size;
         }
         self.pending.drain(..off);
+        Ok(())
+    }
+
+    /// At the end of the input: a partial record left over, or a zstd block
+    /// cut in the middle, means the compressed data was cut short. perf
+    /// flushes its stream after every record but never ends the frame, so a
+    /// frame that is open at a block boundary (zstd then asks for the next
+    /// 3-byte block header) is complete. `at` is the offset of the last
+    /// compressed record.
+    pub(crate) fn finish(&self, at: u64) -> Result<(), FormatError> {
+        const BLOCK_HEADER: usize = 3;
+        if !self.pending.is_empty() || !matches!(self.hint, 0 | BLOCK_HEADER) {
+            let kind = K::Truncated("compressed data (unfinished zstd frame or record)");
+            return Err(FormatError::at(at, kind));
+        }
         Ok(())
     }
 }

@@ -58,6 +58,8 @@ pub struct MergeReport {
     pub new_build_ids: usize,
     /// Pipe mode (else file mode).
     pub pipe: bool,
+    /// Pipe mode: where bytes that are not records begin (kept as they are).
+    pub trailing_bytes_at: Option<u64>,
 }
 
 /// A merge failure.
@@ -86,7 +88,10 @@ pub enum MergeError {
 impl MergeError {
     /// True for bad input (exit code 2).
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, MergeError::Input(InputError::Format { .. }))
+        matches!(
+            self,
+            MergeError::Input(InputError::Format { .. } | InputError::NotAFile { .. })
+        )
     }
 }
 
@@ -200,26 +205,23 @@ pub fn merge(
             .add_build_ids(&table, e, s.offset)
             .map_err(|err| input.format(err))?;
     }
-    let mut out =
-        AtomicFile::create(output).map_err(out_err("creating a temporary file for", output))?;
-    if opts.in_place {
-        let meta = input
-            .file
-            .metadata()
-            .map_err(out_err("reading", input_path))?;
-        out.keep_mode_and_owner(&meta);
-    }
+    let mut out = prepare_output(&input, output, opts.in_place)?;
     let tee = match &input.layout {
-        Layout::File { header, .. } => {
-            write::start_file_mode(&input, header, out.file())
-                .map_err(out_err("writing", output))?;
-            Some(out.file())
-        }
+        Layout::File { .. } => Some(out.file()),
         Layout::Pipe(_) => None,
     };
-    let (attrs, records) = input.walk(tee, &mut facts)?;
+    let walk = input.walk(tee, &mut facts).map_err(|e| match e {
+        InputError::Output(source) => MergeError::Output {
+            op: "writing",
+            path: output.to_path_buf(),
+            source,
+        },
+        e => e.into(),
+    })?;
+    let attrs = walk.attrs;
     let mut report = MergeReport {
-        input_records: records,
+        input_records: walk.records,
+        trailing_bytes_at: walk.trailing,
         pipe: matches!(input.layout, Layout::Pipe(_)),
         ..Default::default()
     };
@@ -247,22 +249,62 @@ pub fn merge(
     let new_ids = plan::new_build_ids(snapshot::build_id_entries(&snap), &facts);
     report.new_build_ids = new_ids.len();
 
-    let werr = out_err("writing", output);
+    if matches!(input.layout, Layout::Pipe(_)) {
+        report.inserted_records += new_ids.len() as u64;
+    }
+    finish_output(&input, out.file(), &facts, &inserted, &new_ids).map_err(|e| match e {
+        MergeError::Output { op, source, .. } => MergeError::Output {
+            op,
+            path: output.to_path_buf(),
+            source,
+        },
+        e => e,
+    })?;
+    out.commit().map_err(out_err("writing", output))?;
+    Ok(report)
+}
+
+/// The temporary output, its mode and owner taken from the input for
+/// `--in-place`, prepared for the scan's copy in file mode.
+fn prepare_output(input: &Input, output: &Path, in_place: bool) -> Result<AtomicFile, MergeError> {
+    let mut out =
+        AtomicFile::create(output).map_err(out_err("creating a temporary file for", output))?;
+    if in_place {
+        let meta = input
+            .file
+            .metadata()
+            .map_err(out_err("reading", &input.path))?;
+        out.keep_mode_and_owner(&meta);
+    }
+    if let Layout::File { header, .. } = &input.layout {
+        write::start_file_mode(input, header, out.file()).map_err(out_err("writing", output))?;
+    }
+    Ok(out)
+}
+
+/// Writes everything after the scan: file mode around the copied data,
+/// pipe mode around the insertion point. I/O errors name no path (the
+/// caller knows the output's).
+fn finish_output(
+    input: &Input,
+    out: &mut std::fs::File,
+    facts: &RecordingFacts,
+    inserted: &[u8],
+    new_ids: &[crate::perf::BuildIdEntry],
+) -> Result<(), MergeError> {
+    let e = input.endian();
+    let werr = out_err("writing", Path::new(""));
     match &input.layout {
         Layout::File { header, features } => {
-            let ids = encode_build_id_entries(e, 0, &new_ids)?;
-            write::finish_file_mode(&input, header, features, out.file(), &inserted, &ids)
+            let ids = encode_build_id_entries(e, 0, new_ids)?;
+            write::finish_file_mode(input, header, features, out, inserted, &ids).map_err(werr)
         }
         Layout::Pipe(_) => {
             let at = facts.insert_at.or(facts.after_init).unwrap_or(input.len);
-            let ids = encode_build_id_entries(e, types::HEADER_BUILD_ID, &new_ids)?;
-            report.inserted_records += new_ids.len() as u64;
-            write::write_pipe_mode(&input, out.file(), at, &ids, &inserted)
+            let ids = encode_build_id_entries(e, types::HEADER_BUILD_ID, new_ids)?;
+            write::write_pipe_mode(input, out, at, &ids, inserted).map_err(werr)
         }
     }
-    .map_err(werr)?;
-    out.commit().map_err(out_err("writing", output))?;
-    Ok(report)
 }
 
 /// The inserted records: as perf synthesizes them into a recording (no FORK,

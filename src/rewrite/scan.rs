@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashSet};
 use crate::bytes::{Endian, Rd};
 use crate::model::BuildId;
 use crate::perf::consts::types;
-use crate::perf::events::{parse_map, sample_pid_time, MapKey};
+use crate::perf::events::{map_error, parse_map, sample_pid_time, MapKey};
 use crate::perf::features::parse_build_id_table;
 use crate::perf::{Attrs, FormatError, FormatErrorKind, RecordHeader, Visitor};
 
@@ -114,7 +114,8 @@ impl Visitor for RecordingFacts {
                 }
             }
             types::MMAP | types::MMAP2 => {
-                let m = parse_map(&h, body, e).ok_or_else(bad)?;
+                let m = parse_map(&h, body, e)
+                    .ok_or_else(|| FormatError::at(at, map_error(&h, body)))?;
                 if m.key.pid != u32::MAX {
                     self.has_maps.insert(m.key.pid);
                 }

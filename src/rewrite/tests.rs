@@ -203,12 +203,14 @@ fn decompressor_handles_records_across_payloads() {
     let mut d = Decompressor::new().unwrap();
     let mut seen = Vec::new();
     for payload in [&ca, &cb] {
-        d.feed(0, payload, e, |h, body| {
+        d.feed(0, payload, e, u64::MAX, |h, body| {
             seen.push((h.type_, parse_comm(body, e).unwrap().0));
             Ok(())
         })
         .unwrap();
     }
     assert_eq!(seen, vec![(3, 0), (3, 1), (3, 2)]);
-    assert!(d.feed(0, b"not zstd at all", e, |_, _| Ok(())).is_err());
+    assert!(d
+        .feed(0, b"not zstd at all", e, u64::MAX, |_, _| Ok(()))
+        .is_err());
 }

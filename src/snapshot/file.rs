@@ -10,7 +10,7 @@ use crate::bytes::Endian;
 use crate::model::{Perms, Process, Thread, Vma};
 use crate::perf::consts::{attr_flags, feature, sample_type as st, types};
 use crate::perf::consts::{PERF_COUNT_SW_DUMMY, PERF_TYPE_SOFTWARE};
-use crate::perf::events::{parse_comm, parse_map, MapRecord};
+use crate::perf::events::{map_error, parse_comm, parse_map, MapRecord};
 use crate::perf::features::{cmdline_feature, event_desc_feature, nrcpus_feature, string_feature};
 use crate::perf::record::encode_empty;
 use crate::perf::writer::{write_file, write_pipe_prologue};
@@ -159,7 +159,11 @@ impl Visitor for MapsReader {
         let bad = || FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_));
         match h.type_ {
             types::COMM => self.comms.push(parse_comm(body, e).ok_or_else(bad)?),
-            types::MMAP | types::MMAP2 => self.maps.push(parse_map(&h, body, e).ok_or_else(bad)?),
+            types::MMAP | types::MMAP2 => {
+                let m = parse_map(&h, body, e)
+                    .ok_or_else(|| FormatError::at(at, map_error(&h, body)))?;
+                self.maps.push(m);
+            }
             _ => {}
         }
         Ok(())

@@ -1,0 +1,375 @@
+//! Hostile and unusual perf.data inputs: FIFOs and stdin, decompression
+//! bombs, truncated zstd, claimed sizes larger than the file, AUXTRACE data,
+//! trailing text after a pipe-mode stream, and one-line error messages.
+//! Every bad input exits 2 with the file, the offset and what was wrong.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::*;
+use mmap2_synth::bytes::{Endian, PutExt};
+use mmap2_synth::perf::consts::{attr_flags, sample_type as st, types};
+use mmap2_synth::perf::{writer::write_file, Attr, EventDesc, Metadata};
+
+fn pin(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/pin")
+        .join(name)
+}
+
+/// `mmap2-synth merge IN -o OUT --maps <pinned snapshot> -p 100`, bounded by
+/// a 60 s `timeout` so a hang fails instead of blocking the suite.
+fn merge(input: &Path, out: &Path) -> Output {
+    Command::new("timeout")
+        .arg("60")
+        .arg(bin())
+        .arg("merge")
+        .arg(input)
+        .arg("-o")
+        .arg(out)
+        .arg("--maps")
+        .arg(pin("snap-le.data"))
+        .args(["-p", "100"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Asserts a bad-input exit (2) whose one error line names `input` and
+/// contains `what`, printed once.
+fn assert_bad(o: &Output, input: &Path, what: &str) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with(&format!("error: {}", input.display())),
+        "{err}"
+    );
+    assert!(err.contains(what), "{err}");
+    assert_eq!(
+        err.matches(what).count(),
+        1,
+        "printed more than once: {err}"
+    );
+    err
+}
+
+/// A file-mode recording of these records under one attr (IP|TID|TIME,
+/// sample_id_all), with `features`.
+fn recording(path: &Path, data: &[u8], features: Vec<(u32, Vec<u8>)>) {
+    let meta = Metadata {
+        endian: Endian::Little,
+        events: vec![EventDesc {
+            attr: Attr {
+                type_: 1,
+                sample_type: st::IP | st::TID | st::TIME,
+                flags: attr_flags::SAMPLE_ID_ALL,
+                ..Default::default()
+            },
+            name: b"cpu-clock".to_vec(),
+            ids: vec![],
+        }],
+        features,
+        build_ids: vec![],
+    };
+    let mut f = std::fs::File::create(path).unwrap();
+    write_file(&mut f, &meta, data).unwrap();
+}
+
+/// A PERF_RECORD_COMPRESSED record holding `payload`.
+fn compressed_record(payload: &[u8]) -> Vec<u8> {
+    let e = Endian::Little;
+    let mut r = Vec::new();
+    r.put_u32(e, types::COMPRESSED);
+    r.put_u16(e, 0);
+    r.put_u16(e, u16::try_from(8 + payload.len()).unwrap());
+    r.extend_from_slice(payload);
+    r.pad_to(8);
+    let size = u16::try_from(r.len()).unwrap();
+    r[6..8].copy_from_slice(&size.to_le_bytes());
+    r
+}
+
+/// `n` bytes of 8-byte FINISHED_ROUND records, zstd-compressed in a stream.
+fn rounds_compressed(n: usize) -> Vec<u8> {
+    use std::io::Write;
+    let mut enc = zstd::stream::Encoder::new(Vec::new(), 19).unwrap();
+    let mut chunk = Vec::new();
+    for _ in 0..(1 << 13) {
+        chunk.put_u32(Endian::Little, types::FINISHED_ROUND);
+        chunk.put_u16(Endian::Little, 0);
+        chunk.put_u16(Endian::Little, 8);
+    }
+    for _ in 0..n / chunk.len() {
+        enc.write_all(&chunk).unwrap();
+    }
+    enc.finish().unwrap()
+}
+
+// A FIFO or stdin carrying a pipe-mode recording is read (never a hang); a
+// file-mode one on a FIFO, a directory, and a device are refused, exit 2.
+#[test]
+fn fifos_stdin_and_non_files() {
+    let dir = scratch("in-fifo");
+    let fifo = dir.join("in.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let feed = |src: PathBuf, fifo: PathBuf| {
+        std::thread::spawn(move || {
+            let mut w = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+            let _ = std::io::copy(&mut std::fs::File::open(src).unwrap(), &mut w);
+        })
+    };
+    let t = feed(pin("rec-pipe.data"), fifo.clone());
+    let o = merge(&fifo, &dir.join("a.data"));
+    t.join().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = feed(pin("rec-file.data"), fifo.clone());
+    let o = merge(&fifo, &dir.join("b.data"));
+    t.join().unwrap();
+    assert_bad(&o, &fifo, "needs a seekable file");
+    let o = Command::new(bin())
+        .args(["merge", "-q", "-", "-o"])
+        .arg(dir.join("c.data"))
+        .stdin(std::fs::File::open(pin("rec-pipe.data")).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_bad(
+        &merge(&dir, &dir.join("d.data")),
+        &dir,
+        "not a regular file",
+    );
+    let null = Path::new("/dev/null");
+    assert_bad(
+        &merge(null, &dir.join("e.data")),
+        null,
+        "not a regular file",
+    );
+}
+
+// One COMPRESSED record that expands to 256 MiB is refused at its offset
+// (over the 64 MiB cap), with memory bounded by a record plus a chunk.
+#[test]
+fn decompression_bomb_is_refused_with_bounded_memory() {
+    let dir = scratch("in-bomb");
+    let payload = rounds_compressed(256 << 20);
+    assert!(payload.len() < 60_000, "payload {} bytes", payload.len());
+    let rec = dir.join("bomb.data");
+    recording(&rec, &compressed_record(&payload), vec![]);
+    let out = dir.join("out.data");
+    let o = Command::new("/usr/bin/time")
+        .args(["-f", "maxrss=%M"])
+        .arg(bin())
+        .arg("merge")
+        .arg(&rec)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .expect("GNU time (/usr/bin/time, Debian package time)");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("decompressed size"), "{err}");
+    let rss: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("maxrss="))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("GNU time's maxrss line");
+    assert!(rss < 64 * 1024, "peak RSS {rss} KiB");
+    assert!(!out.exists());
+}
+
+// A zstd frame cut short inside the last COMPRESSED record is an error, not
+// silently missing records.
+#[test]
+fn truncated_zstd_frame_is_an_error() {
+    let dir = scratch("in-trunc");
+    let payload = rounds_compressed(1 << 20);
+    let rec = dir.join("trunc.data");
+    recording(
+        &rec,
+        &compressed_record(&payload[..payload.len() / 2]),
+        vec![],
+    );
+    assert_bad(&merge(&rec, &dir.join("o.data")), &rec, "compressed data");
+}
+
+// 200 attrs naming one 16 MiB id section are refused quickly (the ids may
+// not add up to more than the file holds).
+#[test]
+fn id_sections_larger_than_the_file_are_refused() {
+    let dir = scratch("in-ids");
+    let e = Endian::Little;
+    let ids_at = 104u64;
+    let ids_size = 16u64 << 20;
+    let attrs_at = ids_at + ids_size;
+    let entry = 128 + 16;
+    let data_at = attrs_at + 200 * entry;
+    let mut f = Vec::new();
+    f.extend_from_slice(b"PERFILE2");
+    for v in [
+        104,
+        entry,
+        attrs_at,
+        200 * entry,
+        data_at,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ] {
+        f.put_u64(e, v);
+    }
+    f.resize(attrs_at as usize, 0);
+    for _ in 0..200 {
+        f.extend_from_slice(&Attr::default().encode(e));
+        f.put_u64(e, ids_at);
+        f.put_u64(e, ids_size);
+    }
+    let rec = dir.join("ids.data");
+    std::fs::write(&rec, &f).unwrap();
+    let started = std::time::Instant::now();
+    assert_bad(&merge(&rec, &dir.join("o.data")), &rec, "event id sections");
+    assert!(started.elapsed().as_secs() < 30);
+}
+
+// AUXTRACE records (their AUX data follows the record) pass through byte for
+// byte and the records after them are still found.
+#[test]
+fn auxtrace_data_is_stepped_over_and_kept() {
+    let dir = scratch("in-aux");
+    let e = Endian::Little;
+    let mut data = Vec::new();
+    data.put_u32(e, types::AUXTRACE);
+    data.put_u16(e, 0);
+    data.put_u16(e, 48);
+    for v in [1000u64, 0, 7] {
+        data.put_u64(e, v);
+    }
+    for v in [0u32, 100, 0, 0] {
+        data.put_u32(e, v);
+    }
+    data.extend((0..1000u32).map(|i| (i * 7) as u8)); // AUX data, not records
+    data.put_u32(e, types::COMM);
+    data.put_u16(e, 0);
+    data.put_u16(e, 8 + 8 + 8 + 16);
+    data.put_u32(e, 100);
+    data.put_u32(e, 100);
+    data.extend_from_slice(b"pin100\0\0");
+    data.put_u64(e, 0); // TID trailer
+    data.put_u64(e, 0); // TIME trailer
+    let rec = dir.join("aux.data");
+    recording(&rec, &data, vec![]);
+    let out = dir.join("o.data");
+    let o = merge(&rec, &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let merged = std::fs::read(&out).unwrap();
+    let u = |o: usize| u64::from_le_bytes(merged[o..o + 8].try_into().unwrap()) as usize;
+    let (off, size) = (u(40), u(48));
+    assert_eq!(&merged[off + size - data.len()..off + size], &data[..]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("file-mode 2 records"), "{err}");
+}
+
+// perf's stderr appended to a pipe-mode recording is kept byte for byte with
+// a warning naming its offset; file mode stays strict.
+#[test]
+fn trailing_text_after_a_pipe_stream_is_kept_with_a_warning() {
+    let dir = scratch("in-trail");
+    let mut rec = std::fs::read(pin("rec-pipe.data")).unwrap();
+    let at = rec.len();
+    rec.extend_from_slice(b"[ perf record: Captured and wrote 0.003 MB (null) ]\n");
+    let path = dir.join("trail.data");
+    std::fs::write(&path, &rec).unwrap();
+    let out = dir.join("o.data");
+    let o = merge(&path, &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("from offset {at} on are not records")),
+        "{err}"
+    );
+    assert!(std::fs::read(&out).unwrap().ends_with(&rec[at..]));
+    let mut file = std::fs::read(pin("rec-file.data")).unwrap();
+    let u = |o: usize| u64::from_le_bytes(file[o..o + 8].try_into().unwrap()) as usize;
+    let data_end = u(40) + u(48);
+    file[data_end - 2] = 0xff; // the last record now claims to run past the end
+    file[data_end - 1] = 0xff;
+    let strict = dir.join("strict.data");
+    std::fs::write(&strict, &file).unwrap();
+    assert_eq!(merge(&strict, &dir.join("s.data")).status.code(), Some(2));
+}
+
+// An MMAP2 whose build_id_size is over 20 is named as such; a bad magic is
+// reported once with its offset.
+#[test]
+fn messages_say_what_was_wrong_once() {
+    let dir = scratch("in-msg");
+    let e = Endian::Little;
+    let mut data = Vec::new();
+    data.put_u32(e, types::MMAP2);
+    data.put_u16(e, 2 | (1 << 14));
+    data.put_u16(e, 8 + 64 + 8 + 16);
+    data.put_u32(e, 100);
+    data.put_u32(e, 100);
+    for v in [0x1000u64, 0x1000, 0] {
+        data.put_u64(e, v);
+    }
+    data.push(32); // build_id_size
+    data.extend_from_slice(&[0; 23]);
+    data.put_u32(e, 5);
+    data.put_u32(e, 2);
+    data.extend_from_slice(b"/x\0\0\0\0\0\0");
+    data.extend_from_slice(&[0; 16]);
+    let rec = dir.join("mmap2.data");
+    recording(&rec, &data, vec![]);
+    assert_bad(&merge(&rec, &dir.join("o.data")), &rec, "build_id_size");
+    let bad = dir.join("bad.data");
+    std::fs::write(&bad, b"NOTPERF!xxxxxxxxxxxxxxxxxxxxxx").unwrap();
+    let err = assert_bad(&merge(&bad, &dir.join("o.data")), &bad, "bad magic");
+    assert!(err.contains("at offset 0"), "{err}");
+}
+
+// A full disk during a merge names the output and says writing.
+#[test]
+#[ignore = "needs root (a small tmpfs in a private mount namespace)"]
+fn full_disk_names_the_output() {
+    needs_root("mount a 1 MiB tmpfs");
+    let dir = scratch("in-full");
+    let big = dir.join("big.data");
+    let e = Endian::Little;
+    let mut data = Vec::new();
+    while data.len() < 8 << 20 {
+        data.put_u32(e, 4000);
+        data.put_u16(e, 0);
+        data.put_u16(e, 65528);
+        data.resize(data.len() + 65520, 1);
+    }
+    recording(&big, &data, vec![]);
+    let mnt = dir.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let script = format!(
+        "mount -t tmpfs -o size=1m none '{m}' && '{b}' merge '{i}' -o '{m}/out.data' -p 1",
+        m = mnt.display(),
+        b = bin(),
+        i = big.display()
+    );
+    let o = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error: writing") && err.contains("out.data"),
+        "{err}"
+    );
+    assert!(err.contains("No space left"), "{err}");
+}
