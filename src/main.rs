@@ -205,12 +205,8 @@ fn resolve_uid(user: &str) -> Result<u32, CliError> {
     if let Ok(n) = user.parse() {
         return Ok(n);
     }
-    let passwd = std::fs::read("/etc/passwd").map_err(|e| {
-        CliError::Usage(format!(
-            "cannot read /etc/passwd to look up user {user:?}: {e}"
-        ))
-    })?;
-    proc::parse::uid_from_passwd(&passwd, user)
+    mmap2_synth::sys::uid_of_user(user)
+        .map_err(|e| CliError::Usage(format!("cannot look up user {user:?}: {e}")))?
         .ok_or_else(|| CliError::Usage(format!("no such user: {user:?}")))
 }
 

@@ -40,7 +40,7 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
         .map(|(s, n)| format!("{s} ({n})"))
         .collect();
     let mut lines = vec![format!(
-        "mmap2-synth: {} processes ({} kernel threads), {} threads, {} VMAs, {} DSOs; build ids: {} found, {} missing; skipped: {}; source: {}; {:.3} s -> {}",
+        "mmap2-synth: {} processes ({} kernel threads), {} threads, {} VMAs, {} DSOs; build ids: {} found, {} missing{}; skipped: {}; source: {}; {:.3} s -> {}",
         stats.processes,
         stats.kernel_threads,
         stats.threads,
@@ -48,6 +48,11 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
         stats.dsos,
         stats.build_ids_found,
         stats.build_ids_missing,
+        if stats.build_ids_unverified > 0 {
+            format!(" ({} matched by inode only)", stats.build_ids_unverified)
+        } else {
+            String::new()
+        },
         list_or_none(skips),
         list_or_none(sources),
         took.as_secs_f64(),
@@ -91,10 +96,15 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
 #[error("--strict: {0} processes were skipped")]
 pub struct StrictFailure(pub usize);
 
-/// Fails under `--strict` when anything was skipped.
+/// Fails under `--strict` when a process had to be skipped (a pid that did
+/// not exist is not a failure).
 pub fn strict(enabled: bool, skipped: &[Skip]) -> Result<(), StrictFailure> {
-    if enabled && !skipped.is_empty() {
-        return Err(StrictFailure(skipped.len()));
+    let failed = skipped
+        .iter()
+        .filter(|s| s.reason != crate::proc::SkipReason::NotFound)
+        .count();
+    if enabled && failed > 0 {
+        return Err(StrictFailure(failed));
     }
     Ok(())
 }

@@ -156,3 +156,35 @@ pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Looks a user up through the C library (`getpwnam_r`: /etc/passwd, and
+/// NSS sources such as LDAP or sssd); `None` when there is no such user.
+pub fn uid_of_user(name: &str) -> io::Result<Option<u32>> {
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "user name with a NUL byte"))?;
+    let mut buf = vec![0u8; 1024];
+    loop {
+        // SAFETY: an all-zero passwd is a valid value of this plain C struct;
+        // getpwnam_r overwrites it.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: `cname` is NUL-terminated; `pwd`, `buf` (with its true
+        // length) and `found` are exclusively borrowed and outlive the call,
+        // which writes only within them.
+        let rc = unsafe {
+            libc::getpwnam_r(
+                cname.as_ptr(),
+                &mut pwd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        match rc {
+            0 if found.is_null() => return Ok(None),
+            0 => return Ok(Some(pwd.pw_uid)),
+            libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 2, 0),
+            e => return Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+}

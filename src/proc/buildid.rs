@@ -11,13 +11,19 @@ use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use super::elf;
-use crate::model::{BuildId, FileKey, VDSO_NAME};
+use crate::model::{BuildId, FileKey, Vma, VDSO_NAME};
 
-/// Most bytes read from one PT_NOTE segment.
-const MAX_NOTE_SEGMENT: u64 = 1 << 20;
+/// Most program-header bytes read from one file (real binaries have a few
+/// dozen 56-byte headers; a hostile e_phentsize x e_phnum can claim 4 GiB).
+pub const MAX_PHDR_BYTES: usize = 64 << 10;
+/// Most PT_NOTE segments examined in one file.
+pub const MAX_NOTE_SEGMENTS: usize = 16;
+/// Most note bytes read from one file, all segments together.
+pub const MAX_NOTE_BYTES: u64 = 1 << 20;
 
 /// Reads the GNU build id from an ELF file with positioned reads, validating
-/// every size against the file. Returns the raw id of any length.
+/// every size against the file and within the budgets above. Returns the raw
+/// id of any length.
 pub fn read_build_id_from_file(file: &File) -> io::Result<Option<Vec<u8>>> {
     let file_len = file.metadata()?.len();
     let mut head = [0u8; elf::HEADER_LEN];
@@ -26,18 +32,27 @@ pub fn read_build_id_from_file(file: &File) -> io::Result<Option<Vec<u8>>> {
         Ok(h) => h,
         Err(_) => return Ok(None),
     };
-    let ph_len = elf::phdrs_len(&h) as u64;
-    if h.phoff.checked_add(ph_len).is_none_or(|end| end > file_len) {
+    let ph_len = elf::phdrs_len(&h);
+    if ph_len > MAX_PHDR_BYTES
+        || h.phoff
+            .checked_add(ph_len as u64)
+            .is_none_or(|end| end > file_len)
+    {
         return Ok(None);
     }
-    let mut phdrs = vec![0u8; ph_len as usize];
+    let mut phdrs = vec![0u8; ph_len];
     if read_full_at(file, &mut phdrs, h.phoff)? != phdrs.len() {
         return Ok(None);
     }
-    for (off, size) in elf::note_segments(&h, &phdrs) {
-        if size > MAX_NOTE_SEGMENT || off.checked_add(size).is_none_or(|end| end > file_len) {
+    let mut budget = MAX_NOTE_BYTES;
+    for (off, size) in elf::note_segments(&h, &phdrs)
+        .into_iter()
+        .take(MAX_NOTE_SEGMENTS)
+    {
+        if size > budget || off.checked_add(size).is_none_or(|end| end > file_len) {
             continue;
         }
+        budget -= size;
         let mut seg = vec![0u8; size as usize];
         let n = read_full_at(file, &mut seg, off)?;
         if let Some(id) = elf::find_gnu_build_id(&seg[..n], h.big_endian) {
@@ -63,30 +78,67 @@ fn read_full_at(file: &File, buf: &mut [u8], mut off: u64) -> io::Result<usize> 
     Ok(done)
 }
 
-/// Reads the build id of the mapped file of a VMA from user space:
-/// `/proc/PID/map_files/START-END` (the mapped file itself, needs
-/// CAP_SYS_ADMIN), else `/proc/PID/root/PATH` (the process's view of the path).
-pub fn read_mapped_build_id(
-    proc_root: &Path,
-    pid: u32,
-    start: u64,
-    end: u64,
-    path: &[u8],
-) -> Option<Vec<u8>> {
-    let dir = proc_root.join(pid.to_string());
-    let map_file = dir.join(format!("map_files/{start:x}-{end:x}"));
-    if let Ok(f) = File::open(&map_file) {
+/// How far a build id read from a file can be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// The mapped file itself (map_files), or a file whose device and inode
+    /// are the VMA's.
+    Verified,
+    /// The inode matches but the device /proc reports is not the one stat
+    /// gives (overlayfs, btrfs subvolumes): counted, not silently trusted.
+    Unverified,
+}
+
+/// Opens a file found through /proc without blocking (a FIFO planted at a
+/// mapped path cannot hang us) and keeps it only if it is a regular file and,
+/// when `want` is given, has that inode.
+fn open_checked(path: &Path, want: Option<FileKey>) -> Option<(File, Trust)> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .ok()?;
+    let m = f.metadata().ok()?;
+    if !m.is_file() {
+        return None;
+    }
+    let Some(k) = want else {
+        return Some((f, Trust::Verified));
+    };
+    if m.ino() != k.inode {
+        return None;
+    }
+    let dev = (libc::major(m.dev()), libc::minor(m.dev()));
+    let trust = if dev == (k.dev_major, k.dev_minor) {
+        Trust::Verified
+    } else {
+        Trust::Unverified
+    };
+    Some((f, trust))
+}
+
+/// Reads the build id of the mapped file of a VMA from user space, through
+/// `dir` (`/proc/PID`, or `/proc/PID/task/TID` for a live thread when the
+/// leader is a zombie): `map_files/START-END` (the mapped file itself, needs
+/// CAP_SYS_ADMIN), else `root/PATH` (the process's view of the path), used
+/// only when its inode is the VMA's. Files are opened non-blocking and must
+/// be regular files.
+pub fn read_mapped_build_id(dir: &Path, vma: &Vma) -> Option<(Vec<u8>, Trust)> {
+    let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
+    if let Some((f, trust)) = open_checked(&map_file, None) {
         if let Ok(id) = read_build_id_from_file(&f) {
-            return id;
+            return id.map(|id| (id, trust));
         }
     }
+    let path = &vma.name;
     if path.first() != Some(&b'/') || path.ends_with(b" (deleted)") {
         return None;
     }
     let mut p = dir.join("root").into_os_string().into_vec();
     p.extend_from_slice(path);
-    let f = File::open(Path::new(std::ffi::OsStr::from_bytes(&p))).ok()?;
-    read_build_id_from_file(&f).ok().flatten()
+    let (f, trust) = open_checked(Path::new(std::ffi::OsStr::from_bytes(&p)), vma.file_key())?;
+    Some((read_build_id_from_file(&f).ok()??, trust))
 }
 
 /// The vDSO's build id, read once from this process's own vDSO image through
@@ -112,6 +164,7 @@ pub fn vdso_build_id() -> Option<BuildId> {
 #[derive(Default)]
 pub struct BuildIdCache {
     map: Mutex<HashMap<FileKey, Option<BuildId>>>,
+    unverified: std::sync::atomic::AtomicUsize,
 }
 
 impl BuildIdCache {
@@ -129,6 +182,17 @@ impl BuildIdCache {
     /// Records the answer for a file (the first answer wins).
     pub fn insert(&self, key: FileKey, id: Option<BuildId>) -> Option<BuildId> {
         *self.lock().entry(key).or_insert(id)
+    }
+
+    /// Counts an id whose file could be matched by inode only.
+    pub fn count_unverified(&self) {
+        self.unverified
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Ids matched by inode only (see [`Trust::Unverified`]).
+    pub fn unverified(&self) -> usize {
+        self.unverified.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<FileKey, Option<BuildId>>> {
@@ -165,5 +229,62 @@ mod tests {
     #[test]
     fn vdso_has_build_id() {
         assert!(vdso_build_id().is_some());
+    }
+
+    /// An ELF64 header claiming `phnum` program headers of `phentsize` bytes
+    /// at offset 64.
+    fn elf_header(phentsize: u16, phnum: u16) -> Vec<u8> {
+        let mut b = vec![0u8; 64];
+        b[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        b[32..40].copy_from_slice(&64u64.to_le_bytes());
+        b[54..56].copy_from_slice(&phentsize.to_le_bytes());
+        b[56..58].copy_from_slice(&phnum.to_le_bytes());
+        b
+    }
+
+    /// A PT_NOTE program header for `size` bytes at `off`.
+    fn pt_note(off: u64, size: u64) -> Vec<u8> {
+        let mut p = vec![0u8; 56];
+        p[..4].copy_from_slice(&4u32.to_le_bytes());
+        p[8..16].copy_from_slice(&off.to_le_bytes());
+        p[32..40].copy_from_slice(&size.to_le_bytes());
+        p
+    }
+
+    // e_phentsize = e_phnum = 65535 in a sparse 4 GiB file is refused without
+    // reading (or allocating) the claimed 4 GiB of program headers.
+    #[test]
+    fn huge_program_header_table_is_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("huge.elf");
+        std::fs::write(&p, elf_header(65535, 65535)).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_len(5 << 30).unwrap();
+        let f = File::open(&p).unwrap();
+        assert_eq!(read_build_id_from_file(&f).unwrap(), None);
+    }
+
+    // Note bytes are read within one budget per file: an id behind 1 MiB of
+    // other notes is not reached, one in the first segment is.
+    #[test]
+    fn note_budget_caps_the_bytes_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let id_note = elf::tests::note(false, b"GNU\0", elf::NT_GNU_BUILD_ID, &[7; 20]);
+        let data_at = 64 + 2 * 56;
+        let mut img = elf_header(56, 2);
+        img.extend(pt_note(data_at + MAX_NOTE_BYTES, id_note.len() as u64));
+        img.extend(pt_note(data_at, MAX_NOTE_BYTES));
+        img.resize((data_at + MAX_NOTE_BYTES) as usize, 0);
+        img.extend(&id_note);
+        let p = tmp.path().join("first.elf");
+        std::fs::write(&p, &img).unwrap();
+        let found = read_build_id_from_file(&File::open(&p).unwrap()).unwrap();
+        assert_eq!(found, Some(vec![7; 20]));
+        // the same segments, the big one first: the budget is spent on it
+        img[64..64 + 56].copy_from_slice(&pt_note(data_at, MAX_NOTE_BYTES));
+        img[120..176].copy_from_slice(&pt_note(data_at + MAX_NOTE_BYTES, id_note.len() as u64));
+        std::fs::write(&p, &img).unwrap();
+        let found = read_build_id_from_file(&File::open(&p).unwrap()).unwrap();
+        assert_eq!(found, None);
     }
 }

@@ -1,4 +1,4 @@
-//! Pure parsers for /proc text: `status`, `stat`, CPU lists and passwd, plus
+//! Pure parsers for /proc text: `status`, `stat` and CPU lists, plus
 //! the one directory listing (pids or tids) the scan needs.
 
 use std::io;
@@ -136,18 +136,6 @@ pub fn list_ids(dir: &Path) -> io::Result<Vec<u32>> {
     Ok(ids)
 }
 
-/// Looks up a user name in `/etc/passwd`-format text.
-pub fn uid_from_passwd(passwd: &[u8], user: &str) -> Option<u32> {
-    passwd.split(|&b| b == b'\n').find_map(|line| {
-        let mut f = line.split(|&b| b == b':');
-        if f.next()? != user.as_bytes() {
-            return None;
-        }
-        f.next()?;
-        std::str::from_utf8(f.next()?).ok()?.parse().ok()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,13 +172,5 @@ mod tests {
         assert_eq!(count_cpu_list(b"0-3,8,10-11"), Some(7));
         assert_eq!(count_cpu_list(b"3-1"), None);
         assert_eq!(count_cpu_list(b"x"), None);
-    }
-
-    // User names resolve through passwd text.
-    #[test]
-    fn passwd_lookup() {
-        let p = b"root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534::/:/x\n";
-        assert_eq!(uid_from_passwd(p, "nobody"), Some(65534));
-        assert_eq!(uid_from_passwd(p, "nob"), None);
     }
 }

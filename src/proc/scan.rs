@@ -54,7 +54,10 @@ impl Default for Options {
 /// Why a process was skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SkipReason {
-    /// It exited during the scan (ENOENT / ESRCH).
+    /// It did not exist when the scan came to it (`-p` of a pid that is
+    /// gone, or a recording's process that exited): not a failure.
+    NotFound,
+    /// It existed, then exited while being read (ENOENT / ESRCH).
     Vanished,
     /// Access denied (EACCES / EPERM).
     Denied,
@@ -75,6 +78,7 @@ impl SkipReason {
 impl std::fmt::Display for SkipReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            SkipReason::NotFound => "not found",
             SkipReason::Vanished => "vanished",
             SkipReason::Denied => "denied",
             SkipReason::Failed => "failed",
@@ -97,6 +101,18 @@ pub struct Snapshot {
     pub processes: Vec<Process>,
     /// Processes skipped, by pid.
     pub skipped: Vec<Skip>,
+    /// Build ids whose file matched the VMA by inode but not by device
+    /// (overlayfs, btrfs subvolumes): kept, and counted here.
+    pub unverified_build_ids: usize,
+}
+
+impl Snapshot {
+    /// The skips that are failures: everything but pids that were not there.
+    pub fn failures(&self) -> impl Iterator<Item = &Skip> {
+        self.skipped
+            .iter()
+            .filter(|s| s.reason != SkipReason::NotFound)
+    }
 }
 
 /// A fatal scan error (not a per-process one).
@@ -173,6 +189,7 @@ pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> 
             Outcome::NotSelected => {}
         }
     }
+    snap.unverified_build_ids = cache.unverified();
     Ok(snap)
 }
 
@@ -186,11 +203,22 @@ fn read_process(
     match try_read_process(pid, uid, opts, cache, no_ioctl) {
         Ok(Some(p)) => Outcome::Read(p),
         Ok(None) => Outcome::NotSelected,
-        Err(e) => Outcome::Skipped(Skip {
-            pid,
-            reason: SkipReason::of(&e),
-            detail: e.to_string(),
-        }),
+        Err(e) => {
+            let mut reason = SkipReason::of(&e);
+            // gone before we read anything of it, or gone while we read it
+            let dir = opts.proc_root.join(pid.to_string());
+            if reason == SkipReason::Vanished
+                && !dir.exists()
+                && e.kind() == io::ErrorKind::NotFound
+            {
+                reason = SkipReason::NotFound;
+            }
+            Outcome::Skipped(Skip {
+                pid,
+                reason,
+                detail: e.to_string(),
+            })
+        }
     }
 }
 
@@ -267,6 +295,7 @@ fn read_vmas(
     let ids = BuildIdPolicy {
         cache: opts.build_ids.then_some(cache),
         pid,
+        tid: pid,
         proc_root: &opts.proc_root,
     };
     let mut fallback = None; // first empty or vanished result, if no thread has VMAs
@@ -277,6 +306,7 @@ fn read_vmas(
             .join("task")
             .join(t.tid.to_string())
             .join("maps");
+        let ids = BuildIdPolicy { tid: t.tid, ..ids };
         let result = source::read_maps_file(&path, opts.selection, opts.source, ids, no_ioctl);
         match result {
             Ok((v, s)) if !v.is_empty() || threads.len() == 1 => return Ok((v, s)),

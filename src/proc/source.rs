@@ -29,6 +29,9 @@ pub struct BuildIdPolicy<'a> {
     pub cache: Option<&'a BuildIdCache>,
     /// Pid whose `/proc/PID/map_files` and `/proc/PID/root` serve the fallback.
     pub pid: u32,
+    /// The thread whose maps are read: a live one when the leader is a
+    /// zombie, whose `task/TID/` then serves the fallback.
+    pub tid: u32,
     /// Root of the proc filesystem those paths are under.
     pub proc_root: &'a Path,
 }
@@ -131,8 +134,15 @@ fn resolve(
         return known;
     }
     let id = kernel().or_else(|| {
-        buildid::read_mapped_build_id(ids.proc_root, ids.pid, vma.start, vma.end, &vma.name)
-            .and_then(|raw| BuildId::new(&raw))
+        let mut dir = ids.proc_root.join(ids.pid.to_string());
+        if ids.tid != ids.pid {
+            dir = dir.join("task").join(ids.tid.to_string());
+        }
+        let (raw, trust) = buildid::read_mapped_build_id(&dir, vma)?;
+        if trust == buildid::Trust::Unverified {
+            cache.count_unverified();
+        }
+        BuildId::new(&raw)
     });
     cache.insert(key, id)
 }

@@ -161,7 +161,12 @@ fn live_processes(
     } else {
         proc::snapshot(&target, &opts.snapshot)?
     };
-    report.skipped = live.skipped;
+    let (not_found, skipped): (Vec<Skip>, Vec<Skip>) = live
+        .skipped
+        .into_iter()
+        .partition(|s| s.reason == proc::SkipReason::NotFound);
+    report.skipped = skipped;
+    report.missing = not_found.iter().map(|s| s.pid).collect();
     let tck = clock::ticks_per_second();
     let (kept, stale) = plan::split_stale(live.processes, |p| {
         facts
@@ -239,7 +244,7 @@ pub fn merge(
     // Encode with the recording's byte order and first attr's trailer.
     let snap = Snapshot {
         processes,
-        skipped: Vec::new(),
+        ..Snapshot::default()
     };
     let first = attrs.first().copied().unwrap_or_default();
     let inserted = encode_inserted(&snap, e, &first)?;

@@ -79,7 +79,7 @@ fn merge_from_snapshot_both_byte_orders() {
         std::fs::write(&rec_path, &rec).unwrap();
         let snap = Snapshot {
             processes: vec![process(42, b"target"), process(50, b"other")],
-            skipped: vec![],
+            ..Snapshot::default()
         };
         let mut sb = Vec::new();
         let wopts = WriteOptions {

@@ -21,6 +21,8 @@ pub struct Stats {
     pub build_ids_found: usize,
     /// DSOs without one.
     pub build_ids_missing: usize,
+    /// Ids whose file matched by inode but not device.
+    pub build_ids_unverified: usize,
     /// Skips by reason.
     pub skipped: BTreeMap<SkipReason, usize>,
     /// Processes read per source.
@@ -49,6 +51,7 @@ impl Stats {
         s.dsos = dsos.len();
         s.build_ids_found = dsos.values().filter(|&&f| f).count();
         s.build_ids_missing = s.dsos - s.build_ids_found;
+        s.build_ids_unverified = snap.unverified_build_ids;
         for k in &snap.skipped {
             *s.skipped.entry(k.reason).or_default() += 1;
         }

@@ -1,0 +1,249 @@
+//! Files a process's owner controls cannot hang or mislead a snapshot: a FIFO
+//! or a different file bind-mounted (in the process's own mount namespace)
+//! over a mapped library, read through /proc/PID/root by an unprivileged
+//! snapshot (no map_files access); and renames over it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::*;
+use mmap2_synth::perf::Input;
+use mmap2_synth::snapshot::read_snapshot;
+
+const NOBODY: [&str; 3] = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+
+/// The mapper, run as nobody, with `lib` mapped; killed on drop.
+struct NobodyMapper {
+    child: Child,
+    pid: String,
+}
+
+impl NobodyMapper {
+    fn start(dir: &Path, lib: &Path) -> NobodyMapper {
+        let ready = dir.join("ready");
+        // its own mount namespace, so the test can bind-mount over its files
+        let child = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "setpriv"])
+            .args(NOBODY)
+            .arg(&fixtures().mapper)
+            .args(["--wait", "forever", "--ready"])
+            .arg(&ready)
+            .arg(lib)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_until("the mapper's ready file", || ready.exists());
+        let pid = std::fs::read_to_string(&ready).unwrap().trim().to_string();
+        NobodyMapper { child, pid }
+    }
+}
+
+impl Drop for NobodyMapper {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Snapshots `pid` with the text source, as nobody or as root, within 20 s
+/// (`timeout` kills a hung run: exit 124 fails the assertion), and returns
+/// the build id recorded for `lib` (None: no id).
+fn snapshot_id(pid: &str, lib: &Path, out: &Path, as_nobody: bool) -> Option<String> {
+    let mut cmd = Command::new("timeout");
+    cmd.arg("20");
+    if as_nobody {
+        cmd.arg("setpriv").args(NOBODY);
+    }
+    let o = cmd
+        .arg(bin())
+        .args(["--source", "text", "-p", pid, "-o"])
+        .arg(out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "snapshot hung or failed: {err}");
+    let procs = read_snapshot(&Input::open(out).unwrap()).unwrap();
+    let vma = procs
+        .iter()
+        .flat_map(|p| &p.vmas)
+        // " (deleted)" once the path names another file
+        .find(|v| v.name.starts_with(lib.as_os_str().as_encoded_bytes()))
+        .unwrap_or_else(|| {
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            panic!(
+                "no map of {}: {err}\n{:?}\n{maps}",
+                lib.display(),
+                String::from_utf8_lossy(&cmd)
+            )
+        });
+    vma.build_id.map(|b| b.to_hex())
+}
+
+/// Bind-mounts `what` over `path` inside the mount namespace of `pid`.
+fn bind_in(pid: &str, what: &Path, path: &Path) {
+    let st = Command::new("nsenter")
+        .args(["-t", pid, "-m", "mount", "--bind"])
+        .arg(what)
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success(), "bind mount in the mapper's namespace");
+}
+
+fn unmount_in(pid: &str, path: &Path) {
+    let st = Command::new("nsenter")
+        .args(["-t", pid, "-m", "umount"])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn swap_in(path: &Path, replacement: &Path) {
+    let tmp = path.with_extension("new");
+    if std::fs::symlink_metadata(replacement).is_ok_and(|m| m.file_type().is_fifo_like()) {
+        std::fs::rename(replacement, &tmp).unwrap();
+    } else {
+        std::fs::copy(replacement, &tmp).unwrap();
+    }
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+trait FifoLike {
+    fn is_fifo_like(&self) -> bool;
+}
+
+impl FifoLike for std::fs::FileType {
+    fn is_fifo_like(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        self.is_fifo()
+    }
+}
+
+// A FIFO bind-mounted or renamed over a mapped library neither hangs an
+// unprivileged text snapshot nor gives an id; a different library put there
+// does not lend its id either; root still reads the mapped file's own id.
+#[test]
+#[ignore = "needs root (setpriv to nobody)"]
+fn swapped_files_neither_hang_nor_mislead() {
+    needs_root("setpriv to drop to nobody");
+    let f = fixtures();
+    let dir = scratch("proc-swap");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let lib: PathBuf = dir.join("libswap.so");
+    std::fs::copy(&f.lib_sha1, &lib).unwrap();
+    let want = readelf_build_id(&f.lib_sha1).expect("readelf build id");
+    let other = readelf_build_id(&f.lib_md5).expect("readelf build id");
+    let m = NobodyMapper::start(&dir, &lib);
+    let out = dir.join("s.data");
+    assert_eq!(snapshot_id(&m.pid, &lib, &out, true), Some(want.clone()));
+
+    let fifo = dir.join("plant.fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    // bind mounts keep the mapped path's name (no " (deleted)"), so the
+    // fallback opens whatever is there now: a FIFO must not hang it, another
+    // file must not lend its id
+    bind_in(&m.pid, &fifo, &lib);
+    assert_eq!(
+        snapshot_id(&m.pid, &lib, &out, true),
+        None,
+        "id through a FIFO"
+    );
+    unmount_in(&m.pid, &lib);
+    let other_copy = dir.join("other.so");
+    std::fs::copy(&f.lib_md5, &other_copy).unwrap();
+    bind_in(&m.pid, &other_copy, &lib);
+    let got = snapshot_id(&m.pid, &lib, &out, true);
+    assert_ne!(
+        got.as_deref(),
+        Some(other.as_str()),
+        "the bind-mounted file's id"
+    );
+    assert_eq!(got, None);
+    assert_eq!(snapshot_id(&m.pid, &lib, &out, false), Some(want.clone()));
+    unmount_in(&m.pid, &lib);
+
+    swap_in(&lib, &fifo);
+    assert_eq!(
+        snapshot_id(&m.pid, &lib, &out, true),
+        None,
+        "id through a FIFO"
+    );
+    assert_eq!(snapshot_id(&m.pid, &lib, &out, false), Some(want.clone()));
+
+    swap_in(&lib, &f.lib_md5);
+    let got = snapshot_id(&m.pid, &lib, &out, true);
+    assert_ne!(got.as_deref(), Some(other.as_str()), "the new file's id");
+    assert_eq!(got, None);
+    assert_eq!(snapshot_id(&m.pid, &lib, &out, false), Some(want));
+}
+
+// --all as a plain user (nobody), in a private PID namespace holding one
+// process of root's and one of nobody's with a FIFO where its mapped library
+// was: nobody's is read, root's (and the shell's) counted as denied, the run
+// ends within its timeout and succeeds.
+#[test]
+#[ignore = "needs root (unshare -fp, setpriv)"]
+fn unprivileged_all_reads_its_own_and_counts_the_rest() {
+    needs_root("unshare -fp and setpriv");
+    let f = fixtures();
+    let dir = scratch("proc-unpriv-all");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let lib = dir.join("libmine.so");
+    std::fs::copy(&f.lib_hex8, &lib).unwrap();
+    let q = |p: &Path| format!("'{}'", p.display());
+    let script = format!(
+        "{m} --wait forever --ready {r1} & \
+         setpriv --reuid=65534 --regid=65534 --clear-groups {m} --wait forever --ready {r2} {lib} & \
+         n=0; while [ ! -e {r1} ] || [ ! -e {r2} ]; do \
+           n=$((n+1)); [ $n -lt 3000 ] || exit 9; sleep 0.01; done; \
+         mv {lib} {lib}.old && mkfifo {lib} && \
+         timeout 20 setpriv --reuid=65534 --regid=65534 --clear-groups {bin} --all --source text -o {out}; \
+         rc=$?; kill %1 %2; exit $rc",
+        m = q(&f.mapper),
+        r1 = q(&dir.join("r1")),
+        r2 = q(&dir.join("r2")),
+        lib = q(&lib),
+        bin = q(Path::new(bin())),
+        out = q(&dir.join("all.data")),
+    );
+    let o = Command::new("unshare")
+        .args(["-fp", "--mount-proc", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    // read: nobody's mapper; denied: the shell (pid 1), root's mapper, timeout
+    assert!(err.contains("mmap2-synth: 1 processes"), "{err}");
+    assert!(err.contains("skipped: 3 denied"), "{err}");
+    let procs = read_snapshot(&Input::open(&dir.join("all.data")).unwrap()).unwrap();
+    let mine = procs
+        .iter()
+        .flat_map(|p| &p.vmas)
+        .find(|v| v.name.starts_with(lib.as_os_str().as_encoded_bytes()));
+    assert!(mine.is_some(), "nobody's own library map");
+}
+
+// -u takes user names the C library resolves (getpwnam_r, so NSS users too)
+// and numbers; an unknown name is a usage error.
+#[test]
+fn users_resolve_through_the_c_library() {
+    for user in ["root", "nobody", "0"] {
+        let o = synth(["-q", "-u", user, "-o", "/dev/null"]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{user}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = synth(["-q", "-u", "no-such-user-xyz", "-o", "/dev/null"]);
+    assert_eq!(o.status.code(), Some(2));
+}
