@@ -183,19 +183,8 @@ fn denied_process_is_counted_not_fatal() {
     let dir = scratch("denied");
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let out = dir.join("d.data");
-    let o = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            bin(),
-            "-p",
-        ])
-        .arg(m.pid.to_string())
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .expect("run setpriv (util-linux)");
+    let pid = m.pid.to_string();
+    let o = synth_as_nobody(["-p".as_ref(), pid.as_ref(), "-o".as_ref(), out.as_os_str()]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("skipped: 1 denied"), "{err}");
@@ -203,14 +192,14 @@ fn denied_process_is_counted_not_fatal() {
         err.contains(&format!("skipped pid {} (denied)", m.pid)),
         "{err}"
     );
-    let o = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", bin()])
-        .args(["--strict", "-q", "-p"])
-        .arg(m.pid.to_string())
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .expect("run setpriv (util-linux)");
+    let o = synth_as_nobody([
+        "--strict".as_ref(),
+        "-q".as_ref(),
+        "-p".as_ref(),
+        pid.as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(
@@ -271,21 +260,14 @@ fn unprivileged_text_source_reads_build_ids_through_root_path() {
     wait_until("the unprivileged mapper's ready file", || ready.exists());
     let pid = std::fs::read_to_string(&ready).unwrap().trim().to_string();
     let out = dir.join("u.data");
-    let o = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            bin(),
-            "--source",
-            "text",
-            "-p",
-        ])
-        .arg(&pid)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
+    let o = synth_as_nobody([
+        "--source".as_ref(),
+        "text".as_ref(),
+        "-p".as_ref(),
+        pid.as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
     let _ = mapper.kill();
     let _ = mapper.wait();
     let err = String::from_utf8_lossy(&o.stderr);

@@ -11,13 +11,7 @@ use std::process::{Command, Output, Stdio};
 use common::*;
 use mmap2_synth::bytes::{Endian, PutExt};
 use mmap2_synth::perf::consts::{attr_flags, sample_type as st, types};
-use mmap2_synth::perf::{writer::write_file, Attr, EventDesc, Metadata};
-
-fn pin(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/pin")
-        .join(name)
-}
+use mmap2_synth::perf::Attr;
 
 /// `mmap2-synth merge IN -o OUT --maps <pinned snapshot> -p 100`, bounded by
 /// a 60 s `timeout` so a hang fails instead of blocking the suite.
@@ -56,25 +50,15 @@ fn assert_bad(o: &Output, input: &Path, what: &str) -> String {
 }
 
 /// A file-mode recording of these records under one attr (IP|TID|TIME,
-/// sample_id_all), with `features`.
-fn recording(path: &Path, data: &[u8], features: Vec<(u32, Vec<u8>)>) {
-    let meta = Metadata {
-        endian: Endian::Little,
-        events: vec![EventDesc {
-            attr: Attr {
-                type_: 1,
-                sample_type: st::IP | st::TID | st::TIME,
-                flags: attr_flags::SAMPLE_ID_ALL,
-                ..Default::default()
-            },
-            name: b"cpu-clock".to_vec(),
-            ids: vec![],
-        }],
-        features,
-        build_ids: vec![],
+/// sample_id_all).
+fn recording(path: &Path, data: &[u8]) {
+    let attr = Attr {
+        type_: 1,
+        sample_type: st::IP | st::TID | st::TIME,
+        flags: attr_flags::SAMPLE_ID_ALL,
+        ..Default::default()
     };
-    let mut f = std::fs::File::create(path).unwrap();
-    write_file(&mut f, &meta, data).unwrap();
+    write_recording(path, attr, vec![], data);
 }
 
 /// A PERF_RECORD_COMPRESSED record holding `payload`.
@@ -160,7 +144,7 @@ fn decompression_bomb_is_refused_with_bounded_memory() {
     let payload = rounds_compressed(256 << 20);
     assert!(payload.len() < 60_000, "payload {} bytes", payload.len());
     let rec = dir.join("bomb.data");
-    recording(&rec, &compressed_record(&payload), vec![]);
+    recording(&rec, &compressed_record(&payload));
     let out = dir.join("out.data");
     let o = Command::new("/usr/bin/time")
         .args(["-f", "maxrss=%M"])
@@ -179,6 +163,7 @@ fn decompression_bomb_is_refused_with_bounded_memory() {
         .find_map(|l| l.strip_prefix("maxrss="))
         .and_then(|v| v.trim().parse().ok())
         .expect("GNU time's maxrss line");
+    eprintln!("decompression bomb: peak RSS {rss} KiB");
     assert!(rss < 64 * 1024, "peak RSS {rss} KiB");
     assert!(!out.exists());
 }
@@ -190,11 +175,7 @@ fn truncated_zstd_frame_is_an_error() {
     let dir = scratch("in-trunc");
     let payload = rounds_compressed(1 << 20);
     let rec = dir.join("trunc.data");
-    recording(
-        &rec,
-        &compressed_record(&payload[..payload.len() / 2]),
-        vec![],
-    );
+    recording(&rec, &compressed_record(&payload[..payload.len() / 2]));
     assert_bad(&merge(&rec, &dir.join("o.data")), &rec, "compressed data");
 }
 
@@ -266,7 +247,7 @@ fn auxtrace_data_is_stepped_over_and_kept() {
     data.put_u64(e, 0); // TID trailer
     data.put_u64(e, 0); // TIME trailer
     let rec = dir.join("aux.data");
-    recording(&rec, &data, vec![]);
+    recording(&rec, &data);
     let out = dir.join("o.data");
     let o = merge(&rec, &out);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -329,7 +310,7 @@ fn messages_say_what_was_wrong_once() {
     data.extend_from_slice(b"/x\0\0\0\0\0\0");
     data.extend_from_slice(&[0; 16]);
     let rec = dir.join("mmap2.data");
-    recording(&rec, &data, vec![]);
+    recording(&rec, &data);
     assert_bad(&merge(&rec, &dir.join("o.data")), &rec, "build_id_size");
     let bad = dir.join("bad.data");
     std::fs::write(&bad, b"NOTPERF!xxxxxxxxxxxxxxxxxxxxxx").unwrap();
@@ -344,15 +325,7 @@ fn full_disk_names_the_output() {
     needs_root("mount a 1 MiB tmpfs");
     let dir = scratch("in-full");
     let big = dir.join("big.data");
-    let e = Endian::Little;
-    let mut data = Vec::new();
-    while data.len() < 8 << 20 {
-        data.put_u32(e, 4000);
-        data.put_u16(e, 0);
-        data.put_u16(e, 65528);
-        data.resize(data.len() + 65520, 1);
-    }
-    recording(&big, &data, vec![]);
+    recording(&big, &unknown_records(8 << 20, |_| 1));
     let mnt = dir.join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let script = format!(

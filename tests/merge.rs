@@ -396,9 +396,8 @@ fn merge_keeps_big_endian() {
 /// `time` ns on perf's clock.
 fn recording_with_sample_at(path: &Path, pid: u32, time: u64) {
     use mmap2_synth::bytes::{Endian, PutExt};
-    use mmap2_synth::perf::consts::{feature, misc, sample_type as st, types};
-    use mmap2_synth::perf::features::string_feature;
-    use mmap2_synth::perf::{writer::write_file, Attr, EventDesc, Metadata};
+    use mmap2_synth::perf::consts::{misc, sample_type as st, types};
+    use mmap2_synth::perf::Attr;
     let e = Endian::Little;
     let mut data = Vec::new();
     data.put_u32(e, types::SAMPLE);
@@ -408,22 +407,12 @@ fn recording_with_sample_at(path: &Path, pid: u32, time: u64) {
     data.put_u32(e, pid);
     data.put_u32(e, pid);
     data.put_u64(e, time);
-    let meta = Metadata {
-        endian: e,
-        events: vec![EventDesc {
-            attr: Attr {
-                type_: 1,
-                sample_type: st::IP | st::TID | st::TIME,
-                ..Default::default()
-            },
-            name: b"cpu-clock".to_vec(),
-            ids: vec![],
-        }],
-        features: vec![(feature::HOSTNAME, string_feature(e, b"h"))],
-        build_ids: vec![],
+    let attr = Attr {
+        type_: 1,
+        sample_type: st::IP | st::TID | st::TIME,
+        ..Default::default()
     };
-    let mut f = std::fs::File::create(path).unwrap();
-    write_file(&mut f, &meta, &data).unwrap();
+    write_recording(path, attr, vec![], &data);
 }
 
 // A live process that started after the recording's last sample (pid reuse)
@@ -598,42 +587,17 @@ fn merge_larger_than_reserve() {
 // byte for byte, and a terminal on stderr gets a progress display.
 #[test]
 fn large_input_progress_and_unknown_records_pass_through() {
-    use mmap2_synth::bytes::{Endian, PutExt};
     use mmap2_synth::perf::consts::attr_flags;
-    use mmap2_synth::perf::{self as perf_data, Attr, EventDesc, Metadata};
-    let e = Endian::Little;
-    let mut data = Vec::with_capacity(65 << 20);
-    let mut i = 0u32;
-    while data.len() < 64 << 20 {
-        data.put_u32(e, 4000); // an unknown record type
-        data.put_u16(e, 0);
-        data.put_u16(e, 65528);
-        data.extend(std::iter::repeat_n((i % 251) as u8, 65520));
-        i += 1;
-    }
+    use mmap2_synth::perf::Attr;
+    let data = unknown_records(64 << 20, |i| (i % 251) as u8);
     let attr = Attr {
         sample_type: 0x7,
         flags: attr_flags::SAMPLE_ID_ALL,
         ..Default::default()
     };
-    let meta = Metadata {
-        endian: e,
-        events: vec![EventDesc {
-            attr,
-            name: b"x".to_vec(),
-            ids: vec![1],
-        }],
-        features: vec![(
-            perf_data::consts::feature::HOSTNAME,
-            perf_data::features::string_feature(e, b"h"),
-        )],
-        build_ids: vec![],
-    };
     let dir = scratch("merge-progress");
     let rec = dir.join("big.data");
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&rec).unwrap());
-    perf_data::writer::write_file(&mut f, &meta, &data).unwrap();
-    drop(f);
+    write_recording(&rec, attr, vec![1], &data);
     let out = dir.join("out.data");
     let m = Mapper::start(&[]);
     let cmd = format!(

@@ -30,12 +30,6 @@ impl Drop for Sleeper {
     }
 }
 
-fn pin(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/pin")
-        .join(name)
-}
-
 /// Temporary files of ours left in `dir`.
 fn leftovers(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
@@ -196,28 +190,8 @@ fn closed_stdout_and_unusable_merge_outputs() {
 /// A file-mode recording of `mib` MiB of unknown-type records (fast to
 /// build, slow enough to merge that a signal lands mid-copy).
 fn big_recording(path: &Path, mib: usize) {
-    use mmap2_synth::bytes::{Endian, PutExt};
-    use mmap2_synth::perf::{writer::write_file, Attr, EventDesc, Metadata};
-    let e = Endian::Little;
-    let mut data = Vec::with_capacity(mib << 20);
-    while data.len() + 65528 <= mib << 20 {
-        data.put_u32(e, 4000);
-        data.put_u16(e, 0);
-        data.put_u16(e, 65528);
-        data.resize(data.len() + 65520, 0x5a);
-    }
-    let meta = Metadata {
-        endian: e,
-        events: vec![EventDesc {
-            attr: Attr::default(),
-            name: b"x".to_vec(),
-            ids: vec![],
-        }],
-        features: vec![],
-        build_ids: vec![],
-    };
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    write_file(&mut f, &meta, &data).unwrap();
+    let data = unknown_records(mib << 20, |_| 0x5a);
+    write_recording(path, mmap2_synth::perf::Attr::default(), vec![], &data);
 }
 
 // SIGTERM, SIGINT or SIGHUP during a merge removes the temporary file and

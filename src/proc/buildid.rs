@@ -123,12 +123,14 @@ fn open_checked(path: &Path, want: Option<FileKey>) -> Option<(File, Trust)> {
 /// leader is a zombie): `map_files/START-END` (the mapped file itself, needs
 /// CAP_SYS_ADMIN), else `root/PATH` (the process's view of the path), used
 /// only when its inode is the VMA's. Files are opened non-blocking and must
-/// be regular files.
-pub fn read_mapped_build_id(dir: &Path, vma: &Vma) -> Option<(Vec<u8>, Trust)> {
+/// be regular files. Returns what the file that was read says (an id, or
+/// `None` for an ELF without one) and how far it is trusted; `None` when no
+/// usable file could be read.
+pub fn read_mapped_build_id(dir: &Path, vma: &Vma) -> Option<(Option<Vec<u8>>, Trust)> {
     let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
     if let Some((f, trust)) = open_checked(&map_file, None) {
         if let Ok(id) = read_build_id_from_file(&f) {
-            return id.map(|id| (id, trust));
+            return Some((id, trust));
         }
     }
     let path = &vma.name;
@@ -138,7 +140,7 @@ pub fn read_mapped_build_id(dir: &Path, vma: &Vma) -> Option<(Vec<u8>, Trust)> {
     let mut p = dir.join("root").into_os_string().into_vec();
     p.extend_from_slice(path);
     let (f, trust) = open_checked(Path::new(std::ffi::OsStr::from_bytes(&p)), vma.file_key())?;
-    Some((read_build_id_from_file(&f).ok()??, trust))
+    Some((read_build_id_from_file(&f).ok()?, trust))
 }
 
 /// The vDSO's build id, read once from this process's own vDSO image through

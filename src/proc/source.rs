@@ -119,7 +119,11 @@ pub fn walk_ioctl(file: &File, sel: Selection, ids: BuildIdPolicy<'_>) -> io::Re
 }
 
 /// Resolves a VMA's build id through the cache; on a miss asks `kernel`
-/// first, then reads the ELF note of the mapped file.
+/// first, then reads the ELF note of the mapped file. Only answers about the
+/// mapped file itself (the kernel's, or a file verified by device and inode)
+/// are cached for every process: one process's view of a path (an
+/// inode-only match, or nothing usable) stays its own, so it cannot poison
+/// the answer for the others.
 fn resolve(
     vma: &Vma,
     cache: &BuildIdCache,
@@ -133,18 +137,23 @@ fn resolve(
     if let Some(known) = cache.get(&key) {
         return known;
     }
-    let id = kernel().or_else(|| {
-        let mut dir = ids.proc_root.join(ids.pid.to_string());
-        if ids.tid != ids.pid {
-            dir = dir.join("task").join(ids.tid.to_string());
+    if let Some(id) = kernel() {
+        return cache.insert(key, Some(id));
+    }
+    let mut dir = ids.proc_root.join(ids.pid.to_string());
+    if ids.tid != ids.pid {
+        dir = dir.join("task").join(ids.tid.to_string());
+    }
+    match buildid::read_mapped_build_id(&dir, vma) {
+        Some((raw, buildid::Trust::Verified)) => {
+            cache.insert(key, raw.and_then(|r| BuildId::new(&r)))
         }
-        let (raw, trust) = buildid::read_mapped_build_id(&dir, vma)?;
-        if trust == buildid::Trust::Unverified {
+        Some((raw, buildid::Trust::Unverified)) => {
             cache.count_unverified();
+            raw.and_then(|r| BuildId::new(&r))
         }
-        BuildId::new(&raw)
-    });
-    cache.insert(key, id)
+        None => None,
+    }
 }
 
 /// Reads and parses a text maps file. `[vsyscall]` is dropped, as the ioctl

@@ -515,3 +515,63 @@ pub fn feature_range(file: &[u8], bit: u32) -> Option<std::ops::Range<usize>> {
     }
     None
 }
+
+/// A pinned real recording or snapshot under `fixtures/pin/`.
+pub fn pin(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/pin")
+        .join(name)
+}
+
+/// Writes a little-endian file-mode recording of `data` (whole records)
+/// under one attr (named `cpu-clock`, ids `ids`) and a HOSTNAME feature.
+pub fn write_recording(path: &Path, attr: mmap2_synth::perf::Attr, ids: Vec<u64>, data: &[u8]) {
+    use mmap2_synth::bytes::Endian;
+    use mmap2_synth::perf::consts::feature;
+    use mmap2_synth::perf::features::string_feature;
+    use mmap2_synth::perf::{writer::write_file, EventDesc, Metadata};
+    let e = Endian::Little;
+    let meta = Metadata {
+        endian: e,
+        events: vec![EventDesc {
+            attr,
+            name: b"cpu-clock".to_vec(),
+            ids,
+        }],
+        features: vec![(feature::HOSTNAME, string_feature(e, b"h"))],
+        build_ids: vec![],
+    };
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    write_file(&mut f, &meta, data).unwrap();
+}
+
+/// At least `bytes` of records of an unknown type (4000), 64 KiB each, the
+/// payload of record `i` filled with `fill(i)`.
+pub fn unknown_records(bytes: usize, fill: impl Fn(u32) -> u8) -> Vec<u8> {
+    use mmap2_synth::bytes::{Endian, PutExt};
+    let e = Endian::Little;
+    let mut data = Vec::with_capacity(bytes + 65536);
+    let mut i = 0u32;
+    while data.len() < bytes {
+        data.put_u32(e, 4000);
+        data.put_u16(e, 0);
+        data.put_u16(e, 65528);
+        data.resize(data.len() + 65520, fill(i));
+        i += 1;
+    }
+    data
+}
+
+/// Runs the binary as nobody (setpriv) with these arguments.
+pub fn synth_as_nobody<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(bin())
+        .args(args)
+        .output()
+        .expect("run setpriv (util-linux)")
+}
