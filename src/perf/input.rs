@@ -461,3 +461,34 @@ fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> InputError
     let path = path.to_path_buf();
     move |source| InputError::Io { op, path, source }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::PutExt;
+
+    // COMPRESSED2's data_size is checked without overflow: u64::MAX or more
+    // than the record holds is an error at the record's offset, never a panic.
+    #[test]
+    fn compressed2_sizes_do_not_overflow() {
+        let e = Endian::Little;
+        let h = RecordHeader {
+            type_: types::COMPRESSED2,
+            misc: 0,
+            size: 8 + 16,
+        };
+        for n in [u64::MAX, u64::MAX - 7, 9] {
+            let mut body = Vec::new();
+            body.put_u64(e, n);
+            body.put_u64(e, 0);
+            let err = compressed_payload(77, &h, &body, e).unwrap_err();
+            assert_eq!(err.offset, 77);
+        }
+        let mut body = Vec::new();
+        body.put_u64(e, 8);
+        body.put_u64(e, 0x1122);
+        let payload = compressed_payload(0, &h, &body, e).unwrap().unwrap();
+        assert_eq!(payload.len(), 8);
+        assert!(compressed_payload(5, &h, &[1, 2], e).is_err());
+    }
+}
