@@ -346,3 +346,103 @@ fn full_disk_names_the_output() {
     );
     assert!(err.contains("No space left"), "{err}");
 }
+
+// A merge moves the AUXTRACE records, and the HEADER_AUXTRACE index (where
+// perf looks for the trace data) moves with them.
+#[test]
+fn auxtrace_index_follows_the_records() {
+    use mmap2_synth::perf::consts::feature;
+    use mmap2_synth::perf::{writer::write_file, EventDesc, FeatureTable, FileHeader, Metadata};
+    let dir = scratch("in-auxidx");
+    let e = Endian::Little;
+    let mut data = Vec::new();
+    data.put_u32(e, types::AUXTRACE);
+    data.put_u16(e, 0);
+    data.put_u16(e, 48);
+    for v in [64u64, 0, 7] {
+        data.put_u64(e, v);
+    }
+    for v in [0u32, 100, 0, 0] {
+        data.put_u32(e, v);
+    }
+    data.extend([0xa5; 64]);
+    // header 104 + one attr entry (128 + 16): the data section starts at 248
+    let mut index = Vec::new();
+    for v in [1u64, 248, 48 + 64] {
+        index.put_u64(e, v);
+    }
+    let meta = Metadata {
+        endian: e,
+        events: vec![EventDesc {
+            attr: Attr::default(),
+            name: b"intel_pt//".to_vec(),
+            ids: vec![],
+        }],
+        features: vec![(feature::AUXTRACE, index)],
+        build_ids: vec![],
+    };
+    let rec = dir.join("pt.data");
+    let mut f = std::fs::File::create(&rec).unwrap();
+    write_file(&mut f, &meta, &data).unwrap();
+    drop(f);
+    assert_eq!(
+        FileHeader::parse(&std::fs::read(&rec).unwrap()[..104], 1 << 20)
+            .unwrap()
+            .data
+            .offset,
+        248
+    );
+    let out = dir.join("o.data");
+    let o = merge(&rec, &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = std::fs::read(&out).unwrap();
+    let h = FileHeader::parse(&m[..104], m.len() as u64).unwrap();
+    let at = h.feature_table_offset() as usize;
+    let t = FeatureTable::parse(
+        &m[at..at + 16 * h.features.iter().count()],
+        e,
+        &h.features,
+        at as u64,
+        m.len() as u64,
+    )
+    .unwrap();
+    let (_, s) = t.0.iter().find(|(b, _)| *b == feature::AUXTRACE).unwrap();
+    let entry = u64::from_le_bytes(
+        m[s.offset as usize + 8..s.offset as usize + 16]
+            .try_into()
+            .unwrap(),
+    );
+    assert_ne!(entry, 248, "the index still points at the old place");
+    let rec_at = entry as usize;
+    assert_eq!(&m[rec_at..rec_at + 4], &types::AUXTRACE.to_le_bytes());
+    assert_eq!(&m[rec_at + 48..rec_at + 48 + 64], &[0xa5; 64]);
+}
+
+// A snapshot (--maps) naming a thread with a 300-byte comm is bad input
+// (exit 2, naming the snapshot), not an internal error.
+#[test]
+fn overlong_comm_in_a_snapshot_is_bad_input() {
+    let dir = scratch("in-comm");
+    let e = Endian::Little;
+    let mut data = Vec::new();
+    data.put_u32(e, types::COMM);
+    data.put_u16(e, 0);
+    data.put_u16(e, 8 + 8 + 304);
+    data.put_u32(e, 100);
+    data.put_u32(e, 100);
+    data.extend([b'x'; 300]);
+    data.extend([0; 4]);
+    let snap = dir.join("snap.data");
+    write_recording(&snap, Attr::default(), vec![], &data);
+    let o = Command::new(bin())
+        .arg("merge")
+        .arg(pin("rec-file.data"))
+        .arg("-o")
+        .arg(dir.join("o.data"))
+        .arg("--maps")
+        .arg(&snap)
+        .args(["-p", "100"])
+        .output()
+        .unwrap();
+    assert_bad(&o, &snap, "malformed record of type 3");
+}

@@ -110,6 +110,9 @@ pub mod feature {
     pub const CMDLINE: u32 = 11;
     /// HEADER_EVENT_DESC: attrs with names and ids.
     pub const EVENT_DESC: u32 = 12;
+    /// HEADER_AUXTRACE: the file offsets of the AUXTRACE records (u64 nr,
+    /// then {u64 file_offset, u64 size} each), how perf finds the AUX data.
+    pub const AUXTRACE: u32 = 18;
     /// HEADER_COMPRESSED: version, type, level, ratio and the buffer size
     /// (mmap_len) one COMPRESSED record decompresses into.
     pub const COMPRESSED: u32 = 27;
@@ -195,6 +198,7 @@ mod tests {
             (feature::CMDLINE.into(), Feature::CMDLINE.0.into()),
             (feature::EVENT_DESC.into(), Feature::EVENT_DESC.0.into()),
             (feature::COMPRESSED.into(), Feature::COMPRESSED.0.into()),
+            (feature::AUXTRACE.into(), Feature::AUXTRACE.0.into()),
         ];
         for (i, (ours, theirs)) in pairs.iter().enumerate() {
             assert_eq!(ours, theirs, "constant #{i}");

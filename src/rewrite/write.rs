@@ -86,8 +86,14 @@ pub fn finish_file_mode(
         data.end() + 16 * sources.len() as u64,
     );
     out.write_all(&table.encode(h.endian))?;
+    // where a byte of the old data section is now
+    let shift = data_offset + ins - h.data.offset;
     for (bit, sec) in &sources {
-        copy_range(&input.file, sec.offset, sec.size, out)?;
+        if *bit == feature::AUXTRACE {
+            copy_auxtrace_index(input, *sec, out, (h.data.offset, h.data.end()), shift)?;
+        } else {
+            copy_range(&input.file, sec.offset, sec.size, out)?;
+        }
         if *bit == feature::BUILD_ID {
             out.write_all(extra_ids)?;
         }
@@ -104,6 +110,39 @@ pub fn finish_file_mode(
         head.features.set(*b);
     }
     out.write_all_at(&head.encode(), 0)?;
+    Ok(())
+}
+
+/// Copies a HEADER_AUXTRACE index (u64 nr, then {u64 file_offset, u64
+/// size} per AUXTRACE record), moving the offsets that point into the old
+/// data section by `shift`, as the records moved: without it perf would look
+/// for the trace data in the wrong place. Streamed in 64 KiB chunks.
+fn copy_auxtrace_index(
+    input: &Input,
+    sec: Section,
+    out: &mut File,
+    old_data: (u64, u64),
+    shift: u64,
+) -> io::Result<()> {
+    let e = input.endian();
+    let mut buf = vec![0u8; 64 << 10];
+    let head = sec.size.min(8) as usize;
+    input.file.read_exact_at(&mut buf[..head], sec.offset)?;
+    out.write_all(&buf[..head])?;
+    let mut done = head as u64;
+    while done < sec.size {
+        let n = (sec.size - done).min(buf.len() as u64) as usize;
+        let chunk = &mut buf[..n];
+        input.file.read_exact_at(chunk, sec.offset + done)?;
+        for ent in chunk.chunks_exact_mut(16) {
+            let off = crate::bytes::Rd(e).u64(ent, 0).unwrap_or(0);
+            if (old_data.0..old_data.1).contains(&off) {
+                ent[..8].copy_from_slice(&e.u64_bytes(off + shift));
+            }
+        }
+        out.write_all(chunk)?;
+        done += n as u64;
+    }
     Ok(())
 }
 

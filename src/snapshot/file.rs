@@ -139,6 +139,10 @@ pub fn host_features(e: Endian, host: &HostFacts, cmdline: &[Vec<u8>]) -> Vec<(u
     ]
 }
 
+/// Longest thread name accepted from a snapshot file (the kernel's are at
+/// most 15 bytes).
+const MAX_COMM: usize = 255;
+
 /// Collects the COMM and map records of a recording.
 #[derive(Default)]
 struct MapsReader {
@@ -158,7 +162,15 @@ impl Visitor for MapsReader {
         let e = self.e.unwrap_or(Endian::Little);
         let bad = || FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_));
         match h.type_ {
-            types::COMM => self.comms.push(parse_comm(body, e).ok_or_else(bad)?),
+            types::COMM => {
+                let comm = parse_comm(body, e).ok_or_else(bad)?;
+                // the kernel's comm is 16 bytes; a snapshot naming a thread
+                // with 64 KiB could not be encoded again
+                if comm.2.len() > MAX_COMM {
+                    return Err(bad());
+                }
+                self.comms.push(comm);
+            }
             types::MMAP | types::MMAP2 => {
                 let m = parse_map(&h, body, e)
                     .ok_or_else(|| FormatError::at(at, map_error(&h, body)))?;
