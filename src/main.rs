@@ -331,16 +331,21 @@ fn run(cli: &Cli) -> Result<(), CliError> {
     };
     let snap = proc::snapshot(&target, &scan_options(&cli.scan)?)?;
     let to_stdout = cli.output.as_os_str() == "-";
+    // None: stdout
+    let dest = if to_stdout {
+        None
+    } else {
+        Some(output::classify(&cli.output)?)
+    };
     let wopts = WriteOptions {
         endian: match cli.byte_order {
             ByteOrderArg::Native => Endian::NATIVE,
             ByteOrderArg::Little => Endian::Little,
             ByteOrderArg::Big => Endian::Big,
         },
-        mode: if to_stdout || is_stream(&cli.output) {
-            Mode::Pipe
-        } else {
-            Mode::File
+        mode: match dest {
+            Some(output::Target::File(_)) => Mode::File,
+            _ => Mode::Pipe,
         },
         forks: cli.all,
         cmdline: std::env::args_os()
@@ -349,13 +354,10 @@ fn run(cli: &Cli) -> Result<(), CliError> {
         host: HostFacts::read(),
     };
     let write = |w: &mut dyn Write| snapshot::write_snapshot(w, &snap, &wopts);
-    if to_stdout {
-        write_stdout(&write)?;
-    } else {
-        match output::classify(&cli.output)? {
-            output::Target::File(p) => write_file(&p, &write)?,
-            output::Target::Stream(p) => write_stream(&p, &write)?,
-        }
+    match &dest {
+        None => write_stdout(&write)?,
+        Some(output::Target::File(p)) => write_file(p, &write)?,
+        Some(output::Target::Stream(p)) => write_stream(p, &write)?,
     }
     if !cli.scan.quiet {
         let dest = if to_stdout {
@@ -372,11 +374,6 @@ fn run(cli: &Cli) -> Result<(), CliError> {
     }
     summary::strict(cli.scan.strict, &snap.skipped)?;
     Ok(())
-}
-
-/// Whether the output is a FIFO or device (gets pipe mode).
-fn is_stream(path: &Path) -> bool {
-    matches!(output::classify(path), Ok(output::Target::Stream(_)))
 }
 
 /// A snapshot writer over any output.
@@ -413,7 +410,9 @@ fn stdout_was_closed(fd: &std::os::fd::OwnedFd) -> bool {
     let Ok(null) = std::fs::metadata("/dev/null") else {
         return false;
     };
-    let Ok(meta) = std::fs::File::from(fd.try_clone().expect("dup of an open fd")).metadata()
+    let Ok(meta) = fd
+        .try_clone()
+        .and_then(|d| std::fs::File::from(d).metadata())
     else {
         return false;
     };

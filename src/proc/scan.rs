@@ -106,15 +106,6 @@ pub struct Snapshot {
     pub unverified_build_ids: usize,
 }
 
-impl Snapshot {
-    /// The skips that are failures: everything but pids that were not there.
-    pub fn failures(&self) -> impl Iterator<Item = &Skip> {
-        self.skipped
-            .iter()
-            .filter(|s| s.reason != SkipReason::NotFound)
-    }
-}
-
 /// A fatal scan error (not a per-process one).
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {

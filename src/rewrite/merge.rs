@@ -113,8 +113,7 @@ fn dedupe_pids(
         (Which::All, None) => {
             let root = &opts.snapshot.proc_root;
             parse::list_ids(root)
-                .map_err(|source| MergeError::Output {
-                    op: "listing",
+                .map_err(|source| proc::ScanError::ListProc {
                     path: root.clone(),
                     source,
                 })?
@@ -257,14 +256,7 @@ pub fn merge(
     if matches!(input.layout, Layout::Pipe(_)) {
         report.inserted_records += new_ids.len() as u64;
     }
-    finish_output(&input, out.file(), &facts, &inserted, &new_ids).map_err(|e| match e {
-        MergeError::Output { op, source, .. } => MergeError::Output {
-            op,
-            path: output.to_path_buf(),
-            source,
-        },
-        e => e,
-    })?;
+    finish_output(&input, (out.file(), output), &facts, &inserted, &new_ids)?;
     out.commit().map_err(out_err("writing", output))?;
     Ok(report)
 }
@@ -288,17 +280,17 @@ fn prepare_output(input: &Input, output: &Path, in_place: bool) -> Result<Atomic
 }
 
 /// Writes everything after the scan: file mode around the copied data,
-/// pipe mode around the insertion point. I/O errors name no path (the
-/// caller knows the output's).
+/// pipe mode around the insertion point; `out` is the open temporary file
+/// and the path its errors name.
 fn finish_output(
     input: &Input,
-    out: &mut std::fs::File,
+    (out, output): (&mut std::fs::File, &Path),
     facts: &RecordingFacts,
     inserted: &[u8],
     new_ids: &[crate::perf::BuildIdEntry],
 ) -> Result<(), MergeError> {
     let e = input.endian();
-    let werr = out_err("writing", Path::new(""));
+    let werr = out_err("writing", output);
     match &input.layout {
         Layout::File { header, features } => {
             let ids = encode_build_id_entries(e, 0, new_ids)?;

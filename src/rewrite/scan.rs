@@ -12,7 +12,6 @@ use crate::perf::features::parse_build_id_table;
 use crate::perf::{Attrs, FormatError, FormatErrorKind, RecordHeader, Visitor};
 
 /// The facts of a recording that plan a merge.
-#[derive(Default)]
 pub struct RecordingFacts {
     /// Pids named by samples, COMM and FORK records (never 0 or -1).
     pub pids: BTreeSet<u32>,
@@ -33,16 +32,22 @@ pub struct RecordingFacts {
     /// Pipe mode: the end of the first FINISHED_INIT seen before any sample.
     pub after_init: Option<u64>,
     /// Byte order of the records.
-    pub endian: Option<Endian>,
+    pub endian: Endian,
 }
 
 impl RecordingFacts {
     /// Facts to gather, remembering maps of `dedupe_for` pids only.
     pub fn new(e: Endian, dedupe_for: Option<HashSet<u32>>) -> RecordingFacts {
         RecordingFacts {
+            pids: BTreeSet::new(),
+            has_maps: HashSet::new(),
+            existing: HashSet::new(),
             dedupe_for,
-            endian: Some(e),
-            ..RecordingFacts::default()
+            existing_ids: HashSet::new(),
+            time: None,
+            insert_at: None,
+            after_init: None,
+            endian: e,
         }
     }
 
@@ -103,7 +108,7 @@ impl Visitor for RecordingFacts {
         body: &[u8],
         attrs: &Attrs,
     ) -> Result<(), FormatError> {
-        let e = self.endian.unwrap_or(Endian::Little);
+        let e = self.endian;
         let bad = || FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_));
         match h.type_ {
             types::SAMPLE => self.sample(body, attrs, e),

@@ -144,11 +144,10 @@ pub fn host_features(e: Endian, host: &HostFacts, cmdline: &[Vec<u8>]) -> Vec<(u
 const MAX_COMM: usize = 255;
 
 /// Collects the COMM and map records of a recording.
-#[derive(Default)]
 struct MapsReader {
     comms: Vec<(u32, u32, Vec<u8>)>,
     maps: Vec<MapRecord>,
-    e: Option<Endian>,
+    e: Endian,
 }
 
 impl Visitor for MapsReader {
@@ -159,7 +158,7 @@ impl Visitor for MapsReader {
         body: &[u8],
         _attrs: &Attrs,
     ) -> Result<(), FormatError> {
-        let e = self.e.unwrap_or(Endian::Little);
+        let e = self.e;
         let bad = || FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_));
         match h.type_ {
             types::COMM => {
@@ -186,8 +185,9 @@ impl Visitor for MapsReader {
 /// pid of its COMM and map records, the leader first, maps by address.
 pub fn read_snapshot(input: &Input) -> Result<Vec<Process>, InputError> {
     let mut reader = MapsReader {
-        e: Some(input.endian()),
-        ..MapsReader::default()
+        comms: Vec::new(),
+        maps: Vec::new(),
+        e: input.endian(),
     };
     input.walk(None, &mut reader)?;
     Ok(processes_from_records(&reader.comms, &reader.maps))
