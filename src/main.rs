@@ -12,9 +12,9 @@ use mmap2_synth::bytes::Endian;
 use mmap2_synth::model::Selection;
 use mmap2_synth::output::{self, AtomicFile, OutputError};
 use mmap2_synth::perf::WriteError;
-use mmap2_synth::proc::{self, HostFacts, Options, ScanError, SourceChoice, Target};
+use mmap2_synth::proc::{HostFacts, Options, ScanError, SourceChoice, Target};
 use mmap2_synth::rewrite::{self, MergeError, MergeOptions, Which};
-use mmap2_synth::snapshot::{self, Mode, Stats, WriteOptions};
+use mmap2_synth::snapshot::{self, LiveError, LiveReport, Out, WriteOptions};
 use mmap2_synth::summary::{self, StrictFailure};
 
 /// Synthesize PERF_RECORD_MMAP2 records (with build ids) for running
@@ -329,7 +329,7 @@ fn run(cli: &Cli) -> Result<(), CliError> {
     } else {
         Target::Pids(cli.pid.clone())
     };
-    let snap = proc::snapshot(&target, &scan_options(&cli.scan)?)?;
+    let scan = scan_options(&cli.scan)?;
     let to_stdout = cli.output.as_os_str() == "-";
     // None: stdout
     let dest = if to_stdout {
@@ -343,22 +343,18 @@ fn run(cli: &Cli) -> Result<(), CliError> {
             ByteOrderArg::Little => Endian::Little,
             ByteOrderArg::Big => Endian::Big,
         },
-        mode: match dest {
-            Some(output::Target::File(_)) => Mode::File,
-            _ => Mode::Pipe,
-        },
         forks: cli.all,
         cmdline: std::env::args_os()
             .map(|a| std::os::unix::ffi::OsStrExt::as_bytes(a.as_os_str()).to_vec())
             .collect(),
         host: HostFacts::read(),
     };
-    let write = |w: &mut dyn Write| snapshot::write_snapshot(w, &snap, &wopts);
-    match &dest {
-        None => write_stdout(&write)?,
-        Some(output::Target::File(p)) => write_file(p, &write)?,
-        Some(output::Target::Stream(p)) => write_stream(p, &write)?,
-    }
+    let mut write = |out: Out<'_>| snapshot::write_live(&target, &scan, out, &wopts);
+    let report = match &dest {
+        None => write_stdout(&mut write)?,
+        Some(output::Target::File(p)) => write_file(p, &mut write)?,
+        Some(output::Target::Stream(p)) => write_stream(p, &mut write)?,
+    };
     if !cli.scan.quiet {
         let dest = if to_stdout {
             "stdout".to_string()
@@ -366,22 +362,30 @@ fn run(cli: &Cli) -> Result<(), CliError> {
             cli.output.display().to_string()
         };
         print(&summary::snapshot(
-            &Stats::of(&snap),
-            &snap.skipped,
+            &report.stats,
+            &report.skipped,
             started.elapsed(),
             &dest,
         ));
     }
-    summary::strict(cli.scan.strict, &snap.skipped)?;
+    summary::strict(cli.scan.strict, &report.skipped)?;
     Ok(())
 }
 
-/// A snapshot writer over any output.
-type WriteFn<'a> = &'a dyn Fn(&mut dyn Write) -> Result<(), WriteError>;
+/// A live snapshot written into an output.
+type WriteFn<'a> = &'a mut dyn FnMut(Out<'_>) -> Result<LiveReport, LiveError>;
+
+/// The CLI error for a live snapshot into `path` that failed.
+fn live_error(path: &Path) -> impl Fn(LiveError) -> CliError + '_ {
+    move |e| match e {
+        LiveError::Scan(e) => CliError::Scan(e),
+        LiveError::Write(e) => CliError::write(path, e),
+    }
+}
 
 /// Writes to stdout, which must be open (std ignores writes to a closed
 /// descriptor 1, which would report success for data that went nowhere).
-fn write_stdout(f: WriteFn<'_>) -> Result<(), CliError> {
+fn write_stdout(f: WriteFn<'_>) -> Result<LiveReport, CliError> {
     use std::os::fd::AsFd;
     let err = |e: WriteError| CliError::Write {
         path: "stdout".into(),
@@ -397,8 +401,9 @@ fn write_stdout(f: WriteFn<'_>) -> Result<(), CliError> {
         return Err(err(closed.into()));
     }
     let mut w = std::io::BufWriter::new(std::fs::File::from(fd));
-    f(&mut w).map_err(err)?;
-    w.flush().map_err(|e| err(e.into()))
+    let report = f(Out::Pipe(&mut w)).map_err(live_error(Path::new("stdout")))?;
+    w.flush().map_err(|e| err(e.into()))?;
+    Ok(report)
 }
 
 /// Whether descriptor 1 was closed when we started: the Rust runtime then
@@ -421,22 +426,29 @@ fn stdout_was_closed(fd: &std::os::fd::OwnedFd) -> bool {
 }
 
 /// Writes straight into a FIFO or character device.
-fn write_stream(path: &Path, f: WriteFn<'_>) -> Result<(), CliError> {
+fn write_stream(path: &Path, f: WriteFn<'_>) -> Result<LiveReport, CliError> {
     let mut w = std::io::BufWriter::new(output::open_stream(path)?);
-    f(&mut w).map_err(|e| CliError::write(path, e))?;
-    w.flush().map_err(|e| CliError::write(path, e))
+    let report = f(Out::Pipe(&mut w)).map_err(live_error(path))?;
+    w.flush().map_err(|e| CliError::write(path, e))?;
+    Ok(report)
 }
 
 /// Writes `path` atomically through `f`.
-fn write_file(path: &Path, f: WriteFn<'_>) -> Result<(), CliError> {
+fn write_file(path: &Path, f: WriteFn<'_>) -> Result<LiveReport, CliError> {
     let mut out = AtomicFile::create(path).map_err(|e| CliError::write(path, e))?;
-    {
-        let mut w = std::io::BufWriter::new(out.file());
-        f(&mut w).map_err(|e| CliError::write(path, e))?;
+    let report = {
+        let mut w = std::io::BufWriter::with_capacity(WRITE_BUFFER, out.file());
+        let report = f(Out::File(&mut w)).map_err(live_error(path))?;
         w.flush().map_err(|e| CliError::write(path, e))?;
-    }
-    out.commit().map_err(|e| CliError::write(path, e))
+        report
+    };
+    out.commit().map_err(|e| CliError::write(path, e))?;
+    Ok(report)
 }
+
+/// Bytes gathered per write into a snapshot file: a few large writes cost
+/// less than many small ones.
+const WRITE_BUFFER: usize = 256 << 10;
 
 /// On SIGINT, SIGTERM or SIGHUP: remove the temporary output files, then
 /// exit with 128 + the signal, as a shell reports it.

@@ -231,8 +231,6 @@ pub struct Process {
     /// Process id (thread-group id).
     pub pid: u32,
     pub ppid: u32,
-    /// Real uid.
-    pub uid: u32,
     /// Kernel thread: gets COMM/FORK only.
     pub kernel_thread: bool,
     /// Start time in clock ticks after boot (`/proc/PID/stat` field 22).
@@ -251,7 +249,6 @@ impl Process {
         Process {
             pid,
             ppid: 0,
-            uid: 0,
             kernel_thread: false,
             start_time: 0,
             threads: Vec::new(),

@@ -17,6 +17,7 @@ fn fake_proc() -> tempfile::TempDir {
             format!("Name:\tthr{tid}\nTgid:\t4242\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nKthread:\t0\n"),
         )
         .unwrap();
+        std::fs::write(task.join(tid).join("comm"), format!("thr{tid}\n")).unwrap();
     }
     std::fs::write(
         root.join("4242/status"),
@@ -38,6 +39,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
     for tid in ["4242", "4243"] {
         std::fs::write(task.join(tid).join("maps"), maps).unwrap();
     }
+    std::fs::write(root.join("4242/maps"), maps).unwrap();
     dir
 }
 
@@ -88,8 +90,7 @@ fn auto_falls_back_to_text_on_enotty() {
     assert!(matches!(err, ScanError::NoIoctl), "{err}");
 }
 
-// A kernel thread (Kthread: 1, or PF_KTHREAD in stat on older kernels) is
-// read without touching its maps and encoded as COMM (and FORK) only.
+// A kernel thread (PF_KTHREAD in stat's flags) is read without touching its maps and encoded as COMM (and FORK) only.
 #[test]
 fn kernel_threads_get_comm_and_fork_only() {
     use mmap2_synth::bytes::Endian;

@@ -10,7 +10,7 @@ use mmap2_synth::bytes::Endian;
 use mmap2_synth::model::Selection;
 use mmap2_synth::proc::{self, HostFacts, Options, SourceChoice, Target};
 use mmap2_synth::rewrite::{self, MergeOptions, Which};
-use mmap2_synth::snapshot::{self, Mode, WriteOptions};
+use mmap2_synth::snapshot::{self, Out, WriteOptions};
 
 fn pins() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pin")
@@ -85,12 +85,14 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
                 format!("Name:\tpin{tid}\nTgid:\t{pid}\nPPid:\t1\nUid:\t0\t0\t0\t0\nKthread:\t0\n"),
             )
             .unwrap();
+            std::fs::write(t.join("comm"), format!("pin{tid}\n")).unwrap();
             std::fs::write(t.join("maps"), &maps).unwrap();
         }
         std::fs::copy(d.join(format!("task/{pid}/status")), d.join("status")).unwrap();
+        std::fs::write(d.join("maps"), &maps).unwrap();
         std::fs::write(
             d.join("stat"),
-            format!("{pid} (pin) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 2 0 5 0 0\n"),
+            format!("{pid} (pin{pid}) S 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 2 0 5 0 0\n"),
         )
         .unwrap();
         std::os::unix::fs::symlink(&files, d.join("root")).unwrap();
@@ -98,10 +100,16 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
     root
 }
 
-fn write_opts(endian: Endian, mode: Mode) -> WriteOptions {
+/// The layout a pin is written in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    File,
+    Pipe,
+}
+
+fn write_opts(endian: Endian) -> WriteOptions {
     WriteOptions {
         endian,
-        mode,
         forks: true,
         cmdline: vec![b"mmap2-synth".to_vec(), b"--pin".to_vec()],
         host: HostFacts {
@@ -165,9 +173,19 @@ fn snapshot_bytes_are_pinned() {
         };
         let snap = proc::snapshot(&Target::Pids(vec![200, 100]), &opts).unwrap();
         assert!(snap.skipped.is_empty(), "{:?}", snap.skipped);
-        let mut out = Vec::new();
-        snapshot::write_snapshot(&mut out, &snap, &write_opts(endian, mode)).unwrap();
-        check_pin(name, &out);
+        let mut file = std::io::Cursor::new(Vec::new());
+        let mut pipe = Vec::new();
+        let out = match mode {
+            Mode::File => Out::File(&mut file),
+            Mode::Pipe => Out::Pipe(&mut pipe),
+        };
+        snapshot::write_snapshot(out, &snap, &write_opts(endian)).unwrap();
+        let got = if mode == Mode::File {
+            file.into_inner()
+        } else {
+            pipe
+        };
+        check_pin(name, &got);
     }
 }
 

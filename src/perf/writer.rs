@@ -42,6 +42,14 @@ struct Layout {
     table: FeatureTable,
 }
 
+/// A file-mode output's layout, the bytes before its data section (header,
+/// ids, attrs) and its feature payloads.
+struct Planned {
+    layout: Layout,
+    head: Vec<u8>,
+    features: Vec<(u32, Vec<u8>)>,
+}
+
 fn lay_out(
     meta: &Metadata,
     attrs: &[Vec<u8>],
@@ -84,6 +92,45 @@ fn lay_out(
     }
 }
 
+/// The feature payloads of a file-mode output, ascending, BUILD_ID included
+/// when there are build ids.
+fn file_features(meta: &Metadata) -> Result<Vec<(u32, Vec<u8>)>, WriteError> {
+    let mut features = meta.features.clone();
+    if !meta.build_ids.is_empty() {
+        let ids = build_id_feature(meta.endian, &meta.build_ids)?;
+        features.push((feature::BUILD_ID, ids));
+    }
+    features.sort_by_key(|(bit, _)| *bit);
+    features.dedup_by_key(|(bit, _)| *bit);
+    Ok(features)
+}
+
+fn layout_of(meta: &Metadata, data_len: u64) -> Result<Planned, WriteError> {
+    let features = file_features(meta)?;
+    let attrs: Vec<Vec<u8>> = meta
+        .events
+        .iter()
+        .map(|ev| ev.attr.encode(meta.endian))
+        .collect();
+    let layout = lay_out(meta, &attrs, data_len, &features);
+    let mut head = layout.header.encode();
+    for ev in &meta.events {
+        for &id in &ev.ids {
+            head.put_u64(meta.endian, id);
+        }
+    }
+    for (attr, ids) in attrs.iter().zip(&layout.id_sections) {
+        head.extend_from_slice(attr);
+        head.put_u64(meta.endian, ids.offset);
+        head.put_u64(meta.endian, ids.size);
+    }
+    Ok(Planned {
+        layout,
+        head,
+        features,
+    })
+}
+
 /// Writes a file-mode perf.data: header, ids, attrs, data, feature table,
 /// feature payloads.
 pub fn write_file(
@@ -91,35 +138,43 @@ pub fn write_file(
     meta: &Metadata,
     data: &[u8],
 ) -> Result<(), WriteError> {
-    let e = meta.endian;
-    let mut features = meta.features.clone();
-    if !meta.build_ids.is_empty() {
-        features.push((feature::BUILD_ID, build_id_feature(e, &meta.build_ids)?));
-    }
-    features.sort_by_key(|(bit, _)| *bit);
-    features.dedup_by_key(|(bit, _)| *bit);
-    let attrs: Vec<Vec<u8>> = meta.events.iter().map(|ev| ev.attr.encode(e)).collect();
-    let layout = lay_out(meta, &attrs, data.len() as u64, &features);
-
-    out.write_all(&layout.header.encode())?;
-    let mut buf = Vec::new();
-    for ev in &meta.events {
-        for &id in &ev.ids {
-            buf.put_u64(e, id);
-        }
-    }
-    for (attr, ids) in attrs.iter().zip(&layout.id_sections) {
-        buf.extend_from_slice(attr);
-        buf.put_u64(e, ids.offset);
-        buf.put_u64(e, ids.size);
-    }
-    out.write_all(&buf)?;
+    write_file_head(out, meta, data.len() as u64)?;
     out.write_all(data)?;
-    out.write_all(&layout.table.encode(e))?;
-    for (_, payload) in &features {
+    write_file_tail(out, meta, data.len() as u64)
+}
+
+/// Writes what comes before the data section of a file-mode output (header,
+/// ids, attrs) for `data_len` bytes of records. Its length does not depend
+/// on `data_len` or the build ids, so a writer that streams its records
+/// writes this with a guess and overwrites the first [`FILE_HEADER_SIZE`]
+/// bytes with [`file_header`] at the end.
+pub fn write_file_head(
+    out: &mut (impl Write + ?Sized),
+    meta: &Metadata,
+    data_len: u64,
+) -> Result<(), WriteError> {
+    out.write_all(&layout_of(meta, data_len)?.head)?;
+    Ok(())
+}
+
+/// Writes what follows `data_len` bytes of records: the feature table and
+/// the feature payloads.
+pub fn write_file_tail(
+    out: &mut (impl Write + ?Sized),
+    meta: &Metadata,
+    data_len: u64,
+) -> Result<(), WriteError> {
+    let plan = layout_of(meta, data_len)?;
+    out.write_all(&plan.layout.table.encode(meta.endian))?;
+    for (_, payload) in &plan.features {
         out.write_all(payload)?;
     }
     Ok(())
+}
+
+/// The file header of an output with `data_len` bytes of records.
+pub fn file_header(meta: &Metadata, data_len: u64) -> Result<Vec<u8>, WriteError> {
+    Ok(layout_of(meta, data_len)?.layout.header.encode())
 }
 
 /// Writes the pipe-mode prologue: the 16-byte header, HEADER_ATTR records,

@@ -16,4 +16,7 @@ pub mod scan;
 pub mod source;
 
 pub use host::HostFacts;
-pub use scan::{snapshot, Options, ScanError, Skip, SkipReason, Snapshot, SourceChoice, Target};
+pub use scan::{
+    scan_each, snapshot, Options, ScanError, Scanned, Skip, SkipReason, Snapshot, SourceChoice,
+    Target,
+};

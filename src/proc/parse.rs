@@ -65,23 +65,35 @@ pub fn parse_status(text: &[u8]) -> Result<Status, ProcParseError> {
 /// `PF_KTHREAD` in `/proc/PID/stat`'s flags field.
 pub const PF_KTHREAD: u64 = 0x0020_0000;
 
-/// Fields of `/proc/PID/stat`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stat {
+/// Fields of `/proc/PID/stat`: everything a snapshot needs of a process
+/// but its uid, so one small file is read per process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat<'a> {
+    /// Field 2 without its parentheses: the raw comm (as the kernel's own
+    /// COMM records carry it; status's `Name:` escapes it).
+    pub comm: &'a [u8],
     /// Field 3: state character.
     pub state: u8,
+    /// Field 4: parent pid.
+    pub ppid: u32,
     /// Field 9: PF_* flags.
     pub flags: u64,
+    /// Field 20: number of threads.
+    pub num_threads: u64,
     /// Field 22: start time in clock ticks after boot.
     pub start_time: u64,
 }
 
 /// Parses `/proc/PID/stat`. The comm (field 2) may hold spaces and
 /// parentheses, so fields are counted from the last `)`.
-pub fn parse_stat(text: &[u8]) -> Result<Stat, ProcParseError> {
+pub fn parse_stat(text: &[u8]) -> Result<Stat<'_>, ProcParseError> {
     let close = text
         .iter()
         .rposition(|&b| b == b')')
+        .ok_or(ProcParseError::NoCommEnd)?;
+    let open = text[..close]
+        .iter()
+        .position(|&b| b == b'(')
         .ok_or(ProcParseError::NoCommEnd)?;
     let fields: Vec<&[u8]> = text[close + 1..]
         .split(|&b| b == b' ' || b == b'\n')
@@ -96,6 +108,9 @@ pub fn parse_stat(text: &[u8]) -> Result<Stat, ProcParseError> {
             .ok_or(ProcParseError::BadField(what))
     };
     Ok(Stat {
+        comm: &text[open + 1..close],
+        ppid: u32::try_from(num(1, "ppid")?).map_err(|_| ProcParseError::BadField("ppid"))?,
+        num_threads: num(17, "num_threads")?,
         state: *fields
             .first()
             .and_then(|f| f.first())
@@ -125,6 +140,12 @@ pub fn count_cpu_list(text: &[u8]) -> Option<u32> {
         }
     }
     Some(n)
+}
+
+/// The comm in a `/proc/PID/task/TID/comm` file: its text up to the newline
+/// the kernel ends it with.
+pub fn parse_comm_file(text: &[u8]) -> &[u8] {
+    text.strip_suffix(b"\n").unwrap_or(text)
 }
 
 /// Numeric entries of a /proc directory (pids or tids), sorted ascending.
@@ -158,7 +179,9 @@ mod tests {
     fn stat_fields() {
         let s = parse_stat(b"2 (kth) (x) y) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 7 0 0\n")
             .unwrap();
+        assert_eq!(s.comm, b"kth) (x) y");
         assert_eq!(s.state, b'S');
+        assert_eq!((s.ppid, s.num_threads), (0, 1));
         assert_eq!(s.flags, 2129984);
         assert!(s.flags & PF_KTHREAD != 0);
         assert_eq!(s.start_time, 7);

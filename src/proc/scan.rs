@@ -3,7 +3,8 @@
 //! whatever the number of workers; processes that vanish or deny access are
 //! counted as skips, never fatal.
 
-use std::io;
+use std::fs::File;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -125,15 +126,57 @@ pub enum ScanError {
     Pool(#[from] rayon::ThreadPoolBuildError),
 }
 
-enum Outcome {
-    Read(Process),
+enum Outcome<T> {
+    Read(T),
     Skipped(Skip),
     NotSelected,
+}
+
+/// Processes handed to the workers at a time by [`scan_each`]: enough to keep
+/// every worker busy, few enough that memory stays bounded by the chunk, not
+/// by the host.
+pub const CHUNK: usize = 256;
+
+/// What [`scan_each`] reports besides the processes it handed on.
+#[derive(Debug, Default)]
+pub struct Scanned {
+    /// Processes skipped, by pid.
+    pub skipped: Vec<Skip>,
+    /// See [`Snapshot::unverified_build_ids`].
+    pub unverified_build_ids: usize,
 }
 
 /// Reads the selected processes in parallel. The result is ordered by pid,
 /// whatever the number of workers.
 pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> {
+    let mut processes = Vec::new();
+    let scanned = scan_each(
+        target,
+        opts,
+        |p| p,
+        |p| {
+            processes.push(p);
+            Ok::<(), ScanError>(())
+        },
+    )?;
+    Ok(Snapshot {
+        processes,
+        skipped: scanned.skipped,
+        unverified_build_ids: scanned.unverified_build_ids,
+    })
+}
+
+/// Reads the selected processes in parallel, [`CHUNK`] at a time, without
+/// holding them all: each one read is passed through `map` on the worker
+/// that read it (encode it there), and the results go to `sink` on the
+/// calling thread in pid order, whatever the number of workers. The first
+/// error `sink` returns stops the scan.
+pub fn scan_each<T: Send, E: From<ScanError>>(
+    target: &Target,
+    opts: &Options,
+    map: impl Fn(Process) -> T + Sync,
+    mut sink: impl FnMut(T) -> Result<(), E>,
+) -> Result<Scanned, E> {
     let me = std::process::id();
     let pids = match target {
         Target::Pids(p) => {
@@ -163,25 +206,35 @@ pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> 
     let workers = opts.jobs.unwrap_or(cores).min(pids.len()).max(1);
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(workers)
-        .build()?;
-    let outcomes: Vec<Outcome> = pool.install(|| {
-        pids.par_iter()
-            .map(|&pid| read_process(pid, uid, opts, &cache, &no_ioctl))
-            .collect()
-    });
-    if opts.source == SourceChoice::Ioctl && no_ioctl.load(Ordering::Relaxed) {
-        return Err(ScanError::NoIoctl);
-    }
-    let mut snap = Snapshot::default();
-    for o in outcomes {
-        match o {
-            Outcome::Read(p) => snap.processes.push(p),
-            Outcome::Skipped(s) => snap.skipped.push(s),
-            Outcome::NotSelected => {}
+        .build()
+        .map_err(ScanError::from)?;
+    let mut scanned = Scanned::default();
+    for chunk in pids.chunks(CHUNK) {
+        let outcomes: Vec<Outcome<T>> = pool.install(|| {
+            chunk
+                .par_iter()
+                .map(
+                    |&pid| match read_process(pid, uid, opts, &cache, &no_ioctl) {
+                        Outcome::Read(p) => Outcome::Read(map(p)),
+                        Outcome::Skipped(s) => Outcome::Skipped(s),
+                        Outcome::NotSelected => Outcome::NotSelected,
+                    },
+                )
+                .collect()
+        });
+        if opts.source == SourceChoice::Ioctl && no_ioctl.load(Ordering::Relaxed) {
+            return Err(ScanError::NoIoctl.into());
+        }
+        for o in outcomes {
+            match o {
+                Outcome::Read(t) => sink(t)?,
+                Outcome::Skipped(s) => scanned.skipped.push(s),
+                Outcome::NotSelected => {}
+            }
         }
     }
-    snap.unverified_build_ids = cache.unverified();
-    Ok(snap)
+    scanned.unverified_build_ids = cache.unverified();
+    Ok(scanned)
 }
 
 fn read_process(
@@ -190,7 +243,7 @@ fn read_process(
     opts: &Options,
     cache: &BuildIdCache,
     no_ioctl: &AtomicBool,
-) -> Outcome {
+) -> Outcome<Process> {
     match try_read_process(pid, uid, opts, cache, no_ioctl) {
         Ok(Some(p)) => Outcome::Read(p),
         Ok(None) => Outcome::NotSelected,
@@ -213,6 +266,9 @@ fn read_process(
     }
 }
 
+/// Reads one process from `stat` alone (comm, ppid, flags, thread count,
+/// start time), plus `status` only to select by uid, the task directory and
+/// each thread's `comm` only when it has more than one thread, and its maps.
 fn try_read_process(
     pid: u32,
     uid: Option<u32>,
@@ -221,25 +277,39 @@ fn try_read_process(
     no_ioctl: &AtomicBool,
 ) -> io::Result<Option<Process>> {
     let dir = opts.proc_root.join(pid.to_string());
-    let status = read_status(&dir.join("status"))?;
-    if uid.is_some_and(|u| u != status.uid) {
-        return Ok(None);
+    if let Some(want) = uid {
+        let path = dir.join("status");
+        let text = std::fs::read(&path)?;
+        let status = parse::parse_status(&text).map_err(|m| invalid(&path, m))?;
+        if status.uid != want {
+            return Ok(None);
+        }
     }
-    let stat = std::fs::read(dir.join("stat"))?;
-    let stat = parse::parse_stat(&stat).map_err(|m| invalid(&dir.join("stat"), m))?;
-    let kernel_thread = status.kthread.unwrap_or(stat.flags & PF_KTHREAD != 0);
-    let mut tids = parse::list_ids(&dir.join("task"))?;
-    tids.retain(|&t| t != pid);
+    let mut buf = [0u8; SMALL_FILE];
+    let path = dir.join("stat");
+    let stat = parse::parse_stat(read_small(&path, &mut buf)?).map_err(|m| invalid(&path, m))?;
+    let kernel_thread = stat.flags & PF_KTHREAD != 0;
     let mut threads = vec![Thread {
         tid: pid,
-        comm: status.name.clone(),
+        comm: stat.comm.to_vec(),
     }];
-    for tid in tids {
-        // A thread that exits mid-scan is simply not there.
-        match read_status(&dir.join("task").join(tid.to_string()).join("status")) {
-            Ok(st) => threads.push(Thread { tid, comm: st.name }),
-            Err(e) if SkipReason::of(&e) == SkipReason::Vanished => {}
-            Err(e) => return Err(e),
+    let (ppid, start_time) = (stat.ppid, stat.start_time);
+    if stat.num_threads > 1 {
+        let task = dir.join("task");
+        for tid in parse::list_ids(&task)? {
+            if tid == pid {
+                continue;
+            }
+            // A thread that exits mid-scan is simply not there.
+            let mut buf = [0u8; SMALL_FILE];
+            match read_small(&task.join(tid.to_string()).join("comm"), &mut buf) {
+                Ok(text) => threads.push(Thread {
+                    tid,
+                    comm: parse::parse_comm_file(text).to_vec(),
+                }),
+                Err(e) if SkipReason::of(&e) == SkipReason::Vanished => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     let (vmas, source) = if kernel_thread {
@@ -250,14 +320,49 @@ fn try_read_process(
     };
     Ok(Some(Process {
         pid,
-        ppid: status.ppid,
-        uid: status.uid,
+        ppid,
         kernel_thread,
-        start_time: stat.start_time,
+        start_time,
         threads,
         vmas,
         source,
     }))
+}
+
+/// Room for a `stat` or `comm` file (a stat line is at most ~1.2 KB: 52
+/// numbers and a 64-byte kernel thread name).
+const SMALL_FILE: usize = 4096;
+
+/// Reads a small /proc file into `buf` with as few system calls as the
+/// kernel allows: procfs hands a one-line file over in one read, so a read
+/// that ends its line is the whole file. A file that fills `buf` is bad data.
+fn read_small<'b>(path: &Path, buf: &'b mut [u8; SMALL_FILE]) -> io::Result<&'b [u8]> {
+    let mut f = File::open(path)?;
+    let mut n = 0;
+    loop {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => {
+                n += k;
+                if n == buf.len() {
+                    return Err(invalid_len(path));
+                }
+                if buf[n - 1] == b'\n' {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(&buf[..n])
+}
+
+fn invalid_len(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("{}: longer than {SMALL_FILE} bytes", path.display()),
+    )
 }
 
 /// A /proc file that does not parse, as an I/O error (the process is
@@ -267,11 +372,6 @@ fn invalid(path: &Path, source: ProcParseError) -> io::Error {
         io::ErrorKind::InvalidData,
         format!("{}: {source}", path.display()),
     )
-}
-
-fn read_status(path: &Path) -> io::Result<parse::Status> {
-    let text = std::fs::read(path)?;
-    parse::parse_status(&text).map_err(|m| invalid(path, m))
 }
 
 /// Reads the leader's VMAs; when the leader is a zombie (empty maps or ESRCH)
@@ -291,12 +391,12 @@ fn read_vmas(
     };
     let mut fallback = None; // first empty or vanished result, if no thread has VMAs
     for t in threads {
-        let path = opts
-            .proc_root
-            .join(pid.to_string())
-            .join("task")
-            .join(t.tid.to_string())
-            .join("maps");
+        let dir = opts.proc_root.join(pid.to_string());
+        let path = if t.tid == pid {
+            dir.join("maps")
+        } else {
+            dir.join("task").join(t.tid.to_string()).join("maps")
+        };
         let ids = BuildIdPolicy { tid: t.tid, ..ids };
         let result = source::read_maps_file(&path, opts.selection, opts.source, ids, no_ioctl);
         match result {

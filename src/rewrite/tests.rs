@@ -11,7 +11,7 @@ use crate::perf::stream::Decompressor;
 use crate::perf::writer::{tests::metadata, write_file};
 use crate::perf::{Attr, FeatureBits, FileHeader};
 use crate::proc::{self, HostFacts, Snapshot};
-use crate::snapshot::{write_snapshot, Mode, WriteOptions};
+use crate::snapshot::{write_snapshot, Out, WriteOptions};
 
 /// A recording with one attr (IP|TID|TIME|ID, sample_id_all) and two
 /// samples of pid 42, then a FINISHED_ROUND.
@@ -43,7 +43,6 @@ fn process(pid: u32, name: &[u8]) -> Process {
     Process {
         pid,
         ppid: 1,
-        uid: 0,
         kernel_thread: false,
         start_time: 0,
         threads: vec![Thread {
@@ -81,17 +80,16 @@ fn merge_from_snapshot_both_byte_orders() {
             processes: vec![process(42, b"target"), process(50, b"other")],
             ..Snapshot::default()
         };
-        let mut sb = Vec::new();
+        let mut sb = std::io::Cursor::new(Vec::new());
         let wopts = WriteOptions {
             endian: Endian::Little,
-            mode: Mode::File,
             forks: true,
             cmdline: vec![],
             host: HostFacts::read(),
         };
-        write_snapshot(&mut sb, &snap, &wopts).unwrap();
+        write_snapshot(Out::File(&mut sb), &snap, &wopts).unwrap();
         let snap_path = dir.join("snap.data");
-        std::fs::write(&snap_path, &sb).unwrap();
+        std::fs::write(&snap_path, sb.into_inner()).unwrap();
         let out = dir.join("out.data");
         let opts = MergeOptions {
             which: Which::Needed,

@@ -2,10 +2,10 @@
 //! FORK (system-wide) and COMM, after the leader's COMM its MMAP2s in address
 //! order, all at time 0. Pure: the input is already read.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::bytes::Endian;
-use crate::model::{Perms, Process, Vma};
+use crate::model::{BuildId, Perms, Process, Vma};
 use crate::perf::consts::misc;
 use crate::perf::events::{self, Fork, Mmap2, Mmap2Id};
 use crate::perf::{BuildIdEntry, RecordTooLarge, SampleId, SampleIdLayout};
@@ -124,31 +124,48 @@ pub fn encode_process(
     Ok(())
 }
 
+/// A process's distinct (file name as written, build id) pairs, sorted.
+pub fn process_build_ids(p: &Process) -> Vec<(Vec<u8>, BuildId)> {
+    let mut ids: Vec<(&[u8], BuildId)> = p
+        .vmas
+        .iter()
+        .filter_map(|v| Some((mmap_filename(v).0, v.build_id?)))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.into_iter().map(|(n, id)| (n.to_vec(), id)).collect()
+}
+
+/// BUILD_ID table entries for these ids: one per (file name, id), sorted.
+pub fn table_entries(ids: &BTreeMap<Vec<u8>, BTreeSet<BuildId>>) -> Vec<BuildIdEntry> {
+    ids.iter()
+        .flat_map(|(name, set)| {
+            set.iter().map(move |&build_id| BuildIdEntry {
+                cpumode: misc::USER,
+                pid: -1,
+                build_id,
+                filename: name.clone(),
+            })
+        })
+        .collect()
+}
+
 /// The BUILD_ID table for a snapshot: one entry per distinct (file name,
 /// build id), sorted.
 pub fn build_id_entries(snap: &Snapshot) -> Vec<BuildIdEntry> {
-    let mut set = BTreeMap::new();
+    let mut set: BTreeMap<Vec<u8>, BTreeSet<BuildId>> = BTreeMap::new();
     for p in &snap.processes {
-        for v in &p.vmas {
-            if let Some(id) = v.build_id {
-                set.insert((mmap_filename(v).0.to_vec(), id), ());
-            }
+        for (name, id) in process_build_ids(p) {
+            set.entry(name).or_default().insert(id);
         }
     }
-    set.into_keys()
-        .map(|(filename, build_id)| BuildIdEntry {
-            cpumode: misc::USER,
-            pid: -1,
-            build_id,
-            filename,
-        })
-        .collect()
+    table_entries(&set)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{BuildId, Source, Thread};
+    use crate::model::{Source, Thread};
 
     fn vma(start: u64, name: &[u8], id: Option<BuildId>, perms: Perms) -> Vma {
         Vma {
@@ -171,7 +188,6 @@ mod tests {
         let p = Process {
             pid: 10,
             ppid: 1,
-            uid: 0,
             kernel_thread: false,
             start_time: 0,
             threads: vec![

@@ -2,21 +2,23 @@
 //! (file or pipe mode, with the host's header features), and the COMM and
 //! map records of such a file (or any recording) read back as processes.
 
-use std::collections::BTreeMap;
-use std::io::Write;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Seek, SeekFrom, Write};
 
-use super::encode::{self, Encoding};
+use super::encode::{self, table_entries, Encoding};
+use super::stats::{ProcessSummary, Stats};
 use crate::bytes::Endian;
-use crate::model::{Perms, Process, Thread, Vma};
-use crate::perf::consts::{attr_flags, feature, sample_type as st, types};
+use crate::model::{BuildId, Perms, Process, Thread, Vma};
+use crate::perf::consts::{attr_flags, feature, misc, sample_type as st, types};
 use crate::perf::consts::{PERF_COUNT_SW_DUMMY, PERF_TYPE_SOFTWARE};
 use crate::perf::events::{map_error, parse_comm, parse_map, MapRecord};
+use crate::perf::features::encode_build_id_entries;
 use crate::perf::features::{cmdline_feature, event_desc_feature, nrcpus_feature, string_feature};
 use crate::perf::record::encode_empty;
-use crate::perf::writer::{write_file, write_pipe_prologue};
+use crate::perf::writer::{file_header, write_file_head, write_file_tail, write_pipe_prologue};
 use crate::perf::{
-    Attrs, EventDesc, FormatError, FormatErrorKind, Input, InputError, Metadata, RecordHeader,
-    RecordTooLarge, Visitor, WriteError,
+    Attrs, BuildIdEntry, EventDesc, FormatError, FormatErrorKind, Input, InputError, Metadata,
+    RecordHeader, RecordTooLarge, Visitor, WriteError,
 };
 use crate::proc::{HostFacts, Snapshot};
 
@@ -44,21 +46,22 @@ pub fn snapshot_attr() -> crate::perf::Attr {
     }
 }
 
-/// Output mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Seekable file layout.
-    File,
-    /// Pipe layout (stream of records).
-    Pipe,
+/// A seekable output: file mode writes its header last.
+pub trait WriteSeek: Write + Seek {}
+impl<T: Write + Seek + ?Sized> WriteSeek for T {}
+
+/// Where a snapshot goes, which decides its layout.
+pub enum Out<'a> {
+    /// File mode, into a seekable file (a regular file or a cursor).
+    File(&'a mut dyn WriteSeek),
+    /// Pipe mode, into any stream (stdout, a FIFO, a device).
+    Pipe(&'a mut dyn Write),
 }
 
 /// Options for writing a snapshot.
 #[derive(Debug, Clone)]
 pub struct WriteOptions {
     pub endian: Endian,
-    /// File or pipe layout.
-    pub mode: Mode,
     /// Emit FORK records (system-wide snapshots, as perf does with -a).
     pub forks: bool,
     /// The command line stored in CMDLINE.
@@ -67,57 +70,160 @@ pub struct WriteOptions {
     pub host: HostFacts,
 }
 
-/// Encodes the data section: synthesized records, then FINISHED_INIT.
-pub fn encode_data(
-    snap: &Snapshot,
-    endian: Endian,
-    forks: bool,
-) -> Result<Vec<u8>, RecordTooLarge> {
-    let attr = snapshot_attr();
-    let enc = Encoding {
-        endian,
-        layout: attr.layout(),
-        id: EVENT_ID,
-        forks,
-        fill_tid: true,
-    };
-    let mut data = Vec::with_capacity(snap.processes.iter().map(|p| 64 + p.vmas.len() * 128).sum());
-    encode::encode(snap, &enc, &mut data)?;
-    encode_empty(&mut data, endian, types::FINISHED_INIT);
-    Ok(data)
+/// One process made ready to write, on the worker that read it: its
+/// records, and what the BUILD_ID table and the summary need of it.
+#[derive(Debug)]
+pub struct Encoded {
+    /// The process's records.
+    pub records: Vec<u8>,
+    /// Its distinct (file name, build id) pairs, sorted.
+    pub build_ids: Vec<(Vec<u8>, BuildId)>,
+    /// Its counts.
+    pub summary: ProcessSummary,
 }
 
-/// Writes a whole perf.data for the snapshot.
+/// Encodes one process for a [`SnapshotWriter`] (pure; runs on any thread).
+pub fn encode_for_writer(p: &Process, enc: &Encoding) -> Result<Encoded, RecordTooLarge> {
+    let mut records = Vec::with_capacity(64 + 160 * p.vmas.len());
+    encode::encode_process(p, enc, &mut records)?;
+    Ok(Encoded {
+        records,
+        build_ids: encode::process_build_ids(p),
+        summary: ProcessSummary::of(p),
+    })
+}
+
+/// Writes a snapshot one process at a time, so memory is bounded by a
+/// process, not by the host: file mode writes the header, attrs and records
+/// as they come, then the features, then the header again with the sizes;
+/// pipe mode writes the prologue first and each build id as a
+/// HEADER_BUILD_ID record right before the first records that map its file
+/// (as `perf inject` does).
+pub struct SnapshotWriter<'a> {
+    out: Out<'a>,
+    meta: Metadata,
+    enc: Encoding,
+    data_len: u64,
+    /// Build ids written so far (pipe) or to write (file), by file name.
+    ids: BTreeMap<Vec<u8>, BTreeSet<BuildId>>,
+    stats: Stats,
+}
+
+impl<'a> SnapshotWriter<'a> {
+    /// Writes what precedes the records.
+    pub fn start(mut out: Out<'a>, opts: &WriteOptions) -> Result<Self, WriteError> {
+        let e = opts.endian;
+        let attr = snapshot_attr();
+        let mut features = host_features(e, &opts.host, &opts.cmdline);
+        let events = vec![EventDesc {
+            attr,
+            name: b"dummy:u".to_vec(),
+            ids: vec![EVENT_ID],
+        }];
+        features.push((feature::EVENT_DESC, event_desc_feature(e, &events)));
+        let meta = Metadata {
+            endian: e,
+            events,
+            features,
+            build_ids: Vec::new(),
+        };
+        match &mut out {
+            Out::File(w) => write_file_head(w, &meta, 0)?,
+            Out::Pipe(w) => write_pipe_prologue(w, &meta)?,
+        }
+        Ok(SnapshotWriter {
+            out,
+            meta,
+            enc: Encoding {
+                endian: e,
+                layout: attr.layout(),
+                id: EVENT_ID,
+                forks: opts.forks,
+                fill_tid: true,
+            },
+            data_len: 0,
+            ids: BTreeMap::new(),
+            stats: Stats::default(),
+        })
+    }
+
+    /// How records are encoded for this output (for [`encode_for_writer`]).
+    pub fn encoding(&self) -> Encoding {
+        self.enc
+    }
+
+    /// Writes one encoded process.
+    pub fn write(&mut self, p: Encoded) -> Result<(), WriteError> {
+        let mut new = Vec::new();
+        for (name, id) in p.build_ids {
+            let known = self
+                .ids
+                .get(name.as_slice())
+                .is_some_and(|s| s.contains(&id));
+            if !known {
+                if matches!(self.out, Out::Pipe(_)) {
+                    new.push(BuildIdEntry {
+                        cpumode: misc::USER,
+                        pid: -1,
+                        build_id: id,
+                        filename: name.clone(),
+                    });
+                }
+                self.ids.entry(name).or_default().insert(id);
+            }
+        }
+        let w: &mut dyn Write = match &mut self.out {
+            Out::File(w) => w,
+            Out::Pipe(w) => w,
+        };
+        if !new.is_empty() {
+            let e = self.meta.endian;
+            w.write_all(&encode_build_id_entries(e, types::HEADER_BUILD_ID, &new)?)?;
+        }
+        w.write_all(&p.records)?;
+        self.data_len += p.records.len() as u64;
+        self.stats.add(p.summary);
+        Ok(())
+    }
+
+    /// Ends the records with FINISHED_INIT and, in file mode, writes the
+    /// features and the final header. Returns the counts of what was written.
+    pub fn finish(mut self) -> Result<Stats, WriteError> {
+        let mut fin = Vec::new();
+        encode_empty(&mut fin, self.meta.endian, types::FINISHED_INIT);
+        self.data_len += fin.len() as u64;
+        match self.out {
+            Out::Pipe(w) => {
+                w.write_all(&fin)?;
+                w.flush()?;
+            }
+            Out::File(w) => {
+                w.write_all(&fin)?;
+                self.meta.build_ids = table_entries(&self.ids);
+                write_file_tail(w, &self.meta, self.data_len)?;
+                w.seek(SeekFrom::Start(0))?;
+                w.write_all(&file_header(&self.meta, self.data_len)?)?;
+                w.flush()?;
+            }
+        }
+        Ok(self.stats)
+    }
+}
+
+/// Writes a whole perf.data for a snapshot already read.
 pub fn write_snapshot(
-    out: &mut (impl Write + ?Sized),
+    out: Out<'_>,
     snap: &Snapshot,
     opts: &WriteOptions,
-) -> Result<(), WriteError> {
-    let e = opts.endian;
-    let attr = snapshot_attr();
-    let data = encode_data(snap, e, opts.forks)?;
-    let mut features = host_features(e, &opts.host, &opts.cmdline);
-    let events = vec![EventDesc {
-        attr,
-        name: b"dummy:u".to_vec(),
-        ids: vec![EVENT_ID],
-    }];
-    features.push((feature::EVENT_DESC, event_desc_feature(e, &events)));
-    let meta = Metadata {
-        endian: e,
-        events,
-        features,
-        build_ids: encode::build_id_entries(snap),
-    };
-    match opts.mode {
-        Mode::File => write_file(out, &meta, &data)?,
-        Mode::Pipe => {
-            write_pipe_prologue(out, &meta)?;
-            out.write_all(&data)?;
-        }
+) -> Result<Stats, WriteError> {
+    let mut w = SnapshotWriter::start(out, opts)?;
+    let enc = w.encoding();
+    for p in &snap.processes {
+        w.write(encode_for_writer(p, &enc)?)?;
     }
-    out.flush()?;
-    Ok(())
+    let mut stats = w.finish()?;
+    stats.add_skips(&snap.skipped, snap.unverified_build_ids);
+    Ok(stats)
 }
 
 /// HOSTNAME, OSRELEASE, VERSION, ARCH, NRCPUS and CMDLINE payloads, ascending.

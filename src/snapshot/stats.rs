@@ -2,7 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::proc::{SkipReason, Snapshot};
+use crate::model::{Process, Source};
+use crate::proc::{Skip, SkipReason, Snapshot};
 
 /// Counts for the summary.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -27,34 +28,94 @@ pub struct Stats {
     pub skipped: BTreeMap<SkipReason, usize>,
     /// Processes read per source.
     pub sources: BTreeMap<String, usize>,
+    /// Whether each DSO seen so far has a build id.
+    dso_ids: BTreeMap<Vec<u8>, bool>,
+}
+
+/// What the summary counts of one process, computed on the worker that read
+/// it so the writer only adds numbers.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ProcessSummary {
+    kernel_thread: bool,
+    threads: usize,
+    vmas: usize,
+    source: Option<Source>,
+    /// Its distinct DSO names, each with whether one of its VMAs has a build id.
+    dsos: Vec<(Vec<u8>, bool)>,
+}
+
+impl ProcessSummary {
+    /// The counts of one process.
+    pub fn of(p: &Process) -> ProcessSummary {
+        let mut dsos: Vec<(&[u8], bool)> = p
+            .vmas
+            .iter()
+            .filter(|v| v.is_file_backed() || v.is_vdso())
+            .map(|v| (v.name.as_slice(), v.build_id.is_some()))
+            .collect();
+        // by name, those with a build id last, so the last of each name says
+        // whether any has one
+        dsos.sort_unstable();
+        let mut distinct: Vec<(Vec<u8>, bool)> = Vec::new();
+        for (name, found) in dsos {
+            match distinct.last_mut() {
+                Some((n, f)) if n.as_slice() == name => *f |= found,
+                _ => distinct.push((name.to_vec(), found)),
+            }
+        }
+        ProcessSummary {
+            kernel_thread: p.kernel_thread,
+            threads: p.threads.len(),
+            vmas: p.vmas.len(),
+            source: p.source,
+            dsos: distinct,
+        }
+    }
 }
 
 impl Stats {
     /// The counts of a snapshot.
     pub fn of(snap: &Snapshot) -> Stats {
         let mut s = Stats::default();
-        let mut dsos: BTreeMap<&[u8], bool> = BTreeMap::new();
         for p in &snap.processes {
-            s.processes += 1;
-            s.kernel_threads += usize::from(p.kernel_thread);
-            s.threads += p.threads.len();
-            s.vmas += p.vmas.len();
-            if let Some(src) = p.source {
-                *s.sources.entry(src.to_string()).or_default() += 1;
-            }
-            for v in &p.vmas {
-                if v.is_file_backed() || v.is_vdso() {
-                    *dsos.entry(&v.name).or_default() |= v.build_id.is_some();
-                }
-            }
+            s.add(ProcessSummary::of(p));
         }
-        s.dsos = dsos.len();
-        s.build_ids_found = dsos.values().filter(|&&f| f).count();
-        s.build_ids_missing = s.dsos - s.build_ids_found;
-        s.build_ids_unverified = snap.unverified_build_ids;
-        for k in &snap.skipped {
-            *s.skipped.entry(k.reason).or_default() += 1;
-        }
+        s.add_skips(&snap.skipped, snap.unverified_build_ids);
         s
+    }
+
+    /// Adds one process.
+    pub fn add(&mut self, p: ProcessSummary) {
+        self.processes += 1;
+        self.kernel_threads += usize::from(p.kernel_thread);
+        self.threads += p.threads;
+        self.vmas += p.vmas;
+        if let Some(src) = p.source {
+            *self.sources.entry(src.to_string()).or_default() += 1;
+        }
+        for (name, found) in p.dsos {
+            let had = self.dso_ids.get(name.as_slice()).copied();
+            match had {
+                None => {
+                    self.dsos += 1;
+                    self.build_ids_found += usize::from(found);
+                    self.dso_ids.insert(name, found);
+                }
+                Some(false) if found => {
+                    self.build_ids_found += 1;
+                    self.dso_ids.insert(name, true);
+                }
+                Some(_) => {}
+            }
+        }
+        self.build_ids_missing = self.dsos - self.build_ids_found;
+    }
+
+    /// Adds the skipped processes and the count of unverified build ids.
+    pub fn add_skips(&mut self, skipped: &[Skip], unverified_build_ids: usize) {
+        self.build_ids_unverified += unverified_build_ids;
+        for k in skipped {
+            *self.skipped.entry(k.reason).or_default() += 1;
+        }
     }
 }

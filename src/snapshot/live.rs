@@ -1,0 +1,52 @@
+//! A live snapshot streamed to its output: the scan reads processes in
+//! parallel, [`CHUNK`](crate::proc::scan::CHUNK) at a time, each is encoded
+//! on the worker that read it, and the writer takes them in pid order. Memory
+//! is bounded by a chunk of processes, whatever the size of the host.
+
+use super::file::{encode_for_writer, Out, SnapshotWriter, WriteOptions};
+use super::stats::Stats;
+use crate::perf::WriteError;
+use crate::proc::{self, ScanError, Skip, Target};
+
+/// A live snapshot that could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// The scan as a whole failed (no /proc, no ioctl with `--source ioctl`).
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+    /// The output could not be written.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+/// What a live snapshot wrote.
+#[derive(Debug, Default)]
+pub struct LiveReport {
+    /// The counts, skips included.
+    pub stats: Stats,
+    /// The processes skipped, by pid.
+    pub skipped: Vec<Skip>,
+}
+
+/// Reads the target's processes and writes them as a snapshot to `out`.
+pub fn write_live(
+    target: &Target,
+    scan: &proc::Options,
+    out: Out<'_>,
+    opts: &WriteOptions,
+) -> Result<LiveReport, LiveError> {
+    let mut w = SnapshotWriter::start(out, opts)?;
+    let enc = w.encoding();
+    let scanned = proc::scan_each(
+        target,
+        scan,
+        |p| encode_for_writer(&p, &enc),
+        |e| -> Result<(), LiveError> { Ok(w.write(e.map_err(WriteError::from)?)?) },
+    )?;
+    let mut stats = w.finish()?;
+    stats.add_skips(&scanned.skipped, scanned.unverified_build_ids);
+    Ok(LiveReport {
+        stats,
+        skipped: scanned.skipped,
+    })
+}
