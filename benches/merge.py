@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""Benchmark for `mmap2-synth merge` on a ~100 MB real recording.
+"""Benchmark for `mmap2-synth merge` against `cp` on two real recordings.
 
-    benches/merge.py [SECONDS] [REPS]      (default 3 s of recording, 7 runs)
+    benches/merge.py [SECONDS] [REPS]      (default 10 s of recording, 7 runs)
 
-Records a CPU burner the script starts (perf record --synth=no, DWARF call
-graphs, so the file is large: about 33 MB per second), then times side by side,
-interleaved, REPS times: `cp` of the file, `mmap2-synth merge` (live maps of
-the burner inserted), and `perf inject --buildid-all`. Prints medians of wall
-time, the peak RSS of each command (from wait4) and the ratios.
+Both recordings are made here, of CPU burners this script starts (`perf
+record -p`, `--synth=no`, so their maps are missing):
+  - dense: two burners, `-g -F 20000 -e cpu-clock`: hundreds of thousands of
+    small samples, the shape of a busy `-a -g` recording;
+  - dwarf: one burner, `--call-graph dwarf -F 4000`: few, huge samples.
+A snapshot of the burners is taken before recording. With the burners
+stopped (an idle machine), each recording is then, interleaved REPS times:
+copied with `cp`, merged with `--maps SNAP` (maps inserted for every pid), and
+its merged output merged again (nothing to insert), and given to `perf inject
+--buildid-all` for reference. Prints medians of wall time, peak RSS (GNU
+time) and the ratios of issue 8.
 """
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -18,6 +23,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench-out"))
+BIN = os.path.join(ROOT, "target", "release", "mmap2-synth")
 
 
 def run(cmd):
@@ -35,78 +41,88 @@ def run(cmd):
         return wall, int(f.read().split()[-1])
 
 
-def measure(cmds, res, reps):
-    """Runs every command once per round, interleaved, REPS rounds."""
+def burners(n, secs):
+    """Starts n burners; returns (processes, pids)."""
+    ps = [subprocess.Popen([os.path.join(OUT, "burn"), str(secs)], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE) for _ in range(n)]
+    return ps, [int(p.stdout.readline().split()[1]) for p in ps]
+
+
+def stop(ps):
+    for p in ps:
+        if p.poll() is None:
+            p.stdin.close()
+            p.wait()
+
+
+def record(name, n, perf_args, secs):
+    """Records n burners; returns (recording, snapshot)."""
+    rec = os.path.join(OUT, f"merge-{name}.data")
+    snap = os.path.join(OUT, f"merge-{name}-snap.data")
+    ps, pids = burners(n, secs + 600)
+    try:
+        subprocess.run([BIN, "-q", *sum((["-p", str(p)] for p in pids), []), "-o", snap], check=True)
+        subprocess.run(["perf", "record", "-q", *perf_args, "--synth=no", "-p",
+                        ",".join(map(str, pids)), "-o", rec, "--", "sleep", str(secs)], check=True)
+    finally:
+        stop(ps)
+    return rec, snap
+
+
+def measure(rec, snap, reps):
+    merged = rec + ".merged"
+    subprocess.run([BIN, "merge", "-q", rec, "--maps", snap, "-o", merged], check=True)
+    o = os.path.join(OUT, "merge-out.data")
+    cmds = {
+        "cp": ["cp", rec, o],
+        "merge --maps SNAP": [BIN, "merge", "-q", rec, "--maps", snap, "-o", o],
+        "merge (nothing to insert)": [BIN, "merge", "-q", merged, "-o", o],
+        "perf inject --buildid-all": ["perf", "inject", "--buildid-all", "-i", rec, "-o", o],
+    }
+    res = {k: [] for k in cmds}
     for _ in range(reps):
-        for name, mk in cmds.items():
-            o = os.path.join(OUT, "merge-out.data")
+        for name, cmd in cmds.items():
             if os.path.exists(o):
-                os.unlink(o)
-            res[name].append(run(mk(o)))
+                os.unlink(o)  # a new output each time, as cp gets
+            res[name].append(run(cmd))
+    os.unlink(o)
+    os.unlink(merged)
+    return res
 
 
 def main():
-    secs = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
+    secs = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 7
     os.makedirs(OUT, exist_ok=True)
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     fx = os.path.join(ROOT, "fixtures")
     lib = os.path.join(OUT, "libburn.so")
-    burn = os.path.join(OUT, "burn")
     subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", lib, os.path.join(fx, "libburn.c")], check=True)
-    subprocess.run(["cc", "-O1", "-o", burn, os.path.join(fx, "burn.c"), f"-L{OUT}", "-lburn",
-                    f"-Wl,-rpath,{OUT}"], check=True)
-    burner = subprocess.Popen([burn, "600"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    pid = int(burner.stdout.readline().split()[1])
-    rec = os.path.join(OUT, "merge-rec.data")
-    snap = os.path.join(OUT, "merge-snap.data")
-    bin_ = os.path.join(ROOT, "target", "release", "mmap2-synth")
-    try:
-        subprocess.run([bin_, "-q", "-p", str(pid), "-o", snap], check=True)
-        subprocess.run(["perf", "record", "-q", "-F", "4000", "--call-graph", "dwarf", "--synth=no",
-                        "-p", str(pid), "-o", rec, "--", "sleep", str(secs)], check=True)
-        size = os.path.getsize(rec)
-        # The burner keeps running for the live merge; it takes one core.
-        cmds = {
-            "cp": lambda o: ["cp", rec, o],
-            "mmap2-synth merge": lambda o: [bin_, "merge", "-q", rec, "-o", o],
-            "perf inject --buildid-all": lambda o: ["perf", "inject", "--buildid-all", "-i", rec, "-o", o],
-        }
-        res = {k: [] for k in cmds}
-        measure(cmds, res, reps)
-        burner.stdin.close()
-        burner.wait()
-        # Snapshot at start, merge after the run: the machine is idle.
-        idle = {
-            "cp (idle)": lambda o: ["cp", rec, o],
-            "merge --maps SNAP (idle)": lambda o: [bin_, "merge", "-q", rec, "--maps", snap, "-o", o],
-            "perf inject (idle)": lambda o: ["perf", "inject", "--buildid-all", "-i", rec, "-o", o],
-        }
-        for k in idle:
-            res[k] = []
-        measure(idle, res, reps)
-        print(f"recording: {size / 1e6:.1f} MB, {reps} runs each, {os.cpu_count()} CPUs; "
-              f"{subprocess.run(['perf', 'version'], capture_output=True, text=True).stdout.strip()}")
-        print(f"{'command':28} {'wall s (median)':>16} {'peak RSS MiB':>13}")
-        med = {}
-        for name, rs in res.items():
-            med[name] = statistics.median(w for w, _ in rs)
-            print(f"{name:28} {med[name]:16.3f} {max(m for _, m in rs) / 1024:13.1f}")
-        merge_rss = max(m for k in ("mmap2-synth merge", "merge --maps SNAP (idle)") for _, m in res[k]) / 1024
-        print("ratios (target in brackets):")
-        print(f"  live merge wall / cp wall (burner running)   {med['mmap2-synth merge'] / med['cp']:.2f}  [<= 1.5]")
-        print(f"  merge --maps wall / cp wall (idle)           {med['merge --maps SNAP (idle)'] / med['cp (idle)']:.2f}  [<= 1.5]")
-        print(f"  merge peak RSS                               {merge_rss:.1f} MiB  [<= 32]")
-        print(f"  perf inject wall / live merge wall           {med['perf inject --buildid-all'] / med['mmap2-synth merge']:.1f}")
-        print(f"  perf inject wall / cp wall                   {med['perf inject --buildid-all'] / med['cp']:.1f}")
-    finally:
-        if burner.poll() is None:
-            burner.stdin.close()
-            burner.wait()
-        for f in ("merge-out.data",):
-            p = os.path.join(OUT, f)
-            if os.path.exists(p):
-                os.unlink(p)
+    subprocess.run(["cc", "-O1", "-o", os.path.join(OUT, "burn"), os.path.join(fx, "burn.c"),
+                    f"-L{OUT}", "-lburn", f"-Wl,-rpath,{OUT}"], check=True)
+    recordings = {
+        "dense": record("dense", 2, ["-g", "-F", "20000", "-e", "cpu-clock"], secs),
+        "dwarf": record("dwarf", 1, ["-F", "4000", "--call-graph", "dwarf"], min(secs, 3.0)),
+    }
+    perf_version = subprocess.run(["perf", "version"], capture_output=True, text=True).stdout.strip()
+    print(f"{os.cpu_count()} CPUs; {perf_version}; {reps} runs each, medians")
+    for name, (rec, snap) in recordings.items():
+        res = measure(rec, snap, reps)
+        nrec = subprocess.run([BIN, "merge", rec, "--maps", snap, "-o", os.path.join(OUT, "n.data")],
+                              capture_output=True, text=True, check=True)
+        nrec = (nrec.stdout + nrec.stderr).split()[3]
+        os.unlink(os.path.join(OUT, "n.data"))
+        print(f"\n{name}: {os.path.getsize(rec) / 1e6:.1f} MB, {nrec} records")
+        print(f"| command | wall s | peak RSS MiB | wall / cp |")
+        print("|---|---|---|---|")
+        med = {k: statistics.median(w for w, _ in v) for k, v in res.items()}
+        for k, v in res.items():
+            print(f"| {k} | {med[k]:.3f} | {max(m for _, m in v) / 1024:.1f} | {med[k] / med['cp']:.2f} |")
+        rss = max(m for k in ("merge --maps SNAP", "merge (nothing to insert)") for _, m in res[k]) / 1024
+        print(f"targets: merge --maps / cp {med['merge --maps SNAP'] / med['cp']:.2f} [<= 1.3], "
+              f"nothing to insert / cp {med['merge (nothing to insert)'] / med['cp']:.2f} [<= 1.3], "
+              f"merge peak RSS {rss:.1f} MiB [<= 32]")
+        os.unlink(rec)
 
 
 if __name__ == "__main__":

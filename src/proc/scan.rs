@@ -135,7 +135,7 @@ enum Outcome<T> {
 /// Processes handed to the workers at a time by [`scan_each`]: enough to keep
 /// every worker busy, few enough that memory stays bounded by the chunk, not
 /// by the host.
-pub const CHUNK: usize = 256;
+pub const CHUNK: usize = 64;
 
 /// What [`scan_each`] reports besides the processes it handed on.
 #[derive(Debug, Default)]
