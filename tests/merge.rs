@@ -535,8 +535,8 @@ fn bad_inputs_are_reported_not_panicked() {
     assert!(leftovers.is_empty());
 }
 
-// A merge that inserts over 256 KiB of records (many pages of room in front
-// of the moved data section) still leaves every sample untouched.
+// A merge that inserts more than the reserved room (RESERVE) rewrites the
+// data section behind the records and still leaves samples untouched.
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn merge_larger_than_reserve() {
@@ -565,7 +565,10 @@ fn merge_larger_than_reserve() {
         .unwrap()
         .parse()
         .unwrap();
-    assert!(maps * 100 > 256 << 10, "{err}");
+    assert!(
+        maps * 100 > mmap2_synth::rewrite::write::RESERVE as usize,
+        "{err}"
+    );
     check_merged(&rec, &merged, b.pid, &err);
     let script = perf(&[
         "script".as_ref(),

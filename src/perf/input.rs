@@ -1,7 +1,7 @@
 //! A perf.data opened for reading (file or pipe mode, either byte order) and
 //! the one walk over its records that every reader shares: attrs from the
 //! attr section or HEADER_ATTR records, records inside COMPRESSED ones
-//! decoded one by one.
+//! decoded one by one, optionally teeing every byte read to an output.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -34,6 +34,9 @@ pub enum InputError {
         /// The input.
         path: PathBuf,
     },
+    /// Writing the copy of the input (the output) failed.
+    #[error("writing the output")]
+    Output(#[source] io::Error),
     /// Reading failed.
     #[error("{op} {}", path.display())]
     Io {
@@ -231,8 +234,13 @@ impl Input {
         }
     }
 
-    /// Walks every record (the input is only read).
-    pub fn walk(&self, visitor: &mut impl Visitor) -> Result<Walk, InputError> {
+    /// Walks every record, writing every byte of the record range it reads
+    /// to `tee` when given.
+    pub fn walk(
+        &self,
+        tee: Option<&mut File>,
+        visitor: &mut impl Visitor,
+    ) -> Result<Walk, InputError> {
         let mut w = Walk {
             attrs: match &self.layout {
                 Layout::File { header, .. } => self.file_attrs(header)?,
@@ -243,7 +251,7 @@ impl Input {
         };
         let e = self.endian();
         let (start, end) = self.records_range();
-        let mut stream = RecordStream::new(&self.file, start, end, e);
+        let mut stream = RecordStream::new(&self.file, start, end, e, tee);
         let mut dec = None;
         let mut last_compressed = 0;
         let cap = self.decompressed_cap()?;
@@ -322,6 +330,7 @@ impl Input {
                 path: self.path.clone(),
                 source,
             },
+            StreamError::Tee(source) => InputError::Output(source),
         }
     }
 

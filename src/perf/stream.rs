@@ -16,6 +16,8 @@ pub(crate) enum StreamError {
     Format(FormatError),
     /// Reading the input failed.
     Io(io::Error),
+    /// Writing the tee (the output) failed.
+    Tee(io::Error),
 }
 
 impl From<io::Error> for StreamError {
@@ -36,6 +38,8 @@ pub(crate) type Rec<'a> = (u64, RecordHeader, &'a [u8]);
 /// buffer, handing out bodies as slices of it (no copy per record).
 pub(crate) struct RecordStream<'f> {
     file: &'f File,
+    /// Every byte read is also written here, in order (the single-pass copy).
+    tee: Option<&'f mut File>,
     buf: Vec<u8>,
     lo: usize,
     hi: usize,
@@ -49,9 +53,16 @@ pub(crate) struct RecordStream<'f> {
 }
 
 impl<'f> RecordStream<'f> {
-    pub(crate) fn new(file: &'f File, start: u64, end: u64, e: Endian) -> Self {
+    pub(crate) fn new(
+        file: &'f File,
+        start: u64,
+        end: u64,
+        e: Endian,
+        tee: Option<&'f mut File>,
+    ) -> Self {
         RecordStream {
             file,
+            tee,
             buf: vec![0; 1 << 20],
             lo: 0,
             hi: 0,
@@ -103,6 +114,10 @@ impl<'f> RecordStream<'f> {
                     io::ErrorKind::UnexpectedEof,
                     "the file ended early (did it shrink while being read?)",
                 )));
+            }
+            if let Some(t) = self.tee.as_mut() {
+                t.write_all(&self.buf[self.hi..self.hi + n])
+                    .map_err(StreamError::Tee)?;
             }
             self.hi += n;
         }
@@ -366,10 +381,10 @@ mod tests {
     use crate::perf::consts::types;
     use crate::perf::record;
 
-    // The stream hands out every record of the range; a record claiming
-    // size < 8 is an error at its offset.
+    // The stream hands out every record of the range and tees exactly the
+    // range's bytes; a record claiming size < 8 is an error at its offset.
     #[test]
-    fn records_in_range() {
+    fn records_and_tee() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         let e = Endian::Little;
@@ -381,18 +396,20 @@ mod tests {
         let input = dir.join("in");
         std::fs::write(&input, &bytes).unwrap();
         let f = File::open(&input).unwrap();
+        let mut out = File::create(dir.join("tee")).unwrap();
         let mut seen = Vec::new();
         {
-            let mut s = RecordStream::new(&f, 16, 40, e);
+            let mut s = RecordStream::new(&f, 16, 40, e, Some(&mut out));
             while let Some((at, h, body)) = s.next().ok().flatten() {
                 seen.push((at, h.type_, body.len()));
             }
         }
         assert_eq!(seen, vec![(16, 68, 0), (24, 82, 0), (32, 4000, 0)]);
+        assert_eq!(std::fs::read(dir.join("tee")).unwrap(), &bytes[16..40]);
         bytes[22] = 4; // size 4
         std::fs::write(&input, &bytes).unwrap();
         let f = File::open(&input).unwrap();
-        let mut s = RecordStream::new(&f, 16, 40, e);
+        let mut s = RecordStream::new(&f, 16, 40, e, None);
         match s.next() {
             Err(StreamError::Format(err)) => assert_eq!(err.offset, 16),
             _ => panic!("size 4 accepted"),

@@ -209,7 +209,19 @@ pub fn merge(
             .add_build_ids(&table, e, s.offset)
             .map_err(|err| input.format(err))?;
     }
-    let walk = input.walk(&mut facts)?;
+    let mut out = prepare_output(&input, output, opts.in_place)?;
+    let tee = match &input.layout {
+        Layout::File { .. } => Some(out.file()),
+        Layout::Pipe(_) => None,
+    };
+    let walk = input.walk(tee, &mut facts).map_err(|e| match e {
+        InputError::Output(source) => MergeError::Output {
+            op: "writing",
+            path: output.to_path_buf(),
+            source,
+        },
+        e => e.into(),
+    })?;
     let attrs = walk.attrs;
     let mut report = MergeReport {
         input_records: walk.records,
@@ -244,14 +256,13 @@ pub fn merge(
     if matches!(input.layout, Layout::Pipe(_)) {
         report.inserted_records += new_ids.len() as u64;
     }
-    let mut out = prepare_output(&input, output, opts.in_place)?;
     finish_output(&input, (out.file(), output), &facts, &inserted, &new_ids)?;
     out.commit().map_err(out_err("writing", output))?;
     Ok(report)
 }
 
 /// The temporary output, its mode and owner taken from the input for
-/// `--in-place`.
+/// `--in-place`, prepared for the scan's copy in file mode.
 fn prepare_output(input: &Input, output: &Path, in_place: bool) -> Result<AtomicFile, MergeError> {
     let mut out =
         AtomicFile::create(output).map_err(out_err("creating a temporary file for", output))?;
@@ -262,10 +273,13 @@ fn prepare_output(input: &Input, output: &Path, in_place: bool) -> Result<Atomic
             .map_err(out_err("reading", &input.path))?;
         out.keep_mode_and_owner(&meta);
     }
+    if let Layout::File { header, .. } = &input.layout {
+        write::start_file_mode(input, header, out.file()).map_err(out_err("writing", output))?;
+    }
     Ok(out)
 }
 
-/// Writes the output after the scan: file mode around the data section,
+/// Writes everything after the scan: file mode around the copied data,
 /// pipe mode around the insertion point; `out` is the open temporary file
 /// and the path its errors name.
 fn finish_output(
@@ -280,7 +294,7 @@ fn finish_output(
     match &input.layout {
         Layout::File { header, features } => {
             let ids = encode_build_id_entries(e, 0, new_ids)?;
-            write::write_file_mode(input, header, features, out, inserted, &ids).map_err(werr)
+            write::finish_file_mode(input, header, features, out, inserted, &ids).map_err(werr)
         }
         Layout::Pipe(_) => {
             let at = facts.insert_at.or(facts.after_init).unwrap_or(input.len);

@@ -33,6 +33,9 @@ pub struct RecordingFacts {
     pub after_init: Option<u64>,
     /// Byte order of the records.
     pub endian: Endian,
+    /// The pid of the last sample, already in `pids`: runs of samples of one
+    /// process (a CPU's buffer) then cost no set lookup.
+    last_pid: Option<u32>,
 }
 
 impl RecordingFacts {
@@ -48,6 +51,7 @@ impl RecordingFacts {
             insert_at: None,
             after_init: None,
             endian: e,
+            last_pid: None,
         }
     }
 
@@ -74,7 +78,10 @@ impl RecordingFacts {
         };
         let (pid, time) = sample_pid_time(body, a.sample_type, e);
         if let Some(p) = pid.filter(|&p| p != 0 && p != u32::MAX) {
-            self.pids.insert(p);
+            if self.last_pid != Some(p) {
+                self.pids.insert(p);
+                self.last_pid = Some(p);
+            }
         }
         if let Some(t) = time.filter(|&t| t != 0) {
             self.time = Some(match self.time {

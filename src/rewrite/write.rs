@@ -1,10 +1,8 @@
-//! Writing a rewritten recording. File mode keeps the records after the
-//! inserted ones at a file offset congruent to their old one modulo the
-//! page size, so the kernel copies them (`copy_file_range`) as fast as `cp`;
-//! the inserted records fill the end of the page-rounded room in front of
-//! them, and the feature table and sections (BUILD_ID extended, the rest
-//! byte for byte) and the header follow. Pipe mode copies the stream around
-//! the inserted records.
+//! Writing a rewritten recording. File mode copies the data section while it
+//! is scanned, [`RESERVE`] bytes past its old offset, so it is read once; the
+//! inserted records then fill the room in front of it, and the feature table
+//! and sections (BUILD_ID extended, the rest byte for byte) and the header
+//! follow. Pipe mode copies the stream around the inserted records.
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
@@ -14,9 +12,30 @@ use crate::perf::consts::{feature, FILE_HEADER_SIZE};
 use crate::perf::stream::{copy_range, PAGE};
 use crate::perf::{FeatureTable, FileHeader, Input, Section};
 
-/// Writes a file-mode output: the input with `inserted` at the start of its
-/// data section and `extra_ids` appended to its BUILD_ID table.
-pub fn write_file_mode(
+/// Room left before the copied data section for the inserted records. A
+/// merge that inserts more rewrites the data section once more.
+pub const RESERVE: u64 = 256 << 10;
+
+/// Prepares a file-mode output for the scan's tee: a zeroed header, the
+/// input's bytes up to its data section, and the position `RESERVE` bytes past
+/// the data offset where the copied records go.
+pub fn start_file_mode(input: &Input, h: &FileHeader, out: &mut File) -> io::Result<()> {
+    out.write_all(&[0u8; FILE_HEADER_SIZE as usize])?;
+    copy_range(
+        &input.file,
+        FILE_HEADER_SIZE,
+        h.data.offset - FILE_HEADER_SIZE,
+        out,
+    )?;
+    out.seek(SeekFrom::Start(h.data.offset + RESERVE))?;
+    Ok(())
+}
+
+/// Completes a file-mode output whose data section was copied by the scan:
+/// places the inserted records right before it (or, if they do not fit,
+/// copies the data again behind them), appends the feature table and
+/// sections, and writes the header last.
+pub fn finish_file_mode(
     input: &Input,
     h: &FileHeader,
     features: &FeatureTable,
@@ -27,20 +46,24 @@ pub fn write_file_mode(
     let ins = inserted.len() as u64;
     if ins == 0 && extra_ids.is_empty() {
         // Nothing to add: the output is the input, byte for byte.
+        out.set_len(0)?;
+        out.seek(SeekFrom::Start(0))?;
         return copy_range(&input.file, 0, input.len, out);
     }
-    out.write_all(&[0u8; FILE_HEADER_SIZE as usize])?;
-    copy_range(
-        &input.file,
-        FILE_HEADER_SIZE,
-        h.data.offset - FILE_HEADER_SIZE,
-        out,
-    )?;
-    let room = ins.div_ceil(PAGE) * PAGE;
-    let data_offset = h.data.offset + room - ins;
-    out.write_all_at(inserted, data_offset)?;
-    out.seek(SeekFrom::Start(h.data.offset + room))?;
-    copy_range(&input.file, h.data.offset, h.data.size, out)?;
+    let data_offset = if ins <= RESERVE {
+        let at = h.data.offset + RESERVE - ins;
+        out.write_all_at(inserted, at)?;
+        at
+    } else {
+        // Copied again behind page-rounded room, so the kernel copies it at
+        // `cp`'s speed (see `copy_range`).
+        let room = ins.div_ceil(PAGE) * PAGE;
+        out.set_len(h.data.offset)?;
+        out.write_all_at(inserted, h.data.offset + room - ins)?;
+        out.seek(SeekFrom::Start(h.data.offset + room))?;
+        copy_range(&input.file, h.data.offset, h.data.size, out)?;
+        h.data.offset + room - ins
+    };
     let data = Section {
         offset: data_offset,
         size: h.data.size + ins,
@@ -67,7 +90,7 @@ pub fn write_file_mode(
     );
     out.write_all(&table.encode(h.endian))?;
     // where a byte of the old data section is now
-    let shift = room;
+    let shift = data_offset + ins - h.data.offset;
     for (bit, sec) in &sources {
         if *bit == feature::AUXTRACE {
             copy_auxtrace_index(input, *sec, out, (h.data.offset, h.data.end()), shift)?;

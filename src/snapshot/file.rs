@@ -295,7 +295,7 @@ pub fn read_snapshot(input: &Input) -> Result<Vec<Process>, InputError> {
         maps: Vec::new(),
         e: input.endian(),
     };
-    input.walk(&mut reader)?;
+    input.walk(None, &mut reader)?;
     Ok(processes_from_records(&reader.comms, &reader.maps))
 }
 
