@@ -3,7 +3,8 @@
 # floor) and perf 6.1's own synthesis, side by side, each workload in its own
 # PID namespace (so /proc shows only what the script starts).
 #
-#   benches/run.sh [REPS]            (default 5; needs root, gcc and perf)
+#   benches/run.sh [REPS]            (default 5; needs root, gcc and perf;
+#                                     M2S_BENCH_SMOKE=1: tiny workloads, for CI)
 #
 # Workloads, in one run:
 #   - the two shapes of issue 8: 200 x (100 exec + 1000 data VMAs) and
@@ -89,13 +90,21 @@ results="$out/results.txt"
 run_shape() { # PROCS EXEC DATA MODE
     M2S_BENCH_SHAPE="$*" unshare -fp --mount-proc "$0" "$REPS" | tee -a "$results"
 }
-run_shape 200 100 1000 shape
-run_shape 2000 20 50 shape
-run_shape 5000 20 50 scale
-echo 262144 >/proc/sys/vm/max_map_count
-run_shape 1 1 0 one
-run_shape 1 1000 0 one
-run_shape 1 100000 0 one
+if [ -n "${M2S_BENCH_SMOKE:-}" ]; then
+    # CI: every code path of the script on tiny workloads
+    run_shape 5 10 10 shape
+    run_shape 20 5 5 scale
+    run_shape 1 1 0 one
+    run_shape 1 100 0 one
+else
+    run_shape 200 100 1000 shape
+    run_shape 2000 20 50 shape
+    run_shape 5000 20 50 scale
+    echo 262144 >/proc/sys/vm/max_map_count
+    run_shape 1 1 0 one
+    run_shape 1 1000 0 one
+    run_shape 1 100000 0 one
+fi
 restore
 echo "workloads: $(nproc) CPUs; $(uname -r); $(perf version); $REPS runs each, medians"
 python3 "$root/benches/report.py" "$results"

@@ -326,3 +326,31 @@ fn text_and_ioctl_sources_agree() {
         assert!(!paths.contains("[vsyscall]"));
     }
 }
+
+// A comm with a backslash (and a tab) is written as the kernel holds it
+// (/proc/PID/comm, as the kernel's own COMM records carry it), not as
+// /proc/PID/status escapes it; linux-perf-data reads it back for the leader
+// and the thread.
+#[test]
+fn comm_is_written_raw() {
+    let dir = scratch("raw-comm");
+    let prog = dir.join("m2s\\a\tb");
+    std::fs::copy(&fixtures().mapper, &prog).unwrap();
+    let m = Mapper::start_as(&prog, &["--threads".as_ref(), "1".as_ref()]);
+    let comm = std::fs::read(format!("/proc/{}/comm", m.pid)).unwrap();
+    assert_eq!(comm, b"m2s\\a\tb\n");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", m.pid)).unwrap();
+    assert!(status.contains("Name:\tm2s\\\\a\tb"), "{status}");
+    let out = dir.join("c.data");
+    synth_ok(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()]);
+    let names: Vec<(i32, Vec<u8>)> = read_file_mode(&out)
+        .into_iter()
+        .filter_map(|r| match r {
+            Rec::Comm { tid, name, .. } => Some((tid, name)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names[0], (m.pid as i32, b"m2s\\a\tb".to_vec()));
+    assert_eq!(names[1].1, b"worker-0");
+}

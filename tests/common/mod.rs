@@ -295,6 +295,13 @@ impl Mapper {
         Mapper::spawn_ready(cmd)
     }
 
+    /// Starts a copy of the mapper at `program` (its name becomes the comm).
+    pub fn start_as(program: &Path, args: &[&std::ffi::OsStr]) -> Mapper {
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        Mapper::spawn_ready(cmd)
+    }
+
     /// Starts the CPU burner (same lifetime rules as a mapper).
     pub fn burner() -> Mapper {
         let mut cmd = Command::new(&fixtures().burn);
