@@ -10,6 +10,7 @@
 //! 3. [`perf`]: the perf.data format itself (header, sections, feature
 //!    table, attrs, records, writers, the streaming reader), used by 2 and 4.
 //! 4. [`rewrite`]: the streaming engine that merges records into recordings.
+//! 5. [`dump`]: recordings and snapshots printed for people and scripts.
 //!
 //! Leaves shared by all of them: [`bytes`] (byte order), [`model`] (the data
 //! types), [`output`] (atomic output files), [`sys`] (every FFI call, the only
@@ -24,6 +25,7 @@
 #![warn(clippy::too_many_lines)]
 
 pub mod bytes;
+pub mod dump;
 pub mod model;
 pub mod output;
 pub mod perf;

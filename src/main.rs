@@ -9,10 +9,11 @@ use std::time::Instant;
 
 use clap::{Parser, ValueEnum};
 use mmap2_synth::bytes::Endian;
+use mmap2_synth::dump::{self, DumpError, DumpOptions, Printer};
 use mmap2_synth::model::Selection;
 use mmap2_synth::output::{self, AtomicFile, OutputError};
 use mmap2_synth::perf::WriteError;
-use mmap2_synth::proc::{HostFacts, Options, ScanError, SourceChoice, Target};
+use mmap2_synth::proc::{self, HostFacts, Options, ScanError, SourceChoice, Target};
 use mmap2_synth::rewrite::{self, MergeError, MergeOptions, Which};
 use mmap2_synth::snapshot::{self, LiveError, LiveReport, Out, WriteOptions};
 use mmap2_synth::summary::{self, StrictFailure};
@@ -43,6 +44,10 @@ struct Cli {
     /// Byte order of the output.
     #[arg(long, value_enum, default_value_t = ByteOrderArg::Native)]
     byte_order: ByteOrderArg,
+    /// Print the snapshot as JSON Lines on stdout (the lines `dump --json`
+    /// prints for its perf.data) instead of writing perf.data.
+    #[arg(long, conflicts_with = "output")]
+    json: bool,
 }
 
 /// Options shared by the snapshot and `merge`.
@@ -72,6 +77,21 @@ struct ScanArgs {
 enum Command {
     /// Insert synthesized maps into an existing recording (nothing else changes).
     Merge(MergeArgs),
+    /// Print the maps, COMMs, FORK/EXITs and build ids of a recording or snapshot.
+    Dump(DumpArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct DumpArgs {
+    /// The recording or snapshot (`-` for stdin; file or pipe mode, either
+    /// byte order, compressed or not).
+    file: PathBuf,
+    /// JSON Lines with named fields instead of text.
+    #[arg(long)]
+    json: bool,
+    /// In time order (stable) instead of file order.
+    #[arg(long)]
+    sort: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -147,6 +167,9 @@ enum CliError {
     /// The merge failed.
     #[error(transparent)]
     Merge(#[from] MergeError),
+    /// The dump failed.
+    #[error(transparent)]
+    Dump(#[from] DumpError),
     /// `--strict` and something was skipped.
     #[error(transparent)]
     Strict(#[from] StrictFailure),
@@ -157,6 +180,7 @@ impl CliError {
         match self {
             CliError::Usage(_) | CliError::Output(OutputError::Unsupported { .. }) => 2,
             CliError::Merge(e) if e.is_bad_input() => 2,
+            CliError::Dump(e) if e.is_bad_input() => 2,
             CliError::Strict(_) => 3,
             _ => 1,
         }
@@ -190,6 +214,7 @@ fn main() -> ExitCode {
     remove_temporaries_on_signals();
     let result = match &cli.command {
         Some(Command::Merge(m)) => run_merge(m),
+        Some(Command::Dump(d)) => run_dump(d),
         None => run(&cli),
     };
     match result {
@@ -320,6 +345,67 @@ fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+fn run_dump(d: &DumpArgs) -> Result<(), CliError> {
+    let input = mmap2_synth::perf::Input::open(&d.file).map_err(DumpError::from)?;
+    let opts = DumpOptions {
+        json: d.json,
+        sort: d.sort,
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    dump::dump(&input, opts, &mut out)?;
+    Ok(())
+}
+
+/// `--json`: the snapshot's lines on stdout, streamed as the scan goes.
+fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
+    let started = Instant::now();
+    let scan = scan_options(&cli.scan)?;
+    let enc = snapshot::snapshot_encoding(Endian::NATIVE, cli.all);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut printer = Printer::new(
+        &mut out,
+        DumpOptions {
+            json: true,
+            sort: false,
+        },
+    );
+    let mut ids = std::collections::BTreeMap::new();
+    let mut stats = mmap2_synth::snapshot::Stats::default();
+    let scanned = proc::scan_each(
+        target,
+        &scan,
+        |p| snapshot::encode_for_writer(&p, &enc),
+        |encoded| -> Result<(), CliError> {
+            let encoded = encoded.map_err(|e| CliError::write(Path::new("stdout"), e))?;
+            printer.records(&encoded.records, enc.endian, enc.layout);
+            for (name, id) in encoded.build_ids {
+                ids.entry(name)
+                    .or_insert_with(std::collections::BTreeSet::new)
+                    .insert(id);
+            }
+            stats.add(encoded.summary);
+            Ok(())
+        },
+    )?;
+    for b in mmap2_synth::snapshot::encode::table_entries(&ids) {
+        printer.line(dump::Line::of_build_id(&b));
+    }
+    printer.finish()?;
+    stats.add_skips(&scanned.skipped, scanned.unverified_build_ids);
+    if !cli.scan.quiet {
+        print(&summary::snapshot(
+            &stats,
+            &scanned.skipped,
+            started.elapsed(),
+            "stdout",
+        ));
+    }
+    summary::strict(cli.scan.strict, &scanned.skipped)?;
+    Ok(())
+}
+
 fn run(cli: &Cli) -> Result<(), CliError> {
     let started = Instant::now();
     let target = if cli.all {
@@ -329,6 +415,9 @@ fn run(cli: &Cli) -> Result<(), CliError> {
     } else {
         Target::Pids(cli.pid.clone())
     };
+    if cli.json {
+        return run_json(cli, &target);
+    }
     let scan = scan_options(&cli.scan)?;
     let to_stdout = cli.output.as_os_str() == "-";
     // None: stdout

@@ -8,6 +8,8 @@ pub mod types {
     pub const MMAP: u32 = 1;
     /// PERF_RECORD_COMM.
     pub const COMM: u32 = 3;
+    /// PERF_RECORD_EXIT.
+    pub const EXIT: u32 = 4;
     /// PERF_RECORD_FORK.
     pub const FORK: u32 = 7;
     /// PERF_RECORD_SAMPLE.
@@ -35,6 +37,8 @@ pub mod types {
 
 /// `perf_event_header.misc` bits.
 pub mod misc {
+    /// The cpumode bits (kernel, user, hypervisor, guest ...).
+    pub const CPUMODE_MASK: u16 = 7;
     /// Kernel cpumode.
     pub const KERNEL: u16 = 1;
     /// User cpumode.
@@ -150,6 +154,11 @@ mod tests {
         let pairs: &[(u64, u64)] = &[
             (types::MMAP.into(), k::PERF_RECORD_MMAP.into()),
             (types::COMM.into(), k::PERF_RECORD_COMM.into()),
+            (types::EXIT.into(), k::PERF_RECORD_EXIT.into()),
+            (
+                misc::CPUMODE_MASK.into(),
+                k::PERF_RECORD_MISC_CPUMODE_MASK.into(),
+            ),
             (types::FORK.into(), k::PERF_RECORD_FORK.into()),
             (types::SAMPLE.into(), k::PERF_RECORD_SAMPLE.into()),
             (types::MMAP2.into(), k::PERF_RECORD_MMAP2.into()),

@@ -122,6 +122,25 @@ impl Attrs {
         };
         Some(self.by_id.get(&id).map_or(first, |&i| &self.list[i].0))
     }
+
+    /// The attr a non-sample record's `sample_id` trailer belongs to (by
+    /// the id at the end of the body; the first when there is one attr or
+    /// the id is unknown).
+    pub fn of_trailer(&self, body: &[u8], e: Endian) -> Option<&Attr> {
+        let first = self.first()?;
+        if self.list.len() == 1 {
+            return Some(first);
+        }
+        let id = first
+            .id_pos()
+            .trailer_from_end
+            .and_then(|n| body.len().checked_sub(n))
+            .and_then(|pos| Rd(e).u64(body, pos));
+        let Some(id) = id else {
+            return Some(first);
+        };
+        Some(self.by_id.get(&id).map_or(first, |&i| &self.list[i].0))
+    }
 }
 
 /// What a walk hands to its visitor.

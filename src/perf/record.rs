@@ -137,6 +137,46 @@ impl SampleIdLayout {
         self.len() == 0
     }
 
+    /// Reads the trailer at the end of a non-sample record's body; `None`
+    /// when there is none or the body is too short to hold it.
+    pub fn read(&self, body: &[u8], e: Endian) -> Option<SampleId> {
+        if self.is_empty() {
+            return None;
+        }
+        let r = Rd(e);
+        let mut at = body.len().checked_sub(self.len())?;
+        let mut v = SampleId::default();
+        let st = self.sample_type;
+        let mut next = |present: bool| {
+            let here = at;
+            if present {
+                at += 8;
+            }
+            present.then_some(here)
+        };
+        use st::*;
+        if let Some(o) = next(st & TID != 0) {
+            v.pid = r.u32(body, o)?;
+            v.tid = r.u32(body, o + 4)?;
+        }
+        if let Some(o) = next(st & TIME != 0) {
+            v.time = r.u64(body, o)?;
+        }
+        if let Some(o) = next(st & ID != 0) {
+            v.id = r.u64(body, o)?;
+        }
+        if let Some(o) = next(st & STREAM_ID != 0) {
+            v.stream_id = r.u64(body, o)?;
+        }
+        if let Some(o) = next(st & CPU != 0) {
+            v.cpu = r.u32(body, o)?;
+        }
+        if let Some(o) = next(st & IDENTIFIER != 0) {
+            v.id = r.u64(body, o)?;
+        }
+        Some(v)
+    }
+
     /// Appends the trailer in perf's field order.
     pub fn write(&self, out: &mut Vec<u8>, e: Endian, v: &SampleId) {
         if !self.sample_id_all {

@@ -70,6 +70,18 @@ pub struct WriteOptions {
     pub host: HostFacts,
 }
 
+/// How a snapshot's records are encoded: under [`snapshot_attr`]'s trailer,
+/// with [`EVENT_ID`], pid and tid filled in.
+pub fn snapshot_encoding(endian: Endian, forks: bool) -> Encoding {
+    Encoding {
+        endian,
+        layout: snapshot_attr().layout(),
+        id: EVENT_ID,
+        forks,
+        fill_tid: true,
+    }
+}
+
 /// One process made ready to write, on the worker that read it: its
 /// records, and what the BUILD_ID table and the summary need of it.
 #[derive(Debug)]
@@ -134,13 +146,7 @@ impl<'a> SnapshotWriter<'a> {
         Ok(SnapshotWriter {
             out,
             meta,
-            enc: Encoding {
-                endian: e,
-                layout: attr.layout(),
-                id: EVENT_ID,
-                forks: opts.forks,
-                fill_tid: true,
-            },
+            enc: snapshot_encoding(e, opts.forks),
             data_len: 0,
             ids: BTreeMap::new(),
             stats: Stats::default(),

@@ -11,6 +11,9 @@ pub mod live;
 pub mod stats;
 
 pub use encode::{build_id_entries, encode, encode_process, mmap_filename, Encoding};
-pub use file::{read_snapshot, write_snapshot, Out, SnapshotWriter, WriteOptions, WriteSeek};
+pub use file::{
+    encode_for_writer, read_snapshot, snapshot_encoding, write_snapshot, Out, SnapshotWriter,
+    WriteOptions, WriteSeek,
+};
 pub use live::{write_live, LiveError, LiveReport};
 pub use stats::Stats;
