@@ -79,6 +79,22 @@ enum Command {
     Merge(MergeArgs),
     /// Print the maps, COMMs, FORK/EXITs and build ids of a recording or snapshot.
     Dump(DumpArgs),
+    /// Rewrite a recording into a form every reader understands.
+    Convert(ConvertArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ConvertArgs {
+    #[command(flatten)]
+    target: RewriteTarget,
+    /// Inode-form MMAP2 records of files become build-id MMAP2 records (ids
+    /// from the BUILD_ID table, else from the file on disk when its device
+    /// and inode are still the recorded ones).
+    #[arg(long)]
+    buildid_mmap2: bool,
+    /// No summary.
+    #[arg(short, long)]
+    quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -94,11 +110,12 @@ struct DumpArgs {
     sort: bool,
 }
 
+/// The recording a rewrite reads and where its result goes.
 #[derive(clap::Args, Debug)]
-struct MergeArgs {
+struct RewriteTarget {
     /// The recording (file or pipe mode, any byte order, compressed or not).
     recording: PathBuf,
-    /// Where to write the merged recording.
+    /// Where to write the result.
     #[arg(short = 'o', long, conflicts_with = "in_place")]
     output: Option<PathBuf>,
     /// Rewrite the recording itself (atomically, under an exclusive lock,
@@ -109,6 +126,12 @@ struct MergeArgs {
     /// the old contents).
     #[arg(long, requires = "in_place")]
     force: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct MergeArgs {
+    #[command(flatten)]
+    target: RewriteTarget,
     /// Take the records from a snapshot written earlier by `mmap2-synth -o SNAP`.
     #[arg(long, value_name = "SNAP")]
     maps: Option<PathBuf>,
@@ -170,6 +193,9 @@ enum CliError {
     /// The dump failed.
     #[error(transparent)]
     Dump(#[from] DumpError),
+    /// The conversion failed.
+    #[error(transparent)]
+    Convert(#[from] mmap2_synth::rewrite::ConvertError),
     /// `--strict` and something was skipped.
     #[error(transparent)]
     Strict(#[from] StrictFailure),
@@ -181,6 +207,7 @@ impl CliError {
             CliError::Usage(_) | CliError::Output(OutputError::Unsupported { .. }) => 2,
             CliError::Merge(e) if e.is_bad_input() => 2,
             CliError::Dump(e) if e.is_bad_input() => 2,
+            CliError::Convert(e) if e.is_bad_input() => 2,
             CliError::Strict(_) => 3,
             _ => 1,
         }
@@ -215,6 +242,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Some(Command::Merge(m)) => run_merge(m),
         Some(Command::Dump(d)) => run_dump(d),
+        Some(Command::Convert(c)) => run_convert(c),
         None => run(&cli),
     };
     match result {
@@ -266,12 +294,12 @@ fn same_file(a: &Path, b: &Path) -> bool {
 
 /// Where a merge writes, from `-o` / `--in-place`: a regular file (or a new
 /// one), symlinks resolved. A merge seeks in its output, so streams are refused.
-fn merge_output(m: &MergeArgs) -> Result<PathBuf, CliError> {
+fn rewrite_output(m: &RewriteTarget, cmd: &str) -> Result<PathBuf, CliError> {
     let path = match (&m.output, m.in_place) {
         (Some(o), false) if o.as_os_str() == "-" => {
-            return Err(CliError::Usage(
-                "merge cannot write to stdout (it seeks in its output); give -o FILE".into(),
-            ))
+            return Err(CliError::Usage(format!(
+                "{cmd} cannot write to stdout (it seeks in its output); give -o FILE"
+            )))
         }
         (Some(o), false) if same_file(o, &m.recording) => {
             return Err(CliError::Usage(format!(
@@ -282,22 +310,22 @@ fn merge_output(m: &MergeArgs) -> Result<PathBuf, CliError> {
         (Some(o), false) => o,
         (None, true) => &m.recording,
         _ => {
-            return Err(CliError::Usage(
-                "merge needs -o OUT.data or --in-place (refusing to guess where to write)".into(),
-            ))
+            return Err(CliError::Usage(format!(
+                "{cmd} needs -o OUT.data or --in-place (refusing to guess where to write)"
+            )))
         }
     };
     match output::classify(path)? {
         output::Target::File(p) => Ok(p),
         output::Target::Stream(p) => Err(CliError::Usage(format!(
-            "{}: merge writes a seekable file, not a FIFO or device",
+            "{}: {cmd} writes a seekable file, not a FIFO or device",
             p.display()
         ))),
     }
 }
 
 /// Refuses `--in-place` on a file with other hard links unless `--force`.
-fn check_links(m: &MergeArgs, path: &Path) -> Result<(), CliError> {
+fn check_links(m: &RewriteTarget, path: &Path) -> Result<(), CliError> {
     use std::os::unix::fs::MetadataExt;
     let links = std::fs::metadata(path).map_or(1, |md| md.nlink());
     if m.in_place && links > 1 && !m.force {
@@ -315,15 +343,22 @@ fn print(lines: &[String]) {
     }
 }
 
-fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
-    let started = Instant::now();
-    let output = merge_output(m)?;
-    check_links(m, &output)?;
-    let recording = if m.in_place {
+/// The output of a rewrite and the file it reads (the output itself for
+/// `--in-place`), after the usage checks.
+fn rewrite_paths(t: &RewriteTarget, cmd: &str) -> Result<(PathBuf, PathBuf), CliError> {
+    let output = rewrite_output(t, cmd)?;
+    check_links(t, &output)?;
+    let recording = if t.in_place {
         output.clone()
     } else {
-        m.recording.clone()
+        t.recording.clone()
     };
+    Ok((recording, output))
+}
+
+fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
+    let started = Instant::now();
+    let (recording, output) = rewrite_paths(&m.target, "merge")?;
     let opts = MergeOptions {
         which: if m.all {
             Which::All
@@ -334,7 +369,7 @@ fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
         },
         maps: m.maps.clone(),
         snapshot: scan_options(&m.scan)?,
-        in_place: m.in_place,
+        in_place: m.target.in_place,
     };
     let report = rewrite::merge(&recording, &output, &opts)?;
     if !m.scan.quiet {
@@ -342,6 +377,29 @@ fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
         print(&summary::merge(&report, started.elapsed(), &dest));
     }
     summary::strict(m.scan.strict, &report.skipped)?;
+    Ok(())
+}
+
+fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
+    let started = Instant::now();
+    if !c.buildid_mmap2 {
+        return Err(CliError::Usage(
+            "convert: nothing to do; give --buildid-mmap2".into(),
+        ));
+    }
+    let (recording, output) = rewrite_paths(&c.target, "convert")?;
+    let opts = rewrite::ConvertOptions {
+        buildid_mmap2: c.buildid_mmap2,
+        in_place: c.target.in_place,
+    };
+    let report = rewrite::convert(&recording, &output, &opts)?;
+    if !c.quiet {
+        print(&summary::convert(
+            &report,
+            started.elapsed(),
+            &output.display().to_string(),
+        ));
+    }
     Ok(())
 }
 

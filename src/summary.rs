@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::proc::Skip;
-use crate::rewrite::MergeReport;
+use crate::rewrite::{ConvertReport, MergeReport};
 use crate::snapshot::Stats;
 
 fn list_or_none(items: Vec<String>) -> String {
@@ -87,6 +87,33 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
     }
     if !report.stale.is_empty() {
         lines.push(format!("mmap2-synth: stale pids: {:?}", report.stale));
+    }
+    lines
+}
+
+/// The summary of a conversion: what became build-id MMAP2, and why the
+/// rest did not.
+pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
+    let mut lines = vec![format!(
+        "mmap2-synth convert: {} records; {} MMAP2 given build ids ({} from the BUILD_ID table, {} from the same file on disk); kept: {} stale (another file at the path now), {} file missing, {} without a usable id, {} had ids already, {} anonymous/special, {} MMAP (v1, not converted yet); {:.3} s -> {}",
+        r.records,
+        r.from_table + r.from_disk,
+        r.from_table,
+        r.from_disk,
+        r.stale,
+        r.missing,
+        r.no_id,
+        r.already,
+        r.special,
+        r.mmap_v1,
+        took.as_secs_f64(),
+        dest,
+    )];
+    for p in &r.stale_paths {
+        lines.push(format!(
+            "mmap2-synth: stale: {} was replaced on disk after the recording; its maps keep maj/min/ino",
+            crate::dump::escape(p)
+        ));
     }
     lines
 }

@@ -118,6 +118,38 @@ fn open_checked(path: &Path, want: Option<FileKey>) -> Option<(File, Trust)> {
     Some((f, trust))
 }
 
+/// What the file at a recorded path says about a recorded mapping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OnDisk {
+    /// The file has the recorded device and inode: its id (`None` for an
+    /// ELF without one).
+    Same(Option<Vec<u8>>),
+    /// Another file is at the path now (inode or device differs).
+    Replaced,
+    /// Nothing usable at the path (absent, unreadable, not a regular file).
+    Missing,
+}
+
+/// Reads the build id of the file at `path` only if it is still the mapped
+/// file `key` (device and inode both). Opened non-blocking, regular files only.
+pub fn read_build_id_if_same(path: &Path, key: FileKey) -> OnDisk {
+    use std::os::unix::fs::MetadataExt;
+    let Some((f, _)) = open_checked(path, None) else {
+        return OnDisk::Missing;
+    };
+    let Ok(m) = f.metadata() else {
+        return OnDisk::Missing;
+    };
+    let dev = (libc::major(m.dev()), libc::minor(m.dev()));
+    if m.ino() != key.inode || dev != (key.dev_major, key.dev_minor) {
+        return OnDisk::Replaced;
+    }
+    match read_build_id_from_file(&f) {
+        Ok(id) => OnDisk::Same(id),
+        Err(_) => OnDisk::Missing,
+    }
+}
+
 /// Reads the build id of the mapped file of a VMA from user space, through
 /// `dir` (`/proc/PID`, or `/proc/PID/task/TID` for a live thread when the
 /// leader is a zombie): `map_files/START-END` (the mapped file itself, needs

@@ -95,7 +95,7 @@ impl MergeError {
     }
 }
 
-fn out_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> MergeError {
+pub(super) fn out_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> MergeError {
     let path = path.to_path_buf();
     move |source| MergeError::Output { op, path, source }
 }
@@ -125,7 +125,7 @@ fn dedupe_pids(
 
 /// Opens `path` and locks it exclusively; when another rewrite replaced the
 /// file while we waited (the path names a new inode), opens it again.
-fn open_locked(path: &Path) -> Result<Input, MergeError> {
+pub(super) fn open_locked(path: &Path) -> Result<Input, MergeError> {
     use std::os::unix::fs::MetadataExt;
     for _ in 0..1000 {
         let input = Input::open(path)?;

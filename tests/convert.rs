@@ -1,0 +1,233 @@
+//! `mmap2-synth convert --buildid-mmap2` end to end: real perf recordings
+//! (inode-form MMAP2) get build ids equal to the ELF notes, perf reports
+//! the same, and a library replaced on disk is never given the new file's id.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::*;
+use serde_json::Value;
+
+/// `perf record` of `pid` for a short while, `extra` added.
+fn perf_record(pid: u32, out: &Path, extra: &[&str]) {
+    let o = Command::new("perf")
+        .args(["record", "-q"])
+        .args(extra)
+        .arg("-o")
+        .arg(out)
+        .args(["-p", &pid.to_string(), "--", "sleep", "0.5"])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "perf record: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `perf report --sort dso,sym` without its `#` header lines.
+fn report(data: &Path) -> String {
+    perf(&[
+        "report".as_ref(),
+        "--stdio".as_ref(),
+        "--sort".as_ref(),
+        "dso,sym".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ])
+    .lines()
+    .filter(|l| !l.starts_with('#'))
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+/// The MMAP2 lines of `dump --json`.
+fn maps(data: &Path) -> Vec<Value> {
+    let out = synth_ok(["dump".as_ref(), "--json".as_ref(), data.as_os_str()]);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["kind"] == "mmap2")
+        .collect()
+}
+
+/// Runs convert and returns its summary (stderr), asserting success.
+fn convert(args: &[&std::ffi::OsStr]) -> String {
+    let mut all: Vec<&std::ffi::OsStr> = vec!["convert".as_ref(), "--buildid-mmap2".as_ref()];
+    all.extend_from_slice(args);
+    String::from_utf8(synth_ok(all).stderr).unwrap()
+}
+
+// A plain `perf record -g` (inode-form MMAP2): after convert every
+// file-backed map shows a build id equal to its ELF note in perf script,
+// perf report is unchanged, and only the converted records' bytes differ;
+// --in-place writes the same bytes and keeps the file's mode.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn buildid_mmap2_gives_every_file_map_its_elf_id() {
+    needs_perf_record();
+    let b = Mapper::burner();
+    let dir = scratch("convert");
+    let rec = dir.join("rec.data");
+    perf_record(b.pid, &rec, &["-g"]);
+    let before = maps(&rec);
+    assert!(
+        before
+            .iter()
+            .any(|m| m["ino"].is_u64() && m["build_id"].is_null()),
+        "perf 6.1 writes inode-form MMAP2"
+    );
+    let out = dir.join("out.data");
+    let err = convert(&[rec.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    assert!(err.contains(" 0 stale"), "{err}");
+
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let mut checked = 0;
+    for line in script.lines().filter(|l| l.contains("PERF_RECORD_MMAP2")) {
+        let path = line.rsplit(' ').next().unwrap();
+        if !path.starts_with('/') {
+            continue;
+        }
+        let want = readelf_build_id(Path::new(path)).expect("system files have build ids");
+        assert!(line.contains(&format!("<{want}>")), "{line}");
+        checked += 1;
+    }
+    let lib = fixtures().libburn.display().to_string();
+    assert!(checked >= 3, "{script}");
+    assert!(script.contains(&lib), "{script}");
+    assert_eq!(report(&rec), report(&out));
+
+    // Same size, and only inside MMAP2 records (header misc + 24 id bytes)
+    // do bytes differ: at most 26 per converted map.
+    let (a, z) = (std::fs::read(&rec).unwrap(), std::fs::read(&out).unwrap());
+    assert_eq!(a.len(), z.len());
+    let differing = a.iter().zip(&z).filter(|(x, y)| x != y).count();
+    let converted = maps(&out)
+        .iter()
+        .zip(&before)
+        .filter(|(n, o)| n["build_id"].is_string() && o["build_id"].is_null())
+        .count();
+    assert!(converted >= 3);
+    assert!(
+        differing <= 26 * converted,
+        "{differing} bytes for {converted} maps"
+    );
+
+    // In place: the same bytes, the mode kept.
+    let inplace = dir.join("inplace.data");
+    std::fs::copy(&rec, &inplace).unwrap();
+    std::fs::set_permissions(&inplace, std::fs::Permissions::from_mode(0o640)).unwrap();
+    convert(&[inplace.as_os_str(), "--in-place".as_ref()]);
+    assert_eq!(std::fs::read(&inplace).unwrap(), z);
+    let mode = std::fs::metadata(&inplace).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o640);
+}
+
+// A library replaced on disk after a `--no-buildid` recording (no BUILD_ID
+// table, so the disk is the only source) is counted as stale and keeps its
+// maj/min/ino; unchanged files still get their ids.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn replaced_library_is_stale_not_misattributed() {
+    needs_perf_record();
+    let f = fixtures();
+    let dir = scratch("convert-stale");
+    let lib = dir.join("libswap.so");
+    std::fs::copy(&f.lib_sha1, &lib).unwrap();
+    let m = Mapper::start(&[lib.as_os_str()]);
+    let rec = dir.join("rec.data");
+    perf_record(m.pid, &rec, &["--no-buildid", "-e", "cpu-clock"]);
+    // A different build at the same path: a new inode.
+    std::fs::remove_file(&lib).unwrap();
+    std::fs::copy(&f.lib_md5, &lib).unwrap();
+    let out = dir.join("out.data");
+    let err = convert(&[rec.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    assert!(!err.contains(" 0 stale"), "{err}");
+    assert!(err.contains("libswap.so was replaced"), "{err}");
+    let lib_s = lib.to_str().unwrap();
+    let new_id = readelf_build_id(&lib).unwrap();
+    let mut seen_lib = 0;
+    let mut seen_ids = 0;
+    for m in maps(&out) {
+        assert_ne!(m["build_id"].as_str(), Some(new_id.as_str()), "{m}");
+        if m["path"] == lib_s {
+            assert!(m["build_id"].is_null() && m["ino"].is_u64(), "{m}");
+            seen_lib += 1;
+        } else if m["build_id"].is_string() {
+            seen_ids += 1;
+        }
+    }
+    assert!(
+        seen_lib >= 1,
+        "the replaced library's maps are in the recording"
+    );
+    assert!(seen_ids >= 2, "unchanged files (libc, ld.so) got ids");
+}
+
+// Without perf: a snapshot (build-id MMAP2 already) converts to the same
+// bytes; pipe-mode input, stdout output and no option are refused with exit 2.
+#[test]
+fn convert_keeps_build_id_maps_and_refuses_what_it_cannot_do() {
+    let f = fixtures();
+    let dir = scratch("convert-cli");
+    let m = Mapper::start(&[f.lib_sha1.as_os_str()]);
+    let pid = m.pid.to_string();
+    let snap = dir.join("snap.data");
+    synth_ok(["-p", &pid, "-o", snap.to_str().unwrap()]);
+    let out = dir.join("out.data");
+    let err = convert(&[snap.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    assert!(err.contains(" 0 MMAP2 given build ids"), "{err}");
+    assert_eq!(std::fs::read(&snap).unwrap(), std::fs::read(&out).unwrap());
+
+    let pipe = dir.join("snap.pipe");
+    let bytes = synth_ok(["-p", &pid, "-o", "-"]).stdout;
+    std::fs::write(&pipe, bytes).unwrap();
+    let cases: [(Vec<&std::ffi::OsStr>, &str); 3] = [
+        (
+            vec![
+                "convert".as_ref(),
+                "--buildid-mmap2".as_ref(),
+                pipe.as_os_str(),
+                "-o".as_ref(),
+                dir.join("x").into_os_string().leak(),
+            ],
+            "pipe-mode",
+        ),
+        (
+            vec![
+                "convert".as_ref(),
+                "--buildid-mmap2".as_ref(),
+                snap.as_os_str(),
+                "-o".as_ref(),
+                "-".as_ref(),
+            ],
+            "stdout",
+        ),
+        (
+            vec![
+                "convert".as_ref(),
+                snap.as_os_str(),
+                "-o".as_ref(),
+                out.as_os_str(),
+            ],
+            "nothing to do",
+        ),
+    ];
+    for (args, want) in cases {
+        let o = synth(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{err}");
+    }
+    assert!(!dir.join("x").exists(), "nothing written on refusal");
+}
