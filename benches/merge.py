@@ -12,7 +12,9 @@ A snapshot of the burners is taken before recording. With the burners
 stopped (an idle machine), each recording is then, interleaved REPS times:
 copied with `cp`, merged with `--maps SNAP` (maps inserted for every pid), and
 its merged output merged again (nothing to insert), and given to `perf inject
---buildid-all` for reference. Prints medians of wall time, peak RSS (GNU
+--buildid-all` for reference. A third, dense recording with perf's own
+synthesis (inode-form MMAP2) is copied, given to `convert --buildid-mmap2`
+and to `perf inject --buildid-all`. Prints medians of wall time, peak RSS (GNU
 time) and the ratios of issue 8.
 """
 import os
@@ -55,14 +57,15 @@ def stop(ps):
             p.wait()
 
 
-def record(name, n, perf_args, secs):
-    """Records n burners; returns (recording, snapshot)."""
+def record(name, n, perf_args, secs, synth=False):
+    """Records n burners (perf's own synthesis only if synth); returns
+    (recording, snapshot)."""
     rec = os.path.join(OUT, f"merge-{name}.data")
     snap = os.path.join(OUT, f"merge-{name}-snap.data")
     ps, pids = burners(n, secs + 600)
     try:
         subprocess.run([BIN, "-q", *sum((["-p", str(p)] for p in pids), []), "-o", snap], check=True)
-        subprocess.run(["perf", "record", "-q", *perf_args, "--synth=no", "-p",
+        subprocess.run(["perf", "record", "-q", *perf_args, *([] if synth else ["--synth=no"]), "-p",
                         ",".join(map(str, pids)), "-o", rec, "--", "sleep", str(secs)], check=True)
     finally:
         stop(ps)
@@ -90,6 +93,33 @@ def measure(rec, snap, reps):
     return res
 
 
+def measure_convert(rec, reps):
+    """convert --buildid-mmap2 of a recording with perf's inode-form maps."""
+    o = os.path.join(OUT, "convert-out.data")
+    cmds = {
+        "cp": ["cp", rec, o],
+        "convert --buildid-mmap2": [BIN, "convert", "-q", "--buildid-mmap2", rec, "-o", o],
+        "perf inject --buildid-all": ["perf", "inject", "--buildid-all", "-i", rec, "-o", o],
+    }
+    res = {k: [] for k in cmds}
+    for _ in range(reps):
+        for name, cmd in cmds.items():
+            if os.path.exists(o):
+                os.unlink(o)
+            res[name].append(run(cmd))
+    os.unlink(o)
+    return res
+
+
+def table(res):
+    med = {k: statistics.median(w for w, _ in v) for k, v in res.items()}
+    print(f"| command | wall s | peak RSS MiB | wall / cp |")
+    print("|---|---|---|---|")
+    for k, v in res.items():
+        print(f"| {k} | {med[k]:.3f} | {max(m for _, m in v) / 1024:.1f} | {med[k] / med['cp']:.2f} |")
+    return med
+
+
 def main():
     secs = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 7
@@ -113,16 +143,23 @@ def main():
         nrec = (nrec.stdout + nrec.stderr).split()[3]
         os.unlink(os.path.join(OUT, "n.data"))
         print(f"\n{name}: {os.path.getsize(rec) / 1e6:.1f} MB, {nrec} records")
-        print(f"| command | wall s | peak RSS MiB | wall / cp |")
-        print("|---|---|---|---|")
-        med = {k: statistics.median(w for w, _ in v) for k, v in res.items()}
-        for k, v in res.items():
-            print(f"| {k} | {med[k]:.3f} | {max(m for _, m in v) / 1024:.1f} | {med[k] / med['cp']:.2f} |")
+        med = table(res)
         rss = max(m for k in ("merge --maps SNAP", "merge (nothing to insert)") for _, m in res[k]) / 1024
         print(f"targets: merge --maps / cp {med['merge --maps SNAP'] / med['cp']:.2f} [<= 1.3], "
               f"nothing to insert / cp {med['merge (nothing to insert)'] / med['cp']:.2f} [<= 1.3], "
               f"merge peak RSS {rss:.1f} MiB [<= 32]")
         os.unlink(rec)
+    # convert: a dense recording with perf's own (inode-form) maps.
+    rec, snap = record("dense-synth", 2, ["-g", "-F", "20000", "-e", "cpu-clock"], secs, synth=True)
+    os.unlink(snap)
+    print(f"\ndense with perf's synthesis: {os.path.getsize(rec) / 1e6:.1f} MB")
+    res = measure_convert(rec, reps)
+    med = table(res)
+    rss = max(m for _, m in res["convert --buildid-mmap2"]) / 1024
+    print(f"targets: convert --buildid-mmap2 / cp {med['convert --buildid-mmap2'] / med['cp']:.2f} [<= 1.5], "
+          f"peak RSS {rss:.1f} MiB [<= 32]; perf inject --buildid-all / convert "
+          f"{med['perf inject --buildid-all'] / med['convert --buildid-mmap2']:.2f}")
+    os.unlink(rec)
 
 
 if __name__ == "__main__":
