@@ -231,3 +231,38 @@ fn convert_keeps_build_id_maps_and_refuses_what_it_cannot_do() {
     }
     assert!(!dir.join("x").exists(), "nothing written on refusal");
 }
+
+// Without perf: a `--no-buildid` snapshot (inode-form MMAP2) converted from
+// disk holds the same maps and ids as a build-id snapshot of the process.
+#[test]
+fn inode_form_snapshot_converts_to_the_build_id_snapshot() {
+    let f = fixtures();
+    let dir = scratch("convert-snap");
+    let m = Mapper::start(&[f.lib_sha1.as_os_str(), f.lib_md5.as_os_str()]);
+    let pid = m.pid.to_string();
+    let (plain, ids) = (dir.join("plain.data"), dir.join("ids.data"));
+    synth_ok(["-p", &pid, "--no-buildid", "-o", plain.to_str().unwrap()]);
+    synth_ok(["-p", &pid, "-o", ids.to_str().unwrap()]);
+    let out = dir.join("out.data");
+    let err = convert(&[plain.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    assert!(err.contains(" 0 stale"), "{err}");
+    let key = |v: &Value| {
+        (
+            v["start"].as_u64(),
+            v["path"].as_str().map(str::to_string),
+            v["build_id"].as_str().map(str::to_string),
+        )
+    };
+    let mut got: Vec<_> = maps(&out).iter().map(key).collect();
+    let mut want: Vec<_> = maps(&ids).iter().map(key).collect();
+    got.sort();
+    want.sort();
+    // The vDSO has no file on disk: the build-id snapshot reads it from
+    // memory, convert passes it through.
+    want.iter_mut()
+        .filter(|w| w.1.as_deref() == Some("[vdso]"))
+        .for_each(|w| w.2 = None);
+    assert_eq!(got, want);
+    let with_ids = got.iter().filter(|g| g.2.is_some()).count();
+    assert!(with_ids >= 3, "{got:?}");
+}

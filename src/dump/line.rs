@@ -341,7 +341,7 @@ pub fn escape(b: &[u8]) -> String {
         for c in chunk.valid().chars() {
             match c {
                 '\\' => s.push_str("\\\\"),
-                c if c.is_control() => {
+                c if c.is_control() || is_invisible(c) => {
                     let mut buf = [0u8; 4];
                     for byte in c.encode_utf8(&mut buf).bytes() {
                         let _ = write!(s, "\\x{byte:02x}");
@@ -355,6 +355,12 @@ pub fn escape(b: &[u8]) -> String {
         }
     }
     s
+}
+
+/// Line and paragraph separators and bidi controls: some tools split lines
+/// on the former, terminals reorder text for the latter.
+fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// A string made JSON-safe (after [`escape`] only `"` and `\` remain to do).
@@ -372,6 +378,10 @@ mod tests {
         assert_eq!(escape(b"/usr/lib/libc.so.6"), "/usr/lib/libc.so.6");
         assert_eq!(escape("/tmp/é x".as_bytes()), "/tmp/é x");
         assert_eq!(escape(b"a\\b\nc\xff"), "a\\\\b\\x0ac\\xff");
+        assert_eq!(
+            escape("x\u{2028}\u{202e}".as_bytes()),
+            "x\\xe2\\x80\\xa8\\xe2\\x80\\xae"
+        );
         assert_eq!(json_escape(&escape(b"q\"\\")), "q\\\"\\\\\\\\");
     }
 

@@ -94,6 +94,11 @@ pub enum Trust {
 /// when `want` is given, has that inode.
 fn open_checked(path: &Path, want: Option<FileKey>) -> Option<(File, Trust)> {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    // Look before opening: opening a device node has effects of its own
+    // (a watchdog starts, a tape rewinds), so only regular files are opened.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)

@@ -123,10 +123,9 @@ struct Patcher<'a> {
 impl Patcher<'_> {
     /// The id for an inode-form MMAP2 of `path` with `key`, counting why not.
     fn id_for(&mut self, cpumode: u16, path: &[u8], key: FileKey) -> Option<BuildId> {
-        if let Some(id) = self.table.get(&(cpumode, path.to_vec())) {
-            self.report.from_table += 1;
-            return Some(*id);
-        }
+        // The file on disk first, when it is provably the mapped one: the
+        // table's id was read by path at the end of the recording, so a
+        // library upgraded meanwhile has the new build's id there.
         let on_disk = self
             .disk
             .entry((key, path.to_vec()))
@@ -134,6 +133,12 @@ impl Patcher<'_> {
                 read_build_id_if_same(Path::new(std::ffi::OsStr::from_bytes(path)), key)
             })
             .clone();
+        if !matches!(on_disk, OnDisk::Same(Some(_))) {
+            if let Some(id) = self.table.get(&(cpumode, path.to_vec())) {
+                self.report.from_table += 1;
+                return Some(*id);
+            }
+        }
         match on_disk {
             OnDisk::Same(Some(raw)) => match BuildId::new(&raw) {
                 Some(id) => {
