@@ -6,27 +6,13 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use common::*;
 use serde_json::Value;
 
-/// `perf record` of `pid` for a short while, `extra` added.
+/// `perf record` of `pid` for half a second, `extra` added.
 fn perf_record(pid: u32, out: &Path, extra: &[&str]) {
-    let o = Command::new("perf")
-        .args(["record", "-q"])
-        .args(extra)
-        .arg("-o")
-        .arg(out)
-        .args(["-p", &pid.to_string(), "--", "sleep", "0.5"])
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "perf record: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    perf_record_pid(pid, out, extra, "0.5");
 }
 
 /// `perf report --sort dso,sym` without its `#` header lines.

@@ -350,25 +350,12 @@ fn text_form_and_sort() {
     assert_eq!(a, b);
 }
 
-/// Records the burner with plain `perf record` (perf's own synthesis,
+/// Records the burner with plain `perf record -g` (perf's own synthesis,
 /// inode-form MMAP2, kernel map, a BUILD_ID table), `extra` added.
 fn perf_record(pid: u32, out: &Path, extra: &[&str]) -> Vec<u8> {
-    let pipe = extra.contains(&"-");
-    let mut cmd = Command::new("perf");
-    cmd.args(["record", "-q", "-g"]).args(extra);
-    if !pipe {
-        cmd.arg("-o").arg(out);
-    }
-    cmd.args(["-p", &pid.to_string(), "--", "sleep", "0.5"]);
-    if pipe {
-        cmd.stdout(Stdio::from(std::fs::File::create(out).unwrap()));
-    }
-    let o = cmd.stderr(Stdio::piped()).output().unwrap();
-    assert!(
-        o.status.success(),
-        "perf record: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let mut args = vec!["-g"];
+    args.extend_from_slice(extra);
+    perf_record_pid(pid, out, &args, "0.5");
     std::fs::read(out).unwrap()
 }
 

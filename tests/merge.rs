@@ -4,37 +4,16 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::*;
 
 /// Records the burner with `perf record --synth=no` (so its samples have no
 /// maps) for about a second. Only our own process is recorded (-p).
 fn record(pid: u32, out: &Path, extra: &[&str]) {
-    let mut args: Vec<String> = vec![
-        "record".into(),
-        "-q".into(),
-        "--synth=no".into(),
-        "-g".into(),
-    ];
-    args.extend(extra.iter().map(|s| s.to_string()));
-    args.extend(["-p".into(), pid.to_string()]);
-    let pipe = extra.contains(&"-o") && extra.contains(&"-");
-    if !pipe {
-        args.extend(["-o".into(), out.display().to_string()]);
-    }
-    args.extend(["--".into(), "sleep".into(), "1".into()]);
-    let mut cmd = Command::new("perf");
-    cmd.args(&args);
-    if pipe {
-        cmd.stdout(Stdio::from(std::fs::File::create(out).unwrap()));
-    }
-    let o = cmd.stderr(Stdio::piped()).output().unwrap();
-    assert!(
-        o.status.success(),
-        "perf record: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let mut args = vec!["--synth=no", "-g"];
+    args.extend_from_slice(extra);
+    perf_record_pid(pid, out, &args, "1");
 }
 
 /// Share of the burner's samples whose ip resolves to libburn.so's burn_work,

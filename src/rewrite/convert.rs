@@ -274,7 +274,6 @@ pub fn convert(
     if header.features.contains(feature::COMPRESSED) {
         return Err(unsupported("compressed (perf record -z)"));
     }
-    let table = table_ids(&input)?;
     let mut out = AtomicFile::create(output)
         .map_err(|e| out_err("creating a temporary file for", output)(e))?;
     if opts.in_place {
@@ -285,8 +284,17 @@ pub fn convert(
         out.keep_mode_and_owner(&meta);
     }
     copy_range(&input.file, 0, input.len, out.file()).map_err(|e| out_err("writing", output)(e))?;
+    // Walk the copy, not the input: the patches then land on the bytes the
+    // walk saw even if someone rewrites the input meanwhile. Offsets are the
+    // same, so errors still name the input.
+    let mut copy = Input::open(out.tmp_path())?;
+    copy.path.clone_from(&input.path);
+    if !matches!(copy.layout, Layout::File { .. }) {
+        return Err(unsupported("pipe-mode"));
+    }
+    let table = table_ids(&copy)?;
     let mut p = Patcher {
-        e: input.endian(),
+        e: copy.endian(),
         out: out.file(),
         table,
         disk: HashMap::new(),
@@ -294,7 +302,7 @@ pub fn convert(
         compressed: false,
         failed: None,
     };
-    input.walk(None, &mut p)?;
+    copy.walk(None, &mut p)?;
     if p.compressed {
         return Err(unsupported("compressed (perf record -z)"));
     }

@@ -364,6 +364,27 @@ where
     out
 }
 
+/// `perf record -q ARGS -p PID -- sleep SECS` into `out`; with `-o -` among
+/// the args, perf's stdout (pipe mode) goes to `out`. Asserts success.
+pub fn perf_record_pid(pid: u32, out: &Path, args: &[&str], secs: &str) {
+    let pipe = args.windows(2).any(|w| w == ["-o", "-"]);
+    let mut cmd = Command::new("perf");
+    cmd.args(["record", "-q"]).args(args);
+    if !pipe {
+        cmd.arg("-o").arg(out);
+    }
+    cmd.args(["-p", &pid.to_string(), "--", "sleep", secs]);
+    if pipe {
+        cmd.stdout(Stdio::from(std::fs::File::create(out).unwrap()));
+    }
+    let o = cmd.stderr(Stdio::piped()).output().unwrap();
+    assert!(
+        o.status.success(),
+        "perf record: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// Runs perf with the arguments and returns stdout (asserting success).
 pub fn perf(args: &[&std::ffi::OsStr]) -> String {
     let out = Command::new("perf").args(args).output().expect("run perf");
