@@ -17,7 +17,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::merge::{open_locked, out_err};
+use super::merge::{open_input, out_err};
 use crate::bytes::{Endian, Rd};
 use crate::model::{BuildId, FileKey};
 use crate::output::AtomicFile;
@@ -259,11 +259,7 @@ pub fn convert(
     output: &Path,
     opts: &ConvertOptions,
 ) -> Result<ConvertReport, ConvertError> {
-    let input = if opts.in_place {
-        open_locked(input_path)?
-    } else {
-        Input::open(input_path)?
-    };
+    let input = open_input(input_path, opts.in_place)?;
     let unsupported = |what| ConvertError::Unsupported {
         path: input_path.to_path_buf(),
         what,

@@ -123,9 +123,19 @@ fn dedupe_pids(
     })
 }
 
+/// Opens the input of a rewrite: locked (see [`open_locked`]) when the
+/// output replaces it.
+pub(super) fn open_input(path: &Path, in_place: bool) -> Result<Input, MergeError> {
+    if in_place {
+        open_locked(path)
+    } else {
+        Ok(Input::open(path)?)
+    }
+}
+
 /// Opens `path` and locks it exclusively; when another rewrite replaced the
 /// file while we waited (the path names a new inode), opens it again.
-pub(super) fn open_locked(path: &Path) -> Result<Input, MergeError> {
+fn open_locked(path: &Path) -> Result<Input, MergeError> {
     use std::os::unix::fs::MetadataExt;
     for _ in 0..1000 {
         let input = Input::open(path)?;
@@ -192,11 +202,7 @@ pub fn merge(
     output: &Path,
     opts: &MergeOptions,
 ) -> Result<MergeReport, MergeError> {
-    let input = if opts.in_place {
-        open_locked(input_path)?
-    } else {
-        Input::open(input_path)?
-    };
+    let input = open_input(input_path, opts.in_place)?;
     // A snapshot file is read first: its pids bound what needs dedupe.
     let from_file = match &opts.maps {
         Some(p) => Some(snapshot::read_snapshot(&Input::open(p)?)?),
