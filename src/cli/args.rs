@@ -1,0 +1,152 @@
+//! The command line's arguments (clap derive), one struct per subcommand.
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+/// Synthesize PERF_RECORD_MMAP2 records (with build ids) for running
+/// processes and write them as perf.data.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+#[command(group(clap::ArgGroup::new("target").args(["all", "pid", "uid"]).required(true)))]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+    /// Every process on the system (except mmap2-synth itself).
+    #[arg(short = 'a', long)]
+    pub(crate) all: bool,
+    /// These processes (comma-separated pids).
+    #[arg(short = 'p', long, value_delimiter = ',')]
+    pub(crate) pid: Vec<u32>,
+    /// Every process of this user (name or uid).
+    #[arg(short = 'u', long)]
+    pub(crate) uid: Option<String>,
+    /// Output file; `-` writes pipe-mode perf.data to stdout.
+    #[arg(short = 'o', long, default_value = "perf.data")]
+    pub(crate) output: PathBuf,
+    #[command(flatten)]
+    pub(crate) scan: ScanArgs,
+    /// Byte order of the output.
+    #[arg(long, value_enum, default_value_t = ByteOrderArg::Native)]
+    pub(crate) byte_order: ByteOrderArg,
+    /// Print the snapshot as JSON Lines on stdout (the lines `dump --json`
+    /// prints for its perf.data) instead of writing perf.data.
+    #[arg(long, conflicts_with = "output")]
+    pub(crate) json: bool,
+}
+
+/// Options shared by the snapshot and `merge`.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct ScanArgs {
+    /// Also emit every readable data VMA (as `perf record -d`).
+    #[arg(short = 'd', long)]
+    pub(crate) data: bool,
+    /// Where VMAs come from.
+    #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
+    pub(crate) source: SourceArg,
+    /// Do not look up build ids (MMAP2 records get maj/min/ino instead).
+    #[arg(long)]
+    pub(crate) no_buildid: bool,
+    /// Worker threads (default: all cores).
+    #[arg(short = 'j', long)]
+    pub(crate) jobs: Option<usize>,
+    /// Fail (exit 3) if any process had to be skipped.
+    #[arg(long)]
+    pub(crate) strict: bool,
+    /// No summary on stderr.
+    #[arg(short = 'q', long)]
+    pub(crate) quiet: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Insert synthesized maps into an existing recording (nothing else changes).
+    Merge(MergeArgs),
+    /// Print the maps, COMMs, FORK/EXITs and build ids of a recording or snapshot.
+    Dump(DumpArgs),
+    /// Rewrite a recording into a form every reader understands.
+    Convert(ConvertArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ConvertArgs {
+    #[command(flatten)]
+    pub(crate) target: RewriteTarget,
+    /// Inode-form MMAP2 records of files become build-id MMAP2 records (ids
+    /// from the BUILD_ID table, else from the file on disk when its device
+    /// and inode are still the recorded ones).
+    #[arg(long)]
+    pub(crate) buildid_mmap2: bool,
+    /// No summary.
+    #[arg(short, long)]
+    pub(crate) quiet: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct DumpArgs {
+    /// The recording or snapshot (`-` for stdin; file or pipe mode, either
+    /// byte order, compressed or not).
+    pub(crate) file: PathBuf,
+    /// JSON Lines with named fields instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// In time order (stable) instead of file order.
+    #[arg(long)]
+    pub(crate) sort: bool,
+}
+
+/// The recording a rewrite reads and where its result goes.
+#[derive(clap::Args, Debug)]
+pub(crate) struct RewriteTarget {
+    /// The recording (file or pipe mode, any byte order, compressed or not).
+    pub(crate) recording: PathBuf,
+    /// Where to write the result.
+    #[arg(short = 'o', long, conflicts_with = "in_place")]
+    pub(crate) output: Option<PathBuf>,
+    /// Rewrite the recording itself (atomically, under an exclusive lock,
+    /// keeping its mode and owner; a symlink is followed).
+    #[arg(long)]
+    pub(crate) in_place: bool,
+    /// With --in-place: rewrite a file that has other hard links (they keep
+    /// the old contents).
+    #[arg(long, requires = "in_place")]
+    pub(crate) force: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct MergeArgs {
+    #[command(flatten)]
+    pub(crate) target: RewriteTarget,
+    /// Take the records from a snapshot written earlier by `mmap2-synth -o SNAP`.
+    #[arg(long, value_name = "SNAP")]
+    pub(crate) maps: Option<PathBuf>,
+    /// Every process, not only those the recording needs.
+    #[arg(short = 'a', long, conflicts_with = "pid")]
+    pub(crate) all: bool,
+    /// These processes (comma-separated pids).
+    #[arg(short = 'p', long, value_delimiter = ',')]
+    pub(crate) pid: Vec<u32>,
+    #[command(flatten)]
+    pub(crate) scan: ScanArgs,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum SourceArg {
+    /// PROCMAP_QUERY when the kernel has it (6.11+), else text.
+    Auto,
+    /// PROCMAP_QUERY only.
+    Ioctl,
+    /// Text /proc/PID/maps only.
+    Text,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum ByteOrderArg {
+    /// This machine's.
+    Native,
+    /// Little-endian.
+    Little,
+    /// Big-endian.
+    Big,
+}

@@ -1,0 +1,18 @@
+//! `dump`: a recording's maps on stdout.
+
+use mmap2_synth::dump::{self, DumpError, DumpOptions};
+
+use super::args::DumpArgs;
+use super::error::CliError;
+
+pub(crate) fn run_dump(d: &DumpArgs) -> Result<(), CliError> {
+    let input = mmap2_synth::perf::Input::open(&d.file).map_err(DumpError::from)?;
+    let opts = DumpOptions {
+        json: d.json,
+        sort: d.sort,
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    dump::dump(&input, opts, &mut out)?;
+    Ok(())
+}

@@ -1,0 +1,81 @@
+//! The CLI's one error type, its exit codes, and how it is printed.
+
+use std::path::Path;
+
+use mmap2_synth::dump::DumpError;
+use mmap2_synth::output::OutputError;
+use mmap2_synth::perf::WriteError;
+use mmap2_synth::proc::ScanError;
+use mmap2_synth::rewrite::{ConvertError, MergeError};
+use mmap2_synth::summary::StrictFailure;
+
+/// A CLI failure: what went wrong, and through [`CliError::exit_code`] the
+/// exit status (2 bad usage or input, 3 `--strict`, 1 anything else).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CliError {
+    /// Bad arguments.
+    #[error("{0}")]
+    Usage(String),
+    /// The scan of /proc failed as a whole.
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+    /// The output cannot be used.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+    /// Writing the snapshot failed.
+    #[error("writing {path}")]
+    Write {
+        /// The output ("stdout" for `-o -`).
+        path: String,
+        /// The cause.
+        #[source]
+        source: WriteError,
+    },
+    /// The merge failed.
+    #[error(transparent)]
+    Merge(#[from] MergeError),
+    /// The dump failed.
+    #[error(transparent)]
+    Dump(#[from] DumpError),
+    /// The conversion failed.
+    #[error(transparent)]
+    Convert(#[from] ConvertError),
+    /// `--strict` and something was skipped.
+    #[error(transparent)]
+    Strict(#[from] StrictFailure),
+}
+
+impl CliError {
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) | CliError::Output(OutputError::Unsupported { .. }) => 2,
+            CliError::Merge(e) if e.is_bad_input() => 2,
+            CliError::Dump(e) if e.is_bad_input() => 2,
+            CliError::Convert(e) if e.is_bad_input() => 2,
+            CliError::Strict(_) => 3,
+            _ => 1,
+        }
+    }
+
+    pub(crate) fn write(path: &Path, source: impl Into<WriteError>) -> CliError {
+        CliError::Write {
+            path: path.display().to_string(),
+            source: source.into(),
+        }
+    }
+}
+
+/// The error and its causes, joined by ": ", each once.
+pub(crate) fn chain(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !message.ends_with(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = s.source();
+    }
+    message
+}

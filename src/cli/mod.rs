@@ -1,0 +1,58 @@
+//! The command line, by concern: arguments (`args`), the error and its exit
+//! codes (`error`), the snapshot (`snapshot`), `merge`/`convert`
+//! (`rewrite`) and `dump` (`dump`).
+
+mod args;
+mod dump;
+mod error;
+mod rewrite;
+mod snapshot;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use mmap2_synth::output;
+
+use args::{Cli, Command};
+
+/// Parses the arguments, runs the command, prints an error once with its
+/// causes and maps it to the exit status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    remove_temporaries_on_signals();
+    let result = match &cli.command {
+        Some(Command::Merge(m)) => rewrite::run_merge(m),
+        Some(Command::Dump(d)) => dump::run_dump(d),
+        Some(Command::Convert(c)) => rewrite::run_convert(c),
+        None => snapshot::run(&cli),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", error::chain(&e));
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// Prints summary lines on stderr.
+pub(crate) fn print(lines: &[String]) {
+    for l in lines {
+        eprintln!("{l}");
+    }
+}
+
+/// On SIGINT, SIGTERM or SIGHUP: remove the temporary output files, then
+/// exit with 128 + the signal, as a shell reports it.
+fn remove_temporaries_on_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            output::remove_temporaries();
+            std::process::exit(128 + sig);
+        }
+    });
+}

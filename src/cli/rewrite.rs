@@ -1,0 +1,126 @@
+//! `merge` and `convert`: where they write, and running them.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use mmap2_synth::output;
+use mmap2_synth::rewrite::{self, MergeOptions, Which};
+use mmap2_synth::summary;
+
+use super::args::{ConvertArgs, MergeArgs, RewriteTarget};
+use super::error::CliError;
+use super::print;
+use super::snapshot::scan_options;
+
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Where a merge writes, from `-o` / `--in-place`: a regular file (or a new
+/// one), symlinks resolved. A merge seeks in its output, so streams are refused.
+pub(crate) fn rewrite_output(m: &RewriteTarget, cmd: &str) -> Result<PathBuf, CliError> {
+    let path = match (&m.output, m.in_place) {
+        (Some(o), false) if o.as_os_str() == "-" => {
+            return Err(CliError::Usage(format!(
+                "{cmd} cannot write to stdout (it seeks in its output); give -o FILE"
+            )))
+        }
+        (Some(o), false) if same_file(o, &m.recording) => {
+            return Err(CliError::Usage(format!(
+                "-o {} is the recording itself; use --in-place to rewrite it",
+                o.display()
+            )))
+        }
+        (Some(o), false) => o,
+        (None, true) => &m.recording,
+        _ => {
+            return Err(CliError::Usage(format!(
+                "{cmd} needs -o OUT.data or --in-place (refusing to guess where to write)"
+            )))
+        }
+    };
+    match output::classify(path)? {
+        output::Target::File(p) => Ok(p),
+        output::Target::Stream(p) => Err(CliError::Usage(format!(
+            "{}: {cmd} writes a seekable file, not a FIFO or device",
+            p.display()
+        ))),
+    }
+}
+
+/// Refuses `--in-place` on a file with other hard links unless `--force`.
+pub(crate) fn check_links(m: &RewriteTarget, path: &Path) -> Result<(), CliError> {
+    use std::os::unix::fs::MetadataExt;
+    let links = std::fs::metadata(path).map_or(1, |md| md.nlink());
+    if m.in_place && links > 1 && !m.force {
+        return Err(CliError::Usage(format!(
+            "{} has {links} hard links; --in-place would split them (use --force)",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The output of a rewrite and the file it reads (the output itself for
+/// `--in-place`), after the usage checks.
+pub(crate) fn rewrite_paths(t: &RewriteTarget, cmd: &str) -> Result<(PathBuf, PathBuf), CliError> {
+    let output = rewrite_output(t, cmd)?;
+    check_links(t, &output)?;
+    let recording = if t.in_place {
+        output.clone()
+    } else {
+        t.recording.clone()
+    };
+    Ok((recording, output))
+}
+
+pub(crate) fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
+    let started = Instant::now();
+    let (recording, output) = rewrite_paths(&m.target, "merge")?;
+    let opts = MergeOptions {
+        which: if m.all {
+            Which::All
+        } else if !m.pid.is_empty() {
+            Which::Pids(m.pid.clone())
+        } else {
+            Which::Needed
+        },
+        maps: m.maps.clone(),
+        snapshot: scan_options(&m.scan)?,
+        in_place: m.target.in_place,
+    };
+    let report = rewrite::merge(&recording, &output, &opts)?;
+    if !m.scan.quiet {
+        let dest = output.display().to_string();
+        print(&summary::merge(&report, started.elapsed(), &dest));
+    }
+    summary::strict(m.scan.strict, &report.skipped)?;
+    Ok(())
+}
+
+pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
+    let started = Instant::now();
+    if !c.buildid_mmap2 {
+        return Err(CliError::Usage(
+            "convert: nothing to do; give --buildid-mmap2".into(),
+        ));
+    }
+    let (recording, output) = rewrite_paths(&c.target, "convert")?;
+    let opts = rewrite::ConvertOptions {
+        buildid_mmap2: c.buildid_mmap2,
+        in_place: c.target.in_place,
+    };
+    let report = rewrite::convert(&recording, &output, &opts)?;
+    if !c.quiet {
+        print(&summary::convert(
+            &report,
+            started.elapsed(),
+            &output.display().to_string(),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,231 @@
+//! The main job: a snapshot of live processes into perf.data (file, FIFO,
+//! device or stdout) or as JSON Lines.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use mmap2_synth::bytes::Endian;
+use mmap2_synth::dump::{self, DumpOptions, Printer};
+use mmap2_synth::model::Selection;
+use mmap2_synth::output::{self, AtomicFile};
+use mmap2_synth::perf::WriteError;
+use mmap2_synth::proc::{self, HostFacts, Options, SourceChoice, Target};
+use mmap2_synth::snapshot::{self, LiveError, LiveReport, Out, WriteOptions};
+use mmap2_synth::summary;
+
+use super::args::{ByteOrderArg, Cli, ScanArgs, SourceArg};
+use super::error::CliError;
+use super::print;
+
+pub(crate) fn resolve_uid(user: &str) -> Result<u32, CliError> {
+    if let Ok(n) = user.parse() {
+        return Ok(n);
+    }
+    mmap2_synth::sys::uid_of_user(user)
+        .map_err(|e| CliError::Usage(format!("cannot look up user {user:?}: {e}")))?
+        .ok_or_else(|| CliError::Usage(format!("no such user: {user:?}")))
+}
+
+pub(crate) fn scan_options(a: &ScanArgs) -> Result<Options, CliError> {
+    if a.jobs == Some(0) {
+        return Err(CliError::Usage("-j must be at least 1".into()));
+    }
+    Ok(Options {
+        selection: if a.data {
+            Selection::ExecAndData
+        } else {
+            Selection::Exec
+        },
+        source: match a.source {
+            SourceArg::Auto => SourceChoice::Auto,
+            SourceArg::Ioctl => SourceChoice::Ioctl,
+            SourceArg::Text => SourceChoice::Text,
+        },
+        build_ids: !a.no_buildid,
+        jobs: a.jobs,
+        ..Options::default()
+    })
+}
+
+/// `--json`: the snapshot's lines on stdout, streamed as the scan goes.
+pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
+    let started = Instant::now();
+    let scan = scan_options(&cli.scan)?;
+    let enc = snapshot::snapshot_encoding(Endian::NATIVE, cli.all);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut printer = Printer::new(
+        &mut out,
+        DumpOptions {
+            json: true,
+            sort: false,
+        },
+    );
+    let mut ids = std::collections::BTreeMap::new();
+    let mut stats = mmap2_synth::snapshot::Stats::default();
+    let scanned = proc::scan_each(
+        target,
+        &scan,
+        |p| snapshot::encode_for_writer(&p, &enc),
+        |encoded| -> Result<(), CliError> {
+            let encoded = encoded.map_err(|e| CliError::write(Path::new("stdout"), e))?;
+            printer.records(&encoded.records, enc.endian, enc.layout);
+            for (name, id) in encoded.build_ids {
+                ids.entry(name)
+                    .or_insert_with(std::collections::BTreeSet::new)
+                    .insert(id);
+            }
+            stats.add(encoded.summary);
+            Ok(())
+        },
+    )?;
+    for b in mmap2_synth::snapshot::encode::table_entries(&ids) {
+        printer.line(dump::Line::of_build_id(&b));
+    }
+    printer.finish()?;
+    stats.add_skips(&scanned.skipped, scanned.unverified_build_ids);
+    if !cli.scan.quiet {
+        print(&summary::snapshot(
+            &stats,
+            &scanned.skipped,
+            started.elapsed(),
+            "stdout",
+        ));
+    }
+    summary::strict(cli.scan.strict, &scanned.skipped)?;
+    Ok(())
+}
+
+pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
+    let started = Instant::now();
+    let target = if cli.all {
+        Target::All
+    } else if let Some(u) = &cli.uid {
+        Target::Uid(resolve_uid(u)?)
+    } else {
+        Target::Pids(cli.pid.clone())
+    };
+    if cli.json {
+        return run_json(cli, &target);
+    }
+    let scan = scan_options(&cli.scan)?;
+    let to_stdout = cli.output.as_os_str() == "-";
+    // None: stdout
+    let dest = if to_stdout {
+        None
+    } else {
+        Some(output::classify(&cli.output)?)
+    };
+    let wopts = WriteOptions {
+        endian: match cli.byte_order {
+            ByteOrderArg::Native => Endian::NATIVE,
+            ByteOrderArg::Little => Endian::Little,
+            ByteOrderArg::Big => Endian::Big,
+        },
+        forks: cli.all,
+        cmdline: std::env::args_os()
+            .map(|a| std::os::unix::ffi::OsStrExt::as_bytes(a.as_os_str()).to_vec())
+            .collect(),
+        host: HostFacts::read(),
+    };
+    let mut write = |out: Out<'_>| snapshot::write_live(&target, &scan, out, &wopts);
+    let report = match &dest {
+        None => write_stdout(&mut write)?,
+        Some(output::Target::File(p)) => write_file(p, &mut write)?,
+        Some(output::Target::Stream(p)) => write_stream(p, &mut write)?,
+    };
+    if !cli.scan.quiet {
+        let dest = if to_stdout {
+            "stdout".to_string()
+        } else {
+            cli.output.display().to_string()
+        };
+        print(&summary::snapshot(
+            &report.stats,
+            &report.skipped,
+            started.elapsed(),
+            &dest,
+        ));
+    }
+    summary::strict(cli.scan.strict, &report.skipped)?;
+    Ok(())
+}
+
+/// A live snapshot written into an output.
+pub(crate) type WriteFn<'a> = &'a mut dyn FnMut(Out<'_>) -> Result<LiveReport, LiveError>;
+
+/// The CLI error for a live snapshot into `path` that failed.
+pub(crate) fn live_error(path: &Path) -> impl Fn(LiveError) -> CliError + '_ {
+    move |e| match e {
+        LiveError::Scan(e) => CliError::Scan(e),
+        LiveError::Write(e) => CliError::write(path, e),
+    }
+}
+
+/// Writes to stdout, which must be open (std ignores writes to a closed
+/// descriptor 1, which would report success for data that went nowhere).
+pub(crate) fn write_stdout(f: WriteFn<'_>) -> Result<LiveReport, CliError> {
+    use std::os::fd::AsFd;
+    let err = |e: WriteError| CliError::Write {
+        path: "stdout".into(),
+        source: e,
+    };
+    let stdout = std::io::stdout();
+    let fd = stdout
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|e| err(e.into()))?;
+    if stdout_was_closed(&fd) {
+        let closed = std::io::Error::from_raw_os_error(libc::EBADF);
+        return Err(err(closed.into()));
+    }
+    let mut w = std::io::BufWriter::new(std::fs::File::from(fd));
+    let report = f(Out::Pipe(&mut w)).map_err(live_error(Path::new("stdout")))?;
+    w.flush().map_err(|e| err(e.into()))?;
+    Ok(report)
+}
+
+/// Whether descriptor 1 was closed when we started: the Rust runtime then
+/// opens /dev/null read-write in its place, which no shell redirection does
+/// (`>` opens write-only), so that is what is looked for.
+pub(crate) fn stdout_was_closed(fd: &std::os::fd::OwnedFd) -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(null) = std::fs::metadata("/dev/null") else {
+        return false;
+    };
+    let Ok(meta) = fd
+        .try_clone()
+        .and_then(|d| std::fs::File::from(d).metadata())
+    else {
+        return false;
+    };
+    meta.rdev() == null.rdev()
+        && mmap2_synth::sys::access_mode(fd.as_fd()).is_ok_and(|m| m == libc::O_RDWR)
+}
+
+/// Writes straight into a FIFO or character device.
+pub(crate) fn write_stream(path: &Path, f: WriteFn<'_>) -> Result<LiveReport, CliError> {
+    let mut w = std::io::BufWriter::new(output::open_stream(path)?);
+    let report = f(Out::Pipe(&mut w)).map_err(live_error(path))?;
+    w.flush().map_err(|e| CliError::write(path, e))?;
+    Ok(report)
+}
+
+/// Writes `path` atomically through `f`.
+pub(crate) fn write_file(path: &Path, f: WriteFn<'_>) -> Result<LiveReport, CliError> {
+    let mut out = AtomicFile::create(path).map_err(|e| CliError::write(path, e))?;
+    let report = {
+        let mut w = std::io::BufWriter::with_capacity(WRITE_BUFFER, out.file());
+        let report = f(Out::File(&mut w)).map_err(live_error(path))?;
+        w.flush().map_err(|e| CliError::write(path, e))?;
+        report
+    };
+    out.commit().map_err(|e| CliError::write(path, e))?;
+    Ok(report)
+}
+
+/// Bytes gathered per write into a snapshot file: a few large writes cost
+/// less than many small ones.
+pub(crate) const WRITE_BUFFER: usize = 256 << 10;
