@@ -41,25 +41,15 @@ pub struct Mmap2<'a> {
     pub filename: &'a [u8],
 }
 
-/// Encodes a PERF_RECORD_MMAP2 with its sample_id trailer.
-pub fn encode_mmap2(
-    out: &mut Vec<u8>,
-    e: Endian,
-    m: &Mmap2<'_>,
-    layout: &SampleIdLayout,
-    sid: &SampleId,
-) -> Result<(), RecordTooLarge> {
-    let misc = match m.id {
-        Mmap2Id::BuildId(_) => m.misc | misc::MMAP_BUILD_ID,
-        Mmap2Id::Inode { .. } => m.misc & !misc::MMAP_BUILD_ID,
-    };
-    let at = begin_record(out, e, types::MMAP2, misc);
-    out.put_u32(e, m.pid);
-    out.put_u32(e, m.tid);
-    out.put_u64(e, m.addr);
-    out.put_u64(e, m.len);
-    out.put_u64(e, m.pgoff);
-    match m.id {
+/// Where the file identity starts in an MMAP2 body (after pid, tid, addr,
+/// len, pgoff). Both forms take 24 bytes, so one can replace the other in
+/// place.
+pub const MMAP2_ID_AT: usize = 32;
+
+/// Appends an MMAP2 file identity: build-id size, 3 reserved bytes and the
+/// id padded to 20; or maj, min, ino, ino_generation.
+pub fn put_mmap2_id(out: &mut Vec<u8>, e: Endian, id: &Mmap2Id) {
+    match *id {
         Mmap2Id::BuildId(id) => {
             let b = id.as_bytes();
             out.push(b.len() as u8);
@@ -79,6 +69,27 @@ pub fn encode_mmap2(
             out.put_u64(e, ino_generation);
         }
     }
+}
+
+/// Encodes a PERF_RECORD_MMAP2 with its sample_id trailer.
+pub fn encode_mmap2(
+    out: &mut Vec<u8>,
+    e: Endian,
+    m: &Mmap2<'_>,
+    layout: &SampleIdLayout,
+    sid: &SampleId,
+) -> Result<(), RecordTooLarge> {
+    let misc = match m.id {
+        Mmap2Id::BuildId(_) => m.misc | misc::MMAP_BUILD_ID,
+        Mmap2Id::Inode { .. } => m.misc & !misc::MMAP_BUILD_ID,
+    };
+    let at = begin_record(out, e, types::MMAP2, misc);
+    out.put_u32(e, m.pid);
+    out.put_u32(e, m.tid);
+    out.put_u64(e, m.addr);
+    out.put_u64(e, m.len);
+    out.put_u64(e, m.pgoff);
+    put_mmap2_id(out, e, &m.id);
     out.put_u32(e, m.prot);
     out.put_u32(e, m.flags);
     put_cstr(out, m.filename, 8);

@@ -117,10 +117,8 @@ impl Attrs {
         if self.list.len() == 1 {
             return Some(first);
         }
-        let Some(id) = first.id_pos().sample.and_then(|pos| Rd(e).u64(body, pos)) else {
-            return Some(first);
-        };
-        Some(self.by_id.get(&id).map_or(first, |&i| &self.list[i].0))
+        let id = first.id_pos().sample.and_then(|pos| Rd(e).u64(body, pos));
+        self.by_id_or_first(id)
     }
 
     /// The attr a non-sample record's `sample_id` trailer belongs to (by
@@ -136,10 +134,14 @@ impl Attrs {
             .trailer_from_end
             .and_then(|n| body.len().checked_sub(n))
             .and_then(|pos| Rd(e).u64(body, pos));
-        let Some(id) = id else {
-            return Some(first);
-        };
-        Some(self.by_id.get(&id).map_or(first, |&i| &self.list[i].0))
+        self.by_id_or_first(id)
+    }
+
+    /// The attr with this id; the first when the id is absent or unknown.
+    fn by_id_or_first(&self, id: Option<u64>) -> Option<&Attr> {
+        let first = self.first()?;
+        let i = id.and_then(|id| self.by_id.get(&id));
+        Some(i.map_or(first, |&i| &self.list[i].0))
     }
 }
 

@@ -18,10 +18,11 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::merge::{open_input, out_err};
-use crate::bytes::{Endian, Rd};
+use crate::bytes::Endian;
 use crate::model::{BuildId, FileKey};
 use crate::output::AtomicFile;
 use crate::perf::consts::{feature, misc, types};
+use crate::perf::events::{parse_map, put_mmap2_id, Mmap2Id, MMAP2_ID_AT};
 use crate::perf::features::parse_build_id_table;
 use crate::perf::stream::copy_range;
 use crate::perf::{Attrs, FormatError, Input, InputError, Layout, RecordHeader, Visitor};
@@ -47,7 +48,7 @@ pub struct ConvertReport {
     pub from_disk: u64,
     /// MMAP2 records that had a build id already.
     pub already: u64,
-    /// Kept: another file is at the path now (paths, first few).
+    /// Kept: another file is at the path now.
     pub stale: u64,
     /// Kept: no file at the path.
     pub missing: u64,
@@ -171,22 +172,6 @@ impl Patcher<'_> {
     }
 }
 
-/// Byte offset of the file identity in an MMAP2 body (after pid, tid,
-/// addr, len, pgoff), and its size in both forms.
-const ID_AT: usize = 32;
-const ID_LEN: usize = 24;
-/// Where the path starts in an MMAP2 body.
-const PATH_AT: usize = 64;
-
-/// The 24 bytes of a build-id form identity: size, 3 reserved, 20 id bytes.
-pub fn build_id_field(id: &BuildId) -> [u8; ID_LEN] {
-    let mut f = [0u8; ID_LEN];
-    let b = id.as_bytes();
-    f[0] = b.len() as u8;
-    f[4..4 + b.len()].copy_from_slice(b);
-    f
-}
-
 impl Visitor for Patcher<'_> {
     fn stored(&mut self, _at: u64, h: &RecordHeader) {
         if matches!(h.type_, types::COMPRESSED | types::COMPRESSED2) {
@@ -213,16 +198,12 @@ impl Visitor for Patcher<'_> {
             self.report.already += 1;
             return Ok(());
         }
-        let r = Rd(self.e);
-        let (Some(maj), Some(min), Some(ino), Some(name)) = (
-            r.u32(body, ID_AT),
-            r.u32(body, ID_AT + 4),
-            r.u64(body, ID_AT + 8),
-            body.get(PATH_AT..),
-        ) else {
-            return Ok(()); // too short to be an MMAP2: passed through as it is
+        let Some(m) = parse_map(&h, body, self.e) else {
+            return Ok(()); // malformed: passed through as it is
         };
-        let path = crate::bytes::cstr(name);
+        let (Some((maj, min, ino)), path) = (m.dev_ino, &m.key.filename) else {
+            return Ok(());
+        };
         if path.first() != Some(&b'/') || ino == 0 {
             self.report.special += 1;
             return Ok(());
@@ -241,10 +222,13 @@ impl Visitor for Patcher<'_> {
         };
         let mut head = Vec::with_capacity(8);
         patched.put(&mut head, self.e);
-        let res = self.out.write_all_at(&head, at).and_then(|()| {
-            self.out
-                .write_all_at(&build_id_field(&id), at + 8 + ID_AT as u64)
-        });
+        let mut field = Vec::with_capacity(24);
+        put_mmap2_id(&mut field, self.e, &Mmap2Id::BuildId(id));
+        let id_at = at + 8 + MMAP2_ID_AT as u64;
+        let res = self
+            .out
+            .write_all_at(&head, at)
+            .and_then(|()| self.out.write_all_at(&field, id_at));
         if let Err(e) = res {
             self.failed.get_or_insert(e);
         }
