@@ -16,8 +16,12 @@ fn record(pid: u32, out: &Path, extra: &[&str]) {
     perf_record_pid(pid, out, &args, "1");
 }
 
-/// Share of the burner's samples whose ip resolves to libburn.so's burn_work,
-/// and the number of its samples, per `perf script`.
+/// Share of the burner's user-space samples whose ip resolves to libburn.so's
+/// burn_work, and the number of those samples, per `perf script`. Kernel
+/// samples are left out: merge does not touch the kernel map, and on a
+/// loaded machine (CI runs these tests in parallel) preemption and
+/// interrupts put several percent of a burner's samples in the kernel
+/// (94.7% burn_work once in CI, 99.8% idle).
 fn burn_share(data: &Path, pid: u32) -> (f64, usize) {
     let text = perf(&[
         "script".as_ref(),
@@ -31,6 +35,7 @@ fn burn_share(data: &Path, pid: u32) -> (f64, usize) {
     let mine: Vec<&str> = text
         .lines()
         .filter(|l| l.split_whitespace().next() == Some(pid.to_string().as_str()))
+        .filter(|l| !l.ends_with("([kernel.kallsyms])"))
         .collect();
     let hits = mine
         .iter()
