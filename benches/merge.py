@@ -13,8 +13,9 @@ stopped (an idle machine), each recording is then, interleaved REPS times:
 copied with `cp`, merged with `--maps SNAP` (maps inserted for every pid), and
 its merged output merged again (nothing to insert), and given to `perf inject
 --buildid-all` for reference. A third, dense recording with perf's own
-synthesis (inode-form MMAP2) is copied, given to `convert --buildid-mmap2`
-and to `perf inject --buildid-all`. Prints medians of wall time, peak RSS (GNU
+synthesis (inode-form MMAP2) is copied, given to `convert --buildid-mmap2`,
+`convert --to pipe` and `perf inject --buildid-all`, and its `-z` twin to
+`convert --portable` (compared with `cp` of the uncompressed one). Prints medians of wall time, peak RSS (GNU
 time) and the ratios of issue 8.
 """
 import os
@@ -93,14 +94,21 @@ def measure(rec, snap, reps):
     return res
 
 
-def measure_convert(rec, reps):
-    """convert --buildid-mmap2 of a recording with perf's inode-form maps."""
+def measure_convert(rec, zrec, reps):
+    """convert of a recording with perf's inode-form maps, and --portable of
+    its `-z` twin, against `cp` of the uncompressed recording."""
     o = os.path.join(OUT, "convert-out.data")
     cmds = {
         "cp": ["cp", rec, o],
         "convert --buildid-mmap2": [BIN, "convert", "-q", "--buildid-mmap2", rec, "-o", o],
+        "convert --to pipe": [BIN, "convert", "-q", "--to", "pipe", rec, "-o", o],
+        "convert --portable (-z twin)": [BIN, "convert", "-q", "--portable", zrec, "-o", o],
         "perf inject --buildid-all": ["perf", "inject", "--buildid-all", "-i", rec, "-o", o],
     }
+    inject_help = subprocess.run(["perf", "inject", "-h"], capture_output=True, text=True)
+    if "mmap2-buildid-all" in inject_help.stdout + inject_help.stderr:
+        cmds["perf inject --mmap2-buildid-all"] = ["perf", "inject", "--mmap2-buildid-all",
+                                                   "-i", rec, "-o", o]
     res = {k: [] for k in cmds}
     for _ in range(reps):
         for name, cmd in cmds.items():
@@ -149,17 +157,23 @@ def main():
               f"nothing to insert / cp {med['merge (nothing to insert)'] / med['cp']:.2f} [<= 1.3], "
               f"merge peak RSS {rss:.1f} MiB [<= 32]")
         os.unlink(rec)
-    # convert: a dense recording with perf's own (inode-form) maps.
-    rec, snap = record("dense-synth", 2, ["-g", "-F", "20000", "-e", "cpu-clock"], secs, synth=True)
+    # convert: a dense recording with perf's own (inode-form) maps, and its -z twin.
+    dense = ["-g", "-F", "20000", "-e", "cpu-clock"]
+    rec, snap = record("dense-synth", 2, dense, secs, synth=True)
     os.unlink(snap)
-    print(f"\ndense with perf's synthesis: {os.path.getsize(rec) / 1e6:.1f} MB")
-    res = measure_convert(rec, reps)
+    zrec, snap = record("dense-synth-z", 2, dense + ["-z"], secs, synth=True)
+    os.unlink(snap)
+    print(f"\ndense with perf's synthesis: {os.path.getsize(rec) / 1e6:.1f} MB; "
+          f"its -z twin {os.path.getsize(zrec) / 1e6:.1f} MB")
+    res = measure_convert(rec, zrec, reps)
     med = table(res)
-    rss = max(m for _, m in res["convert --buildid-mmap2"]) / 1024
+    rss = max(m for k in res if k.startswith("convert") for _, m in res[k]) / 1024
     print(f"targets: convert --buildid-mmap2 / cp {med['convert --buildid-mmap2'] / med['cp']:.2f} [<= 1.5], "
-          f"peak RSS {rss:.1f} MiB [<= 32]; perf inject --buildid-all / convert "
+          f"--portable of the -z twin / cp {med['convert --portable (-z twin)'] / med['cp']:.2f} [<= 3], "
+          f"convert peak RSS {rss:.1f} MiB [<= 32]; perf inject --buildid-all / convert "
           f"{med['perf inject --buildid-all'] / med['convert --buildid-mmap2']:.2f}")
     os.unlink(rec)
+    os.unlink(zrec)
 
 
 if __name__ == "__main__":

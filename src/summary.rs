@@ -109,6 +109,30 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
         took.as_secs_f64(),
         dest,
     )];
+    let mode = |pipe| if pipe { "pipe" } else { "file" };
+    if r.from_pipe != r.to_pipe {
+        lines.push(format!(
+            "mmap2-synth: {} mode -> {} mode",
+            mode(r.from_pipe),
+            mode(r.to_pipe)
+        ));
+    }
+    if r.decompressed > 0 {
+        lines.push(format!(
+            "mmap2-synth: {} records taken out of {} COMPRESSED records",
+            r.decompressed, r.compressed_records
+        ));
+    }
+    if let Some((at, n)) = r.trailing {
+        let what = if r.to_pipe {
+            "copied as they are"
+        } else {
+            "left out"
+        };
+        lines.push(format!(
+            "mmap2-synth: the stream's last {n} bytes (from offset {at}) form no records: {what}"
+        ));
+    }
     for p in &r.stale_paths {
         lines.push(format!(
             "mmap2-synth: stale: {} was replaced on disk after the recording; its maps keep maj/min/ino",

@@ -78,6 +78,18 @@ pub(crate) struct ConvertArgs {
     /// and inode are still the recorded ones).
     #[arg(long)]
     pub(crate) buildid_mmap2: bool,
+    /// Write this mode: `file` (perf.data with a header) or `pipe` (a
+    /// stream, as `perf record -o -` writes). Default: the input's mode.
+    #[arg(long, value_enum)]
+    pub(crate) to: Option<ModeArg>,
+    /// PERF_RECORD_COMPRESSED records (`perf record -z`) become the records
+    /// they hold, in order; the COMPRESSED feature is dropped.
+    #[arg(long)]
+    pub(crate) decompress: bool,
+    /// The form every reader understands: `--to file --decompress
+    /// --buildid-mmap2`.
+    #[arg(long, conflicts_with = "to")]
+    pub(crate) portable: bool,
     /// No summary.
     #[arg(short, long)]
     pub(crate) quiet: bool,
@@ -149,4 +161,12 @@ pub(crate) enum ByteOrderArg {
     Little,
     /// Big-endian.
     Big,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ModeArg {
+    /// File mode.
+    File,
+    /// Pipe mode.
+    Pipe,
 }

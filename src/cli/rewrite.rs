@@ -7,7 +7,7 @@ use mmap2_synth::output;
 use mmap2_synth::rewrite::{self, MergeOptions, Which};
 use mmap2_synth::summary;
 
-use super::args::{ConvertArgs, MergeArgs, RewriteTarget};
+use super::args::{ConvertArgs, MergeArgs, ModeArg, RewriteTarget};
 use super::error::CliError;
 use super::print;
 use super::snapshot::scan_options;
@@ -104,16 +104,23 @@ pub(crate) fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
 
 pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
     let started = Instant::now();
-    if !c.buildid_mmap2 {
+    let opts = rewrite::ConvertOptions {
+        buildid_mmap2: c.buildid_mmap2 || c.portable,
+        to_pipe: if c.portable {
+            Some(false)
+        } else {
+            c.to.map(|m| m == ModeArg::Pipe)
+        },
+        decompress: c.decompress || c.portable,
+        in_place: c.target.in_place,
+    };
+    if !opts.buildid_mmap2 && opts.to_pipe.is_none() && !opts.decompress {
         return Err(CliError::Usage(
-            "convert: nothing to do; give --buildid-mmap2".into(),
+            "convert: nothing to do; give --buildid-mmap2, --to file|pipe, --decompress or --portable"
+                .into(),
         ));
     }
     let (recording, output) = rewrite_paths(&c.target, "convert")?;
-    let opts = rewrite::ConvertOptions {
-        buildid_mmap2: c.buildid_mmap2,
-        in_place: c.target.in_place,
-    };
     let report = rewrite::convert(&recording, &output, &opts)?;
     if !c.quiet {
         print(&summary::convert(

@@ -18,6 +18,11 @@ pub mod types {
     pub const MMAP2: u32 = 10;
     /// PERF_RECORD_HEADER_ATTR (pipe mode: an attr and its ids).
     pub const HEADER_ATTR: u32 = 64;
+    /// PERF_RECORD_HEADER_EVENT_TYPE (obsolete pipe-mode event names).
+    pub const HEADER_EVENT_TYPE: u32 = 65;
+    /// PERF_RECORD_HEADER_TRACING_DATA (pipe mode: `u32 size`, then that
+    /// many bytes of tracing data after the record, outside its size).
+    pub const HEADER_TRACING_DATA: u32 = 66;
     /// PERF_RECORD_AUXTRACE: AUX area data (Intel PT, ARM SPE, CoreSight),
     /// whose `u64 size` bytes follow the record outside its header size.
     pub const AUXTRACE: u32 = 71;
@@ -98,6 +103,8 @@ pub mod attr_flags {
 
 /// Feature bit numbers (`HEADER_*`).
 pub mod feature {
+    /// HEADER_TRACING_DATA: tracepoint formats (perf's trace-event data).
+    pub const TRACING_DATA: u32 = 1;
     /// HEADER_BUILD_ID: the DSO -> build id table.
     pub const BUILD_ID: u32 = 2;
     /// HEADER_HOSTNAME.
@@ -208,6 +215,7 @@ mod tests {
             (feature::EVENT_DESC.into(), Feature::EVENT_DESC.0.into()),
             (feature::COMPRESSED.into(), Feature::COMPRESSED.0.into()),
             (feature::AUXTRACE.into(), Feature::AUXTRACE.0.into()),
+            (feature::TRACING_DATA.into(), Feature::TRACING_DATA.0.into()),
         ];
         for (i, (ours, theirs)) in pairs.iter().enumerate() {
             assert_eq!(ours, theirs, "constant #{i}");

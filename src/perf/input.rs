@@ -94,14 +94,19 @@ pub struct Input {
 pub struct Attrs {
     /// (attr, ids) in file order.
     pub list: Vec<(Attr, Vec<u64>)>,
+    /// The `perf_event_attr` bytes of each, `attr.size` long (at most what
+    /// the input holds), unknown fields included: what a rewrite copies.
+    pub raw: Vec<Vec<u8>>,
     by_id: HashMap<u64, usize>,
 }
 
 impl Attrs {
-    fn push(&mut self, attr: Attr, ids: Vec<u64>) {
+    fn push(&mut self, attr: Attr, ids: Vec<u64>, raw: &[u8]) {
         for &id in &ids {
             self.by_id.insert(id, self.list.len());
         }
+        let n = (attr.size as usize).clamp(ATTR_SIZE_VER0.min(raw.len()), raw.len());
+        self.raw.push(raw[..n].to_vec());
         self.list.push((attr, ids));
     }
 
@@ -148,8 +153,8 @@ impl Attrs {
 /// What a walk hands to its visitor.
 pub trait Visitor {
     /// Every record as stored at the top level (a COMPRESSED record as
-    /// itself), before its contents are visited.
-    fn stored(&mut self, _at: u64, _h: &RecordHeader) {}
+    /// itself, with its body), before its contents are visited.
+    fn stored(&mut self, _at: u64, _h: &RecordHeader, _body: &[u8]) {}
 
     /// Every record, those inside compressed ones one by one (`at` is then
     /// the offset of the compressed record).
@@ -290,10 +295,10 @@ impl Input {
             };
             let Some((at, h, body)) = next else { break };
             progress.at(at - start);
-            visitor.stored(at, &h);
+            visitor.stored(at, &h, body);
             if pipe && h.type_ == types::HEADER_ATTR {
                 let (attr, ids) = pipe_attr(at, body, e).map_err(|err| self.format(err))?;
-                w.attrs.push(attr, ids);
+                w.attrs.push(attr, ids, body);
             }
             let payload = compressed_payload(at, &h, body, e).map_err(|err| self.format(err))?;
             let Some(payload) = payload else {
@@ -356,7 +361,7 @@ impl Input {
     }
 
     /// Reads the attrs (and their ids) of a file-mode input.
-    fn file_attrs(&self, h: &FileHeader) -> Result<Attrs, InputError> {
+    pub fn file_attrs(&self, h: &FileHeader) -> Result<Attrs, InputError> {
         let e = h.endian;
         let raw = self.section(h.attrs)?;
         let mut attrs = Attrs::default();
@@ -392,7 +397,8 @@ impl Input {
                 return Err(self.format(FormatError::at(ids_at, kind)));
             }
             let idb = self.section(ids)?;
-            attrs.push(attr, idb.chunks(8).filter_map(|c| r.u64(c, 0)).collect());
+            let ids = idb.chunks(8).filter_map(|c| r.u64(c, 0)).collect();
+            attrs.push(attr, ids, &entry[..n - 16]);
         }
         if attrs.list.is_empty() {
             return Err(self.format(FormatError::at(24, K::NoAttrs(""))));

@@ -159,18 +159,27 @@ impl<'f> RecordStream<'f> {
         self.lo += size;
         self.pos += size as u64;
         let body = &self.buf[lo + 8..lo + size];
-        if h.type_ == types::AUXTRACE {
-            let aux = Rd(self.e)
-                .u64(body, 0)
-                .ok_or(FormatError::at(at, K::Truncated("AUXTRACE record")))?;
-            if aux > self.end - self.pos {
-                let kind = K::Implausible {
-                    what: "AUXTRACE data size (past the end of the data)",
-                    value: aux,
-                };
+        // Records whose data follows them outside their size.
+        let after = match h.type_ {
+            types::AUXTRACE => Some((
+                Rd(self.e).u64(body, 0),
+                "AUXTRACE record",
+                "AUXTRACE data size (past the end of the data)",
+            )),
+            types::HEADER_TRACING_DATA => Some((
+                Rd(self.e).u32(body, 0).map(u64::from),
+                "HEADER_TRACING_DATA record",
+                "tracing data size (past the end of the data)",
+            )),
+            _ => None,
+        };
+        if let Some((size, short, what)) = after {
+            let size = size.ok_or(FormatError::at(at, K::Truncated(short)))?;
+            if size > self.end - self.pos {
+                let kind = K::Implausible { what, value: size };
                 return Err(FormatError::at(at, kind).into());
             }
-            self.skip = aux;
+            self.skip = size;
         }
         Ok(Some((at, h, body)))
     }

@@ -1,14 +1,18 @@
 //! perf.data writers: file mode in two phases (lay out every section, then
 //! write them in one pass, so the output needs no seeking) and the pipe-mode
 //! prologue. Layout facts come from [`FileHeader`] and [`FeatureTable`].
+//!
+//! Both work on [`RawMeta`], the metadata as bytes, which is what a lossless
+//! rewrite carries from its input; [`Metadata`] (what a snapshot knows) is
+//! turned into it.
 
 use std::io::{self, Write};
 
 use super::consts::{feature, types, ATTR_SIZE, FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
 use super::error::RecordTooLarge;
-use super::features::{build_id_feature, encode_build_id_entries, BuildIdEntry, EventDesc};
+use super::features::{build_id_feature, BuildIdEntry, EventDesc};
 use super::header::{magic_bytes, FeatureTable, FileHeader, Section};
-use super::record::{begin_record, finish_record};
+use super::record::{begin_record, finish_record, split_records, RecordHeader};
 use crate::bytes::{Endian, PutExt};
 
 /// Everything a perf.data needs besides its records.
@@ -24,6 +28,42 @@ pub struct Metadata {
     pub build_ids: Vec<BuildIdEntry>,
 }
 
+/// The metadata of a perf.data as bytes, either mode: what a rewrite keeps
+/// of its input, unknown attr fields and feature bits included.
+#[derive(Debug, Clone)]
+pub struct RawMeta {
+    /// Byte order.
+    pub endian: Endian,
+    /// Per event: the `perf_event_attr` bytes (its own `size`) and its ids.
+    pub attrs: Vec<(Vec<u8>, Vec<u64>)>,
+    /// Feature payloads by bit, as file-mode sections hold them, ascending;
+    /// BUILD_ID (entries with record type 0) and TRACING_DATA included.
+    pub features: Vec<(u32, Vec<u8>)>,
+}
+
+impl RawMeta {
+    /// The payload of feature `bit`.
+    pub fn feature(&self, bit: u32) -> Option<&[u8]> {
+        self.features
+            .iter()
+            .find(|(b, _)| *b == bit)
+            .map(|(_, p)| p.as_slice())
+    }
+
+    /// Sets (or replaces) feature `bit`, keeping the bits ascending.
+    pub fn set_feature(&mut self, bit: u32, payload: Vec<u8>) {
+        match self.features.binary_search_by_key(&bit, |(b, _)| *b) {
+            Ok(i) => self.features[i].1 = payload,
+            Err(i) => self.features.insert(i, (bit, payload)),
+        }
+    }
+
+    /// Drops feature `bit`.
+    pub fn remove_feature(&mut self, bit: u32) {
+        self.features.retain(|(b, _)| *b != bit);
+    }
+}
+
 /// A writer failure: I/O, or a record of ours that does not fit.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
@@ -35,46 +75,37 @@ pub enum WriteError {
     Io(#[from] io::Error),
 }
 
-/// The sections of a file-mode output, computed before anything is written.
+/// Where a file-mode output's sections go, computed before anything is
+/// written. The bytes before the data section do not depend on its length.
 struct Layout {
     header: FileHeader,
     id_sections: Vec<Section>,
+    /// The size of every file attr entry: the longest attr, plus 16.
+    attr_entry: u64,
     table: FeatureTable,
 }
 
-/// A file-mode output's layout, the bytes before its data section (header,
-/// ids, attrs) and its feature payloads.
-struct Planned {
-    layout: Layout,
-    head: Vec<u8>,
-    features: Vec<(u32, Vec<u8>)>,
-}
-
-fn lay_out(
-    meta: &Metadata,
-    attrs: &[Vec<u8>],
-    data_len: u64,
-    features: &[(u32, Vec<u8>)],
-) -> Layout {
+fn lay_out(meta: &RawMeta, data_len: u64) -> Layout {
     let mut pos = FILE_HEADER_SIZE;
     let mut id_sections = Vec::new();
-    for ev in &meta.events {
-        let size = ev.ids.len() as u64 * 8;
+    for (_, ids) in &meta.attrs {
+        let size = ids.len() as u64 * 8;
         id_sections.push(Section { offset: pos, size });
         pos += size;
     }
-    let attr_entry = attrs.first().map_or(ATTR_SIZE, Vec::len) as u64 + 16;
+    let longest = meta.attrs.iter().map(|(a, _)| a.len()).max();
+    let attr_entry = longest.unwrap_or(ATTR_SIZE) as u64 + 16;
     let attrs = Section {
         offset: pos,
-        size: attr_entry * meta.events.len() as u64,
+        size: attr_entry * meta.attrs.len() as u64,
     };
     let data = Section {
         offset: attrs.end(),
         size: data_len,
     };
-    let table_len = 16 * features.len() as u64;
+    let table_len = 16 * meta.features.len() as u64;
     let table = FeatureTable::laid_out(
-        features.iter().map(|(bit, p)| (*bit, p.len() as u64)),
+        meta.features.iter().map(|(bit, p)| (*bit, p.len() as u64)),
         data.end() + table_len,
     );
     let header = FileHeader {
@@ -88,47 +119,156 @@ fn lay_out(
     Layout {
         header,
         id_sections,
+        attr_entry,
         table,
     }
 }
 
-/// The feature payloads of a file-mode output, ascending, BUILD_ID included
-/// when there are build ids.
-fn file_features(meta: &Metadata) -> Result<Vec<(u32, Vec<u8>)>, WriteError> {
-    let mut features = meta.features.clone();
-    if !meta.build_ids.is_empty() {
-        let ids = build_id_feature(meta.endian, &meta.build_ids)?;
-        features.push((feature::BUILD_ID, ids));
+impl Metadata {
+    /// The same metadata as bytes (BUILD_ID encoded into the features).
+    pub fn raw(&self) -> Result<RawMeta, WriteError> {
+        let mut features = self.features.clone();
+        if !self.build_ids.is_empty() {
+            let ids = build_id_feature(self.endian, &self.build_ids)?;
+            features.push((feature::BUILD_ID, ids));
+        }
+        features.sort_by_key(|(bit, _)| *bit);
+        features.dedup_by_key(|(bit, _)| *bit);
+        Ok(RawMeta {
+            endian: self.endian,
+            attrs: self
+                .events
+                .iter()
+                .map(|ev| (ev.attr.encode(self.endian), ev.ids.clone()))
+                .collect(),
+            features,
+        })
     }
-    features.sort_by_key(|(bit, _)| *bit);
-    features.dedup_by_key(|(bit, _)| *bit);
-    Ok(features)
 }
 
-fn layout_of(meta: &Metadata, data_len: u64) -> Result<Planned, WriteError> {
-    let features = file_features(meta)?;
-    let attrs: Vec<Vec<u8>> = meta
-        .events
-        .iter()
-        .map(|ev| ev.attr.encode(meta.endian))
-        .collect();
-    let layout = lay_out(meta, &attrs, data_len, &features);
+/// What comes before the data section of a file-mode output: header (for
+/// `data_len` bytes of records), ids, attrs. Its length does not depend on
+/// `data_len`, so a writer that streams its records writes this first and
+/// overwrites the first [`FILE_HEADER_SIZE`] bytes with
+/// [`raw_file_header`] at the end.
+pub fn raw_file_head(meta: &RawMeta, data_len: u64) -> Vec<u8> {
+    let layout = lay_out(meta, data_len);
+    let e = meta.endian;
     let mut head = layout.header.encode();
-    for ev in &meta.events {
-        for &id in &ev.ids {
-            head.put_u64(meta.endian, id);
+    for (_, ids) in &meta.attrs {
+        for &id in ids {
+            head.put_u64(e, id);
         }
     }
-    for (attr, ids) in attrs.iter().zip(&layout.id_sections) {
+    for ((attr, _), ids) in meta.attrs.iter().zip(&layout.id_sections) {
+        let at = head.len();
         head.extend_from_slice(attr);
-        head.put_u64(meta.endian, ids.offset);
-        head.put_u64(meta.endian, ids.size);
+        head.resize(at + layout.attr_entry as usize - 16, 0);
+        head.put_u64(e, ids.offset);
+        head.put_u64(e, ids.size);
     }
-    Ok(Planned {
-        layout,
-        head,
-        features,
-    })
+    head
+}
+
+/// What follows `data_len` bytes of records: the feature table and the
+/// feature payloads.
+pub fn raw_file_tail(meta: &RawMeta, data_len: u64) -> Vec<u8> {
+    let mut tail = lay_out(meta, data_len).table.encode(meta.endian);
+    for (_, payload) in &meta.features {
+        tail.extend_from_slice(payload);
+    }
+    tail
+}
+
+/// The file header of an output with `data_len` bytes of records.
+pub fn raw_file_header(meta: &RawMeta, data_len: u64) -> Vec<u8> {
+    lay_out(meta, data_len).header.encode()
+}
+
+/// Features that a pipe-mode stream cannot carry as HEADER_FEATURE: the
+/// build ids (HEADER_BUILD_ID records; pprof's quipper rejects a BUILD_ID
+/// feature record), the tracing data (a HEADER_TRACING_DATA record with the
+/// data after it) and the AUXTRACE index (file offsets, meaningless in a
+/// stream; rebuilt when written as a file again).
+pub fn pipe_carries_as_feature(bit: u32) -> bool {
+    !matches!(
+        bit,
+        feature::BUILD_ID | feature::TRACING_DATA | feature::AUXTRACE
+    )
+}
+
+/// Writes the pipe-mode prologue: the 16-byte header, HEADER_ATTR records,
+/// HEADER_FEATURE records (ending with LAST_FEATURE), the tracing data as a
+/// HEADER_TRACING_DATA record and the build ids as HEADER_BUILD_ID records.
+/// The data records follow.
+pub fn raw_pipe_prologue(meta: &RawMeta) -> Result<Vec<u8>, RecordTooLarge> {
+    let e = meta.endian;
+    let mut buf = Vec::new();
+    buf.extend_from_slice(&magic_bytes(e));
+    buf.put_u64(e, PIPE_HEADER_SIZE);
+    for (attr, ids) in &meta.attrs {
+        let at = begin_record(&mut buf, e, types::HEADER_ATTR, 0);
+        buf.extend_from_slice(attr);
+        for &id in ids {
+            buf.put_u64(e, id);
+        }
+        finish_record(&mut buf, e, at, types::HEADER_ATTR)?;
+    }
+    // Each feature, then LAST_FEATURE with no payload to end the list.
+    let last = (feature::LAST_FEATURE, Vec::new());
+    let carried = meta
+        .features
+        .iter()
+        .filter(|(b, _)| pipe_carries_as_feature(*b));
+    for (bit, payload) in carried.chain(std::iter::once(&last)) {
+        let at = begin_record(&mut buf, e, types::HEADER_FEATURE, 0);
+        buf.put_u64(e, u64::from(*bit));
+        // Not padded, as perf writes it: the record is the section's bytes.
+        buf.extend_from_slice(payload);
+        finish_record(&mut buf, e, at, types::HEADER_FEATURE)?;
+    }
+    if let Some(data) = meta.feature(feature::TRACING_DATA) {
+        put_tracing_data(&mut buf, e, data);
+    }
+    if let Some(table) = meta.feature(feature::BUILD_ID) {
+        retyped_build_ids(&mut buf, table, e, types::HEADER_BUILD_ID);
+    }
+    Ok(buf)
+}
+
+/// Appends BUILD_ID table entries (record-shaped) with their record type
+/// set to `record_type`: HEADER_BUILD_ID for a stream, 0 for a file-mode
+/// table. Everything else of each entry is kept byte for byte.
+pub fn retyped_build_ids(out: &mut Vec<u8>, table: &[u8], e: Endian, record_type: u32) {
+    for (h, body) in split_records(table, e) {
+        RecordHeader {
+            type_: record_type,
+            ..h
+        }
+        .put(out, e);
+        out.extend_from_slice(body);
+    }
+}
+
+/// Size of a HEADER_TRACING_DATA record itself: header, `u32 size` and the
+/// `u32 pad` newer perf has (perf 6.1 writes 12 bytes but reads
+/// `header.size`, so it reads 16 too).
+pub const TRACING_DATA_RECORD: usize = 16;
+
+/// Appends a HEADER_TRACING_DATA record and the tracing data after it,
+/// zero-padded to 8 (the record's `size` field counts the padding).
+pub fn put_tracing_data(out: &mut Vec<u8>, e: Endian, data: &[u8]) {
+    let padded = data.len().div_ceil(8) * 8;
+    RecordHeader {
+        type_: types::HEADER_TRACING_DATA,
+        misc: 0,
+        size: TRACING_DATA_RECORD as u16,
+    }
+    .put(out, e);
+    out.put_u32(e, padded as u32);
+    out.put_u32(e, 0);
+    out.extend_from_slice(data);
+    out.resize(out.len() + padded - data.len(), 0);
 }
 
 /// Writes a file-mode perf.data: header, ids, attrs, data, feature table,
@@ -143,77 +283,39 @@ pub fn write_file(
     write_file_tail(out, meta, data.len() as u64)
 }
 
-/// Writes what comes before the data section of a file-mode output (header,
-/// ids, attrs) for `data_len` bytes of records. Its length does not depend
-/// on `data_len` or the build ids, so a writer that streams its records
-/// writes this with a guess and overwrites the first [`FILE_HEADER_SIZE`]
-/// bytes with [`file_header`] at the end.
+/// [`raw_file_head`] of `meta`.
 pub fn write_file_head(
     out: &mut (impl Write + ?Sized),
     meta: &Metadata,
     data_len: u64,
 ) -> Result<(), WriteError> {
-    out.write_all(&layout_of(meta, data_len)?.head)?;
+    out.write_all(&raw_file_head(&meta.raw()?, data_len))?;
     Ok(())
 }
 
-/// Writes what follows `data_len` bytes of records: the feature table and
-/// the feature payloads.
+/// [`raw_file_tail`] of `meta`.
 pub fn write_file_tail(
     out: &mut (impl Write + ?Sized),
     meta: &Metadata,
     data_len: u64,
 ) -> Result<(), WriteError> {
-    let plan = layout_of(meta, data_len)?;
-    out.write_all(&plan.layout.table.encode(meta.endian))?;
-    for (_, payload) in &plan.features {
-        out.write_all(payload)?;
-    }
+    out.write_all(&raw_file_tail(&meta.raw()?, data_len))?;
     Ok(())
 }
 
-/// The file header of an output with `data_len` bytes of records.
+/// [`raw_file_header`] of `meta`.
 pub fn file_header(meta: &Metadata, data_len: u64) -> Result<Vec<u8>, WriteError> {
-    Ok(layout_of(meta, data_len)?.layout.header.encode())
+    Ok(raw_file_header(&meta.raw()?, data_len))
 }
 
-/// Writes the pipe-mode prologue: the 16-byte header, HEADER_ATTR records,
-/// HEADER_FEATURE records (ending with LAST_FEATURE) and the build ids as
-/// HEADER_BUILD_ID records. The data records follow.
+/// [`raw_pipe_prologue`] of `meta`.
 pub fn write_pipe_prologue(
     out: &mut (impl Write + ?Sized),
     meta: &Metadata,
 ) -> Result<(), WriteError> {
-    let e = meta.endian;
-    let mut buf = Vec::new();
-    buf.extend_from_slice(&magic_bytes(e));
-    buf.put_u64(e, PIPE_HEADER_SIZE);
-    for ev in &meta.events {
-        let at = begin_record(&mut buf, e, types::HEADER_ATTR, 0);
-        buf.extend_from_slice(&ev.attr.encode(e));
-        for &id in &ev.ids {
-            buf.put_u64(e, id);
-        }
-        finish_record(&mut buf, e, at, types::HEADER_ATTR)?;
-    }
-    // Each feature, then LAST_FEATURE with no payload to end the list.
-    let last = (feature::LAST_FEATURE, Vec::new());
-    for (bit, payload) in meta.features.iter().chain(std::iter::once(&last)) {
-        let at = begin_record(&mut buf, e, types::HEADER_FEATURE, 0);
-        buf.put_u64(e, u64::from(*bit));
-        buf.extend_from_slice(payload);
-        buf.pad_to(8);
-        finish_record(&mut buf, e, at, types::HEADER_FEATURE)?;
-    }
-    buf.extend(encode_build_id_entries(
-        e,
-        types::HEADER_BUILD_ID,
-        &meta.build_ids,
-    )?);
-    out.write_all(&buf)?;
+    out.write_all(&raw_pipe_prologue(&meta.raw()?)?)?;
     Ok(())
 }
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -93,7 +93,7 @@ impl RecordingFacts {
 }
 
 impl Visitor for RecordingFacts {
-    fn stored(&mut self, at: u64, h: &RecordHeader) {
+    fn stored(&mut self, at: u64, h: &RecordHeader, _body: &[u8]) {
         if self.insert_at.is_some() {
             return;
         }

@@ -263,11 +263,20 @@ pub struct Mapper {
 impl Mapper {
     /// Spawns a fixture program with piped stdin and waits for its "ready" line.
     fn spawn_ready(mut cmd: Command) -> Mapper {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start fixture program");
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+        // A program copied just now can be "busy" for a moment: another
+        // test thread's fork inherited the copy's write descriptor until its
+        // exec. Retried 50 times, 20 ms apart.
+        let mut tries = 0;
+        let mut child = loop {
+            match cmd.spawn() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => break r.expect("start fixture program"),
+            }
+        };
         // The first line, read on a thread so a fixture that hangs fails the
         // test after a bounded wait instead of blocking it.
         let stdout = child.stdout.take().unwrap();

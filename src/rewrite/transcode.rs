@@ -1,0 +1,629 @@
+//! The streaming rewrite: every record of the input written again, one by
+//! one, into a new file- or pipe-mode output. It carries `convert --to`,
+//! `--decompress` and build-id MMAP2s in any input the in-place patch
+//! cannot handle. Records are read by the one shared walk ([`Input::walk`]),
+//! so memory stays within a record, a 1 MiB output buffer and the metadata.
+//!
+//! What moves between modes: attrs (file attr section <-> HEADER_ATTR), the
+//! features (sections <-> HEADER_FEATURE records), the build ids (BUILD_ID
+//! section <-> HEADER_BUILD_ID records) and the tracing data (section <->
+//! HEADER_TRACING_DATA with its data after it). The AUXTRACE index holds
+//! file offsets: it is rebuilt from the AUXTRACE records as written.
+//! Everything else, unknown records and feature bits included, is copied.
+
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+
+use super::buildids::{ConvertReport, MapIds};
+use crate::bytes::{Endian, PutExt, Rd};
+use crate::perf::consts::{feature, types};
+use crate::perf::features::parse_build_id_table;
+use crate::perf::stream::copy_range;
+use crate::perf::writer::{
+    raw_file_head, raw_file_header, raw_file_tail, raw_pipe_prologue, retyped_build_ids, RawMeta,
+};
+use crate::perf::{
+    Attrs, FormatError, FormatErrorKind as K, Input, InputError, Layout, RecordHeader,
+    RecordTooLarge, Visitor,
+};
+
+/// What the streaming rewrite does.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TranscodeOptions {
+    /// Write pipe mode (else file mode).
+    pub to_pipe: bool,
+    /// Records inside COMPRESSED ones are written out one by one.
+    pub decompress: bool,
+    /// Inode-form MMAP2s get build ids.
+    pub buildid_mmap2: bool,
+}
+
+/// A failure of the streaming rewrite.
+#[derive(Debug, thiserror::Error)]
+pub enum TranscodeError {
+    /// Reading the input failed or it is malformed.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// Writing the output failed.
+    #[error("writing the output")]
+    Output(#[source] io::Error),
+    /// The metadata does not fit the output's mode (a pipe-mode record
+    /// holds at most 64 KiB).
+    #[error("{what} does not fit a pipe-mode record")]
+    TooLarge {
+        /// Which part of the metadata.
+        what: &'static str,
+        #[source]
+        source: RecordTooLarge,
+    },
+    /// MMAP2s to convert sit inside compressed records and decompression
+    /// was not asked for.
+    #[error("maps inside compressed records are converted only with decompression")]
+    CompressedMaps,
+}
+
+/// The records a pipe-mode input carries as metadata: a file-mode output
+/// holds them in its header instead.
+fn is_pipe_metadata(t: u32) -> bool {
+    matches!(
+        t,
+        types::HEADER_ATTR
+            | types::HEADER_EVENT_TYPE
+            | types::HEADER_TRACING_DATA
+            | types::HEADER_BUILD_ID
+            | types::HEADER_FEATURE
+    )
+}
+
+/// The lossless metadata of an input: from its header in file mode, from
+/// its metadata records in pipe mode (one pass over the stream).
+pub fn read_meta(input: &Input) -> Result<RawMeta, InputError> {
+    let e = input.endian();
+    match &input.layout {
+        Layout::File { header, features } => {
+            let mut meta = RawMeta {
+                endian: e,
+                attrs: raw_attrs(&input.file_attrs(header)?),
+                features: Vec::new(),
+            };
+            for (bit, sec) in &features.0 {
+                meta.features.push((*bit, input.section(*sec)?));
+            }
+            Ok(meta)
+        }
+        Layout::Pipe(_) => {
+            let mut c = Collector {
+                input,
+                e,
+                features: Vec::new(),
+                build_ids: Vec::new(),
+                tracing: None,
+            };
+            let walk = input.walk(None, &mut c)?;
+            let mut meta = RawMeta {
+                endian: e,
+                attrs: raw_attrs(&walk.attrs),
+                features: Vec::new(),
+            };
+            for (bit, payload) in c.features {
+                if meta.feature(bit).is_none() {
+                    meta.set_feature(bit, payload);
+                }
+            }
+            if !c.build_ids.is_empty() {
+                meta.set_feature(feature::BUILD_ID, c.build_ids);
+            }
+            if let Some(t) = c.tracing {
+                meta.set_feature(feature::TRACING_DATA, t);
+            }
+            Ok(meta)
+        }
+    }
+}
+
+/// Each attr's bytes and ids.
+fn raw_attrs(attrs: &Attrs) -> Vec<(Vec<u8>, Vec<u64>)> {
+    let ids = attrs.list.iter().map(|(_, ids)| ids.clone());
+    attrs.raw.iter().cloned().zip(ids).collect()
+}
+
+/// Gathers a pipe-mode stream's metadata records.
+struct Collector<'a> {
+    input: &'a Input,
+    e: Endian,
+    features: Vec<(u32, Vec<u8>)>,
+    build_ids: Vec<u8>,
+    tracing: Option<Vec<u8>>,
+}
+
+impl Visitor for Collector<'_> {
+    fn record(
+        &mut self,
+        at: u64,
+        h: RecordHeader,
+        body: &[u8],
+        _attrs: &Attrs,
+    ) -> Result<(), FormatError> {
+        let e = self.e;
+        match h.type_ {
+            types::HEADER_FEATURE => {
+                let bit = Rd(e)
+                    .u64(body, 0)
+                    .ok_or(FormatError::at(at, K::Truncated("HEADER_FEATURE record")))?;
+                if let Ok(bit) = u32::try_from(bit) {
+                    if bit != feature::LAST_FEATURE && bit < 256 {
+                        self.features.push((bit, body[8..].to_vec()));
+                    }
+                }
+            }
+            types::HEADER_BUILD_ID => {
+                let mut rec = Vec::with_capacity(body.len() + 8);
+                h.put(&mut rec, e);
+                rec.extend_from_slice(body);
+                parse_build_id_table(&rec, e, at)?;
+                retyped_build_ids(&mut self.build_ids, &rec, e, 0);
+            }
+            types::HEADER_TRACING_DATA if self.tracing.is_none() => {
+                let size = tracing_size(at, body, e)?;
+                let mut data = vec![0u8; size as usize];
+                self.input
+                    .file
+                    .read_exact_at(&mut data, at + u64::from(h.size))
+                    .map_err(|_| FormatError::at(at, K::Truncated("tracing data")))?;
+                self.tracing = Some(data);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The `size` of a HEADER_TRACING_DATA record: the bytes after it.
+fn tracing_size(at: u64, body: &[u8], e: Endian) -> Result<u32, FormatError> {
+    Rd(e).u32(body, 0).ok_or(FormatError::at(
+        at,
+        K::Truncated("HEADER_TRACING_DATA record"),
+    ))
+}
+
+/// The walk's visitor: writes each record to the output.
+struct Emitter<'a> {
+    e: Endian,
+    input: &'a File,
+    out: &'a mut File,
+    buf: Vec<u8>,
+    /// Output offset of `buf[0]`.
+    pos: u64,
+    opts: TranscodeOptions,
+    /// Pipe input, file output: the metadata records moved to the header.
+    drop_metadata: bool,
+    ids: Option<MapIds>,
+    report: ConvertReport,
+    /// The top-level record being visited is a COMPRESSED one.
+    in_compressed: bool,
+    /// (output offset, record size) of every AUXTRACE record.
+    aux_index: Vec<(u64, u64)>,
+    /// An MMAP2 inside a compressed record could not be converted.
+    compressed_maps: bool,
+    failed: Option<io::Error>,
+}
+
+impl Emitter<'_> {
+    fn flush(&mut self) {
+        if self.failed.is_none() {
+            if let Err(e) = self.out.write_all(&self.buf) {
+                self.failed = Some(e);
+            }
+        }
+        self.pos += self.buf.len() as u64;
+        self.buf.clear();
+    }
+
+    /// Appends a record, its header `h` (re-encoded in the output's order,
+    /// which is the input's).
+    fn put(&mut self, h: &RecordHeader, body: &[u8]) -> usize {
+        if self.buf.len() + 8 + body.len() > 1 << 20 {
+            self.flush();
+        }
+        let at = self.buf.len();
+        h.put(&mut self.buf, self.e);
+        self.buf.extend_from_slice(body);
+        at
+    }
+
+    /// Copies the `len` bytes at `from` of the input that follow a record
+    /// outside its size (AUX data, tracing data).
+    fn copy_after(&mut self, from: u64, len: u64) {
+        self.flush();
+        if self.failed.is_none() {
+            if let Err(e) = copy_range(self.input, from, len, self.out) {
+                self.failed = Some(e);
+            }
+        }
+        self.pos += len;
+    }
+}
+
+impl Visitor for Emitter<'_> {
+    fn stored(&mut self, _at: u64, h: &RecordHeader, body: &[u8]) {
+        self.in_compressed = matches!(h.type_, types::COMPRESSED | types::COMPRESSED2);
+        if self.in_compressed {
+            self.report.compressed_records += 1;
+            if !self.opts.decompress {
+                self.put(h, body);
+            }
+        }
+    }
+
+    fn record(
+        &mut self,
+        at: u64,
+        h: RecordHeader,
+        body: &[u8],
+        _attrs: &Attrs,
+    ) -> Result<(), FormatError> {
+        self.report.records += 1;
+        if self.in_compressed {
+            if !self.opts.decompress {
+                if h.type_ == types::MMAP2 && self.ids.is_some() {
+                    self.compressed_maps = true;
+                }
+                return Ok(()); // written whole by `stored`
+            }
+            self.report.decompressed += 1;
+        }
+        let e = self.e;
+        match h.type_ {
+            t if self.drop_metadata && is_pipe_metadata(t) => return Ok(()),
+            // a stream's COMPRESSED feature goes with its records
+            types::HEADER_FEATURE
+                if self.opts.decompress
+                    && Rd(e).u64(body, 0) == Some(u64::from(feature::COMPRESSED)) =>
+            {
+                return Ok(())
+            }
+            types::MMAP => self.report.mmap_v1 += 1,
+            _ => {}
+        }
+        let start = self.put(&h, body);
+        if h.type_ == types::MMAP2 {
+            if let Some(ids) = self.ids.as_mut() {
+                if let Some((patched, field)) = ids.convert(&h, body, e, &mut self.report) {
+                    let mut head = Vec::with_capacity(8);
+                    patched.put(&mut head, e);
+                    self.buf[start..start + 8].copy_from_slice(&head);
+                    let id_at = start + 8 + crate::perf::events::MMAP2_ID_AT;
+                    self.buf[id_at..id_at + field.len()].copy_from_slice(&field);
+                }
+            }
+        }
+        let after = at + u64::from(h.size);
+        match h.type_ {
+            types::AUXTRACE => {
+                let aux = Rd(e).u64(body, 0).unwrap_or(0);
+                let here = self.pos + start as u64;
+                self.aux_index.push((here, u64::from(h.size)));
+                self.copy_after(after, aux);
+            }
+            types::HEADER_TRACING_DATA => {
+                let size = tracing_size(at, body, e)?;
+                self.copy_after(after, u64::from(size));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The HEADER_AUXTRACE payload for AUXTRACE records at these output
+/// offsets: u64 count, then {u64 offset, u64 size} each.
+fn auxtrace_index(e: Endian, entries: &[(u64, u64)]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(8 + 16 * entries.len());
+    b.put_u64(e, entries.len() as u64);
+    for &(off, size) in entries {
+        b.put_u64(e, off);
+        b.put_u64(e, size);
+    }
+    b
+}
+
+/// The id lookup for `--buildid-mmap2`: the table of `meta`, errors naming
+/// its offset in a file-mode input.
+fn map_ids(input: &Input, meta: &RawMeta) -> Result<MapIds, InputError> {
+    let at = match &input.layout {
+        Layout::File { features, .. } => features
+            .0
+            .iter()
+            .find(|(b, _)| *b == feature::BUILD_ID)
+            .map_or(0, |(_, s)| s.offset),
+        Layout::Pipe(_) => 0,
+    };
+    let table = meta.feature(feature::BUILD_ID);
+    MapIds::new(table, input.endian(), at).map_err(|err| input.format(err))
+}
+
+/// What an output starts with: a file-mode head, the pipe-mode prologue
+/// of a file-mode input's metadata, or (stream to stream, the metadata
+/// records staying in place) just the pipe header.
+fn head_of(meta: &RawMeta, to_pipe: bool, from_pipe: bool) -> Result<Vec<u8>, TranscodeError> {
+    if !to_pipe {
+        return Ok(raw_file_head(meta, 0));
+    }
+    if from_pipe {
+        let mut h = crate::perf::header::magic_bytes(meta.endian).to_vec();
+        h.put_u64(meta.endian, crate::perf::consts::PIPE_HEADER_SIZE);
+        return Ok(h);
+    }
+    raw_pipe_prologue(meta).map_err(|source| TranscodeError::TooLarge {
+        what: "the metadata",
+        source,
+    })
+}
+
+/// Rewrites `input` record by record into `out` (an empty file), as asked,
+/// and counts what it did.
+pub fn transcode(
+    input: &Input,
+    out: &mut File,
+    opts: TranscodeOptions,
+) -> Result<ConvertReport, TranscodeError> {
+    let e = input.endian();
+    let mut meta = read_meta(input)?;
+    let from_pipe = matches!(input.layout, Layout::Pipe(_));
+    if opts.decompress {
+        meta.remove_feature(feature::COMPRESSED);
+    }
+    let ids = match opts.buildid_mmap2 {
+        true => Some(map_ids(input, &meta)?),
+        false => None,
+    };
+    let werr = TranscodeError::Output;
+    let head = head_of(&meta, opts.to_pipe, from_pipe)?;
+    out.write_all(&head).map_err(werr)?;
+    let mut em = Emitter {
+        e,
+        input: &input.file,
+        out,
+        buf: Vec::with_capacity(1 << 20),
+        pos: head.len() as u64,
+        opts,
+        drop_metadata: from_pipe && !opts.to_pipe,
+        ids,
+        report: ConvertReport::default(),
+        in_compressed: false,
+        aux_index: Vec::new(),
+        compressed_maps: false,
+        failed: None,
+    };
+    let walk = input.walk(None, &mut em)?;
+    if em.compressed_maps {
+        return Err(TranscodeError::CompressedMaps);
+    }
+    match (walk.trailing, opts.to_pipe) {
+        (Some(t), true) => em.copy_after(t, input.len - t),
+        _ => em.flush(),
+    }
+    if let Some(err) = em.failed.take() {
+        return Err(werr(err));
+    }
+    let mut report = std::mem::take(&mut em.report);
+    report.trailing = walk.trailing.map(|t| (t, input.len - t));
+    let data_len = em.pos - head.len() as u64;
+    let aux = std::mem::take(&mut em.aux_index);
+    drop(em);
+    if !opts.to_pipe {
+        if !aux.is_empty() || meta.feature(feature::AUXTRACE).is_some() {
+            meta.set_feature(feature::AUXTRACE, auxtrace_index(e, &aux));
+        }
+        out.write_all(&raw_file_tail(&meta, data_len))
+            .map_err(werr)?;
+        out.write_all_at(&raw_file_header(&meta, data_len), 0)
+            .map_err(werr)?;
+        out.seek(SeekFrom::End(0)).map_err(werr)?;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::attr::Attr;
+    use crate::perf::consts::{attr_flags, misc, sample_type as st};
+    use crate::perf::features::string_feature;
+    use crate::perf::record::{encode_empty, split_records};
+
+    /// A file-mode recording: one attr, a sample, an AUXTRACE record with 16
+    /// bytes of AUX data after it, a FINISHED_ROUND; HOSTNAME, TRACING_DATA
+    /// (13 bytes) and an AUXTRACE index pointing at the record. Returns the
+    /// file and its data section.
+    fn recording(e: Endian) -> (Vec<u8>, Vec<u8>) {
+        let attr = Attr {
+            type_: 1,
+            sample_type: st::IP | st::TID,
+            flags: attr_flags::SAMPLE_ID_ALL,
+            ..Default::default()
+        };
+        let mut data = Vec::new();
+        RecordHeader {
+            type_: types::SAMPLE,
+            misc: misc::USER,
+            size: 24,
+        }
+        .put(&mut data, e);
+        data.put_u64(e, 0x1000);
+        data.put_u64(e, 42 | 42 << 32);
+        let aux_at = data.len() as u64;
+        RecordHeader {
+            type_: types::AUXTRACE,
+            misc: 0,
+            size: 48,
+        }
+        .put(&mut data, e);
+        data.put_u64(e, 16); // size of the AUX data after the record
+        data.resize(data.len() + 32, 0);
+        data.extend_from_slice(&[0xa5; 16]);
+        encode_empty(&mut data, e, types::FINISHED_ROUND);
+        let mut meta = RawMeta {
+            endian: e,
+            attrs: vec![(attr.encode(e), vec![7])],
+            features: vec![
+                (feature::TRACING_DATA, b"tracing-bytes".to_vec()),
+                (feature::HOSTNAME, string_feature(e, b"h")),
+            ],
+        };
+        let head_len = raw_file_head(&meta, 0).len() as u64;
+        meta.set_feature(
+            feature::AUXTRACE,
+            auxtrace_index(e, &[(head_len + aux_at, 48)]),
+        );
+        let len = data.len() as u64;
+        let mut f = raw_file_head(&meta, len);
+        f.extend_from_slice(&data);
+        f.extend(raw_file_tail(&meta, len));
+        (f, data)
+    }
+
+    fn run(dir: &std::path::Path, input: &[u8], name: &str, to_pipe: bool) -> Vec<u8> {
+        let path = dir.join(name);
+        std::fs::write(&path, input).unwrap();
+        let input = Input::open(&path).unwrap();
+        let out_path = dir.join(format!("{name}.out"));
+        let mut out = File::options()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open(&out_path)
+            .unwrap();
+        let opts = TranscodeOptions {
+            to_pipe,
+            ..Default::default()
+        };
+        transcode(&input, &mut out, opts).unwrap();
+        std::fs::read(&out_path).unwrap()
+    }
+
+    // file -> pipe -> file in both byte orders: the stream carries the
+    // tracing data after a HEADER_TRACING_DATA record and no AUXTRACE
+    // feature; back in file mode the data section, attrs and HOSTNAME are
+    // the same bytes, the tracing data is the original padded to 8, and the
+    // AUXTRACE index points at the AUXTRACE record where it now is.
+    #[test]
+    fn pipe_round_trip_moves_tracing_data_and_rebuilds_the_auxtrace_index() {
+        for e in [Endian::Little, Endian::Big] {
+            let tmp = tempfile::tempdir().unwrap();
+            let (file, data) = recording(e);
+            let pipe = run(tmp.path(), &file, "in.data", true);
+            let types_in_pipe: Vec<(u32, usize)> = split_records(&pipe[16..], e)
+                .map(|(h, b)| (h.type_, b.len()))
+                .collect();
+            assert_eq!(types_in_pipe[0].0, types::HEADER_ATTR);
+            let feats: Vec<u64> = split_records(&pipe[16..], e)
+                .filter(|(h, _)| h.type_ == types::HEADER_FEATURE)
+                .map(|(_, b)| Rd(e).u64(b, 0).unwrap())
+                .collect();
+            assert_eq!(feats, vec![u64::from(feature::HOSTNAME), 32]);
+            let at = pipe
+                .windows(13)
+                .position(|w| w == b"tracing-bytes")
+                .unwrap();
+            let rec = RecordHeader::parse(&pipe[at - 16..], e).unwrap();
+            assert_eq!((rec.type_, rec.size), (types::HEADER_TRACING_DATA, 16));
+            assert_eq!(
+                Rd(e).u32(&pipe, at - 8),
+                Some(16),
+                "size counts the padding"
+            );
+
+            let back = run(tmp.path(), &pipe, "pipe.data", false);
+            let input = Input::open(&tmp.path().join("pipe.data.out")).unwrap();
+            let Layout::File { header, .. } = &input.layout else {
+                panic!("file mode");
+            };
+            let d = header.data;
+            assert_eq!(&back[d.offset as usize..d.end() as usize], &data[..]);
+            assert_eq!(back[..d.offset as usize], file[..d.offset as usize]);
+            let feature = |bit| input.feature(bit).unwrap().unwrap().1;
+            assert_eq!(feature(feature::HOSTNAME), string_feature(e, b"h"));
+            assert_eq!(feature(feature::TRACING_DATA), b"tracing-bytes\0\0\0");
+            let index = feature(feature::AUXTRACE);
+            let aux_at = d.offset + 24;
+            assert_eq!(index, auxtrace_index(e, &[(aux_at, 48)]));
+            let h = RecordHeader::parse(&back[aux_at as usize..], e).unwrap();
+            assert_eq!(h.type_, types::AUXTRACE);
+        }
+    }
+
+    // A feature too big for a pipe-mode record is an error, not a silent
+    // drop (perf drops it); a stream whose tracing data runs past its end
+    // ends there: what follows is reported with its offset and, written as
+    // a stream, kept byte for byte.
+    #[test]
+    fn what_a_stream_cannot_hold_is_refused() {
+        let e = Endian::Little;
+        let tmp = tempfile::tempdir().unwrap();
+        let (file, _) = recording(e);
+        let path = tmp.path().join("big.data");
+        let mut input = Input::open(&{
+            std::fs::write(&path, &file).unwrap();
+            path.clone()
+        })
+        .unwrap();
+        let mut meta = read_meta(&input).unwrap();
+        meta.set_feature(feature::CMDLINE, vec![0; 70_000]);
+        assert!(raw_pipe_prologue(&meta).is_err());
+        let big = {
+            let len = 0;
+            let mut f = raw_file_head(&meta, len);
+            f.extend(raw_file_tail(&meta, len));
+            f
+        };
+        std::fs::write(&path, &big).unwrap();
+        input = Input::open(&path).unwrap();
+        let mut out = tempfile::tempfile().unwrap();
+        let opts = TranscodeOptions {
+            to_pipe: true,
+            ..Default::default()
+        };
+        assert!(matches!(
+            transcode(&input, &mut out, opts),
+            Err(TranscodeError::TooLarge { .. })
+        ));
+
+        let mut pipe = run(tmp.path(), &file, "in.data", true);
+        let at = pipe
+            .windows(13)
+            .position(|w| w == b"tracing-bytes")
+            .unwrap();
+        pipe[at - 8..at - 4].copy_from_slice(&1_000_000u32.to_le_bytes());
+        let path = tmp.path().join("bad.pipe");
+        std::fs::write(&path, &pipe).unwrap();
+        let input = Input::open(&path).unwrap();
+        let mut out = tempfile::tempfile().unwrap();
+        // A stream may end in bytes that are not records (perf's messages
+        // after `2>&1`): from the bad record on, the rest is such bytes,
+        // counted with their offset and, stream to stream, kept as they are.
+        let r = transcode(
+            &input,
+            &mut out,
+            TranscodeOptions {
+                to_pipe: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let bad = (at - 16) as u64;
+        assert_eq!(r.trailing, Some((bad, pipe.len() as u64 - bad)));
+        let mut copy = Vec::new();
+        std::io::Read::read_to_end(
+            &mut {
+                out.rewind().unwrap();
+                out
+            },
+            &mut copy,
+        )
+        .unwrap();
+        assert_eq!(copy, pipe, "the stream is copied whole");
+    }
+}

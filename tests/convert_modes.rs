@@ -1,0 +1,409 @@
+//! `convert --portable`, `--to file|pipe` and `--decompress` end to end:
+//! `perf record -z` and pipe-mode recordings become plain file-mode ones
+//! that perf reads as it read the originals and that linux-perf-data reads
+//! with every sample attributed as perf attributes it; file -> pipe -> file
+//! loses nothing.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::*;
+
+/// Runs `mmap2-synth convert ARGS`, asserting success; returns stderr.
+fn convert(args: &[&std::ffi::OsStr]) -> String {
+    let mut all: Vec<&std::ffi::OsStr> = vec!["convert".as_ref()];
+    all.extend_from_slice(args);
+    String::from_utf8(synth_ok(all).stderr).unwrap()
+}
+
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+
+/// The record types of a little-endian file-mode perf.data's data section,
+/// read by this test's own walk (header size at offset 6 of each record).
+fn data_record_types(file: &[u8]) -> Vec<u32> {
+    let (off, size) = (u64_at(file, 40) as usize, u64_at(file, 48) as usize);
+    let mut types = Vec::new();
+    let mut at = off;
+    while at < off + size {
+        let t = u32::from_le_bytes(file[at..at + 4].try_into().unwrap());
+        let len = u16::from_le_bytes([file[at + 6], file[at + 7]]) as usize;
+        assert!(len >= 8, "record at {at} has size {len}");
+        types.push(t);
+        at += len;
+    }
+    assert_eq!(at, off + size, "records end with the data section");
+    types
+}
+
+/// Whether feature `bit` is set in a little-endian file-mode header.
+fn has_feature(file: &[u8], bit: usize) -> bool {
+    u64_at(file, 72 + bit / 64 * 8) & (1 << (bit % 64)) != 0
+}
+
+/// `perf record -q ARGS` of a workload that starts under perf (so its maps
+/// are the kernel's own MMAP2s, inside COMPRESSED records with `-z`): a
+/// shell running the burner for half a second. With `-o -` among the args
+/// the stream goes to `out`.
+fn perf_record_workload(out: &Path, args: &[&str]) {
+    use std::process::{Command, Stdio};
+    let pipe = args.windows(2).any(|w| w == ["-o", "-"]);
+    let mut cmd = Command::new("perf");
+    cmd.args(["record", "-q"]).args(args);
+    if !pipe {
+        cmd.arg("-o").arg(out);
+    }
+    // `sleep` holds the burner's stdin open (it stops at EOF).
+    let burn = format!("sleep 1 | {} 0.5", fixtures().burn.display());
+    cmd.args(["--", "sh", "-c", &burn]);
+    if pipe {
+        cmd.stdout(Stdio::from(std::fs::File::create(out).unwrap()));
+    }
+    let o = cmd.stderr(Stdio::piped()).output().unwrap();
+    assert!(
+        o.status.success(),
+        "perf record: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// User-space addresses on x86-64 (and the other 64-bit targets perf runs on).
+fn is_user(ip: u64) -> bool {
+    ip < 1 << 47
+}
+
+/// `perf script` of `data` with the given extra arguments.
+fn script(data: &Path, extra: &[&str]) -> String {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["script".as_ref(), "-i".as_ref(), data.as_os_str()];
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    perf(&args)
+}
+
+/// (pid, time as perf prints it, ip) -> dso, for every user-space sample
+/// as `perf script -F pid,time,ip,dso -G` attributes it.
+fn perf_attribution(data: &Path) -> BTreeMap<(i32, String, u64), String> {
+    let text = script(data, &["-F", "pid,time,ip,dso", "-G"]);
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [pid, time, ip, dso] = f[..] else {
+            continue;
+        };
+        let dso = dso.trim_start_matches('(').trim_end_matches(')');
+        let Ok(ip) = u64::from_str_radix(ip, 16) else {
+            continue;
+        };
+        if is_user(ip) {
+            let key = (
+                pid.parse().unwrap(),
+                time.trim_end_matches(':').to_string(),
+                ip,
+            );
+            out.insert(key, dso.to_string());
+        }
+    }
+    out
+}
+
+/// The same for linux-perf-data's reading of a file-mode perf.data: each
+/// user-space sample's ip looked up in its process's maps (the latest map
+/// covering it; a FORK copies the parent's, an exec COMM clears them, as
+/// perf does), "[unknown]" when none does. Also returns, for every
+/// file-backed MMAP2, its path and the build id it carries.
+#[allow(clippy::type_complexity)]
+fn linux_perf_data_attribution(
+    bytes: &[u8],
+) -> (
+    BTreeMap<(i32, String, u64), String>,
+    Vec<(String, Option<String>)>,
+) {
+    use linux_perf_data::{PerfFileReader, PerfFileRecord};
+    use linux_perf_event_reader::{EventRecord, Mmap2FileId};
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(std::io::Cursor::new(bytes)).unwrap();
+    let mut maps: BTreeMap<i32, Vec<(u64, u64, String)>> = BTreeMap::new();
+    let mut out = BTreeMap::new();
+    let mut files = Vec::new();
+    while let Some(r) = record_iter.next_record(&mut perf_file).unwrap() {
+        let PerfFileRecord::EventRecord { record, .. } = r else {
+            continue;
+        };
+        match record.parse().unwrap() {
+            EventRecord::Mmap2(m) => {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                if path.starts_with('/') {
+                    let id = match &m.file_id {
+                        Mmap2FileId::BuildId(b) => {
+                            Some(b.iter().map(|x| format!("{x:02x}")).collect())
+                        }
+                        Mmap2FileId::InodeAndVersion(_) => None,
+                    };
+                    files.push((path.clone(), id));
+                }
+                let end = m.address + m.length;
+                maps.entry(m.pid).or_default().push((m.address, end, path));
+            }
+            EventRecord::Fork(f) if f.pid != f.ppid => {
+                let parent = maps.get(&f.ppid).cloned().unwrap_or_default();
+                maps.insert(f.pid, parent);
+            }
+            EventRecord::Comm(c) if c.is_execve => {
+                maps.remove(&c.pid);
+            }
+            EventRecord::Sample(s) if s.ip.is_some_and(is_user) => {
+                let (pid, ip, t) = (s.pid.unwrap(), s.ip.unwrap(), s.timestamp.unwrap());
+                let dso = maps
+                    .get(&pid)
+                    .and_then(|v| v.iter().rev().find(|(a, z, _)| (*a..*z).contains(&ip)))
+                    .map_or("[unknown]".to_string(), |m| m.2.clone());
+                let time = format!("{}.{:06}", t / 1_000_000_000, t % 1_000_000_000 / 1000);
+                out.insert((pid, time, ip), dso);
+            }
+            _ => {}
+        }
+    }
+    (out, files)
+}
+
+// `perf record -z` and pipe-mode (`-o -`) recordings converted with
+// --portable: file mode, no COMPRESSED record or feature and no pipe
+// metadata records left, `perf script` prints every sample as it does for
+// the original, linux-perf-data attributes every user-space sample to the
+// dso perf does, and every file-backed map carries its ELF build id.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn portable_z_and_pipe_recordings_read_as_perf_reads_them() {
+    needs_perf_record();
+    let dir = scratch("portable");
+    for (name, args) in [("z", &["-z", "-g"][..]), ("pipe", &["-g", "-o", "-"][..])] {
+        let rec = dir.join(format!("{name}.data"));
+        perf_record_workload(&rec, args);
+        let out = dir.join(format!("{name}.portable"));
+        let err = convert(&[
+            rec.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+            "--portable".as_ref(),
+        ]);
+        assert!(err.contains(" 0 stale"), "{err}");
+        if name == "z" {
+            assert!(err.contains("taken out of"), "{err}");
+        } else {
+            assert!(err.contains("pipe mode -> file mode"), "{err}");
+        }
+
+        let bytes = std::fs::read(&out).unwrap();
+        assert_eq!(&bytes[..8], b"PERFILE2", "{name}: file mode");
+        assert!(
+            !has_feature(&bytes, 27),
+            "{name}: COMPRESSED feature dropped"
+        );
+        let types = data_record_types(&bytes);
+        for t in [81, 83, 64, 65, 66, 67, 80] {
+            assert!(!types.contains(&t), "{name}: record type {t} left");
+        }
+        assert!(
+            types.iter().filter(|&&t| t == 9).count() > 50,
+            "{name}: samples"
+        );
+
+        assert_eq!(script(&rec, &[]), script(&out, &[]), "{name}: perf script");
+        let perf_says = perf_attribution(&out);
+        assert_eq!(perf_attribution(&rec), perf_says, "{name}");
+        let (ours, files) = linux_perf_data_attribution(&bytes);
+        assert!(
+            perf_says.len() > 50,
+            "{name}: {} user samples",
+            perf_says.len()
+        );
+        assert_eq!(ours, perf_says, "{name}: linux-perf-data attribution");
+        let lib = fixtures().libburn.display().to_string();
+        assert!(files.iter().any(|(p, _)| *p == lib), "{name}: {files:?}");
+        for (path, id) in files {
+            let want = readelf_build_id(Path::new(&path));
+            assert_eq!(id, want, "{name}: {path}");
+        }
+    }
+}
+
+/// `perf report -D` with the file-offset prefix and file name taken out.
+fn report_dump(data: &Path) -> String {
+    let text = perf(&[
+        "report".as_ref(),
+        "-D".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ]);
+    let name = data.file_name().unwrap().to_str().unwrap();
+    text.lines()
+        .map(|l| {
+            let l = l.replace(&format!("@{name}"), "");
+            match l.split_once(" [0x") {
+                Some((head, rest)) if head.starts_with("0x") => format!("[0x{rest}"),
+                _ => l,
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The bytes of every set feature section of a little-endian file.
+fn features(file: &[u8]) -> BTreeMap<u32, Vec<u8>> {
+    (0..256)
+        .filter_map(|bit| Some((bit, file[feature_range(file, bit)?].to_vec())))
+        .collect()
+}
+
+// A multi-event `perf record -g` converted to pipe mode and back: perf
+// reads the stream as it reads the file, and the round trip gives the
+// same header, attrs, ids and data section bytes and every feature
+// byte for byte, so `perf report -D` and `--header-only` agree.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn file_pipe_file_round_trip_of_a_multi_event_recording() {
+    needs_perf_record();
+    let b = Mapper::burner();
+    let dir = scratch("roundtrip");
+    let rec = dir.join("rec.data");
+    perf_record_pid(b.pid, &rec, &["-e", "cpu-clock,task-clock", "-g"], "0.5");
+    let (pipe, back) = (dir.join("rec.pipe"), dir.join("back.data"));
+    let err = convert(&[
+        rec.as_os_str(),
+        "--to".as_ref(),
+        "pipe".as_ref(),
+        "-o".as_ref(),
+        pipe.as_os_str(),
+    ]);
+    assert!(err.contains("file mode -> pipe mode"), "{err}");
+    convert(&[
+        pipe.as_os_str(),
+        "--to".as_ref(),
+        "file".as_ref(),
+        "-o".as_ref(),
+        back.as_os_str(),
+    ]);
+
+    let p = std::fs::read(&pipe).unwrap();
+    assert_eq!(&p[..8], b"PERFILE2" as &[u8]);
+    assert_eq!(u64_at(&p, 8), 16, "pipe-mode header");
+    assert_eq!(
+        script(&rec, &[]),
+        script(&pipe, &[]),
+        "perf reads the stream alike"
+    );
+
+    let (a, z) = (std::fs::read(&rec).unwrap(), std::fs::read(&back).unwrap());
+    let data = |f: &[u8]| {
+        let (o, s) = (u64_at(f, 40) as usize, u64_at(f, 48) as usize);
+        f[..o + s].to_vec()
+    };
+    assert_eq!(data(&a), data(&z), "header, ids, attrs and data");
+    assert_eq!(features(&a), features(&z));
+    assert!(features(&a).len() >= 10);
+    assert_eq!(report_dump(&rec), report_dump(&back));
+    // everything but "captured on", the file's mtime
+    let header = |f: &Path| {
+        let args = ["report", "--header-only", "-I", "-i"].map(std::ffi::OsStr::new);
+        perf(&[&args[..], &[f.as_os_str()]].concat())
+            .lines()
+            .filter(|l| !l.starts_with("# captured on"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(header(&rec), header(&back));
+}
+
+// A big-endian snapshot made by the project's writer survives file ->
+// pipe -> file byte for byte, and the stream dumps the same maps, COMMs
+// and build ids as the file.
+#[test]
+fn big_endian_snapshot_round_trips_through_pipe_mode() {
+    let f = fixtures();
+    let dir = scratch("roundtrip-be");
+    let m = Mapper::start(&[f.lib_sha1.as_os_str(), f.lib_md5.as_os_str()]);
+    let snap = dir.join("be.data");
+    synth_ok([
+        "-p",
+        &m.pid.to_string(),
+        "--byte-order",
+        "big",
+        "-o",
+        snap.to_str().unwrap(),
+    ]);
+    let (pipe, back) = (dir.join("be.pipe"), dir.join("back.data"));
+    convert(&[
+        snap.as_os_str(),
+        "--to".as_ref(),
+        "pipe".as_ref(),
+        "-o".as_ref(),
+        pipe.as_os_str(),
+    ]);
+    convert(&[
+        pipe.as_os_str(),
+        "--to".as_ref(),
+        "file".as_ref(),
+        "-o".as_ref(),
+        back.as_os_str(),
+    ]);
+    let p = std::fs::read(&pipe).unwrap();
+    assert_eq!(&p[..8], b"2ELIFREP", "big-endian stream");
+    assert_eq!(&p[8..16], &16u64.to_be_bytes());
+    assert_eq!(std::fs::read(&snap).unwrap(), std::fs::read(&back).unwrap());
+    let dump = |path: &Path| {
+        let out = synth_ok(["dump".as_ref(), "--sort".as_ref(), path.as_os_str()]).stdout;
+        let mut lines: Vec<String> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+        lines.sort();
+        lines
+    };
+    let lines = dump(&snap);
+    assert!(
+        lines.iter().filter(|l| l.starts_with("mmap2 ")).count() >= 4,
+        "{lines:?}"
+    );
+    assert_eq!(lines, dump(&pipe));
+}
+
+// What convert cannot do it refuses with exit 2, naming the file, and
+// writes nothing: maps inside compressed records without --decompress.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn convert_refuses_compressed_maps_without_decompress() {
+    needs_perf_record();
+    let dir = scratch("convert-z-refuse");
+    let rec = dir.join("z.data");
+    perf_record_workload(&rec, &["-z"]);
+    let out = dir.join("out.data");
+    let o = synth([
+        "convert".as_ref(),
+        "--buildid-mmap2".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("z.data") && err.contains("--decompress"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    // --decompress alone keeps every record and byte order, maps unconverted.
+    convert(&[
+        rec.as_os_str(),
+        "--decompress".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(script(&rec, &[]), script(&out, &[]));
+    let types = data_record_types(&std::fs::read(&out).unwrap());
+    assert!(!types.contains(&81));
+}
