@@ -95,20 +95,42 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
 /// rest did not.
 pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
     let mut lines = vec![format!(
-        "mmap2-synth convert: {} records; {} MMAP2 given build ids ({} from the BUILD_ID table, {} from the same file on disk); kept: {} stale (another file at the path now), {} file missing, {} without a usable id, {} had ids already, {} anonymous/special, {} MMAP (v1, not converted yet); {:.3} s -> {}",
+        "mmap2-synth convert: {} records; {} maps given build ids ({} from the BUILD_ID table, {} from the same file on disk, {} from /sys, {} by path); kept: {} stale (another file at the path now), {} file missing, {} without a usable id, {} had ids already, {} anonymous/special; {:.3} s -> {}",
         r.records,
-        r.from_table + r.from_disk,
+        r.from_table + r.from_disk + r.from_sys + r.from_path,
         r.from_table,
         r.from_disk,
+        r.from_sys,
+        r.from_path,
         r.stale,
         r.missing,
         r.no_id,
         r.already,
         r.special,
-        r.mmap_v1,
         took.as_secs_f64(),
         dest,
     )];
+    if r.v1_converted + r.mmap_v1 > 0 {
+        lines.push(format!(
+            "mmap2-synth: MMAP (v1): {} became build-id MMAP2, {} kept ({} user maps without an id in the table{})",
+            r.v1_converted,
+            r.mmap_v1,
+            r.v1_no_id,
+            if r.from_path > 0 { "; ids by path were trusted (--trust-paths)" } else { "; --trust-paths reads the file at the path" },
+        ));
+    }
+    if r.kernel_no_id > 0 {
+        lines.push(format!(
+            "mmap2-synth: {} kernel/module maps without an id (not in the table, and the recording is not of this kernel)",
+            r.kernel_no_id
+        ));
+    }
+    if r.table_added > 0 {
+        lines.push(format!(
+            "mmap2-synth: BUILD_ID table: {} mapped files added (--buildid-all)",
+            r.table_added
+        ));
+    }
     let mode = |pipe| if pipe { "pipe" } else { "file" };
     if r.from_pipe != r.to_pipe {
         lines.push(format!(
@@ -121,6 +143,12 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
         lines.push(format!(
             "mmap2-synth: {} records taken out of {} COMPRESSED records",
             r.decompressed, r.compressed_records
+        ));
+    }
+    if r.recompressed > 0 {
+        lines.push(format!(
+            "mmap2-synth: {} COMPRESSED records recompressed into {} (maps inside them converted)",
+            r.compressed_records, r.recompressed
         ));
     }
     if let Some((at, n)) = r.trailing {

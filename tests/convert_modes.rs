@@ -22,21 +22,12 @@ fn u64_at(b: &[u8], o: usize) -> u64 {
     u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
 }
 
-/// The record types of a little-endian file-mode perf.data's data section,
-/// read by this test's own walk (header size at offset 6 of each record).
+/// The record types of a little-endian file-mode perf.data's data section.
 fn data_record_types(file: &[u8]) -> Vec<u32> {
-    let (off, size) = (u64_at(file, 40) as usize, u64_at(file, 48) as usize);
-    let mut types = Vec::new();
-    let mut at = off;
-    while at < off + size {
-        let t = u32::from_le_bytes(file[at..at + 4].try_into().unwrap());
-        let len = u16::from_le_bytes([file[at + 6], file[at + 7]]) as usize;
-        assert!(len >= 8, "record at {at} has size {len}");
-        types.push(t);
-        at += len;
-    }
-    assert_eq!(at, off + size, "records end with the data section");
-    types
+    data_records(file)
+        .iter()
+        .map(|r| u32::from_le_bytes(r[..4].try_into().unwrap()))
+        .collect()
 }
 
 /// Whether feature `bit` is set in a little-endian file-mode header.
@@ -372,38 +363,165 @@ fn big_endian_snapshot_round_trips_through_pipe_mode() {
     assert_eq!(lines, dump(&pipe));
 }
 
-// What convert cannot do it refuses with exit 2, naming the file, and
-// writes nothing: maps inside compressed records without --decompress.
+// A `-z` recording of a workload (its maps are the kernel's MMAP2s, inside
+// COMPRESSED records) converted with --buildid-mmap2 alone stays
+// compressed: its COMPRESSED records are written anew (level kept), every
+// file map in them carries its ELF build id, perf prints every sample as
+// for the original, and linux-perf-data attributes them alike. With
+// --decompress alone nothing is converted and no COMPRESSED record is left.
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
-fn convert_refuses_compressed_maps_without_decompress() {
+fn compressed_maps_are_converted_and_recompressed() {
     needs_perf_record();
-    let dir = scratch("convert-z-refuse");
+    let dir = scratch("convert-z");
     let rec = dir.join("z.data");
     perf_record_workload(&rec, &["-z"]);
     let out = dir.join("out.data");
-    let o = synth([
-        "convert".as_ref(),
-        "--buildid-mmap2".as_ref(),
+    let err = convert(&[
         rec.as_os_str(),
+        "--buildid-mmap2".as_ref(),
         "-o".as_ref(),
         out.as_os_str(),
     ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("recompressed"), "{err}");
+    let bytes = std::fs::read(&out).unwrap();
+    assert!(has_feature(&bytes, 27), "still a -z recording");
     assert!(
-        err.contains("z.data") && err.contains("--decompress"),
-        "{err}"
+        data_record_types(&bytes).contains(&81),
+        "COMPRESSED records kept"
     );
-    assert!(!out.exists());
-    // --decompress alone keeps every record and byte order, maps unconverted.
+    assert_eq!(script(&rec, &[]), script(&out, &[]));
+    let burn = fixtures().burn.display().to_string();
+    let mut checked = 0;
+    for l in script(&out, &["--show-mmap-events"])
+        .lines()
+        .filter(|l| l.contains("PERF_RECORD_MMAP2"))
+    {
+        let path = l.rsplit(' ').next().unwrap();
+        if path.starts_with('/') {
+            let want = readelf_build_id(Path::new(path)).unwrap();
+            assert!(l.contains(&format!("<{want}>")), "{l}");
+            checked += usize::from(path == burn);
+        }
+    }
+    assert_eq!(checked, 1, "the burner's own map, made while perf recorded");
+    let (ours, _) = linux_perf_data_attribution(&bytes);
+    assert_eq!(ours, perf_attribution(&out));
+
+    let plain = dir.join("plain.data");
     convert(&[
         rec.as_os_str(),
         "--decompress".as_ref(),
         "-o".as_ref(),
+        plain.as_os_str(),
+    ]);
+    assert_eq!(script(&rec, &[]), script(&plain, &[]));
+    let bytes = std::fs::read(&plain).unwrap();
+    assert!(!data_record_types(&bytes).contains(&81) && !has_feature(&bytes, 27));
+}
+
+/// `perf report --sort dso,sym` without its `#` header lines.
+fn report(data: &Path) -> String {
+    let args = ["report", "--stdio", "--sort", "dso,sym", "-i"].map(std::ffi::OsStr::new);
+    perf(&[&args[..], &[data.as_os_str()]].concat())
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+// A workload recorded with perf 6.1 (kernel map as MMAP v1, [vdso] and
+// files as inode-form MMAP2): --buildid-mmap2 turns the kernel map into a
+// build-id MMAP2 carrying the running kernel's id (`perf buildid-list -k`)
+// and leaves [vdso] alone; --trust-paths gives [vdso] this kernel's vDSO
+// id; --buildid-all lists every mapped file in the table with its ELF id
+// and the kernel once, under perf's name. perf report is unchanged.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn kernel_map_vdso_and_buildid_all() {
+    needs_perf_record();
+    let dir = scratch("convert-kernel");
+    let rec = dir.join("rec.data");
+    perf_record_workload(&rec, &["-g"]);
+    let kernel_id = perf(&["buildid-list".as_ref(), "-k".as_ref()])
+        .trim()
+        .to_string();
+    assert_eq!(kernel_id.len(), 40, "{kernel_id}");
+    let mmap2_lines = |data: &Path| -> Vec<String> {
+        script(data, &["--show-mmap-events"])
+            .lines()
+            .filter(|l| l.contains("PERF_RECORD_MMAP"))
+            .map(String::from)
+            .collect()
+    };
+    let before = mmap2_lines(&rec);
+    assert!(
+        before
+            .iter()
+            .any(|l| l.contains("PERF_RECORD_MMAP ") && l.contains("[kernel.kallsyms]")),
+        "perf 6.1 writes the kernel map as MMAP v1: {before:?}"
+    );
+
+    let out = dir.join("out.data");
+    let err = convert(&[
+        rec.as_os_str(),
+        "--buildid-mmap2".as_ref(),
+        "-o".as_ref(),
         out.as_os_str(),
     ]);
-    assert_eq!(script(&rec, &[]), script(&out, &[]));
-    let types = data_record_types(&std::fs::read(&out).unwrap());
-    assert!(!types.contains(&81));
+    assert!(err.contains("1 became build-id MMAP2"), "{err}");
+    let lines = mmap2_lines(&out);
+    let kernel = lines
+        .iter()
+        .find(|l| l.contains("[kernel.kallsyms]"))
+        .unwrap();
+    assert!(
+        kernel.contains("PERF_RECORD_MMAP2") && kernel.contains(&format!("<{kernel_id}>")),
+        "{kernel}"
+    );
+    let vdso: Vec<_> = lines.iter().filter(|l| l.ends_with("[vdso]")).collect();
+    assert!(
+        !vdso.is_empty() && vdso.iter().all(|l| !l.contains('<')),
+        "{vdso:?}"
+    );
+    assert_eq!(report(&rec), report(&out));
+
+    let all = dir.join("all.data");
+    let err = convert(&[
+        rec.as_os_str(),
+        "--buildid-mmap2".as_ref(),
+        "--trust-paths".as_ref(),
+        "--buildid-all".as_ref(),
+        "-o".as_ref(),
+        all.as_os_str(),
+    ]);
+    assert!(err.contains("mapped files added"), "{err}");
+    let own_vdso = vdso_build_id(std::process::id(), &dir).expect("vDSO id");
+    let lines = mmap2_lines(&all);
+    let vdso: Vec<_> = lines.iter().filter(|l| l.ends_with("[vdso]")).collect();
+    assert!(!vdso.is_empty(), "{lines:?}");
+    for l in vdso {
+        assert!(l.contains(&format!("<{own_vdso}>")), "{l}");
+    }
+    let table = perf_buildid_list(&perf(&[
+        "buildid-list".as_ref(),
+        "-i".as_ref(),
+        all.as_os_str(),
+    ]));
+    assert_eq!(table.get("[kernel.kallsyms]"), Some(&kernel_id));
+    assert!(
+        !table.keys().any(|k| k.starts_with("[kernel.kallsyms]_")),
+        "{table:?}"
+    );
+    let mut files = 0;
+    for l in &lines {
+        let path = l.rsplit(' ').next().unwrap();
+        if path.starts_with('/') {
+            let want = readelf_build_id(Path::new(path)).unwrap();
+            assert_eq!(table.get(path), Some(&want), "{path}: {table:?}");
+            files += 1;
+        }
+    }
+    assert!(files >= 4, "{lines:?}");
+    assert_eq!(report(&rec), report(&all));
 }

@@ -86,6 +86,15 @@ pub(crate) struct ConvertArgs {
     /// they hold, in order; the COMPRESSED feature is dropped.
     #[arg(long)]
     pub(crate) decompress: bool,
+    /// With --buildid-mmap2: where a record cannot tell which file was
+    /// mapped (MMAP v1 has no inode; `[vdso]` of a recording of this
+    /// kernel), take the file at its path now (and this vDSO) for it.
+    #[arg(long)]
+    pub(crate) trust_paths: bool,
+    /// The BUILD_ID table lists every mapped file with a known id, not only
+    /// those perf saw samples in.
+    #[arg(long)]
+    pub(crate) buildid_all: bool,
     /// The form every reader understands: `--to file --decompress
     /// --buildid-mmap2`.
     #[arg(long, conflicts_with = "to")]

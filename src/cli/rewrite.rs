@@ -112,12 +112,19 @@ pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
             c.to.map(|m| m == ModeArg::Pipe)
         },
         decompress: c.decompress || c.portable,
+        trust_paths: c.trust_paths,
+        buildid_all: c.buildid_all,
         in_place: c.target.in_place,
     };
-    if !opts.buildid_mmap2 && opts.to_pipe.is_none() && !opts.decompress {
+    if !opts.buildid_mmap2 && opts.to_pipe.is_none() && !opts.decompress && !opts.buildid_all {
         return Err(CliError::Usage(
-            "convert: nothing to do; give --buildid-mmap2, --to file|pipe, --decompress or --portable"
+            "convert: nothing to do; give --buildid-mmap2, --buildid-all, --to file|pipe, --decompress or --portable"
                 .into(),
+        ));
+    }
+    if opts.trust_paths && !opts.buildid_mmap2 {
+        return Err(CliError::Usage(
+            "convert: --trust-paths goes with --buildid-mmap2 (or --portable)".into(),
         ));
     }
     let (recording, output) = rewrite_paths(&c.target, "convert")?;

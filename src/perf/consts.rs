@@ -48,6 +48,8 @@ pub mod misc {
     pub const KERNEL: u16 = 1;
     /// User cpumode.
     pub const USER: u16 = 2;
+    /// PERF_RECORD_MISC_GUEST_KERNEL.
+    pub const GUEST_KERNEL: u16 = 4;
     /// The map could not be read completely (timeout).
     pub const PROC_MAP_PARSE_TIMEOUT: u16 = 1 << 12;
     /// MMAP2 of a non-executable VMA.
@@ -171,6 +173,10 @@ mod tests {
             (types::MMAP2.into(), k::PERF_RECORD_MMAP2.into()),
             (misc::KERNEL.into(), k::PERF_RECORD_MISC_KERNEL.into()),
             (misc::USER.into(), k::PERF_RECORD_MISC_USER.into()),
+            (
+                misc::GUEST_KERNEL.into(),
+                k::PERF_RECORD_MISC_GUEST_KERNEL.into(),
+            ),
             (
                 misc::PROC_MAP_PARSE_TIMEOUT.into(),
                 k::PERF_RECORD_MISC_PROC_MAP_PARSE_TIMEOUT.into(),

@@ -97,6 +97,46 @@ pub fn encode_mmap2(
     finish_record(out, e, at, types::MMAP2)
 }
 
+/// An MMAP (v1) record rewritten as a build-id MMAP2: pid, tid, addresses,
+/// pgoff, misc (plus MMAP_BUILD_ID), the name bytes and the sample_id
+/// trailer (the last `trailer` bytes of `body`) kept; prot and flags as
+/// perf assumes for MMAP: PROT_READ|PROT_EXEC, or PROT_READ|PROT_WRITE with
+/// MMAP_DATA, and MAP_PRIVATE. The record grows by 32 bytes; None when it
+/// would not fit or the body is too short.
+pub fn mmap_to_mmap2(
+    h: &RecordHeader,
+    body: &[u8],
+    trailer: usize,
+    id: BuildId,
+    e: Endian,
+) -> Option<Vec<u8>> {
+    let name_end = body.len().checked_sub(trailer)?;
+    if name_end <= 32 {
+        return None;
+    }
+    let size = u16::try_from(8 + body.len() + 32).ok()?;
+    let data = h.misc & misc::MMAP_DATA != 0;
+    let prot = libc::PROT_READ
+        | if data {
+            libc::PROT_WRITE
+        } else {
+            libc::PROT_EXEC
+        };
+    let mut out = Vec::with_capacity(usize::from(size));
+    RecordHeader {
+        type_: types::MMAP2,
+        misc: h.misc | misc::MMAP_BUILD_ID,
+        size,
+    }
+    .put(&mut out, e);
+    out.extend_from_slice(&body[..32]);
+    put_mmap2_id(&mut out, e, &Mmap2Id::BuildId(id));
+    out.put_u32(e, prot as u32);
+    out.put_u32(e, libc::MAP_PRIVATE as u32);
+    out.extend_from_slice(&body[32..]);
+    Some(out)
+}
+
 /// Encodes a PERF_RECORD_COMM (comm NUL-padded to 8) with its trailer.
 pub fn encode_comm(
     out: &mut Vec<u8>,
@@ -275,6 +315,43 @@ pub fn parse_comm(body: &[u8], e: Endian) -> Option<(u32, u32, Vec<u8>)> {
 
 #[cfg(test)]
 mod tests {
+    use crate::model::BuildId as Id;
+
+    // An MMAP (v1) becomes a build-id MMAP2 32 bytes longer, with its name
+    // bytes and trailer kept and perf's assumed prot/flags, in both orders.
+    #[test]
+    fn mmap_v1_to_mmap2() {
+        for e in [Endian::Little, Endian::Big] {
+            for (extra, prot) in [(0, 5), (misc::MMAP_DATA, 3)] {
+                let mut body = Vec::new();
+                for v in [7u32, 8] {
+                    body.put_u32(e, v);
+                }
+                for v in [0x1000u64, 0x2000, 0x3000] {
+                    body.put_u64(e, v);
+                }
+                put_cstr(&mut body, b"/lib/libz.so", 8);
+                body.extend_from_slice(&[0xee; 16]); // trailer
+                let h = RecordHeader {
+                    type_: types::MMAP,
+                    misc: misc::USER | extra,
+                    size: 8 + body.len() as u16,
+                };
+                let id = Id::new(&[0xab; 20]).unwrap();
+                let rec = mmap_to_mmap2(&h, &body, 16, id, e).unwrap();
+                let h2 = RecordHeader::parse(&rec, e).unwrap();
+                assert_eq!((h2.type_, h2.size), (types::MMAP2, h.size + 32));
+                assert_eq!(h2.misc, h.misc | misc::MMAP_BUILD_ID);
+                let m = parse_map(&h2, &rec[8..], e).unwrap();
+                let v1 = parse_map(&h, &body, e).unwrap();
+                assert_eq!((m.key, m.tid, m.build_id), (v1.key, 8, Some(id)));
+                assert_eq!((m.prot, m.flags), (prot, libc::MAP_PRIVATE as u32));
+                assert_eq!(&rec[rec.len() - 16..], &[0xee; 16]);
+                assert!(mmap_to_mmap2(&h, &body, body.len(), id, e).is_none());
+            }
+        }
+    }
+
     use super::*;
 
     fn layout() -> SampleIdLayout {

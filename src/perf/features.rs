@@ -27,6 +27,13 @@ pub fn string_feature(e: Endian, s: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The string of a HOSTNAME / OSRELEASE / VERSION / ARCH payload (up to
+/// its first NUL), None when the length runs past the payload.
+pub fn parse_string_feature(b: &[u8], e: Endian) -> Option<&[u8]> {
+    let len = Rd(e).u32(b, 0)? as usize;
+    Some(cstr(b.get(4..4usize.checked_add(len)?)?))
+}
+
 /// NRCPUS payload: u32 online, u32 available.
 pub fn nrcpus_feature(e: Endian, online: u32, available: u32) -> Vec<u8> {
     let mut out = Vec::new();

@@ -155,6 +155,47 @@ pub fn read_build_id_if_same(path: &Path, key: FileKey) -> OnDisk {
     }
 }
 
+/// Reads the build id of whatever regular file is at `path` now, without
+/// knowing which file was mapped (`convert --trust-paths`). None when no
+/// regular file is there or it cannot be read; Some(None) for an ELF
+/// without an id.
+pub fn read_build_id_at_path(path: &Path) -> Option<Option<Vec<u8>>> {
+    let (f, _) = open_checked(path, None)?;
+    read_build_id_from_file(&f).ok()
+}
+
+/// The running kernel's build id, from `/sys/kernel/notes` (its ELF notes,
+/// in this machine's byte order).
+pub fn kernel_build_id() -> Option<BuildId> {
+    notes_build_id(Path::new("/sys/kernel/notes"))
+}
+
+/// A loaded module's build id, from `/sys/module/NAME/notes`; `name` as
+/// the kernel spells it (`-` in a file name is `_` there).
+pub fn module_build_id(name: &[u8]) -> Option<BuildId> {
+    if name.is_empty() || name.contains(&b'/') || name.starts_with(b".") {
+        return None;
+    }
+    let name: Vec<u8> = name
+        .iter()
+        .map(|&c| if c == b'-' { b'_' } else { c })
+        .collect();
+    let mut p = b"/sys/module/".to_vec();
+    p.extend_from_slice(&name);
+    p.extend_from_slice(b"/notes/.note.gnu.build-id");
+    notes_build_id(Path::new(std::ffi::OsStr::from_bytes(&p)))
+}
+
+/// The GNU build id in a sysfs notes file (read at most 64 KiB, regular
+/// files only: sysfs attributes are).
+fn notes_build_id(path: &Path) -> Option<BuildId> {
+    let (f, _) = open_checked(path, None)?;
+    let mut buf = vec![0u8; 64 << 10];
+    let n = read_full_at(&f, &mut buf, 0).ok()?;
+    let id = elf::find_gnu_build_id(&buf[..n], cfg!(target_endian = "big"))?;
+    BuildId::new(id)
+}
+
 /// Reads the build id of the mapped file of a VMA from user space, through
 /// `dir` (`/proc/PID`, or `/proc/PID/task/TID` for a live thread when the
 /// leader is a zombie): `map_files/START-END` (the mapped file itself, needs

@@ -1,26 +1,31 @@
-//! What `convert` decides per map and counts: the build id of each
-//! inode-form MMAP2 (from the recording's BUILD_ID table, or from the file
-//! on disk only while it is provably the mapped one) and the report of a
-//! conversion. Shared by the in-place patch and the streaming rewrite.
+//! What `convert` decides per map and counts: the build id of each MMAP and
+//! inode-form MMAP2 (from the recording's BUILD_ID table; from the file on
+//! disk only while it is provably the mapped one; kernel and modules from
+//! /sys for a recording of this kernel; by path only when trusted) and the
+//! report of a conversion. Shared by the in-place patch and the stream.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use crate::bytes::Endian;
-use crate::model::{BuildId, FileKey};
+use crate::model::{BuildId, FileKey, VDSO_NAME};
 use crate::perf::consts::misc;
-use crate::perf::events::{parse_map, put_mmap2_id, Mmap2Id};
-use crate::perf::features::parse_build_id_table;
+use crate::perf::events::{mmap_to_mmap2, parse_map, put_mmap2_id, Mmap2Id};
+use crate::perf::features::{parse_build_id_table, parse_string_feature};
+use crate::perf::BuildIdEntry;
 use crate::perf::{FormatError, RecordHeader};
-use crate::proc::buildid::{read_build_id_if_same, OnDisk};
+use crate::proc::buildid::{
+    kernel_build_id, module_build_id, read_build_id_at_path, read_build_id_if_same, vdso_build_id,
+    OnDisk,
+};
 
 /// What a conversion did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ConvertReport {
     /// Records in the input.
     pub records: u64,
-    /// MMAP2 records given a build id from the BUILD_ID table.
+    /// Maps given a build id from the BUILD_ID table.
     pub from_table: u64,
     /// MMAP2 records given a build id read from the (same) file on disk.
     pub from_disk: u64,
@@ -34,14 +39,30 @@ pub struct ConvertReport {
     pub no_id: u64,
     /// Anonymous and special maps ([vdso], //anon, [heap]...), passed through.
     pub special: u64,
-    /// MMAP (v1) records, kept as they are (not converted yet).
+    /// MMAP (v1) records kept as they are (no id known for them).
     pub mmap_v1: u64,
+    /// MMAP (v1) records turned into build-id MMAP2.
+    pub v1_converted: u64,
+    /// MMAP (v1) maps of files with no id in the table (read from the
+    /// file at the path only with `--trust-paths`) or none at that path.
+    pub v1_no_id: u64,
+    /// Ids taken from the file at the path without an inode check
+    /// (`--trust-paths`: MMAP v1, `[vdso]`).
+    pub from_path: u64,
+    /// Kernel and module ids read from /sys (recording of this kernel).
+    pub from_sys: u64,
+    /// Kernel and module maps left without an id.
+    pub kernel_no_id: u64,
+    /// BUILD_ID table entries added (`--buildid-all`).
+    pub table_added: u64,
     /// Up to 5 stale paths, for the summary.
     pub stale_paths: Vec<Vec<u8>>,
     /// PERF_RECORD_COMPRESSED(2) records in the input.
     pub compressed_records: u64,
     /// Records taken out of compressed ones (`--decompress`).
     pub decompressed: u64,
+    /// COMPRESSED records written anew (maps converted inside them).
+    pub recompressed: u64,
     /// The input was a pipe-mode stream.
     pub from_pipe: bool,
     /// The output is a pipe-mode stream.
@@ -52,34 +73,151 @@ pub struct ConvertReport {
     pub trailing: Option<(u64, u64)>,
 }
 
-/// Decides the build id of each inode-form MMAP2: the BUILD_ID table (by
-/// cpumode and path; host entries first) or the file on disk when it is
-/// provably the mapped one. Shared by the in-place patch and the streaming
-/// rewrite.
+/// Where ids may come from besides the table and files proven to be the
+/// mapped ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Trust {
+    /// `--trust-paths`: the file at a path is taken for the mapped one when
+    /// the record cannot tell (MMAP v1 has no inode; `[vdso]` on this kernel).
+    pub paths: bool,
+    /// The recording was made on the running kernel: kernel and module ids
+    /// from /sys, the vDSO's from our own.
+    pub this_kernel: bool,
+}
+
+/// Whether a recording comes from the running kernel: its OSRELEASE is
+/// the running one and its table's `[kernel.kallsyms]` id, if any, is the
+/// running kernel's (perf.data carries no boot id, so this is the test).
+pub fn same_kernel(
+    recorded: Option<&[u8]>,
+    running: &[u8],
+    table_kernel: Option<BuildId>,
+    running_kernel: Option<BuildId>,
+) -> bool {
+    recorded == Some(running) && table_kernel.is_none_or(|t| Some(t) == running_kernel)
+}
+
+/// The trust for a recording with this OSRELEASE payload and table kernel
+/// id: `paths` as asked, `this_kernel` by [`same_kernel`] against the
+/// running kernel.
+pub fn trust_for(
+    osrelease: Option<&[u8]>,
+    e: Endian,
+    table_kernel: Option<BuildId>,
+    paths: bool,
+) -> Trust {
+    let recorded = osrelease.and_then(|b| parse_string_feature(b, e));
+    let running = crate::proc::host::HostFacts::read().osrelease;
+    Trust {
+        paths,
+        this_kernel: same_kernel(recorded, &running, table_kernel, kernel_build_id()),
+    }
+}
+
+/// perf's name for the kernel in the BUILD_ID table; its maps are named
+/// this plus the relocation symbol (`[kernel.kallsyms]_text`).
+const KERNEL_DSO: &[u8] = b"[kernel.kallsyms]";
+
+/// The module name of a `.ko` path as /sys/module spells it (`x-y.ko.zst`
+/// -> `x_y`), None for other paths.
+pub fn module_name(path: &[u8]) -> Option<Vec<u8>> {
+    let base = path.rsplit(|&c| c == b'/').next()?;
+    let stem = [b".ko".as_slice(), b".ko.xz", b".ko.zst", b".ko.gz"]
+        .iter()
+        .find_map(|ext| base.strip_suffix(*ext))?;
+    (!stem.is_empty()).then(|| {
+        stem.iter()
+            .map(|&c| if c == b'-' { b'_' } else { c })
+            .collect()
+    })
+}
+
+/// Decides the build id of each map record: the BUILD_ID table (by cpumode
+/// and path; host entries first), the file on disk when it is provably the
+/// mapped one, and what [`Trust`] allows. Shared by the in-place patch and
+/// the streaming rewrite.
 pub struct MapIds {
     table: HashMap<(u16, Vec<u8>), BuildId>,
     disk: HashMap<(FileKey, Vec<u8>), OnDisk>,
+    by_path: HashMap<Vec<u8>, Option<BuildId>>,
+    trust: Trust,
+    /// Every (cpumode, path) with the id its maps carry after conversion,
+    /// for `--buildid-all`.
+    mapped: BTreeMap<(u16, Vec<u8>), BuildId>,
+}
+
+/// Kernel or guest-kernel cpumode.
+fn is_kernel_mode(cpumode: u16) -> bool {
+    cpumode == misc::KERNEL || cpumode == misc::GUEST_KERNEL
+}
+
+/// The BUILD_ID table by (cpumode, path); host entries (pid -1) win.
+fn table_by_path(
+    table: Option<&[u8]>,
+    e: Endian,
+    at: u64,
+) -> Result<HashMap<(u16, Vec<u8>), BuildId>, FormatError> {
+    let mut ids = HashMap::new();
+    for b in parse_build_id_table(table.unwrap_or_default(), e, at)? {
+        let key = (b.cpumode & misc::CPUMODE_MASK, b.filename);
+        if b.pid == -1 || !ids.contains_key(&key) {
+            ids.insert(key, b.build_id);
+        }
+    }
+    Ok(ids)
 }
 
 impl MapIds {
     /// Looks ids up in `table` (a BUILD_ID feature payload, `at` its offset).
-    pub fn new(table: Option<&[u8]>, e: Endian, at: u64) -> Result<MapIds, FormatError> {
-        let mut ids = HashMap::new();
-        for b in parse_build_id_table(table.unwrap_or_default(), e, at)? {
-            let key = (b.cpumode & misc::CPUMODE_MASK, b.filename);
-            if b.pid == -1 || !ids.contains_key(&key) {
-                ids.insert(key, b.build_id);
-            }
-        }
+    /// `osrelease` is the recording's OSRELEASE payload (with the table it
+    /// decides whether the recording is of this kernel); `trust_paths` is
+    /// `--trust-paths`.
+    pub fn new(
+        table: Option<&[u8]>,
+        osrelease: Option<&[u8]>,
+        (e, at): (Endian, u64),
+        trust_paths: bool,
+    ) -> Result<MapIds, FormatError> {
+        let table = table_by_path(table, e, at)?;
+        let kernel = table.get(&(misc::KERNEL, KERNEL_DSO.to_vec())).copied();
         Ok(MapIds {
-            table: ids,
+            table,
             disk: HashMap::new(),
+            by_path: HashMap::new(),
+            trust: trust_for(osrelease, e, kernel, trust_paths),
+            mapped: BTreeMap::new(),
         })
     }
 
+    /// The (cpumode, path, id) of mapped files the table lacks: what
+    /// `--buildid-all` adds.
+    pub fn table_lacks(&self) -> Vec<BuildIdEntry> {
+        self.mapped
+            .iter()
+            .filter(|(k, _)| !self.table.contains_key(*k))
+            .map(|((cpumode, path), id)| BuildIdEntry {
+                cpumode: *cpumode,
+                pid: -1,
+                build_id: *id,
+                filename: path.clone(),
+            })
+            .collect()
+    }
+
+    fn remember(&mut self, cpumode: u16, path: &[u8], id: BuildId) {
+        // the kernel's maps are named after its relocation symbol; its
+        // table entry is the DSO
+        let name = match path.starts_with(KERNEL_DSO) && is_kernel_mode(cpumode) {
+            true => KERNEL_DSO,
+            false => path,
+        };
+        let key = (cpumode, name.to_vec());
+        self.mapped.entry(key).or_insert(id);
+    }
+
     /// For an MMAP2 record (`h`, `body`): its new header and the 24-byte
-    /// build-id field to put at [`crate::perf::events::MMAP2_ID_AT`] of the body, or None when it
-    /// stays as it is (counted in `r`).
+    /// build-id field to put at [`crate::perf::events::MMAP2_ID_AT`] of the
+    /// body, or None when it stays as it is (counted in `r`).
     pub fn convert(
         &mut self,
         h: &RecordHeader,
@@ -87,25 +225,33 @@ impl MapIds {
         e: Endian,
         r: &mut ConvertReport,
     ) -> Option<(RecordHeader, Vec<u8>)> {
-        if h.misc & misc::MMAP_BUILD_ID != 0 {
-            r.already += 1;
-            return None;
-        }
         // malformed: passed through as it is
         let m = parse_map(h, body, e)?;
-        let (Some((maj, min, ino)), path) = (m.dev_ino, &m.key.filename) else {
-            return None;
-        };
-        if path.first() != Some(&b'/') || ino == 0 {
-            r.special += 1;
+        let cpumode = h.misc & misc::CPUMODE_MASK;
+        let path = &m.key.filename;
+        if let Some(id) = m.build_id {
+            r.already += 1;
+            self.remember(cpumode, path, id);
             return None;
         }
-        let key = FileKey {
-            dev_major: maj,
-            dev_minor: min,
-            inode: ino,
-        };
-        let id = self.id_for(h.misc & misc::CPUMODE_MASK, path, key, r)?;
+        let (maj, min, ino) = m.dev_ino?;
+        let id = if is_kernel_mode(cpumode) {
+            self.kernel_id(cpumode, path, r)
+        } else if path.as_slice() == VDSO_NAME && self.trust.paths && self.trust.this_kernel {
+            r.from_path += 1;
+            vdso_build_id()
+        } else if path.first() != Some(&b'/') || ino == 0 {
+            r.special += 1;
+            None
+        } else {
+            let key = FileKey {
+                dev_major: maj,
+                dev_minor: min,
+                inode: ino,
+            };
+            self.id_for(cpumode, path, key, r)
+        }?;
+        self.remember(cpumode, path, id);
         let patched = RecordHeader {
             misc: h.misc | misc::MMAP_BUILD_ID,
             ..*h
@@ -113,6 +259,86 @@ impl MapIds {
         let mut field = Vec::with_capacity(24);
         put_mmap2_id(&mut field, e, &Mmap2Id::BuildId(id));
         Some((patched, field))
+    }
+
+    /// For an MMAP (v1) record whose last `trailer` body bytes are its
+    /// sample_id: the build-id MMAP2 it becomes, or None when no id is
+    /// known (counted in `r`; MMAP has no inode, so the file at the path
+    /// is read only with `--trust-paths`).
+    pub fn convert_v1(
+        &mut self,
+        h: &RecordHeader,
+        body: &[u8],
+        trailer: usize,
+        e: Endian,
+        r: &mut ConvertReport,
+    ) -> Option<Vec<u8>> {
+        let m = parse_map(h, body, e)?;
+        let cpumode = h.misc & misc::CPUMODE_MASK;
+        let path = &m.key.filename;
+        let id = if is_kernel_mode(cpumode) {
+            self.kernel_id(cpumode, path, r)
+        } else if path.first() != Some(&b'/') {
+            r.special += 1;
+            None
+        } else if let Some(id) = self.table.get(&(cpumode, path.clone())) {
+            r.from_table += 1;
+            Some(*id)
+        } else if self.trust.paths {
+            self.by_path_id(path, r)
+        } else {
+            r.v1_no_id += 1;
+            None
+        };
+        let Some(id) = id else {
+            r.mmap_v1 += 1;
+            return None;
+        };
+        let rec = mmap_to_mmap2(h, body, trailer, id, e);
+        match &rec {
+            Some(_) => {
+                r.v1_converted += 1;
+                self.remember(cpumode, path, id);
+            }
+            None => r.mmap_v1 += 1,
+        }
+        rec
+    }
+
+    /// The id of a kernel or module map: the table's, else /sys when the
+    /// recording is from this kernel.
+    fn kernel_id(&mut self, cpumode: u16, path: &[u8], r: &mut ConvertReport) -> Option<BuildId> {
+        let is_kernel = path.starts_with(KERNEL_DSO);
+        let name = if is_kernel { KERNEL_DSO } else { path };
+        if let Some(id) = self.table.get(&(cpumode, name.to_vec())) {
+            r.from_table += 1;
+            return Some(*id);
+        }
+        let from_sys = match (self.trust.this_kernel && cpumode == misc::KERNEL, is_kernel) {
+            (false, _) => None,
+            (true, true) => kernel_build_id(),
+            (true, false) => module_name(path).and_then(|n| module_build_id(&n)),
+        };
+        match from_sys {
+            Some(_) => r.from_sys += 1,
+            None => r.kernel_no_id += 1,
+        }
+        from_sys
+    }
+
+    /// The id of the file at `path` now (`--trust-paths`), read once.
+    fn by_path_id(&mut self, path: &[u8], r: &mut ConvertReport) -> Option<BuildId> {
+        let id = *self.by_path.entry(path.to_vec()).or_insert_with(|| {
+            let p = Path::new(std::ffi::OsStr::from_bytes(path));
+            read_build_id_at_path(p)
+                .flatten()
+                .and_then(|raw| BuildId::new(&raw))
+        });
+        match id {
+            Some(_) => r.from_path += 1,
+            None => r.v1_no_id += 1,
+        }
+        id
     }
 
     /// The id for an inode-form MMAP2 of `path` with `key`, counting why not.
@@ -166,5 +392,38 @@ impl MapIds {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Module names as /sys/module spells them; other paths have none.
+    #[test]
+    fn module_names() {
+        let n = |p: &[u8]| module_name(p).map(|v| String::from_utf8(v).unwrap());
+        assert_eq!(
+            n(b"/lib/modules/6.1/kernel/fs/ext4.ko"),
+            Some("ext4".into())
+        );
+        assert_eq!(
+            n(b"/lib/modules/x/snd-hda-intel.ko.zst"),
+            Some("snd_hda_intel".into())
+        );
+        assert_eq!(n(b"/usr/lib/libc.so.6"), None);
+        assert_eq!(n(b"/x/.ko"), None);
+    }
+
+    // A recording is of this kernel only when the release matches and the
+    // table's kernel id, if any, is the running one.
+    #[test]
+    fn same_kernel_needs_release_and_id() {
+        let (a, b) = (BuildId::new(&[1; 20]), BuildId::new(&[2; 20]));
+        assert!(same_kernel(Some(b"6.1"), b"6.1", None, a));
+        assert!(same_kernel(Some(b"6.1"), b"6.1", a, a));
+        assert!(!same_kernel(Some(b"6.1"), b"6.1", b, a));
+        assert!(!same_kernel(Some(b"6.2"), b"6.1", None, a));
+        assert!(!same_kernel(None, b"6.1", None, a));
     }
 }

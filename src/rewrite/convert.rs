@@ -39,6 +39,11 @@ pub struct ConvertOptions {
     pub to_pipe: Option<bool>,
     /// COMPRESSED records become the records they hold.
     pub decompress: bool,
+    /// The file at a path is taken for the mapped one where the record
+    /// cannot tell (MMAP v1, `[vdso]` on this kernel).
+    pub trust_paths: bool,
+    /// The BUILD_ID table gets every mapped file with a known id.
+    pub buildid_all: bool,
     /// The output replaces the input (locked, mode and owner kept).
     pub in_place: bool,
 }
@@ -66,14 +71,6 @@ pub enum ConvertError {
         #[source]
         source: TranscodeError,
     },
-    /// The recording asks for something this version does not do yet.
-    #[error("{}: {what}; nothing was written", path.display())]
-    Unsupported {
-        /// The recording.
-        path: PathBuf,
-        /// What, and what to do instead.
-        what: &'static str,
-    },
 }
 
 impl ConvertError {
@@ -83,7 +80,6 @@ impl ConvertError {
             self,
             ConvertError::Input(InputError::Format { .. } | InputError::NotAFile { .. })
                 | ConvertError::TooLarge { .. }
-                | ConvertError::Unsupported { .. }
         )
     }
 }
@@ -100,6 +96,8 @@ struct Patcher<'a> {
     ids: MapIds,
     report: ConvertReport,
     compressed: bool,
+    /// An MMAP (v1) record would become a (longer) MMAP2.
+    resized: bool,
     failed: Option<io::Error>,
 }
 
@@ -115,11 +113,17 @@ impl Visitor for Patcher<'_> {
         at: u64,
         h: RecordHeader,
         body: &[u8],
-        _attrs: &Attrs,
+        attrs: &Attrs,
     ) -> Result<(), FormatError> {
         self.report.records += 1;
         if h.type_ == types::MMAP {
-            self.report.mmap_v1 += 1;
+            let trailer = attrs
+                .of_trailer(body, self.e)
+                .map_or(0, |a| a.layout().len());
+            let r = &mut self.report;
+            if self.ids.convert_v1(&h, body, trailer, self.e, r).is_some() {
+                self.resized = true;
+            }
             return Ok(());
         }
         if h.type_ != types::MMAP2 || self.compressed {
@@ -173,12 +177,18 @@ pub fn convert(
             .map_err(out_err("reading", &input.path))?;
         out.keep_mode_and_owner(&meta);
     }
-    let patchable = !from_pipe && !to_pipe && !opts.decompress && !compressed;
+    let patchable = opts.buildid_mmap2
+        && !opts.buildid_all
+        && !from_pipe
+        && !to_pipe
+        && !opts.decompress
+        && !compressed;
     let mut report = None;
     if patchable {
-        report = patch_copy(&input, &mut out, output)?;
+        report = patch_copy(&input, &mut out, output, opts.trust_paths)?;
         if report.is_none() {
-            // compressed records without the COMPRESSED feature: start over
+            // MMAP (v1) to convert, or compressed records without the
+            // COMPRESSED feature: start over with the stream
             let f = out.file();
             f.set_len(0).map_err(out_err("writing", output))?;
             f.seek(SeekFrom::Start(0))
@@ -192,6 +202,8 @@ pub fn convert(
                 to_pipe,
                 decompress: opts.decompress,
                 buildid_mmap2: opts.buildid_mmap2,
+                trust_paths: opts.trust_paths,
+                buildid_all: opts.buildid_all,
             };
             transcode(&input, out.file(), t).map_err(|e| match e {
                 TranscodeError::Input(e) => ConvertError::Input(e),
@@ -199,10 +211,6 @@ pub fn convert(
                 e @ TranscodeError::TooLarge { .. } => ConvertError::TooLarge {
                     path: input_path.to_path_buf(),
                     source: e,
-                },
-                TranscodeError::CompressedMaps => ConvertError::Unsupported {
-                    path: input_path.to_path_buf(),
-                    what: "maps inside compressed (perf record -z) records are converted only with --decompress (recompressing is not implemented yet)",
                 },
             })?
         }
@@ -221,6 +229,7 @@ fn patch_copy(
     input: &Input,
     out: &mut AtomicFile,
     output: &Path,
+    trust_paths: bool,
 ) -> Result<Option<ConvertReport>, ConvertError> {
     copy_range(&input.file, 0, input.len, out.file()).map_err(out_err("writing", output))?;
     // Walk the copy, not the input: the patches then land on the bytes the
@@ -237,17 +246,21 @@ fn patch_copy(
     }
     let table = copy.feature(feature::BUILD_ID)?;
     let (at, table) = table.map_or((0, None), |(s, t)| (s.offset, Some(t)));
-    let ids = MapIds::new(table.as_deref(), copy.endian(), at).map_err(|e| copy.format(e))?;
+    let osrelease = copy.feature(feature::OSRELEASE)?.map(|(_, b)| b);
+    let e = copy.endian();
+    let ids = MapIds::new(table.as_deref(), osrelease.as_deref(), (e, at), trust_paths)
+        .map_err(|e| copy.format(e))?;
     let mut p = Patcher {
         e: copy.endian(),
         out: out.file(),
         ids,
         report: ConvertReport::default(),
         compressed: false,
+        resized: false,
         failed: None,
     };
     copy.walk(None, &mut p)?;
-    if p.compressed {
+    if p.compressed || p.resized {
         return Ok(None);
     }
     if let Some(e) = p.failed.take() {

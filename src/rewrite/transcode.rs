@@ -18,8 +18,8 @@ use std::os::unix::fs::FileExt;
 use super::buildids::{ConvertReport, MapIds};
 use crate::bytes::{Endian, PutExt, Rd};
 use crate::perf::consts::{feature, types};
-use crate::perf::features::parse_build_id_table;
-use crate::perf::stream::copy_range;
+use crate::perf::features::{encode_build_id_entries, parse_build_id_table};
+use crate::perf::stream::{copy_range, Compressor};
 use crate::perf::writer::{
     raw_file_head, raw_file_header, raw_file_tail, raw_pipe_prologue, retyped_build_ids, RawMeta,
 };
@@ -35,8 +35,13 @@ pub struct TranscodeOptions {
     pub to_pipe: bool,
     /// Records inside COMPRESSED ones are written out one by one.
     pub decompress: bool,
-    /// Inode-form MMAP2s get build ids.
+    /// MMAP and inode-form MMAP2s get build ids.
     pub buildid_mmap2: bool,
+    /// See [`super::ConvertOptions::trust_paths`].
+    pub trust_paths: bool,
+    /// The BUILD_ID table (HEADER_BUILD_ID records in a stream) gets every
+    /// mapped file with a known id.
+    pub buildid_all: bool,
 }
 
 /// A failure of the streaming rewrite.
@@ -57,10 +62,6 @@ pub enum TranscodeError {
         #[source]
         source: RecordTooLarge,
     },
-    /// MMAP2s to convert sit inside compressed records and decompression
-    /// was not asked for.
-    #[error("maps inside compressed records are converted only with decompression")]
-    CompressedMaps,
 }
 
 /// The records a pipe-mode input carries as metadata: a file-mode output
@@ -200,12 +201,17 @@ struct Emitter<'a> {
     drop_metadata: bool,
     ids: Option<MapIds>,
     report: ConvertReport,
+    /// Counts of ids only noted for `--buildid-all` (not in the summary).
+    noted: ConvertReport,
     /// The top-level record being visited is a COMPRESSED one.
     in_compressed: bool,
     /// (output offset, record size) of every AUXTRACE record.
     aux_index: Vec<(u64, u64)>,
-    /// An MMAP2 inside a compressed record could not be converted.
-    compressed_maps: bool,
+    /// The encoder of recompressed records (maps converted inside
+    /// COMPRESSED records without `--decompress`).
+    zstd: Option<Compressor>,
+    /// Its zstd level: the recording's (HEADER_COMPRESSED), else perf's 1.
+    level: i32,
     failed: Option<io::Error>,
 }
 
@@ -232,6 +238,82 @@ impl Emitter<'_> {
         at
     }
 
+    /// Appends whole records as they are.
+    fn put_bytes(&mut self, recs: &[u8]) {
+        if self.buf.len() + recs.len() > 1 << 20 {
+            self.flush();
+        }
+        self.buf.extend_from_slice(recs);
+    }
+
+    /// Ends the group of records being recompressed, writing its
+    /// COMPRESSED records.
+    fn end_group(&mut self) {
+        let Some(mut z) = self.zstd.take() else {
+            return;
+        };
+        if let Err(e) = z.flush(&mut |rec| {
+            self.report.recompressed += 1;
+            self.put_bytes(rec)
+        }) {
+            self.failed.get_or_insert(e);
+        }
+        self.zstd = Some(z);
+    }
+
+    /// Takes the record just appended at `start` out of the buffer and
+    /// into the compressor.
+    fn recompress_from(&mut self, start: usize) {
+        let rec = self.buf.split_off(start);
+        let Some(mut z) = self.zstd.take() else {
+            return;
+        };
+        if let Err(e) = z.push(&rec, &mut |c| {
+            self.report.recompressed += 1;
+            self.put_bytes(c)
+        }) {
+            self.failed.get_or_insert(e);
+        }
+        self.zstd = Some(z);
+    }
+
+    /// Appends an MMAP or MMAP2 record, converted when asked (with
+    /// `--buildid-all` alone its id is only noted, in a scratch report);
+    /// returns where it starts in the buffer.
+    fn put_map(&mut self, h: &RecordHeader, body: &[u8], attrs: &Attrs) -> usize {
+        let e = self.e;
+        let convert = self.opts.buildid_mmap2;
+        let Some(ids) = self.ids.as_mut() else {
+            return self.put(h, body);
+        };
+        let r = if convert {
+            &mut self.report
+        } else {
+            &mut self.noted
+        };
+        if h.type_ == types::MMAP {
+            let trailer = attrs.of_trailer(body, e).map_or(0, |a| a.layout().len());
+            match ids.convert_v1(h, body, trailer, e, r) {
+                Some(rec) if convert => {
+                    let (rh, rb) = rec.split_at(8);
+                    let rh = RecordHeader::parse(rh, e).expect("8 bytes");
+                    return self.put(&rh, rb);
+                }
+                _ => return self.put(h, body),
+            }
+        }
+        let patch = ids.convert(h, body, e, r);
+        let start = self.put(h, body);
+        if let (Some((patched, field)), true) = (patch, convert) {
+            let mut head = Vec::with_capacity(8);
+            patched.put(&mut head, e);
+            self.buf[start..start + 8].copy_from_slice(&head);
+            let id_at = start + 8 + crate::perf::events::MMAP2_ID_AT;
+            self.buf[id_at..id_at + field.len()].copy_from_slice(&field);
+        }
+        start
+    }
+
     /// Copies the `len` bytes at `from` of the input that follow a record
     /// outside its size (AUX data, tracing data).
     fn copy_after(&mut self, from: u64, len: u64) {
@@ -247,11 +329,27 @@ impl Emitter<'_> {
 
 impl Visitor for Emitter<'_> {
     fn stored(&mut self, _at: u64, h: &RecordHeader, body: &[u8]) {
+        self.end_group();
         self.in_compressed = matches!(h.type_, types::COMPRESSED | types::COMPRESSED2);
-        if self.in_compressed {
-            self.report.compressed_records += 1;
-            if !self.opts.decompress {
-                self.put(h, body);
+        if !self.in_compressed {
+            return;
+        }
+        self.report.compressed_records += 1;
+        if self.opts.decompress {
+            return;
+        }
+        if !self.opts.buildid_mmap2 {
+            self.put(h, body);
+            return;
+        }
+        // Maps inside may change: the stream is compressed anew (one zstd
+        // frame runs through all COMPRESSED records, so none can be kept).
+        if self.zstd.is_none() {
+            match Compressor::new(self.level, h.type_, self.e) {
+                Ok(z) => self.zstd = Some(z),
+                Err(e) => {
+                    self.failed.get_or_insert(e);
+                }
             }
         }
     }
@@ -261,16 +359,14 @@ impl Visitor for Emitter<'_> {
         at: u64,
         h: RecordHeader,
         body: &[u8],
-        _attrs: &Attrs,
+        attrs: &Attrs,
     ) -> Result<(), FormatError> {
         self.report.records += 1;
-        if self.in_compressed {
-            if !self.opts.decompress {
-                if h.type_ == types::MMAP2 && self.ids.is_some() {
-                    self.compressed_maps = true;
-                }
-                return Ok(()); // written whole by `stored`
-            }
+        let recompress = self.in_compressed && !self.opts.decompress;
+        if recompress && !self.opts.buildid_mmap2 {
+            return Ok(()); // written whole by `stored`
+        }
+        if self.in_compressed && self.opts.decompress {
             self.report.decompressed += 1;
         }
         let e = self.e;
@@ -283,20 +379,15 @@ impl Visitor for Emitter<'_> {
             {
                 return Ok(())
             }
-            types::MMAP => self.report.mmap_v1 += 1,
             _ => {}
         }
-        let start = self.put(&h, body);
-        if h.type_ == types::MMAP2 {
-            if let Some(ids) = self.ids.as_mut() {
-                if let Some((patched, field)) = ids.convert(&h, body, e, &mut self.report) {
-                    let mut head = Vec::with_capacity(8);
-                    patched.put(&mut head, e);
-                    self.buf[start..start + 8].copy_from_slice(&head);
-                    let id_at = start + 8 + crate::perf::events::MMAP2_ID_AT;
-                    self.buf[id_at..id_at + field.len()].copy_from_slice(&field);
-                }
-            }
+        let start = match h.type_ {
+            types::MMAP | types::MMAP2 => self.put_map(&h, body, attrs),
+            _ => self.put(&h, body),
+        };
+        if recompress {
+            self.recompress_from(start);
+            return Ok(());
         }
         let after = at + u64::from(h.size);
         match h.type_ {
@@ -330,7 +421,7 @@ fn auxtrace_index(e: Endian, entries: &[(u64, u64)]) -> Vec<u8> {
 
 /// The id lookup for `--buildid-mmap2`: the table of `meta`, errors naming
 /// its offset in a file-mode input.
-fn map_ids(input: &Input, meta: &RawMeta) -> Result<MapIds, InputError> {
+fn map_ids(input: &Input, meta: &RawMeta, trust_paths: bool) -> Result<MapIds, InputError> {
     let at = match &input.layout {
         Layout::File { features, .. } => features
             .0
@@ -340,7 +431,9 @@ fn map_ids(input: &Input, meta: &RawMeta) -> Result<MapIds, InputError> {
         Layout::Pipe(_) => 0,
     };
     let table = meta.feature(feature::BUILD_ID);
-    MapIds::new(table, input.endian(), at).map_err(|err| input.format(err))
+    let osrelease = meta.feature(feature::OSRELEASE);
+    MapIds::new(table, osrelease, (input.endian(), at), trust_paths)
+        .map_err(|err| input.format(err))
 }
 
 /// What an output starts with: a file-mode head, the pipe-mode prologue
@@ -374,8 +467,8 @@ pub fn transcode(
     if opts.decompress {
         meta.remove_feature(feature::COMPRESSED);
     }
-    let ids = match opts.buildid_mmap2 {
-        true => Some(map_ids(input, &meta)?),
+    let ids = match opts.buildid_mmap2 || opts.buildid_all {
+        true => Some(map_ids(input, &meta, opts.trust_paths)?),
         false => None,
     };
     let werr = TranscodeError::Output;
@@ -391,14 +484,34 @@ pub fn transcode(
         drop_metadata: from_pipe && !opts.to_pipe,
         ids,
         report: ConvertReport::default(),
+        noted: ConvertReport::default(),
         in_compressed: false,
         aux_index: Vec::new(),
-        compressed_maps: false,
+        zstd: None,
+        level: meta
+            .feature(feature::COMPRESSED)
+            .and_then(|c| Rd(e).u32(c, 8))
+            .and_then(|l| i32::try_from(l).ok())
+            .filter(|l| (1..=22).contains(l))
+            .unwrap_or(1),
         failed: None,
     };
     let walk = input.walk(None, &mut em)?;
-    if em.compressed_maps {
-        return Err(TranscodeError::CompressedMaps);
+    em.end_group();
+    let added = match (&em.ids, opts.buildid_all) {
+        (Some(ids), true) => ids.table_lacks(),
+        _ => Vec::new(),
+    };
+    let too_large = |source| TranscodeError::TooLarge {
+        what: "a BUILD_ID entry",
+        source,
+    };
+    if opts.to_pipe && !added.is_empty() {
+        // at the end of the stream: the ids are known only now (the maps
+        // carry them themselves when converted)
+        let recs = encode_build_id_entries(e, types::HEADER_BUILD_ID, &added).map_err(too_large)?;
+        em.flush();
+        em.buf = recs;
     }
     match (walk.trailing, opts.to_pipe) {
         (Some(t), true) => em.copy_after(t, input.len - t),
@@ -409,10 +522,16 @@ pub fn transcode(
     }
     let mut report = std::mem::take(&mut em.report);
     report.trailing = walk.trailing.map(|t| (t, input.len - t));
+    report.table_added = added.len() as u64;
     let data_len = em.pos - head.len() as u64;
     let aux = std::mem::take(&mut em.aux_index);
     drop(em);
     if !opts.to_pipe {
+        if !added.is_empty() {
+            let mut table = meta.feature(feature::BUILD_ID).unwrap_or_default().to_vec();
+            table.extend(encode_build_id_entries(e, 0, &added).map_err(too_large)?);
+            meta.set_feature(feature::BUILD_ID, table);
+        }
         if !aux.is_empty() || meta.feature(feature::AUXTRACE).is_some() {
             meta.set_feature(feature::AUXTRACE, auxtrace_index(e, &aux));
         }

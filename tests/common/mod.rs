@@ -553,6 +553,23 @@ pub fn feature_range(file: &[u8], bit: u32) -> Option<std::ops::Range<usize>> {
     None
 }
 
+/// The records of a little-endian file-mode perf.data's data section, each
+/// with its header, split by this test helper's own walk.
+pub fn data_records(file: &[u8]) -> Vec<Vec<u8>> {
+    let u = |o: usize| u64::from_le_bytes(file[o..o + 8].try_into().unwrap()) as usize;
+    let (start, end) = (u(40), u(40) + u(48));
+    let mut out = Vec::new();
+    let mut at = start;
+    while at < end {
+        let len = u16::from_le_bytes([file[at + 6], file[at + 7]]) as usize;
+        assert!(len >= 8, "record at {at} has size {len}");
+        out.push(file[at..at + len].to_vec());
+        at += len;
+    }
+    assert_eq!(at, end, "records end with the data section");
+    out
+}
+
 /// A pinned real recording or snapshot under `fixtures/pin/`.
 pub fn pin(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
