@@ -538,7 +538,12 @@ mod tests {
             for i in 0..300usize {
                 let len = if i == 150 { 65_528 } else { 8 + (i % 40) * 8 };
                 let mut r = Vec::new();
-                RecordHeader { type_: 9, misc: 0, size: len as u16 }.put(&mut r, e);
+                RecordHeader {
+                    type_: 9,
+                    misc: 0,
+                    size: len as u16,
+                }
+                .put(&mut r, e);
                 while r.len() < len {
                     x ^= x << 13;
                     x ^= x >> 17;

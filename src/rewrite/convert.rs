@@ -12,14 +12,15 @@
 //! file still has the record's device and inode; otherwise the record is
 //! kept and counted as stale, never given another file's id.
 
-use std::fs::File;
 use std::io::{self, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::buildids::{ConvertReport, MapIds};
 use super::merge::{open_input, MergeError};
 use super::transcode::{transcode, TranscodeError, TranscodeOptions};
+use super::write::{
+    finish_edited, gap_for, growth, patch_in_place, write_edited, write_head_and_prefix, Edit,
+};
 use crate::bytes::Endian;
 use crate::output::AtomicFile;
 use crate::perf::consts::{feature, types};
@@ -28,6 +29,7 @@ use crate::perf::stream::copy_range;
 use crate::perf::{
     Attrs, FormatError, FormatErrorKind, Input, InputError, Layout, RecordHeader, Visitor,
 };
+use std::sync::mpsc::SyncSender;
 
 /// What to convert.
 #[derive(Debug, Clone, Default)]
@@ -89,22 +91,51 @@ fn out_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> ConvertEr
     move |source| ConvertError::Output { op, path, source }
 }
 
-/// The in-place walk's visitor: patches each converted MMAP2 where it lies.
-struct Patcher<'a> {
+/// The in-place walk's visitor: the edit each converted map makes.
+struct Editor {
     e: Endian,
-    out: &'a File,
     ids: MapIds,
     report: ConvertReport,
+    edits: Vec<Edit>,
     compressed: bool,
-    /// An MMAP (v1) record would become a (longer) MMAP2.
-    resized: bool,
-    failed: Option<io::Error>,
+    /// Told, once, where the synthesized prefix ends (the first sample,
+    /// round or compressed record) and how much the edits so far grow it.
+    prefix: Option<SyncSender<(u64, u64)>>,
 }
 
-impl Visitor for Patcher<'_> {
-    fn stored(&mut self, _at: u64, h: &RecordHeader, _body: &[u8]) {
-        if matches!(h.type_, types::COMPRESSED | types::COMPRESSED2) {
-            self.compressed = true;
+impl Editor {
+    /// An editor with the ids of `input`'s BUILD_ID table (and OSRELEASE,
+    /// for /sys), telling `tx` where the prefix ends.
+    fn new(
+        input: &Input,
+        trust_paths: bool,
+        tx: SyncSender<(u64, u64)>,
+    ) -> Result<Editor, InputError> {
+        let table = input.feature(feature::BUILD_ID)?;
+        let (at, table) = table.map_or((0, None), |(s, t)| (s.offset, Some(t)));
+        let osrelease = input.feature(feature::OSRELEASE)?.map(|(_, b)| b);
+        let e = input.endian();
+        let ids = MapIds::new(table.as_deref(), osrelease.as_deref(), (e, at), trust_paths)
+            .map_err(|err| input.format(err))?;
+        Ok(Editor {
+            e,
+            ids,
+            report: ConvertReport::default(),
+            edits: Vec::new(),
+            compressed: false,
+            prefix: Some(tx),
+        })
+    }
+}
+
+impl Visitor for Editor {
+    fn stored(&mut self, at: u64, h: &RecordHeader, _body: &[u8]) {
+        let compressed = matches!(h.type_, types::COMPRESSED | types::COMPRESSED2);
+        self.compressed |= compressed;
+        if compressed || matches!(h.type_, types::SAMPLE | types::FINISHED_ROUND) {
+            if let Some(tx) = self.prefix.take() {
+                let _ = tx.send((at, growth(&self.edits)));
+            }
         }
     }
 
@@ -116,31 +147,31 @@ impl Visitor for Patcher<'_> {
         attrs: &Attrs,
     ) -> Result<(), FormatError> {
         self.report.records += 1;
-        if h.type_ == types::MMAP {
-            let trailer = attrs
-                .of_trailer(body, self.e)
-                .map_or(0, |a| a.layout().len());
-            let r = &mut self.report;
-            if self.ids.convert_v1(&h, body, trailer, self.e, r).is_some() {
-                self.resized = true;
+        if self.compressed {
+            return Ok(()); // the stream takes over
+        }
+        let (e, r) = (self.e, &mut self.report);
+        let new = match h.type_ {
+            types::MMAP => {
+                let trailer = attrs.of_trailer(body, e).map_or(0, |a| a.layout().len());
+                self.ids.convert_v1(&h, body, trailer, e, r)
             }
-            return Ok(());
-        }
-        if h.type_ != types::MMAP2 || self.compressed {
-            return Ok(());
-        }
-        let Some((patched, field)) = self.ids.convert(&h, body, self.e, &mut self.report) else {
-            return Ok(());
+            types::MMAP2 => self.ids.convert(&h, body, e, r).map(|(patched, field)| {
+                let mut rec = Vec::with_capacity(usize::from(h.size));
+                patched.put(&mut rec, e);
+                rec.extend_from_slice(body);
+                let id_at = 8 + MMAP2_ID_AT;
+                rec[id_at..id_at + field.len()].copy_from_slice(&field);
+                rec
+            }),
+            _ => None,
         };
-        let mut head = Vec::with_capacity(8);
-        patched.put(&mut head, self.e);
-        let id_at = at + 8 + MMAP2_ID_AT as u64;
-        let res = self
-            .out
-            .write_all_at(&head, at)
-            .and_then(|()| self.out.write_all_at(&field, id_at));
-        if let Err(e) = res {
-            self.failed.get_or_insert(e);
+        if let Some(new) = new {
+            self.edits.push(Edit {
+                at,
+                old: u64::from(h.size),
+                new,
+            });
         }
         Ok(())
     }
@@ -221,50 +252,107 @@ pub fn convert(
     Ok(report)
 }
 
-/// The in-place patch: a kernel copy of the input with each converted
-/// MMAP2 patched where it lies (the inode and build-id forms have the same
-/// size). None when the walk met compressed records (then the streaming
-/// rewrite must do it).
+/// The in-place patch: the input's records walked once for the edits the
+/// converted maps make, the output written from the input with kernel
+/// copies around them (see [`write_edited`]). The records after the
+/// synthesized prefix (where MMAP v1 records, which grow, are) are copied
+/// while the walk still runs: MMAP2 patches there keep their size, so
+/// their place is known once the prefix is. None when the walk met
+/// compressed records or the recording has an AUXTRACE index (then the
+/// streaming rewrite does it).
 fn patch_copy(
     input: &Input,
     out: &mut AtomicFile,
     output: &Path,
     trust_paths: bool,
 ) -> Result<Option<ConvertReport>, ConvertError> {
-    copy_range(&input.file, 0, input.len, out.file()).map_err(out_err("writing", output))?;
-    // Walk the copy, not the input: the patches then land on the bytes the
-    // walk saw even if someone rewrites the input meanwhile. Offsets are the
-    // same, so errors still name the input.
-    let mut copy = Input::open(out.tmp_path())?;
-    copy.path.clone_from(&input.path);
-    if !matches!(copy.layout, Layout::File { .. }) {
-        let err = FormatError::at(
-            0,
-            FormatErrorKind::Inconsistent("changed while being copied"),
-        );
-        return Err(copy.format(err).into());
-    }
-    let table = copy.feature(feature::BUILD_ID)?;
-    let (at, table) = table.map_or((0, None), |(s, t)| (s.offset, Some(t)));
-    let osrelease = copy.feature(feature::OSRELEASE)?.map(|(_, b)| b);
-    let e = copy.endian();
-    let ids = MapIds::new(table.as_deref(), osrelease.as_deref(), (e, at), trust_paths)
-        .map_err(|e| copy.format(e))?;
-    let mut p = Patcher {
-        e: copy.endian(),
-        out: out.file(),
-        ids,
-        report: ConvertReport::default(),
-        compressed: false,
-        resized: false,
-        failed: None,
+    let Layout::File { header, features } = &input.layout else {
+        return Ok(None);
     };
-    copy.walk(None, &mut p)?;
-    if p.compressed || p.resized {
+    if header.features.contains(feature::AUXTRACE) {
         return Ok(None);
     }
-    if let Some(e) = p.failed.take() {
-        return Err(out_err("writing", output)(e));
+    let before = input
+        .file
+        .metadata()
+        .map_err(out_err("reading", &input.path))?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let mut ed = Editor::new(input, trust_paths, tx)?;
+    let werr = out_err("writing", output);
+    let end = header.data.end();
+    let (walked, tail) = std::thread::scope(|s| {
+        let walker = s.spawn(|| {
+            let walked = input.walk(None, &mut ed).map(|_| ());
+            ed.prefix = None; // a walk without samples: the receiver stops waiting
+            walked
+        });
+        // The prefix's end and growth, then the rest of the data copied to
+        // where it will be (a page-congruent kernel copy).
+        let tail = rx.recv().ok().map(|(p, grow)| {
+            let shift = grow + gap_for(grow);
+            let f = out.file();
+            let copied = f
+                .seek(SeekFrom::Start(p + shift))
+                .and_then(|_| copy_range(&input.file, p, end - p, f));
+            (p, shift, copied)
+        });
+        (walker.join().expect("the walk does not panic"), tail)
+    });
+    walked?;
+    if ed.compressed {
+        return Ok(None);
     }
-    Ok(Some(std::mem::take(&mut p.report)))
+    let f = out.file();
+    let planned = match tail {
+        Some((p, shift, copied))
+            if ed
+                .edits
+                .iter()
+                .all(|x| x.at < p || x.new.len() as u64 == x.old) =>
+        {
+            copied.map_err(out_err("writing", output))?;
+            Some((p, shift))
+        }
+        _ => None,
+    };
+    let Some((p, shift)) = planned else {
+        // no samples, or a record grows after them: one pass, in order
+        f.set_len(0).map_err(out_err("writing", output))?;
+        f.seek(SeekFrom::Start(0))
+            .map_err(out_err("writing", output))?;
+        write_edited(input, header, features, &ed.edits, f).map_err(werr)?;
+        return check_unchanged(input, &before).map(|()| Some(ed.report));
+    };
+    let (prefix, rest) = ed.edits.split_at(ed.edits.partition_point(|x| x.at < p));
+    let got =
+        write_head_and_prefix(input, header, prefix, p, f).map_err(out_err("writing", output))?;
+    debug_assert_eq!(got, shift);
+    patch_in_place(rest, shift, f).map_err(out_err("writing", output))?;
+    let grow = growth(prefix);
+    if grow == 0 {
+        // the feature sections and table stay where they are
+        f.seek(SeekFrom::Start(end))
+            .map_err(out_err("writing", output))?;
+        copy_range(&input.file, end, input.len - end, f).map_err(out_err("writing", output))?;
+    } else {
+        finish_edited(input, header, features, grow, f).map_err(werr)?;
+    }
+    check_unchanged(input, &before).map(|()| Some(ed.report))
+}
+
+/// The walk read the input while the copies did: a writer meanwhile would
+/// leave edits on other bytes, so a changed input is an error.
+fn check_unchanged(input: &Input, before: &std::fs::Metadata) -> Result<(), ConvertError> {
+    let after = input
+        .file
+        .metadata()
+        .map_err(out_err("reading", &input.path))?;
+    if (after.len(), after.modified().ok()) != (before.len(), before.modified().ok()) {
+        let err = FormatError::at(
+            0,
+            FormatErrorKind::Inconsistent("changed while being converted"),
+        );
+        return Err(input.format(err).into());
+    }
+    Ok(())
 }

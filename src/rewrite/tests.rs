@@ -2,7 +2,7 @@
 
 use super::merge::{merge, MergeOptions};
 use super::plan::Which;
-use crate::bytes::{Endian, PutExt};
+use crate::bytes::{Endian, PutExt, Rd};
 use crate::model::{BuildId, Perms, Process, Thread, Vma};
 use crate::perf::consts::{attr_flags, feature, misc, sample_type as st, types};
 use crate::perf::events::{parse_comm, parse_map};
@@ -211,4 +211,147 @@ fn decompressor_handles_records_across_payloads() {
     assert!(d
         .feed(0, b"not zstd at all", e, u64::MAX, |_, _| Ok(()))
         .is_err());
+}
+
+// An edit that grows a record moves the data section by a zero gap that
+// keeps the records after it page-congruent with the input (so they are
+// copied at `cp`'s speed); the feature sections follow unchanged and the
+// output parses with the new record in place.
+#[test]
+fn write_edited_keeps_the_tail_page_congruent() {
+    use super::write::{write_edited, Edit};
+    use crate::perf::{Input, Layout};
+    let e = Endian::Little;
+    let tmp = tempfile::tempdir().unwrap();
+    let (rec, data) = recording(e);
+    let path = tmp.path().join("rec.data");
+    std::fs::write(&path, &rec).unwrap();
+    let input = Input::open(&path).unwrap();
+    let Layout::File { header, features } = &input.layout else {
+        panic!("file mode")
+    };
+    let mut grown = data[..40].to_vec();
+    grown[6..8].copy_from_slice(&72u16.to_le_bytes());
+    grown.extend_from_slice(&[0; 32]);
+    let edits = vec![Edit {
+        at: header.data.offset,
+        old: 40,
+        new: grown.clone(),
+    }];
+    let out_path = tmp.path().join("out.data");
+    let mut out = std::fs::File::create(&out_path).unwrap();
+    write_edited(&input, header, features, &edits, &mut out).unwrap();
+    drop(out);
+    let out = Input::open(&out_path).unwrap();
+    let Layout::File { header: h2, .. } = &out.layout else {
+        panic!("file mode")
+    };
+    assert_eq!(h2.data.size, header.data.size + 32);
+    let bytes = std::fs::read(&out_path).unwrap();
+    let d = h2.data.offset as usize;
+    assert_eq!(&bytes[d..d + 72], &grown[..]);
+    assert_eq!(&bytes[d + 72..h2.data.end() as usize], &data[40..]);
+    assert_eq!(
+        (h2.data.offset + 72) % 4096,
+        (header.data.offset + 40) % 4096
+    );
+    assert_eq!(
+        out.feature(feature::HOSTNAME).unwrap().unwrap().1,
+        input.feature(feature::HOSTNAME).unwrap().unwrap().1
+    );
+}
+
+/// A recording of one sample and one MMAP (v1) of a file the BUILD_ID
+/// table knows, the map `before` or after the sample.
+fn v1_recording(e: Endian, before: bool) -> Vec<u8> {
+    use crate::perf::features::BuildIdEntry;
+    let attr = Attr {
+        type_: 1,
+        sample_type: st::IP | st::TID | st::TIME | st::ID,
+        flags: attr_flags::SAMPLE_ID_ALL,
+        ..Default::default()
+    };
+    let mut sample = Vec::new();
+    RecordHeader {
+        type_: types::SAMPLE,
+        misc: misc::USER,
+        size: 40,
+    }
+    .put(&mut sample, e);
+    for v in [0x7f00_0000_1000u64, 42 | 42 << 32, 5, 7] {
+        sample.put_u64(e, v);
+    }
+    let mut map = Vec::new();
+    RecordHeader {
+        type_: types::MMAP,
+        misc: misc::USER,
+        size: 8 + 32 + 24 + 24,
+    }
+    .put(&mut map, e);
+    for v in [42 | 42 << 32, 0x7f00_0000_0000, 0x10000, 0] {
+        map.put_u64(e, v);
+    }
+    let mut name = b"/nonexistent/libq.so".to_vec();
+    name.resize(24, 0);
+    map.extend_from_slice(&name);
+    for v in [42 | 42 << 32, 1, 7] {
+        map.put_u64(e, v);
+    }
+    let mut data = Vec::new();
+    let (first, second) = if before {
+        (&map, &sample)
+    } else {
+        (&sample, &map)
+    };
+    data.extend_from_slice(first);
+    data.extend_from_slice(second);
+    encode_empty(&mut data, e, types::FINISHED_ROUND);
+    let mut meta = metadata(e, attr);
+    meta.build_ids = vec![BuildIdEntry {
+        cpumode: misc::USER,
+        pid: -1,
+        build_id: BuildId::new(&[0x5a; 20]).unwrap(),
+        filename: b"/nonexistent/libq.so".to_vec(),
+    }];
+    let mut f = Vec::new();
+    write_file(&mut f, &meta, &data).unwrap();
+    f
+}
+
+// An MMAP (v1) the table has an id for becomes a build-id MMAP2 whether it
+// sits in the synthesized prefix (the rest is copied while the walk runs)
+// or after a sample (then the copy is redone in one ordered pass); the
+// sample and the trailer are kept, in both byte orders.
+#[test]
+fn v1_maps_convert_before_and_after_the_first_sample() {
+    use super::convert::{convert, ConvertOptions};
+    use crate::perf::record::split_records;
+    use crate::perf::{Input, Layout};
+    for e in [Endian::Little, Endian::Big] {
+        for before in [true, false] {
+            let tmp = tempfile::tempdir().unwrap();
+            let (inp, out) = (tmp.path().join("in.data"), tmp.path().join("out.data"));
+            std::fs::write(&inp, v1_recording(e, before)).unwrap();
+            let opts = ConvertOptions {
+                buildid_mmap2: true,
+                ..Default::default()
+            };
+            let r = convert(&inp, &out, &opts).unwrap();
+            assert_eq!((r.v1_converted, r.from_table), (1, 1), "{r:?}");
+            let input = Input::open(&out).unwrap();
+            let Layout::File { header, .. } = &input.layout else {
+                panic!("file mode")
+            };
+            let data = input.section(header.data).unwrap();
+            let recs: Vec<_> = split_records(&data, e).collect();
+            assert_eq!(recs.len(), 3);
+            let (h, body) = recs[usize::from(!before)];
+            let m = parse_map(&h, body, e).unwrap();
+            assert_eq!(m.build_id, BuildId::new(&[0x5a; 20]));
+            assert_eq!(m.key.filename, b"/nonexistent/libq.so");
+            assert_eq!(Rd(e).u64(body, body.len() - 16), Some(1), "trailer time");
+            let (hs, _) = recs[usize::from(before)];
+            assert_eq!(hs.type_, types::SAMPLE);
+        }
+    }
 }
