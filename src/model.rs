@@ -191,6 +191,23 @@ impl Vma {
     }
 }
 
+/// A kernel or module text map, as perf names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelMap {
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// perf's pgoff: the kernel's reference symbol address, 0 for modules.
+    pub pgoff: u64,
+    /// The map's file name: `[kernel.kallsyms]_text`, a module's `.ko`
+    /// path, or `[name]` when that file is not found.
+    pub name: Vec<u8>,
+    /// The BUILD_ID table's name for it: `[kernel.kallsyms]` or `name`.
+    pub dso: Vec<u8>,
+    /// From /sys (kernel notes, module notes).
+    pub build_id: Option<BuildId>,
+}
+
 /// A file identity: device and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FileKey {

@@ -145,6 +145,12 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
             r.decompressed, r.compressed_records
         ));
     }
+    if !r.features_dropped.is_empty() {
+        lines.push(format!(
+            "mmap2-synth: feature sections left out of the stream (unknown to perf, which aborts on them there): bits {:?}",
+            r.features_dropped
+        ));
+    }
     if r.recompressed > 0 {
         lines.push(format!(
             "mmap2-synth: {} COMPRESSED records recompressed into {} (maps inside them converted)",

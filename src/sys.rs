@@ -127,6 +127,36 @@ pub fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
     (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
+/// Whether an open file lives on a pseudo filesystem (procfs, sysfs,
+/// debugfs, tracefs, securityfs, cgroup, bpf, configfs, efivarfs, pstore),
+/// whose "regular" files are kernel interfaces, not binaries.
+pub fn is_pseudo_fs(file: &std::fs::File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    const PSEUDO: [i64; 11] = [
+        0x9fa0,      // PROC_SUPER_MAGIC
+        0x6265_6572, // SYSFS_MAGIC
+        0x6462_6720, // DEBUGFS_MAGIC
+        0x7472_6163, // TRACEFS_MAGIC
+        0x7363_6673, // SECURITYFS_MAGIC
+        0x0027_e0eb, // CGROUP_SUPER_MAGIC
+        0x6367_7270, // CGROUP2_SUPER_MAGIC
+        0xcafe_4a11, // BPF_FS_MAGIC
+        0x6265_6570, // CONFIGFS_MAGIC
+        0xde5e_81e4, // EFIVARFS_MAGIC
+        0x6165_676c, // PSTOREFS_MAGIC
+    ];
+    // SAFETY: statfs is plain data, zeroed is a valid value; fstatfs writes
+    // only into it and reads only the descriptor, open for the call.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `st` outlives the call.
+    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)]
+    Ok(PSEUDO.contains(&(st.f_type as i64)))
+}
+
 /// The access mode (`O_RDONLY`, `O_WRONLY` or `O_RDWR`) of an open descriptor.
 pub fn access_mode(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     // SAFETY: F_GETFL takes no pointer argument and only reads the flags of
@@ -186,5 +216,21 @@ pub fn uid_of_user(name: &str) -> io::Result<Option<u32>> {
             libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 2, 0),
             e => return Err(io::Error::from_raw_os_error(e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // procfs and sysfs files are pseudo-filesystem files; a temporary file is not.
+    #[test]
+    fn pseudo_filesystems() {
+        let f = std::fs::File::open("/proc/self/status").unwrap();
+        assert!(is_pseudo_fs(&f).unwrap());
+        let f = std::fs::File::open("/sys/kernel/notes").unwrap();
+        assert!(is_pseudo_fs(&f).unwrap());
+        let t = tempfile::tempfile().unwrap();
+        assert!(!is_pseudo_fs(&t).unwrap());
     }
 }

@@ -264,3 +264,54 @@ fn inode_form_snapshot_converts_to_the_build_id_snapshot() {
     let with_ids = got.iter().filter(|g| g.2.is_some()).count();
     assert!(with_ids >= 3, "{got:?}");
 }
+
+// A binary overwritten in place after the recording (`cp` over it keeps
+// the inode, so device and inode still match): its maps take the id the
+// recording's BUILD_ID table holds, never the new contents' id.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn table_wins_over_a_file_overwritten_in_place() {
+    needs_perf_record();
+    let dir = scratch("convert-overwritten");
+    let bin = dir.join("mysum");
+    std::fs::copy("/usr/bin/sha256sum", &bin).unwrap();
+    let input = dir.join("zeros");
+    std::fs::File::create(&input)
+        .unwrap()
+        .set_len(200 << 20)
+        .unwrap();
+    let rec = dir.join("rec.data");
+    let o = std::process::Command::new("perf")
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .arg("--")
+        .arg(&bin)
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let old_id = readelf_build_id(&bin).unwrap();
+    let table = perf_buildid_list(&perf(&[
+        "buildid-list".as_ref(),
+        "-i".as_ref(),
+        rec.as_os_str(),
+    ]));
+    assert_eq!(table.get(bin.to_str().unwrap()), Some(&old_id), "{table:?}");
+    let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let before = ino(&bin);
+    std::fs::write(&bin, std::fs::read("/usr/bin/ls").unwrap()).unwrap();
+    assert_eq!(ino(&bin), before, "overwritten in place");
+    let new_id = readelf_build_id(&bin).unwrap();
+    assert_ne!(new_id, old_id);
+
+    let out = dir.join("out.data");
+    convert(&[rec.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    let m: Vec<Value> = maps(&out)
+        .into_iter()
+        .filter(|m| m["path"] == bin.to_str().unwrap())
+        .collect();
+    assert!(!m.is_empty());
+    for map in m {
+        assert_eq!(map["build_id"], Value::String(old_id.clone()), "{map}");
+    }
+}

@@ -97,6 +97,17 @@ pub fn encode_mmap2(
     finish_record(out, e, at, types::MMAP2)
 }
 
+/// The prot and flags an MMAP (v1) record stands for, as perf assumes
+/// them: PROT_READ|PROT_EXEC, or PROT_READ|PROT_WRITE with MMAP_DATA;
+/// MAP_PRIVATE.
+pub fn mmap_v1_prot_flags(misc_bits: u16) -> (u32, u32) {
+    let prot = match misc_bits & misc::MMAP_DATA != 0 {
+        true => libc::PROT_READ | libc::PROT_WRITE,
+        false => libc::PROT_READ | libc::PROT_EXEC,
+    };
+    (prot as u32, libc::MAP_PRIVATE as u32)
+}
+
 /// An MMAP (v1) record rewritten as a build-id MMAP2: pid, tid, addresses,
 /// pgoff, misc (plus MMAP_BUILD_ID), the name bytes and the sample_id
 /// trailer (the last `trailer` bytes of `body`) kept; prot and flags as
@@ -115,13 +126,7 @@ pub fn mmap_to_mmap2(
         return None;
     }
     let size = u16::try_from(8 + body.len() + 32).ok()?;
-    let data = h.misc & misc::MMAP_DATA != 0;
-    let prot = libc::PROT_READ
-        | if data {
-            libc::PROT_WRITE
-        } else {
-            libc::PROT_EXEC
-        };
+    let (prot, flags) = mmap_v1_prot_flags(h.misc);
     let mut out = Vec::with_capacity(usize::from(size));
     RecordHeader {
         type_: types::MMAP2,
@@ -131,8 +136,8 @@ pub fn mmap_to_mmap2(
     .put(&mut out, e);
     out.extend_from_slice(&body[..32]);
     put_mmap2_id(&mut out, e, &Mmap2Id::BuildId(id));
-    out.put_u32(e, prot as u32);
-    out.put_u32(e, libc::MAP_PRIVATE as u32);
+    out.put_u32(e, prot);
+    out.put_u32(e, flags);
     out.extend_from_slice(&body[32..]);
     Some(out)
 }
@@ -229,8 +234,7 @@ pub struct MapRecord {
     pub build_id: Option<BuildId>,
     /// maj, min, ino (MMAP2 inode form).
     pub dev_ino: Option<(u32, u32, u64)>,
-    /// PROT_* (MMAP2); MMAP records get PROT_READ|PROT_EXEC, or PROT_READ
-    /// with MMAP_DATA.
+    /// PROT_* (MMAP2); for MMAP see [`mmap_v1_prot_flags`].
     pub prot: u32,
     /// MAP_* flags (MMAP2), MAP_PRIVATE for MMAP.
     pub flags: u32,
@@ -248,9 +252,8 @@ pub fn parse_map(h: &RecordHeader, body: &[u8], e: Endian) -> Option<MapRecord> 
     // prot and flags (MMAP has none: exec unless MMAP_DATA, private).
     let (name_at, build_id, dev_ino, prot, flags) = match h.type_ {
         types::MMAP => {
-            let data = h.misc & misc::MMAP_DATA != 0;
-            let prot = libc::PROT_READ | if data { 0 } else { libc::PROT_EXEC };
-            (32, None, None, prot as u32, libc::MAP_PRIVATE as u32)
+            let (prot, flags) = mmap_v1_prot_flags(h.misc);
+            (32, None, None, prot, flags)
         }
         types::MMAP2 => {
             let (build_id, dev_ino) = if h.misc & misc::MMAP_BUILD_ID != 0 {

@@ -286,8 +286,10 @@ impl Input {
         loop {
             let next = match stream.next() {
                 Ok(next) => next,
-                // perf's own messages appended to a pipe-mode stream (`2>&1`)
-                Err(StreamError::Format(err)) if pipe => {
+                // perf's own messages appended to a pipe-mode stream
+                // (`2>&1`): text where the next record should be. Anything
+                // else is damage, reported as such.
+                Err(StreamError::Format(err)) if pipe && self.text_from(err.offset) => {
                     w.trailing = Some(err.offset);
                     break;
                 }
@@ -326,6 +328,17 @@ impl Input {
             return Err(self.format(err));
         }
         Ok(w)
+    }
+
+    /// Whether the bytes from `at` (the first 4 KiB of them) are text, as
+    /// perf's messages are: printable ASCII, tabs, newlines, UTF-8.
+    fn text_from(&self, at: u64) -> bool {
+        let mut buf = vec![0u8; (self.len.saturating_sub(at)).min(4096) as usize];
+        !buf.is_empty()
+            && self.file.read_exact_at(&mut buf, at).is_ok()
+            && buf
+                .iter()
+                .all(|&c| matches!(c, b'\t' | b'\n' | b'\r' | 0x20..=0x7e | 0x80..))
     }
 
     fn decompressor<'d>(

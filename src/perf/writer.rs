@@ -164,6 +164,9 @@ pub fn raw_file_head(meta: &RawMeta, data_len: u64) -> Vec<u8> {
         let at = head.len();
         head.extend_from_slice(attr);
         head.resize(at + layout.attr_entry as usize - 16, 0);
+        // perf reads `attr.size` bytes: a padded attr says it is that long
+        let size = (layout.attr_entry - 16) as u32;
+        head[at + 4..at + 8].copy_from_slice(&e.u32_bytes(size));
         head.put_u64(e, ids.offset);
         head.put_u64(e, ids.size);
     }
@@ -194,7 +197,13 @@ pub fn pipe_carries_as_feature(bit: u32) -> bool {
     !matches!(
         bit,
         feature::BUILD_ID | feature::TRACING_DATA | feature::AUXTRACE
-    )
+    ) && is_known_feature(bit)
+}
+
+/// Feature bits perf 6.1 accepts in a HEADER_FEATURE record: 1 up to
+/// HEADER_LAST_FEATURE (it aborts on any other; bit 0 is reserved).
+pub fn is_known_feature(bit: u32) -> bool {
+    (1..feature::LAST_FEATURE).contains(&bit)
 }
 
 /// Writes the pipe-mode prologue: the 16-byte header, HEADER_ATTR records,
@@ -208,7 +217,12 @@ pub fn raw_pipe_prologue(meta: &RawMeta) -> Result<Vec<u8>, RecordTooLarge> {
     buf.put_u64(e, PIPE_HEADER_SIZE);
     for (attr, ids) in &meta.attrs {
         let at = begin_record(&mut buf, e, types::HEADER_ATTR, 0);
+        let attr_at = buf.len();
         buf.extend_from_slice(attr);
+        // the ids follow `attr.size` bytes: it must be the attr's length
+        if attr.len() >= 8 {
+            buf[attr_at + 4..attr_at + 8].copy_from_slice(&e.u32_bytes(attr.len() as u32));
+        }
         for &id in ids {
             buf.put_u64(e, id);
         }
@@ -228,7 +242,7 @@ pub fn raw_pipe_prologue(meta: &RawMeta) -> Result<Vec<u8>, RecordTooLarge> {
         finish_record(&mut buf, e, at, types::HEADER_FEATURE)?;
     }
     if let Some(data) = meta.feature(feature::TRACING_DATA) {
-        put_tracing_data(&mut buf, e, data);
+        put_tracing_data(&mut buf, e, data)?;
     }
     if let Some(table) = meta.feature(feature::BUILD_ID) {
         retyped_build_ids(&mut buf, table, e, types::HEADER_BUILD_ID);
@@ -257,8 +271,14 @@ pub const TRACING_DATA_RECORD: usize = 16;
 
 /// Appends a HEADER_TRACING_DATA record and the tracing data after it,
 /// zero-padded to 8 (the record's `size` field counts the padding).
-pub fn put_tracing_data(out: &mut Vec<u8>, e: Endian, data: &[u8]) {
+pub fn put_tracing_data(out: &mut Vec<u8>, e: Endian, data: &[u8]) -> Result<(), RecordTooLarge> {
     let padded = data.len().div_ceil(8) * 8;
+    if u32::try_from(padded).is_err() {
+        return Err(RecordTooLarge {
+            record_type: types::HEADER_TRACING_DATA,
+            size: padded,
+        });
+    }
     RecordHeader {
         type_: types::HEADER_TRACING_DATA,
         misc: 0,
@@ -269,6 +289,7 @@ pub fn put_tracing_data(out: &mut Vec<u8>, e: Endian, data: &[u8]) {
     out.put_u32(e, 0);
     out.extend_from_slice(data);
     out.resize(out.len() + padded - data.len(), 0);
+    Ok(())
 }
 
 /// Writes a file-mode perf.data: header, ids, attrs, data, feature table,
@@ -405,5 +426,33 @@ pub(crate) mod tests {
                 parse_build_id_table(&f[s.offset as usize..s.end() as usize], e, s.offset).unwrap();
             assert_eq!(ids, meta.build_ids);
         }
+    }
+
+    // Attrs of different sizes padded to one file entry say the padded
+    // size (perf reads `attr.size` bytes, then expects the ids); in a
+    // stream each HEADER_ATTR's size is its own length, whatever the input
+    // claimed.
+    #[test]
+    fn padded_attrs_say_their_size() {
+        let e = Endian::Little;
+        let mut short = Attr::default().encode(e);
+        short.truncate(112);
+        short[4..8].copy_from_slice(&40u32.to_le_bytes()); // claims 40
+        let long = Attr::default().encode(e);
+        let meta = RawMeta {
+            endian: e,
+            attrs: vec![(short, vec![1]), (long, vec![2])],
+            features: vec![],
+        };
+        let head = raw_file_head(&meta, 0);
+        let h = FileHeader::parse(&head[..104], u64::MAX).unwrap();
+        assert_eq!(h.attr_size, 128 + 16);
+        for i in 0..2 {
+            let at = (h.attrs.offset + i * h.attr_size) as usize;
+            assert_eq!(&head[at + 4..at + 8], &128u32.to_le_bytes());
+        }
+        let pipe = raw_pipe_prologue(&meta).unwrap();
+        let first = &pipe[16..];
+        assert_eq!(&first[8 + 4..8 + 8], &112u32.to_le_bytes());
     }
 }

@@ -26,6 +26,12 @@ pub const MAX_NOTE_BYTES: u64 = 1 << 20;
 /// id of any length.
 pub fn read_build_id_from_file(file: &File) -> io::Result<Option<Vec<u8>>> {
     let file_len = file.metadata()?.len();
+    // Nothing is read from what cannot be an ELF file: procfs and sysfs
+    // files say 0 bytes (reading some has effects: /proc/kmsg consumes the
+    // kernel log) and pseudo filesystems hold no binaries.
+    if file_len < elf::HEADER_LEN as u64 || crate::sys::is_pseudo_fs(file)? {
+        return Ok(None);
+    }
     let mut head = [0u8; elf::HEADER_LEN];
     let n = read_full_at(file, &mut head, 0)?;
     let h = match elf::parse_header(&head[..n]) {
@@ -188,7 +194,7 @@ pub fn module_build_id(name: &[u8]) -> Option<BuildId> {
 
 /// The GNU build id in a sysfs notes file (read at most 64 KiB, regular
 /// files only: sysfs attributes are).
-fn notes_build_id(path: &Path) -> Option<BuildId> {
+pub fn notes_build_id(path: &Path) -> Option<BuildId> {
     let (f, _) = open_checked(path, None)?;
     let mut buf = vec![0u8; 64 << 10];
     let n = read_full_at(&f, &mut buf, 0).ok()?;

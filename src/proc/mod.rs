@@ -10,6 +10,7 @@ pub mod buildid;
 pub mod clock;
 pub mod elf;
 pub mod host;
+pub mod kernel;
 pub mod maps_text;
 pub mod parse;
 pub mod scan;

@@ -19,6 +19,7 @@ use crate::proc::buildid::{
     kernel_build_id, module_build_id, read_build_id_at_path, read_build_id_if_same, vdso_build_id,
     OnDisk,
 };
+use crate::proc::kernel::{module_of_file, KERNEL_DSO};
 
 /// What a conversion did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -55,6 +56,9 @@ pub struct ConvertReport {
     pub kernel_no_id: u64,
     /// BUILD_ID table entries added (`--buildid-all`).
     pub table_added: u64,
+    /// Feature bits left out of a stream (perf 6.1 aborts on a
+    /// HEADER_FEATURE it does not know).
+    pub features_dropped: Vec<u32>,
     /// Up to 5 stale paths, for the summary.
     pub stale_paths: Vec<Vec<u8>>,
     /// PERF_RECORD_COMPRESSED(2) records in the input.
@@ -114,22 +118,10 @@ pub fn trust_for(
     }
 }
 
-/// perf's name for the kernel in the BUILD_ID table; its maps are named
-/// this plus the relocation symbol (`[kernel.kallsyms]_text`).
-const KERNEL_DSO: &[u8] = b"[kernel.kallsyms]";
-
 /// The module name of a `.ko` path as /sys/module spells it (`x-y.ko.zst`
 /// -> `x_y`), None for other paths.
 pub fn module_name(path: &[u8]) -> Option<Vec<u8>> {
-    let base = path.rsplit(|&c| c == b'/').next()?;
-    let stem = [b".ko".as_slice(), b".ko.xz", b".ko.zst", b".ko.gz"]
-        .iter()
-        .find_map(|ext| base.strip_suffix(*ext))?;
-    (!stem.is_empty()).then(|| {
-        stem.iter()
-            .map(|&c| if c == b'-' { b'_' } else { c })
-            .collect()
-    })
+    module_of_file(path.rsplit(|&c| c == b'/').next()?)
 }
 
 /// Decides the build id of each map record: the BUILD_ID table (by cpumode
@@ -349,9 +341,13 @@ impl MapIds {
         key: FileKey,
         r: &mut ConvertReport,
     ) -> Option<BuildId> {
-        // The file on disk first, when it is provably the mapped one: the
-        // table's id was read by path at the end of the recording, so a
-        // library upgraded meanwhile has the new build's id there.
+        // The recording's own table first: the same device and inode do
+        // not prove the same contents (`cp` over a file, `rsync --inplace`
+        // keep the inode), while perf read the table's ids while recording.
+        if let Some(id) = self.table.get(&(cpumode, path.to_vec())) {
+            r.from_table += 1;
+            return Some(*id);
+        }
         let on_disk = self
             .disk
             .entry((key, path.to_vec()))
@@ -359,12 +355,6 @@ impl MapIds {
                 read_build_id_if_same(Path::new(std::ffi::OsStr::from_bytes(path)), key)
             })
             .clone();
-        if !matches!(on_disk, OnDisk::Same(Some(_))) {
-            if let Some(id) = self.table.get(&(cpumode, path.to_vec())) {
-                r.from_table += 1;
-                return Some(*id);
-            }
-        }
         match on_disk {
             OnDisk::Same(Some(raw)) => match BuildId::new(&raw) {
                 Some(id) => {

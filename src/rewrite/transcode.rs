@@ -21,7 +21,8 @@ use crate::perf::consts::{feature, types};
 use crate::perf::features::{encode_build_id_entries, parse_build_id_table};
 use crate::perf::stream::{copy_range, Compressor};
 use crate::perf::writer::{
-    raw_file_head, raw_file_header, raw_file_tail, raw_pipe_prologue, retyped_build_ids, RawMeta,
+    is_known_feature, raw_file_head, raw_file_header, raw_file_tail, raw_pipe_prologue,
+    retyped_build_ids, RawMeta,
 };
 use crate::perf::{
     Attrs, FormatError, FormatErrorKind as K, Input, InputError, Layout, RecordHeader,
@@ -64,6 +65,10 @@ pub enum TranscodeError {
     },
 }
 
+/// Most bytes of feature sections a rewrite holds in memory (the tracing
+/// data of a big tracepoint recording is a few MiB).
+pub const MAX_METADATA: u64 = 256 << 20;
+
 /// The records a pipe-mode input carries as metadata: a file-mode output
 /// holds them in its header instead.
 fn is_pipe_metadata(t: u32) -> bool {
@@ -88,8 +93,24 @@ pub fn read_meta(input: &Input) -> Result<RawMeta, InputError> {
                 attrs: raw_attrs(&input.file_attrs(header)?),
                 features: Vec::new(),
             };
+            let total: u64 = features.0.iter().map(|(_, s)| s.size).sum();
+            if total > MAX_METADATA {
+                let kind = K::Implausible {
+                    what: "total size of the feature sections to rewrite",
+                    value: total,
+                };
+                return Err(input.format(FormatError::at(header.feature_table_offset(), kind)));
+            }
             for (bit, sec) in &features.0 {
-                meta.features.push((*bit, input.section(*sec)?));
+                let payload = input.section(*sec)?;
+                if *bit == feature::BUILD_ID {
+                    // checked here: it is split into records for a stream
+                    parse_build_id_table(&payload, e, sec.offset)
+                        .map_err(|err| input.format(err))?;
+                }
+                if *bit != 0 {
+                    meta.features.push((*bit, payload));
+                }
             }
             Ok(meta)
         }
@@ -153,7 +174,8 @@ impl Visitor for Collector<'_> {
                     .u64(body, 0)
                     .ok_or(FormatError::at(at, K::Truncated("HEADER_FEATURE record")))?;
                 if let Ok(bit) = u32::try_from(bit) {
-                    if bit != feature::LAST_FEATURE && bit < 256 {
+                    // 0 is reserved (never set); LAST_FEATURE ends the list
+                    if bit != 0 && bit != feature::LAST_FEATURE && bit < 256 {
                         self.features.push((bit, body[8..].to_vec()));
                     }
                 }
@@ -167,6 +189,13 @@ impl Visitor for Collector<'_> {
             }
             types::HEADER_TRACING_DATA if self.tracing.is_none() => {
                 let size = tracing_size(at, body, e)?;
+                if u64::from(size) > MAX_METADATA {
+                    let kind = K::Implausible {
+                        what: "tracing data size (to hold in memory)",
+                        value: u64::from(size),
+                    };
+                    return Err(FormatError::at(at, kind));
+                }
                 let mut data = vec![0u8; size as usize];
                 self.input
                     .file
@@ -364,7 +393,12 @@ impl Visitor for Emitter<'_> {
         self.report.records += 1;
         let recompress = self.in_compressed && !self.opts.decompress;
         if recompress && !self.opts.buildid_mmap2 {
-            return Ok(()); // written whole by `stored`
+            // written whole by `stored`; its maps' ids noted for --buildid-all
+            if matches!(h.type_, types::MMAP | types::MMAP2) && self.ids.is_some() {
+                let start = self.put_map(&h, body, attrs);
+                self.buf.truncate(start);
+            }
+            return Ok(());
         }
         if self.in_compressed && self.opts.decompress {
             self.report.decompressed += 1;
@@ -473,6 +507,15 @@ pub fn transcode(
     };
     let werr = TranscodeError::Output;
     let head = head_of(&meta, opts.to_pipe, from_pipe)?;
+    let dropped: Vec<u32> = match opts.to_pipe && !from_pipe {
+        true => meta
+            .features
+            .iter()
+            .map(|(b, _)| *b)
+            .filter(|&b| !is_known_feature(b))
+            .collect(),
+        false => Vec::new(),
+    };
     out.write_all(&head).map_err(werr)?;
     let mut em = Emitter {
         e,
@@ -488,12 +531,7 @@ pub fn transcode(
         in_compressed: false,
         aux_index: Vec::new(),
         zstd: None,
-        level: meta
-            .feature(feature::COMPRESSED)
-            .and_then(|c| Rd(e).u32(c, 8))
-            .and_then(|l| i32::try_from(l).ok())
-            .filter(|l| (1..=22).contains(l))
-            .unwrap_or(1),
+        level: zstd_level(&meta),
         failed: None,
     };
     let walk = input.walk(None, &mut em)?;
@@ -523,6 +561,7 @@ pub fn transcode(
     let mut report = std::mem::take(&mut em.report);
     report.trailing = walk.trailing.map(|t| (t, input.len - t));
     report.table_added = added.len() as u64;
+    report.features_dropped = dropped;
     let data_len = em.pos - head.len() as u64;
     let aux = std::mem::take(&mut em.aux_index);
     drop(em);
@@ -532,16 +571,36 @@ pub fn transcode(
             table.extend(encode_build_id_entries(e, 0, &added).map_err(too_large)?);
             meta.set_feature(feature::BUILD_ID, table);
         }
-        if !aux.is_empty() || meta.feature(feature::AUXTRACE).is_some() {
-            meta.set_feature(feature::AUXTRACE, auxtrace_index(e, &aux));
-        }
-        out.write_all(&raw_file_tail(&meta, data_len))
-            .map_err(werr)?;
-        out.write_all_at(&raw_file_header(&meta, data_len), 0)
-            .map_err(werr)?;
-        out.seek(SeekFrom::End(0)).map_err(werr)?;
+        finish_file(&mut meta, &aux, data_len, out).map_err(werr)?;
     }
     Ok(report)
+}
+
+/// The zstd level of recompressed records: the recording's
+/// (HEADER_COMPRESSED), else perf's default 1.
+fn zstd_level(meta: &RawMeta) -> i32 {
+    meta.feature(feature::COMPRESSED)
+        .and_then(|c| Rd(meta.endian).u32(c, 8))
+        .and_then(|l| i32::try_from(l).ok())
+        .filter(|l| (1..=22).contains(l))
+        .unwrap_or(1)
+}
+
+/// Ends a file-mode output of `data_len` bytes of records: the AUXTRACE
+/// index rebuilt from `aux`, the feature table and sections, the header.
+fn finish_file(
+    meta: &mut RawMeta,
+    aux: &[(u64, u64)],
+    data_len: u64,
+    out: &mut File,
+) -> io::Result<()> {
+    if !aux.is_empty() || meta.feature(feature::AUXTRACE).is_some() {
+        meta.set_feature(feature::AUXTRACE, auxtrace_index(meta.endian, aux));
+    }
+    out.write_all(&raw_file_tail(meta, data_len))?;
+    out.write_all_at(&raw_file_header(meta, data_len), 0)?;
+    out.seek(SeekFrom::End(0))?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -676,8 +735,7 @@ mod tests {
 
     // A feature too big for a pipe-mode record is an error, not a silent
     // drop (perf drops it); a stream whose tracing data runs past its end
-    // ends there: what follows is reported with its offset and, written as
-    // a stream, kept byte for byte.
+    // is malformed input at that record's offset.
     #[test]
     fn what_a_stream_cannot_hold_is_refused() {
         let e = Endian::Little;
@@ -720,29 +778,20 @@ mod tests {
         std::fs::write(&path, &pipe).unwrap();
         let input = Input::open(&path).unwrap();
         let mut out = tempfile::tempfile().unwrap();
-        // A stream may end in bytes that are not records (perf's messages
-        // after `2>&1`): from the bad record on, the rest is such bytes,
-        // counted with their offset and, stream to stream, kept as they are.
-        let r = transcode(
+        // Not text where the next record should be: damage, an error at
+        // the bad record's offset (text there would be perf's messages).
+        match transcode(
             &input,
             &mut out,
             TranscodeOptions {
                 to_pipe: true,
                 ..Default::default()
             },
-        )
-        .unwrap();
-        let bad = (at - 16) as u64;
-        assert_eq!(r.trailing, Some((bad, pipe.len() as u64 - bad)));
-        let mut copy = Vec::new();
-        std::io::Read::read_to_end(
-            &mut {
-                out.rewind().unwrap();
-                out
-            },
-            &mut copy,
-        )
-        .unwrap();
-        assert_eq!(copy, pipe, "the stream is copied whole");
+        ) {
+            Err(TranscodeError::Input(InputError::Format { source, .. })) => {
+                assert_eq!(source.offset, (at - 16) as u64, "{source}");
+            }
+            other => panic!("accepted: {other:?}"),
+        }
     }
 }
