@@ -58,6 +58,16 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
         took.as_secs_f64(),
         dest,
     )];
+    if stats.kernel_maps > 0 {
+        lines.push(format!(
+            "mmap2-synth: kernel: {} maps (the kernel and {} modules)",
+            stats.kernel_maps,
+            stats.kernel_maps - 1
+        ));
+    }
+    if let Some(why) = &stats.kernel_skipped {
+        lines.push(format!("mmap2-synth: kernel maps not written: {why}"));
+    }
     lines.extend(skip_lines(skipped));
     lines
 }

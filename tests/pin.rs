@@ -118,6 +118,7 @@ fn write_opts(endian: Endian) -> WriteOptions {
             cpus_online: 4,
             cpus_available: 8,
         },
+        kernel: None,
     }
 }
 

@@ -34,6 +34,13 @@ pub(crate) struct Cli {
     /// prints for its perf.data) instead of writing perf.data.
     #[arg(long, conflicts_with = "output")]
     pub(crate) json: bool,
+    /// Also write the kernel's and the loaded modules' text maps, with
+    /// build ids from /sys (the default with --all).
+    #[arg(long, overrides_with = "no_kernel")]
+    pub(crate) kernel: bool,
+    /// No kernel or module maps (the default without --all).
+    #[arg(long, overrides_with = "kernel")]
+    pub(crate) no_kernel: bool,
 }
 
 /// Options shared by the snapshot and `merge`.

@@ -10,6 +10,7 @@ use mmap2_synth::dump::{self, DumpOptions, Printer};
 use mmap2_synth::model::Selection;
 use mmap2_synth::output::{self, AtomicFile};
 use mmap2_synth::perf::WriteError;
+use mmap2_synth::proc::kernel::KernelRoots;
 use mmap2_synth::proc::{self, HostFacts, Options, SourceChoice, Target};
 use mmap2_synth::snapshot::{self, LiveError, LiveReport, Out, WriteOptions};
 use mmap2_synth::summary;
@@ -128,6 +129,8 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
             .map(|a| std::os::unix::ffi::OsStrExt::as_bytes(a.as_os_str()).to_vec())
             .collect(),
         host: HostFacts::read(),
+        kernel: (cli.kernel || cli.all && !cli.no_kernel)
+            .then(|| KernelRoots::system(&scan.proc_root)),
     };
     let mut write = |out: Out<'_>| snapshot::write_live(&target, &scan, out, &wopts);
     let report = match &dest {

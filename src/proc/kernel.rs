@@ -279,4 +279,107 @@ mod tests {
         assert_eq!(module_of_file(b"snd-hda.ko.zst"), Some(b"snd_hda".to_vec()));
         assert_eq!(module_of_file(b"libc.so"), None);
     }
+
+    /// An ELF note file holding a GNU build id of `fill` bytes.
+    fn notes(fill: u8) -> Vec<u8> {
+        let mut n = Vec::new();
+        for v in [4u32, 20, 3] {
+            n.extend_from_slice(&v.to_ne_bytes());
+        }
+        n.extend_from_slice(b"GNU\0");
+        n.extend_from_slice(&[fill; 20]);
+        n
+    }
+
+    /// A fake system under one directory: kallsyms (`_text` at `text`),
+    /// iomem, three modules (one without notes, one without a .ko file),
+    /// /sys notes and a /lib/modules tree.
+    fn fake_system(text: &str) -> (tempfile::TempDir, KernelRoots) {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let w = |p: &str, b: &[u8]| {
+            let p = d.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, b).unwrap();
+        };
+        w(
+            "proc/kallsyms",
+            format!("0000000000000000 A fixed_percpu_data\n{text} T _stext\n{text} T _text\n")
+                .as_bytes(),
+        );
+        w(
+            "proc/iomem",
+            b"00100000-0fffffff : System RAM\n  01000000-01ffffff : Kernel code\n",
+        );
+        w(
+            "proc/modules",
+            b"ext4 4096 1 - Live 0xffffffffc0200000\nsnd_hda 8192 0 - Live 0xffffffffc0100000 (O)\nnone 100 0 - Live 0xffffffffc0300000\n",
+        );
+        w("sys/kernel/notes", &notes(0x11));
+        w("sys/module/ext4/notes/.note.gnu.build-id", &notes(0x22));
+        w("lib/modules/9.9/kernel/fs/ext4/ext4.ko", b"");
+        w("lib/modules/9.9/kernel/sound/snd-hda.ko.zst", b"");
+        let roots = KernelRoots {
+            proc_root: d.join("proc"),
+            sys_root: d.join("sys"),
+            modules_dir: d.join("lib/modules/9.9"),
+        };
+        (tmp, roots)
+    }
+
+    // The kernel map from _text for iomem's "Kernel code" length with the
+    // notes' id; modules by address at their .ko paths ("[name]" without
+    // one), ids where /sys has notes; hidden addresses skip everything.
+    #[test]
+    fn kernel_and_module_maps_from_a_fake_system() {
+        let (tmp, roots) = fake_system("ffffffff81000000");
+        let km = kernel_maps(&roots);
+        assert_eq!(km.skipped, None);
+        let k = &km.maps[0];
+        assert_eq!(
+            (k.start, k.end, k.pgoff),
+            (0xffffffff81000000, 0xffffffff82000000, 0xffffffff81000000)
+        );
+        assert_eq!(
+            (k.name.as_slice(), k.dso.as_slice()),
+            (KERNEL_MAP_NAME, KERNEL_DSO)
+        );
+        assert_eq!(k.build_id, BuildId::new(&[0x11; 20]));
+        let mods: Vec<(u64, u64, String, Option<BuildId>)> = km.maps[1..]
+            .iter()
+            .map(|m| {
+                (
+                    m.start,
+                    m.end - m.start,
+                    String::from_utf8_lossy(&m.name).into_owned(),
+                    m.build_id,
+                )
+            })
+            .collect();
+        let base = tmp.path().join("lib/modules/9.9/kernel");
+        assert_eq!(
+            mods,
+            vec![
+                (
+                    0xffffffffc0100000,
+                    8192,
+                    base.join("sound/snd-hda.ko.zst").display().to_string(),
+                    None
+                ),
+                (
+                    0xffffffffc0200000,
+                    4096,
+                    base.join("fs/ext4/ext4.ko").display().to_string(),
+                    BuildId::new(&[0x22; 20])
+                ),
+                (0xffffffffc0300000, 100, "[none]".to_string(), None),
+            ]
+        );
+        assert!(km.maps[1..].iter().all(|m| m.pgoff == 0));
+
+        let (_tmp, roots) = fake_system("0000000000000000");
+        let km = kernel_maps(&roots);
+        assert!(km.maps.is_empty());
+        assert!(km.skipped.unwrap().contains("kptr_restrict"));
+    }
 }

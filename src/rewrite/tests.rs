@@ -86,6 +86,7 @@ fn merge_from_snapshot_both_byte_orders() {
             forks: true,
             cmdline: vec![],
             host: HostFacts::read(),
+            kernel: None,
         };
         write_snapshot(Out::File(&mut sb), &snap, &wopts).unwrap();
         let snap_path = dir.join("snap.data");

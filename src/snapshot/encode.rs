@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::bytes::Endian;
-use crate::model::{BuildId, Perms, Process, Vma};
+use crate::model::{BuildId, KernelMap, Perms, Process, Vma};
 use crate::perf::consts::misc;
 use crate::perf::events::{self, Fork, Mmap2, Mmap2Id};
 use crate::perf::{BuildIdEntry, RecordTooLarge, SampleId, SampleIdLayout};
@@ -122,6 +122,61 @@ pub fn encode_process(
         }
     }
     Ok(())
+}
+
+/// Encodes kernel and module text maps as perf's kernel maps are (pid -1,
+/// tid 0, cpumode KERNEL, time 0), but as MMAP2 with the build id when
+/// known and PROT_READ|PROT_EXEC (perf writes prot 0, which some readers
+/// take for a data map and drop).
+pub fn encode_kernel(
+    maps: &[KernelMap],
+    enc: &Encoding,
+    out: &mut Vec<u8>,
+) -> Result<(), RecordTooLarge> {
+    for m in maps {
+        let id = match m.build_id {
+            Some(b) => Mmap2Id::BuildId(b),
+            None => Mmap2Id::Inode {
+                maj: 0,
+                min: 0,
+                ino: 0,
+                ino_generation: 0,
+            },
+        };
+        let mm = Mmap2 {
+            misc: misc::KERNEL,
+            pid: u32::MAX,
+            tid: 0,
+            addr: m.start,
+            len: m.end.saturating_sub(m.start),
+            pgoff: m.pgoff,
+            id,
+            prot: (libc::PROT_READ | libc::PROT_EXEC) as u32,
+            flags: libc::MAP_PRIVATE as u32,
+            filename: &m.name,
+        };
+        let sid = SampleId {
+            pid: if enc.fill_tid { u32::MAX } else { 0 },
+            id: enc.id,
+            ..Default::default()
+        };
+        events::encode_mmap2(out, enc.endian, &mm, &enc.layout, &sid)?;
+    }
+    Ok(())
+}
+
+/// The BUILD_ID table entries of kernel maps (cpumode KERNEL, by DSO name).
+pub fn kernel_table_entries(maps: &[KernelMap]) -> Vec<BuildIdEntry> {
+    maps.iter()
+        .filter_map(|m| {
+            Some(BuildIdEntry {
+                cpumode: misc::KERNEL,
+                pid: -1,
+                build_id: m.build_id?,
+                filename: m.dso.clone(),
+            })
+        })
+        .collect()
 }
 
 /// A process's distinct (file name as written, build id) pairs, sorted.

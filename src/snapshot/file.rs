@@ -20,6 +20,7 @@ use crate::perf::{
     Attrs, BuildIdEntry, EventDesc, FormatError, FormatErrorKind, Input, InputError, Metadata,
     RecordHeader, RecordTooLarge, Visitor, WriteError,
 };
+use crate::proc::kernel::{kernel_maps, KernelMaps, KernelRoots};
 use crate::proc::{HostFacts, Snapshot};
 
 /// The event id written for the single dummy event.
@@ -68,6 +69,8 @@ pub struct WriteOptions {
     pub cmdline: Vec<Vec<u8>>,
     /// HOSTNAME, OSRELEASE and NRCPUS.
     pub host: HostFacts,
+    /// Write the kernel's and modules' maps, read under these roots.
+    pub kernel: Option<KernelRoots>,
 }
 
 /// How a snapshot's records are encoded: under [`snapshot_attr`]'s trailer,
@@ -118,6 +121,8 @@ pub struct SnapshotWriter<'a> {
     data_len: u64,
     /// Build ids written so far (pipe) or to write (file), by file name.
     ids: BTreeMap<Vec<u8>, BTreeSet<BuildId>>,
+    /// The kernel's and modules' table entries (cpumode KERNEL).
+    kernel_ids: Vec<BuildIdEntry>,
     stats: Stats,
 }
 
@@ -149,8 +154,32 @@ impl<'a> SnapshotWriter<'a> {
             enc: snapshot_encoding(e, opts.forks),
             data_len: 0,
             ids: BTreeMap::new(),
+            kernel_ids: Vec::new(),
             stats: Stats::default(),
         })
+    }
+
+    /// Writes the kernel and module maps (before any process, as perf
+    /// does), their build ids going to the table (pipe mode: right before).
+    pub fn write_kernel(&mut self, km: &KernelMaps) -> Result<(), WriteError> {
+        let mut recs = Vec::new();
+        encode::encode_kernel(&km.maps, &self.enc, &mut recs)?;
+        let ids = encode::kernel_table_entries(&km.maps);
+        let e = self.meta.endian;
+        match &mut self.out {
+            Out::Pipe(w) => {
+                w.write_all(&encode_build_id_entries(e, types::HEADER_BUILD_ID, &ids)?)?;
+                w.write_all(&recs)?;
+            }
+            Out::File(w) => {
+                w.write_all(&recs)?;
+                self.kernel_ids = ids;
+            }
+        }
+        self.data_len += recs.len() as u64;
+        self.stats.kernel_maps = km.maps.len();
+        self.stats.kernel_skipped.clone_from(&km.skipped);
+        Ok(())
     }
 
     /// How records are encoded for this output (for [`encode_for_writer`]).
@@ -205,7 +234,9 @@ impl<'a> SnapshotWriter<'a> {
             }
             Out::File(w) => {
                 w.write_all(&fin)?;
-                self.meta.build_ids = table_entries(&self.ids);
+                let mut ids = std::mem::take(&mut self.kernel_ids);
+                ids.extend(table_entries(&self.ids));
+                self.meta.build_ids = ids;
                 write_file_tail(w, &self.meta, self.data_len)?;
                 w.seek(SeekFrom::Start(0))?;
                 w.write_all(&file_header(&self.meta, self.data_len)?)?;
@@ -224,6 +255,9 @@ pub fn write_snapshot(
 ) -> Result<Stats, WriteError> {
     let mut w = SnapshotWriter::start(out, opts)?;
     let enc = w.encoding();
+    if let Some(roots) = &opts.kernel {
+        w.write_kernel(&kernel_maps(roots))?;
+    }
     for p in &snap.processes {
         w.write(encode_for_writer(p, &enc)?)?;
     }

@@ -37,6 +37,9 @@ pub fn write_live(
 ) -> Result<LiveReport, LiveError> {
     let mut w = SnapshotWriter::start(out, opts)?;
     let enc = w.encoding();
+    if let Some(roots) = &opts.kernel {
+        w.write_kernel(&crate::proc::kernel::kernel_maps(roots))?;
+    }
     let scanned = proc::scan_each(
         target,
         scan,

@@ -28,6 +28,10 @@ pub struct Stats {
     pub skipped: BTreeMap<SkipReason, usize>,
     /// Processes read per source.
     pub sources: BTreeMap<String, usize>,
+    /// Kernel and module maps written.
+    pub kernel_maps: usize,
+    /// Why the kernel maps asked for were not written.
+    pub kernel_skipped: Option<String>,
     /// Whether each DSO seen so far has a build id.
     dso_ids: BTreeMap<Vec<u8>, bool>,
 }

@@ -489,7 +489,8 @@ pub fn vdso_build_id(pid: u32, dir: &Path) -> Option<String> {
     readelf_build_id(&dump)
 }
 
-/// Parses `perf script --show-mmap-events` MMAP2 lines.
+/// Parses `perf script --show-mmap-events` MMAP2 lines of processes (the
+/// kernel's, pid -1, are left out).
 pub fn perf_script_mmaps(text: &str) -> Vec<Map> {
     let mut out = Vec::new();
     for line in text.lines() {
@@ -499,6 +500,9 @@ pub fn perf_script_mmaps(text: &str) -> Vec<Map> {
         // "PID/TID: [0xSTART(0xLEN) @ 0xPGOFF <ID>]: r-xp PATH"
         // or "PID/TID: [0xSTART(0xLEN) @ 0xPGOFF MAJ:MIN INO GEN]: r-xp PATH"
         let (ids, rest) = rest.split_once(": [").unwrap();
+        if ids.starts_with("-1/") {
+            continue; // the kernel's maps (snapshots with --kernel or --all)
+        }
         let pid: u32 = ids.split('/').next().unwrap().parse().unwrap();
         let (inner, rest) = rest.split_once("]: ").unwrap();
         let (perms, path) = rest.split_once(' ').unwrap();

@@ -1,0 +1,120 @@
+//! Kernel maps in snapshots: the kernel's text map as perf writes it (same
+//! start, length and pgoff), as a build-id MMAP2 carrying the running
+//! kernel's id, in the BUILD_ID table; on by default with --all only.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+/// The lines of `dump --json` for the kernel's map (`[kernel.kallsyms]...`).
+fn kernel_lines(data: &Path) -> Vec<Value> {
+    let out = synth_ok(["dump".as_ref(), "--json".as_ref(), data.as_os_str()]);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| {
+            v["path"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("[kernel.kallsyms]"))
+                && v["kind"] != "build_id"
+        })
+        .collect()
+}
+
+// `-p PID --kernel`: one kernel map with perf's start, length and pgoff
+// (those of `perf record -e dummy -- true`'s own kernel map), cpumode
+// kernel, pid -1, PROT_EXEC, the id `perf buildid-list -k` reports, which
+// is also the table's `[kernel.kallsyms]` entry; none without --kernel.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn kernel_map_is_perfs_with_the_running_kernels_id() {
+    needs_perf_record();
+    let m = Mapper::start(&[]);
+    let dir = scratch("kernel");
+    let snap = dir.join("snap.data");
+    let pid = m.pid.to_string();
+    let err = synth_ok(["-p", &pid, "--kernel", "-o", snap.to_str().unwrap()]).stderr;
+    assert!(
+        String::from_utf8_lossy(&err).contains("kernel: 1 maps"),
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
+    let rec = dir.join("perf.data");
+    let o = Command::new("perf")
+        .args(["record", "-q", "-e", "dummy", "-o"])
+        .arg(&rec)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let ours = kernel_lines(&snap);
+    let theirs = kernel_lines(&rec);
+    assert_eq!((ours.len(), theirs.len()), (1, 1), "{ours:?} {theirs:?}");
+    let (k, p) = (&ours[0], &theirs[0]);
+    for f in ["start", "len", "pgoff", "path", "pid", "cpumode"] {
+        assert_eq!(k[f], p[f], "{f}: {k} vs {p}");
+    }
+    assert_eq!(k["kind"], "mmap2");
+    assert_eq!(k["prot"], 5, "PROT_READ|PROT_EXEC");
+    let id = perf(&["buildid-list".as_ref(), "-k".as_ref()])
+        .trim()
+        .to_string();
+    assert_eq!(k["build_id"], Value::String(id.clone()));
+    let table = perf_buildid_list(&perf(&[
+        "buildid-list".as_ref(),
+        "-i".as_ref(),
+        snap.as_os_str(),
+    ]));
+    assert_eq!(table.get("[kernel.kallsyms]"), Some(&id));
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        snap.as_os_str(),
+    ]);
+    assert!(
+        script.lines().any(|l| l.contains("PERF_RECORD_MMAP2 -1/0")
+            && l.contains(&format!("<{id}>"))
+            && l.ends_with("r-xp [kernel.kallsyms]_text")),
+        "{script}"
+    );
+
+    let plain = dir.join("plain.data");
+    synth_ok(["-p", &pid, "-o", plain.to_str().unwrap()]);
+    assert!(
+        kernel_lines(&plain).is_empty(),
+        "no kernel map without --kernel"
+    );
+}
+
+// --all writes the kernel map unless --no-kernel (in a private PID namespace).
+#[test]
+#[ignore = "needs root (unshare -fp)"]
+fn all_writes_the_kernel_map_by_default() {
+    needs_root("unshare -fp");
+    let dir = scratch("kernel-all");
+    let (a, b) = (dir.join("a.data"), dir.join("b.data"));
+    let script = format!(
+        "{bin} --all -q -o '{a}' && {bin} --all --no-kernel -q -o '{b}'",
+        bin = bin(),
+        a = a.display(),
+        b = b.display()
+    );
+    let out = Command::new("unshare")
+        .args(["-fp", "--mount-proc", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(kernel_lines(&a).len(), 1);
+    assert!(kernel_lines(&b).is_empty());
+}
