@@ -42,8 +42,34 @@ pub fn perf_merge(data: &[u8], snapshot: &Path) {
         maps: Some(snapshot.to_path_buf()),
         snapshot: mmap2_synth::proc::Options::default(),
         in_place: false,
+        kernel: true,
     };
     let _ = merge(&p, &out, &opts);
+}
+
+/// convert under every combination of its options that rewrites (the
+/// in-place patch, the stream both ways, decompression, recompression):
+/// bad input must be an error, never a panic.
+pub fn perf_convert(data: &[u8]) {
+    use mmap2_synth::rewrite::{convert, ConvertOptions};
+    let p = scratch_file("convert-in.data", data);
+    let out = p.with_extension("out");
+    for (to_pipe, decompress, buildid_mmap2, buildid_all) in [
+        (None, false, true, false),
+        (Some(true), false, false, false),
+        (Some(false), true, true, true),
+        (None, false, true, true),
+    ] {
+        let opts = ConvertOptions {
+            buildid_mmap2,
+            to_pipe,
+            decompress,
+            trust_paths: false,
+            buildid_all,
+            in_place: false,
+        };
+        let _ = convert(&p, &out, &opts);
+    }
 }
 
 /// The text /proc/PID/maps parser.

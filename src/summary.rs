@@ -98,6 +98,17 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
     if !report.stale.is_empty() {
         lines.push(format!("mmap2-synth: stale pids: {:?}", report.stale));
     }
+    if report.kernel_maps > 0 {
+        lines.push(format!(
+            "mmap2-synth: the recording had no kernel map: {} kernel/module maps inserted",
+            report.kernel_maps
+        ));
+    }
+    if let Some(why) = &report.kernel_skipped {
+        lines.push(format!(
+            "mmap2-synth: the recording has no kernel map and gets none: {why}"
+        ));
+    }
     lines
 }
 

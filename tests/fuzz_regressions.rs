@@ -43,6 +43,13 @@ fn perf_merge_corpus() {
     replay("perf_merge", |d| targets::perf_merge(d, &snap));
 }
 
+// convert (patch, stream, decompress, recompress) survives every perf.data corpus file.
+#[test]
+fn perf_convert_corpus() {
+    replay("perf_file", targets::perf_convert);
+    replay("perf_merge", targets::perf_convert);
+}
+
 // The maps text parser survives every corpus file.
 #[test]
 fn maps_text_corpus() {

@@ -118,3 +118,147 @@ fn all_writes_the_kernel_map_by_default() {
     assert_eq!(kernel_lines(&a).len(), 1);
     assert!(kernel_lines(&b).is_empty());
 }
+
+/// `perf report --sort dso` lines (percent and dso), without comments.
+fn dso_report(data: &Path) -> Vec<String> {
+    perf(&[
+        "report".as_ref(),
+        "--sort".as_ref(),
+        "dso".as_ref(),
+        "--stdio".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ])
+    .lines()
+    .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+    .collect()
+}
+
+/// The recording with its kernel map made a user map of an unused pid
+/// (pid -1 -> 0x7fff0000, cpumode user), as a test-side rewrite.
+fn without_kernel_map(rec: &[u8]) -> Vec<u8> {
+    let mut b = rec.to_vec();
+    let mut n = 0;
+    for (at, r) in data_records_at(rec) {
+        if !matches!(r[0], 1 | 10) || r.len() < 12 {
+            continue;
+        }
+        let pid = u32::from_le_bytes(r[8..12].try_into().unwrap());
+        if pid == u32::MAX && (r[4] & 7) == 1 {
+            b[at + 8..at + 12].copy_from_slice(&0x7fff_0000u32.to_le_bytes());
+            b[at + 4] = (b[at + 4] & !7) | 2;
+            n += 1;
+        }
+    }
+    assert_eq!(n, 1, "perf writes one kernel map (no modules here)");
+    b
+}
+
+/// (offset, bytes) of each record of a little-endian file's data section.
+fn data_records_at(file: &[u8]) -> Vec<(usize, Vec<u8>)> {
+    let start = u64::from_le_bytes(file[40..48].try_into().unwrap()) as usize;
+    let mut at = start;
+    data_records(file)
+        .into_iter()
+        .map(|r| {
+            let here = at;
+            at += r.len();
+            (here, r)
+        })
+        .collect()
+}
+
+// A recording whose kernel map was removed puts its kernel samples in
+// [unknown]; merge (live, and --maps from a --kernel snapshot) inserts the
+// kernel map and perf reports them in [kernel.kallsyms] as for the
+// original; merging into a recording that has its kernel map adds nothing.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn merge_repairs_a_missing_kernel_map_once() {
+    needs_perf_record();
+    let dir = scratch("kernel-merge");
+    let rec = dir.join("rec.data");
+    let o = Command::new("perf")
+        .args(["record", "-q", "-o"])
+        .arg(&rec)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "for i in $(seq 1 3000); do cat /proc/self/stat > /dev/null; done",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let original = dso_report(&rec);
+    let kernel_share = original
+        .iter()
+        .find(|l| l.ends_with("[kernel.kallsyms]"))
+        .expect("kernel samples")
+        .clone();
+    let broken = dir.join("broken.data");
+    std::fs::write(&broken, without_kernel_map(&std::fs::read(&rec).unwrap())).unwrap();
+    let before = dso_report(&broken);
+    assert!(
+        !before.iter().any(|l| l.ends_with("[kernel.kallsyms]")),
+        "{before:?}"
+    );
+    let pct = kernel_share.split(' ').next().unwrap();
+    assert!(before.contains(&format!("{pct} [unknown]")), "{before:?}");
+
+    let fixed = dir.join("fixed.data");
+    let err = synth_ok([
+        "merge".as_ref(),
+        broken.as_os_str(),
+        "-o".as_ref(),
+        fixed.as_os_str(),
+    ])
+    .stderr;
+    assert!(
+        String::from_utf8_lossy(&err).contains("1 kernel/module maps inserted"),
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
+    assert_eq!(dso_report(&fixed), original);
+
+    let m = Mapper::start(&[]);
+    let snap = dir.join("snap.data");
+    synth_ok([
+        "-p",
+        &m.pid.to_string(),
+        "--kernel",
+        "-q",
+        "-o",
+        snap.to_str().unwrap(),
+    ]);
+    let from_snap = dir.join("from-snap.data");
+    synth_ok([
+        "merge".as_ref(),
+        broken.as_os_str(),
+        "--maps".as_ref(),
+        snap.as_os_str(),
+        "-o".as_ref(),
+        from_snap.as_os_str(),
+    ]);
+    assert_eq!(dso_report(&from_snap), original);
+
+    let again = dir.join("again.data");
+    let err = synth_ok([
+        "merge".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        again.as_os_str(),
+    ])
+    .stderr;
+    assert!(
+        !String::from_utf8_lossy(&err).contains("kernel map"),
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
+    assert_eq!(
+        std::fs::read(&again).unwrap(),
+        std::fs::read(&rec).unwrap(),
+        "no second kernel map"
+    );
+}

@@ -205,6 +205,7 @@ fn merge_bytes_are_pinned() {
             maps: Some(pins().join("snap-le.data")),
             snapshot: Options::default(),
             in_place: false,
+            kernel: false,
         };
         let report = rewrite::merge(&pins().join(rec), &out, &opts).unwrap();
         assert_eq!(report.processes, 1, "{report:?}");

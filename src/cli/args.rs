@@ -155,6 +155,10 @@ pub(crate) struct MergeArgs {
     /// These processes (comma-separated pids).
     #[arg(short = 'p', long, value_delimiter = ',')]
     pub(crate) pid: Vec<u32>,
+    /// Do not insert kernel and module maps into a recording that has no
+    /// kernel map.
+    #[arg(long)]
+    pub(crate) no_kernel: bool,
     #[command(flatten)]
     pub(crate) scan: ScanArgs,
 }

@@ -92,6 +92,7 @@ pub(crate) fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
         maps: m.maps.clone(),
         snapshot: scan_options(&m.scan)?,
         in_place: m.target.in_place,
+        kernel: !m.no_kernel,
     };
     let report = rewrite::merge(&recording, &output, &opts)?;
     if !m.scan.quiet {

@@ -11,12 +11,13 @@ use super::plan::{self, Which};
 use super::scan::RecordingFacts;
 use super::write;
 use crate::bytes::Endian;
-use crate::model::Process;
+use crate::model::{KernelMap, Process};
 use crate::output::AtomicFile;
 use crate::perf::consts::{feature, types};
-use crate::perf::features::encode_build_id_entries;
+use crate::perf::features::{encode_build_id_entries, parse_string_feature};
 use crate::perf::record::split_records;
 use crate::perf::{Input, InputError, Layout, RecordTooLarge};
+use crate::proc::kernel::{kernel_maps, KernelRoots};
 use crate::proc::{self, clock, parse, Skip, Snapshot, Target};
 use crate::snapshot::{self, Encoding};
 
@@ -32,6 +33,10 @@ pub struct MergeOptions {
     /// The output replaces the input: hold an exclusive lock on it for the
     /// whole rewrite and keep its mode and owner.
     pub in_place: bool,
+    /// Insert the kernel's and modules' maps when the recording has no
+    /// kernel map (from the snapshot file, or the running kernel when the
+    /// recording's OSRELEASE is this one's).
+    pub kernel: bool,
 }
 
 /// What a merge did.
@@ -56,6 +61,10 @@ pub struct MergeReport {
     pub skipped: Vec<Skip>,
     /// Build ids added to the BUILD_ID table.
     pub new_build_ids: usize,
+    /// Kernel and module maps inserted (the recording had no kernel map).
+    pub kernel_maps: usize,
+    /// Why a recording without a kernel map did not get one.
+    pub kernel_skipped: Option<String>,
     /// Pipe mode (else file mode).
     pub pipe: bool,
     /// Pipe mode: where bytes that are not records begin (kept as they are).
@@ -204,9 +213,12 @@ pub fn merge(
 ) -> Result<MergeReport, MergeError> {
     let input = open_input(input_path, opts.in_place)?;
     // A snapshot file is read first: its pids bound what needs dedupe.
-    let from_file = match &opts.maps {
-        Some(p) => Some(snapshot::read_snapshot(&Input::open(p)?)?),
-        None => None,
+    let (from_file, file_kernel) = match &opts.maps {
+        Some(p) => {
+            let (procs, kernel) = snapshot::read_snapshot_with_kernel(&Input::open(p)?)?;
+            (Some(procs), Some(kernel))
+        }
+        None => (None, None),
     };
     let e = input.endian();
     let mut facts = RecordingFacts::new(e, Some(dedupe_pids(opts, from_file.as_deref())?));
@@ -246,17 +258,27 @@ pub fn merge(
     };
     report.duplicate_maps = plan::dedupe(&mut processes, &facts, &needed);
 
+    let kernel = match (opts.kernel, facts.has_kernel_map) {
+        (true, false) => {
+            kernel_to_insert(&input, file_kernel, &opts.snapshot.proc_root, &mut report)?
+        }
+        _ => Vec::new(),
+    };
+    report.kernel_maps = kernel.len();
+
     // Encode with the recording's byte order and first attr's trailer.
     let snap = Snapshot {
         processes,
         ..Snapshot::default()
     };
     let first = attrs.first().copied().unwrap_or_default();
-    let inserted = encode_inserted(&snap, e, &first)?;
+    let inserted = encode_inserted(&snap, &kernel, e, &first)?;
     report.processes = snap.processes.len();
     report.maps = snap.processes.iter().map(|p| p.vmas.len()).sum();
     report.inserted_records = split_records(&inserted, e).count() as u64;
-    let new_ids = plan::new_build_ids(snapshot::build_id_entries(&snap), &facts);
+    let mut all_ids = snapshot::kernel_table_entries(&kernel);
+    all_ids.extend(snapshot::build_id_entries(&snap));
+    let new_ids = plan::new_build_ids(all_ids, &facts);
     report.new_build_ids = new_ids.len();
 
     if matches!(input.layout, Layout::Pipe(_)) {
@@ -314,6 +336,7 @@ fn finish_output(
 /// trailer of the first attr with zero pid/tid and id).
 fn encode_inserted(
     snap: &Snapshot,
+    kernel: &[KernelMap],
     e: Endian,
     first: &crate::perf::Attr,
 ) -> Result<Vec<u8>, RecordTooLarge> {
@@ -325,6 +348,37 @@ fn encode_inserted(
         fill_tid: false,
     };
     let mut inserted = Vec::new();
+    snapshot::encode_kernel(kernel, &enc, &mut inserted)?;
     snapshot::encode(snap, &enc, &mut inserted)?;
     Ok(inserted)
+}
+
+/// The kernel maps for a recording without one: the snapshot file's, or
+/// the running kernel's when the recording says it was made on it (its
+/// OSRELEASE; perf.data carries no boot id). Why none, in the report.
+fn kernel_to_insert(
+    input: &Input,
+    from_file: Option<Vec<KernelMap>>,
+    proc_root: &Path,
+    report: &mut MergeReport,
+) -> Result<Vec<KernelMap>, MergeError> {
+    if let Some(maps) = from_file {
+        if maps.is_empty() {
+            report.kernel_skipped = Some("the snapshot has no kernel map".into());
+        }
+        return Ok(maps);
+    }
+    let recorded = input.feature(feature::OSRELEASE)?;
+    let recorded = recorded
+        .as_ref()
+        .and_then(|(_, b)| parse_string_feature(b, input.endian()));
+    let running = proc::HostFacts::read().osrelease;
+    if recorded != Some(running.as_slice()) {
+        report.kernel_skipped =
+            Some("the recording is not of the running kernel (OSRELEASE)".into());
+        return Ok(Vec::new());
+    }
+    let km = kernel_maps(&KernelRoots::system(proc_root));
+    report.kernel_skipped = km.skipped;
+    Ok(km.maps)
 }

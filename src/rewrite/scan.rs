@@ -10,6 +10,8 @@ use crate::perf::consts::types;
 use crate::perf::events::{map_error, parse_map, sample_pid_time, MapKey};
 use crate::perf::features::parse_build_id_table;
 use crate::perf::{Attrs, FormatError, FormatErrorKind, RecordHeader, Visitor};
+use crate::proc::kernel::KERNEL_DSO;
+use crate::snapshot::is_kernel_map;
 
 /// The facts of a recording that plan a merge.
 pub struct RecordingFacts {
@@ -17,6 +19,9 @@ pub struct RecordingFacts {
     pub pids: BTreeSet<u32>,
     /// Pids that have at least one MMAP/MMAP2.
     pub has_maps: HashSet<u32>,
+    /// The recording has a map of the host kernel (`[kernel.kallsyms]...`,
+    /// pid -1, cpumode kernel).
+    pub has_kernel_map: bool,
     /// Maps present, for the pids in `dedupe_for` only.
     pub existing: HashSet<MapKey>,
     /// Pids whose maps are remembered (None: all). Keeps memory bounded by
@@ -44,6 +49,7 @@ impl RecordingFacts {
         RecordingFacts {
             pids: BTreeSet::new(),
             has_maps: HashSet::new(),
+            has_kernel_map: false,
             existing: HashSet::new(),
             dedupe_for,
             existing_ids: HashSet::new(),
@@ -130,6 +136,8 @@ impl Visitor for RecordingFacts {
                     .ok_or_else(|| FormatError::at(at, map_error(&h, body)))?;
                 if m.key.pid != u32::MAX {
                     self.has_maps.insert(m.key.pid);
+                } else if is_kernel_map(&m) && m.key.filename.starts_with(KERNEL_DSO) {
+                    self.has_kernel_map = true;
                 }
                 if self
                     .dedupe_for

@@ -97,6 +97,7 @@ fn merge_from_snapshot_both_byte_orders() {
             maps: Some(snap_path),
             snapshot: proc::Options::default(),
             in_place: false,
+            kernel: false,
         };
         let report = merge(&rec_path, &out, &opts).unwrap();
         assert_eq!(report.processes, 1);
@@ -143,6 +144,7 @@ fn corrupted_inputs_never_panic() {
         maps: None,
         snapshot: proc::Options::default(),
         in_place: false,
+        kernel: false,
     };
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {

@@ -8,7 +8,7 @@ use std::io::{Seek, SeekFrom, Write};
 use super::encode::{self, table_entries, Encoding};
 use super::stats::{ProcessSummary, Stats};
 use crate::bytes::Endian;
-use crate::model::{BuildId, Perms, Process, Thread, Vma};
+use crate::model::{BuildId, KernelMap, Perms, Process, Thread, Vma};
 use crate::perf::consts::{attr_flags, feature, misc, sample_type as st, types};
 use crate::perf::consts::{PERF_COUNT_SW_DUMMY, PERF_TYPE_SOFTWARE};
 use crate::perf::events::{map_error, parse_comm, parse_map, MapRecord};
@@ -20,7 +20,7 @@ use crate::perf::{
     Attrs, BuildIdEntry, EventDesc, FormatError, FormatErrorKind, Input, InputError, Metadata,
     RecordHeader, RecordTooLarge, Visitor, WriteError,
 };
-use crate::proc::kernel::{kernel_maps, KernelMaps, KernelRoots};
+use crate::proc::kernel::{kernel_maps, KernelMaps, KernelRoots, KERNEL_DSO};
 use crate::proc::{HostFacts, Snapshot};
 
 /// The event id written for the single dummy event.
@@ -330,13 +330,42 @@ impl Visitor for MapsReader {
 /// Reads a snapshot file (or any recording) back into processes: one per
 /// pid of its COMM and map records, the leader first, maps by address.
 pub fn read_snapshot(input: &Input) -> Result<Vec<Process>, InputError> {
+    Ok(read_snapshot_with_kernel(input)?.0)
+}
+
+/// [`read_snapshot`], and the kernel's and modules' maps (pid -1, cpumode
+/// kernel) with the ids they carry.
+pub fn read_snapshot_with_kernel(
+    input: &Input,
+) -> Result<(Vec<Process>, Vec<KernelMap>), InputError> {
     let mut reader = MapsReader {
         comms: Vec::new(),
         maps: Vec::new(),
         e: input.endian(),
     };
     input.walk(None, &mut reader)?;
-    Ok(processes_from_records(&reader.comms, &reader.maps))
+    let kernel = reader
+        .maps
+        .iter()
+        .filter(|m| is_kernel_map(m))
+        .map(|m| KernelMap {
+            start: m.key.addr,
+            end: m.key.addr.saturating_add(m.key.len),
+            pgoff: m.key.pgoff,
+            name: m.key.filename.clone(),
+            dso: match m.key.filename.starts_with(KERNEL_DSO) {
+                true => KERNEL_DSO.to_vec(),
+                false => m.key.filename.clone(),
+            },
+            build_id: m.build_id,
+        })
+        .collect();
+    Ok((processes_from_records(&reader.comms, &reader.maps), kernel))
+}
+
+/// A map of the host kernel or a module: pid -1, cpumode kernel.
+pub fn is_kernel_map(m: &MapRecord) -> bool {
+    m.key.pid == u32::MAX && m.misc & misc::CPUMODE_MASK == misc::KERNEL
 }
 
 /// Turns COMM records (pid, tid, name) and map records into processes.

@@ -10,10 +10,13 @@ pub mod file;
 pub mod live;
 pub mod stats;
 
-pub use encode::{build_id_entries, encode, encode_process, mmap_filename, Encoding};
+pub use encode::{
+    build_id_entries, encode, encode_kernel, encode_process, kernel_table_entries, mmap_filename,
+    Encoding,
+};
 pub use file::{
-    encode_for_writer, read_snapshot, snapshot_encoding, write_snapshot, Out, SnapshotWriter,
-    WriteOptions, WriteSeek,
+    encode_for_writer, is_kernel_map, read_snapshot, read_snapshot_with_kernel, snapshot_encoding,
+    write_snapshot, Out, SnapshotWriter, WriteOptions, WriteSeek,
 };
 pub use live::{write_live, LiveError, LiveReport};
 pub use stats::Stats;
