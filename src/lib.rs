@@ -11,6 +11,7 @@
 //!    table, attrs, records, writers, the streaming reader), used by 2 and 4.
 //! 4. [`rewrite`]: the streaming engine that merges records into recordings.
 //! 5. [`dump`]: recordings and snapshots printed for people and scripts.
+//! 6. [`archive`]: the mapped binaries copied into perf's build-id cache.
 //!
 //! Leaves shared by all of them: [`bytes`] (byte order), [`model`] (the data
 //! types), [`output`] (atomic output files), [`sys`] (every FFI call, the only
@@ -24,6 +25,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(clippy::too_many_lines)]
 
+pub mod archive;
 pub mod bytes;
 pub mod dump;
 pub mod model;

@@ -197,6 +197,28 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
     lines
 }
 
+/// The summary of `archive`.
+pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) -> Vec<String> {
+    let kernel = match &r.kernel_missing {
+        None => "kallsyms".to_string(),
+        Some(why) => format!("no kallsyms ({why})"),
+    };
+    let mut lines = vec![format!(
+        "mmap2-synth archive: {} processes; {} files added ({} bytes), {} already there, {} unreadable; vdso {}; {}; {:.3} s -> {}",
+        r.processes,
+        r.added,
+        r.bytes,
+        r.present,
+        r.unreadable,
+        if r.vdso { "archived" } else { "not found" },
+        kernel,
+        took.as_secs_f64(),
+        dest,
+    )];
+    lines.extend(skip_lines(&r.skipped));
+    lines
+}
+
 /// `--strict` failed: this many processes were skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("--strict: {0} processes were skipped")]

@@ -74,6 +74,31 @@ pub(crate) enum Command {
     Dump(DumpArgs),
     /// Rewrite a recording into a form every reader understands.
     Convert(ConvertArgs),
+    /// Copy the binaries processes map into a perf build-id cache
+    /// directory (use with `perf --buildid-dir DIR`).
+    Archive(ArchiveArgs),
+}
+
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("archive_target").args(["all", "pid", "uid"]).required(true)))]
+pub(crate) struct ArchiveArgs {
+    /// The cache directory (created if missing).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub(crate) output: PathBuf,
+    /// Every process on the system (except mmap2-synth itself).
+    #[arg(short = 'a', long)]
+    pub(crate) all: bool,
+    /// These processes (comma-separated pids).
+    #[arg(short = 'p', long, value_delimiter = ',')]
+    pub(crate) pid: Vec<u32>,
+    /// Every process of this user (name or uid).
+    #[arg(short = 'u', long)]
+    pub(crate) uid: Option<String>,
+    /// Not the kernel's kallsyms.
+    #[arg(long)]
+    pub(crate) no_kernel: bool,
+    #[command(flatten)]
+    pub(crate) scan: ScanArgs,
 }
 
 #[derive(clap::Args, Debug)]

@@ -40,6 +40,9 @@ pub(crate) enum CliError {
     /// The conversion failed.
     #[error(transparent)]
     Convert(#[from] ConvertError),
+    /// The archive failed.
+    #[error(transparent)]
+    Archive(#[from] mmap2_synth::archive::ArchiveError),
     /// `--strict` and something was skipped.
     #[error(transparent)]
     Strict(#[from] StrictFailure),

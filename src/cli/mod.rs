@@ -1,6 +1,6 @@
 //! The command line, by concern: arguments (`args`), the error and its exit
-//! codes (`error`), the snapshot (`snapshot`), `merge`/`convert`
-//! (`rewrite`) and `dump` (`dump`).
+//! codes (`error`), the snapshot and `archive` (`snapshot`),
+//! `merge`/`convert` (`rewrite`) and `dump` (`dump`).
 
 mod args;
 mod dump;
@@ -24,6 +24,7 @@ pub fn main() -> ExitCode {
         Some(Command::Merge(m)) => rewrite::run_merge(m),
         Some(Command::Dump(d)) => dump::run_dump(d),
         Some(Command::Convert(c)) => rewrite::run_convert(c),
+        Some(Command::Archive(a)) => snapshot::run_archive(a),
         None => snapshot::run(&cli),
     };
     match result {

@@ -232,3 +232,30 @@ pub(crate) fn write_file(path: &Path, f: WriteFn<'_>) -> Result<LiveReport, CliE
 /// Bytes gathered per write into a snapshot file: a few large writes cost
 /// less than many small ones.
 pub(crate) const WRITE_BUFFER: usize = 256 << 10;
+
+pub(crate) fn run_archive(a: &super::args::ArchiveArgs) -> Result<(), CliError> {
+    let started = Instant::now();
+    let target = if a.all {
+        Target::All
+    } else if let Some(u) = &a.uid {
+        Target::Uid(resolve_uid(u)?)
+    } else {
+        Target::Pids(a.pid.clone())
+    };
+    let opts = mmap2_synth::archive::ArchiveOptions {
+        dir: a.output.clone(),
+        target,
+        scan: scan_options(&a.scan)?,
+        kernel: !a.no_kernel,
+    };
+    let report = mmap2_synth::archive::archive(&opts)?;
+    if !a.scan.quiet {
+        print(&summary::archive(
+            &report,
+            started.elapsed(),
+            &a.output.display().to_string(),
+        ));
+    }
+    summary::strict(a.scan.strict, &report.skipped)?;
+    Ok(())
+}

@@ -231,18 +231,47 @@ pub fn read_mapped_build_id(dir: &Path, vma: &Vma) -> Option<(Option<Vec<u8>>, T
 /// `/proc/self/mem` (the vDSO is the same for every process of a kernel/arch).
 pub fn vdso_build_id() -> Option<BuildId> {
     static VDSO: OnceLock<Option<BuildId>> = OnceLock::new();
-    *VDSO.get_or_init(|| {
-        let maps = std::fs::read("/proc/self/maps").ok()?;
-        let vdso = super::maps_text::parse_maps(&maps, |_, name| name == VDSO_NAME)
-            .ok()?
-            .into_iter()
-            .next()?;
-        let mem = File::open("/proc/self/mem").ok()?;
-        let mut image = vec![0u8; usize::try_from(vdso.len()).ok()?];
-        let n = read_full_at(&mem, &mut image, vdso.start).ok()?;
-        let id = elf::build_id_from_image(&image[..n]).ok()??;
-        BuildId::new(&id)
-    })
+    *VDSO.get_or_init(|| vdso_image().map(|(id, _)| id))
+}
+
+/// This process's vDSO image and its build id (read through
+/// `/proc/self/mem`; the same image for every process of a kernel/arch).
+pub fn vdso_image() -> Option<(BuildId, Vec<u8>)> {
+    let maps = std::fs::read("/proc/self/maps").ok()?;
+    let vdso = super::maps_text::parse_maps(&maps, |_, name| name == VDSO_NAME)
+        .ok()?
+        .into_iter()
+        .next()?;
+    let mem = File::open("/proc/self/mem").ok()?;
+    let mut image = vec![0u8; usize::try_from(vdso.len()).ok()?];
+    let n = read_full_at(&mem, &mut image, vdso.start).ok()?;
+    image.truncate(n);
+    let id = elf::build_id_from_image(&image).ok()??;
+    Some((BuildId::new(&id)?, image))
+}
+
+/// Opens the file a VMA maps, as [`read_mapped_build_id`] finds it:
+/// `map_files/START-END` under `dir` (`/proc/PID`), else the process's
+/// view of the path when it is still the mapped inode. Regular files only,
+/// never on a pseudo filesystem.
+pub fn open_mapped_file(dir: &Path, vma: &Vma) -> Option<File> {
+    let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
+    let f = match open_checked(&map_file, None) {
+        Some((f, _)) => f,
+        None => {
+            let path = &vma.name;
+            if path.first() != Some(&b'/') || path.ends_with(b" (deleted)") {
+                return None;
+            }
+            let mut p = dir.join("root").into_os_string().into_vec();
+            p.extend_from_slice(path);
+            open_checked(Path::new(std::ffi::OsStr::from_bytes(&p)), vma.file_key())?.0
+        }
+    };
+    match crate::sys::is_pseudo_fs(&f) {
+        Ok(false) => Some(f),
+        _ => None,
+    }
 }
 
 /// Build ids by file identity, shared by all workers so each distinct file is
