@@ -204,12 +204,13 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
         Some(why) => format!("no kallsyms ({why})"),
     };
     let mut lines = vec![format!(
-        "mmap2-synth archive: {} processes; {} files added ({} bytes), {} already there, {} unreadable; vdso {}; {}; {:.3} s -> {}",
+        "mmap2-synth archive: {} processes; {} files added ({} bytes), {} already there, {} unreadable, {} mapping another file than recorded; vdso {}; {}; {:.3} s -> {}",
         r.processes,
         r.added,
         r.bytes,
         r.present,
         r.unreadable,
+        r.mismatched,
         if r.vdso { "archived" } else { "not found" },
         kernel,
         took.as_secs_f64(),

@@ -38,7 +38,8 @@ fn report_with(dir: &Path, rec: &Path) -> String {
 // replaced on disk by another build. With the archive perf still names
 // burn_work; with an empty directory (the control) it does not. The layout
 // is perf's: .build-id/xx/rest -> ../../PATH/ID holding `elf`, the vDSO as
-// [vdso]/ID/vdso, the kernel as [kernel.kallsyms]/ID/kallsyms.
+// [vdso]/ID/vdso, the kernel as [kernel.kallsyms]/ID/kallsyms; --from
+// the recording archives the same library from the live mapping.
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2) and map_files (root)"]
 fn archived_library_symbolizes_after_it_is_replaced() {
@@ -98,9 +99,25 @@ fn archived_library_symbolizes_after_it_is_replaced() {
     .stderr;
     let again = String::from_utf8_lossy(&again).into_owned();
     assert!(again.contains(" 0 files added"), "{again}");
+    // --from the recording (inode-form maps): the same files, from the
+    // live process's mappings.
+    let cache2 = dir.join("cache2");
+    synth_ok([
+        "archive".as_ref(),
+        "--from".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        cache2.as_os_str(),
+        "-q".as_ref(),
+    ]);
+    let id = readelf_build_id(&lib).unwrap();
+    let rel = lib.strip_prefix("/").unwrap().join(&id).join("elf");
+    assert_eq!(
+        std::fs::read(cache2.join(&rel)).unwrap(),
+        std::fs::read(&lib).unwrap()
+    );
     drop(b);
 
-    let id = readelf_build_id(&lib).unwrap();
     let entry = cache.join(lib.strip_prefix("/").unwrap()).join(&id);
     assert_eq!(
         std::fs::read(entry.join("elf")).unwrap(),

@@ -262,3 +262,27 @@ fn merge_repairs_a_missing_kernel_map_once() {
         "no second kernel map"
     );
 }
+
+// `-p PID --kernel --json` prints the same lines as `dump --json` of the
+// `-p PID --kernel` snapshot, the kernel's map and table entry included.
+#[test]
+fn kernel_json_is_the_dump_of_the_snapshot() {
+    let m = Mapper::start(&[]);
+    let dir = scratch("kernel-json");
+    let snap = dir.join("snap.data");
+    let pid = m.pid.to_string();
+    synth_ok(["-p", &pid, "--kernel", "-q", "-o", snap.to_str().unwrap()]);
+    let live = synth_ok(["-p", &pid, "--kernel", "-q", "--json"]).stdout;
+    let dumped = synth_ok(["dump".as_ref(), "--json".as_ref(), snap.as_os_str()]).stdout;
+    assert_eq!(
+        String::from_utf8(live).unwrap(),
+        String::from_utf8(dumped).unwrap()
+    );
+    if is_root() {
+        assert_eq!(
+            kernel_lines(&snap).len(),
+            1,
+            "root reads the kernel's addresses"
+        );
+    }
+}

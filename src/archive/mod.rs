@@ -7,7 +7,7 @@
 //! and `DIR/.build-id/xx/rest-of-id`, a symlink to `../../PATH/BUILDID`.
 //! Use it with `perf --buildid-dir DIR report`.
 //!
-//! May import: `model`, `proc`, `output`.
+//! May import: `model`, `proc`, `perf`, `snapshot`, `output`.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -15,9 +15,11 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::model::{BuildId, Vma, VDSO_NAME};
+use crate::model::{BuildId, Process, Vma, VDSO_NAME};
 use crate::output::AtomicFile;
-use crate::proc::buildid::{kernel_build_id, open_mapped_file, vdso_image};
+use crate::proc::buildid::{
+    kernel_build_id, open_mapped_file, read_build_id_from_file, vdso_image,
+};
 use crate::proc::kernel::KERNEL_DSO;
 use crate::proc::{self, ScanError, Skip, Target};
 
@@ -32,6 +34,9 @@ pub struct ArchiveOptions {
     pub scan: proc::Options,
     /// Also the kernel's kallsyms.
     pub kernel: bool,
+    /// Take the maps from this snapshot or recording instead of reading the
+    /// target's (the files still come from the live processes' mappings).
+    pub from: Option<PathBuf>,
 }
 
 /// What an archive run did.
@@ -47,6 +52,8 @@ pub struct ArchiveReport {
     pub present: usize,
     /// Mapped files with an id that could not be opened (gone, denied).
     pub unreadable: usize,
+    /// `--from`: maps whose live mapping holds another file (another id).
+    pub mismatched: usize,
     /// Processes skipped while reading them.
     pub skipped: Vec<Skip>,
     /// The vDSO was archived (or present).
@@ -62,6 +69,9 @@ pub enum ArchiveError {
     /// Reading the live system failed.
     #[error("reading processes")]
     Scan(#[from] ScanError),
+    /// The `--from` file is malformed or unreadable.
+    #[error(transparent)]
+    Input(#[from] crate::perf::InputError),
     /// Writing the cache failed.
     #[error("{op} {}", path.display())]
     Io {
@@ -183,33 +193,18 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
         build_ids: true,
         ..opts.scan.clone()
     };
-    let snap = proc::snapshot(&opts.target, &scan)?;
-    report.processes = snap.processes.len();
-    report.skipped = snap.skipped;
-    let mut done: HashSet<BuildId> = HashSet::new();
-    for p in &snap.processes {
-        let pdir = opts.scan.proc_root.join(p.pid.to_string());
-        for vma in p.vmas.iter().filter(|v| v.is_file_backed()) {
-            let Some(id) = vma.build_id else { continue };
-            if !done.insert(id) {
-                continue;
-            }
-            let Some(entry) = cache_entry(&opts.dir, file_name(vma), &id) else {
-                report.unreadable += 1;
-                continue;
-            };
-            let Some(mut f) = open_mapped_file(&pdir, vma) else {
-                report.unreadable += 1;
-                continue;
-            };
-            add_entry(
-                &opts.dir,
-                &entry,
-                "elf",
-                |out| io::copy(&mut f, out),
-                &mut report,
-            )?;
+    let processes = match &opts.from {
+        Some(path) => crate::snapshot::read_snapshot(&crate::perf::Input::open(path)?)?,
+        None => {
+            let snap = proc::snapshot(&opts.target, &scan)?;
+            report.skipped = snap.skipped;
+            snap.processes
         }
+    };
+    report.processes = processes.len();
+    let mut done: HashSet<BuildId> = HashSet::new();
+    for p in &processes {
+        archive_process(opts, p, &mut done, &mut report)?;
     }
     if let Some((id, image)) = vdso_image() {
         if let Some(entry) = cache_entry(&opts.dir, VDSO_NAME, &id) {
@@ -223,6 +218,69 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
         report.kernel_missing = archive_kernel(opts, &mut report).err();
     }
     Ok(report)
+}
+
+/// Archives the mapped files of one process (read live, or named by the
+/// `--from` file and found in the live process's mappings).
+fn archive_process(
+    opts: &ArchiveOptions,
+    p: &Process,
+    done: &mut HashSet<BuildId>,
+    report: &mut ArchiveReport,
+) -> Result<(), ArchiveError> {
+    let pdir = opts.scan.proc_root.join(p.pid.to_string());
+    for vma in p.vmas.iter().filter(|v| v.name.first() == Some(&b'/')) {
+        if vma.build_id.is_some_and(|id| done.contains(&id)) {
+            continue;
+        }
+        if opts.from.is_none() && vma.build_id.is_none() {
+            continue;
+        }
+        let Some(mut f) = open_mapped_file(&pdir, vma) else {
+            report.unreadable += 1;
+            continue;
+        };
+        let Some(id) = mapped_id(opts, &f, vma, report) else {
+            continue;
+        };
+        if !done.insert(id) {
+            continue;
+        }
+        let Some(entry) = cache_entry(&opts.dir, file_name(vma), &id) else {
+            report.unreadable += 1;
+            continue;
+        };
+        add_entry(
+            &opts.dir,
+            &entry,
+            "elf",
+            |out| io::copy(&mut f, out),
+            report,
+        )?;
+    }
+    Ok(())
+}
+
+/// The id of the open mapped file `f`: the scan's; with `--from` the
+/// file's own, which must be the one the record names (else counted).
+fn mapped_id(
+    opts: &ArchiveOptions,
+    f: &File,
+    vma: &Vma,
+    report: &mut ArchiveReport,
+) -> Option<BuildId> {
+    if opts.from.is_none() {
+        return vma.build_id;
+    }
+    let got = read_build_id_from_file(f)
+        .ok()
+        .flatten()
+        .and_then(|b| BuildId::new(&b))?;
+    if vma.build_id.is_some_and(|want| want != got) {
+        report.mismatched += 1;
+        return None;
+    }
+    Some(got)
 }
 
 /// The kernel's entry: a copy of kallsyms under its build id, when its

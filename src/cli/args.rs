@@ -80,11 +80,15 @@ pub(crate) enum Command {
 }
 
 #[derive(clap::Args, Debug)]
-#[command(group(clap::ArgGroup::new("archive_target").args(["all", "pid", "uid"]).required(true)))]
+#[command(group(clap::ArgGroup::new("archive_target").args(["all", "pid", "uid", "from"]).required(true)))]
 pub(crate) struct ArchiveArgs {
     /// The cache directory (created if missing).
     #[arg(short = 'o', long, value_name = "DIR")]
     pub(crate) output: PathBuf,
+    /// The maps of this snapshot or recording (their processes must still
+    /// run: the files are copied from their mappings).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) from: Option<PathBuf>,
     /// Every process on the system (except mmap2-synth itself).
     #[arg(short = 'a', long)]
     pub(crate) all: bool,

@@ -55,6 +55,10 @@ impl CliError {
             CliError::Merge(e) if e.is_bad_input() => 2,
             CliError::Dump(e) if e.is_bad_input() => 2,
             CliError::Convert(e) if e.is_bad_input() => 2,
+            CliError::Archive(mmap2_synth::archive::ArchiveError::Input(
+                mmap2_synth::perf::InputError::Format { .. }
+                | mmap2_synth::perf::InputError::NotAFile { .. },
+            )) => 2,
             CliError::Strict(_) => 3,
             _ => 1,
         }

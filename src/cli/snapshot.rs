@@ -65,6 +65,17 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     );
     let mut ids = std::collections::BTreeMap::new();
     let mut stats = mmap2_synth::snapshot::Stats::default();
+    // the kernel's maps first, as the snapshot file has them
+    let kernel = match kernel_roots(cli, &scan) {
+        Some(roots) => mmap2_synth::proc::kernel::kernel_maps(&roots),
+        None => Default::default(),
+    };
+    let mut recs = Vec::new();
+    snapshot::encode_kernel(&kernel.maps, &enc, &mut recs)
+        .map_err(|e| CliError::write(Path::new("stdout"), e))?;
+    printer.records(&recs, enc.endian, enc.layout);
+    stats.kernel_maps = kernel.maps.len();
+    stats.kernel_skipped = kernel.skipped;
     let scanned = proc::scan_each(
         target,
         &scan,
@@ -81,7 +92,10 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
             Ok(())
         },
     )?;
-    for b in mmap2_synth::snapshot::encode::table_entries(&ids) {
+    let table = snapshot::kernel_table_entries(&kernel.maps)
+        .into_iter()
+        .chain(mmap2_synth::snapshot::encode::table_entries(&ids));
+    for b in table {
         printer.line(dump::Line::of_build_id(&b));
     }
     printer.finish()?;
@@ -129,8 +143,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
             .map(|a| std::os::unix::ffi::OsStrExt::as_bytes(a.as_os_str()).to_vec())
             .collect(),
         host: HostFacts::read(),
-        kernel: (cli.kernel || cli.all && !cli.no_kernel)
-            .then(|| KernelRoots::system(&scan.proc_root)),
+        kernel: kernel_roots(cli, &scan),
     };
     let mut write = |out: Out<'_>| snapshot::write_live(&target, &scan, out, &wopts);
     let report = match &dest {
@@ -247,6 +260,7 @@ pub(crate) fn run_archive(a: &super::args::ArchiveArgs) -> Result<(), CliError> 
         target,
         scan: scan_options(&a.scan)?,
         kernel: !a.no_kernel,
+        from: a.from.clone(),
     };
     let report = mmap2_synth::archive::archive(&opts)?;
     if !a.scan.quiet {
@@ -258,4 +272,10 @@ pub(crate) fn run_archive(a: &super::args::ArchiveArgs) -> Result<(), CliError> 
     }
     summary::strict(a.scan.strict, &report.skipped)?;
     Ok(())
+}
+
+/// Where the kernel's maps are read from, when they are asked for
+/// (`--kernel`, or `--all` without `--no-kernel`).
+fn kernel_roots(cli: &Cli, scan: &Options) -> Option<KernelRoots> {
+    (cli.kernel || cli.all && !cli.no_kernel).then(|| KernelRoots::system(&scan.proc_root))
 }
