@@ -68,6 +68,16 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
     if let Some(why) = &stats.kernel_skipped {
         lines.push(format!("mmap2-synth: kernel maps not written: {why}"));
     }
+    match &stats.watch_skipped {
+        Some(why) => lines.push(format!("mmap2-synth: {why}; maps made during the scan may be missing")),
+        None if stats.watched_added + stats.watched_duplicates > 0 || stats.watch_lost > 0 => {
+            lines.push(format!(
+                "mmap2-synth: watched during the scan: {} records added, {} maps the scan had too, {} lost",
+                stats.watched_added, stats.watched_duplicates, stats.watch_lost
+            ))
+        }
+        None => {}
+    }
     lines.extend(skip_lines(skipped));
     lines
 }

@@ -119,6 +119,7 @@ fn write_opts(endian: Endian) -> WriteOptions {
             cpus_available: 8,
         },
         kernel: None,
+        watch: false,
     }
 }
 

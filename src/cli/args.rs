@@ -41,6 +41,10 @@ pub(crate) struct Cli {
     /// No kernel or module maps (the default without --all).
     #[arg(long, overrides_with = "kernel")]
     pub(crate) no_kernel: bool,
+    /// Do not watch for maps made during the scan (perf events opened
+    /// before it; on by default where they can be opened).
+    #[arg(long)]
+    pub(crate) no_watch: bool,
 }
 
 /// Options shared by the snapshot and `merge`.

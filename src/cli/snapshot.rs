@@ -144,6 +144,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
             .collect(),
         host: HostFacts::read(),
         kernel: kernel_roots(cli, &scan),
+        watch: !cli.no_watch,
     };
     let mut write = |out: Out<'_>| snapshot::write_live(&target, &scan, out, &wopts);
     let report = match &dest {

@@ -15,6 +15,7 @@ pub mod maps_text;
 pub mod parse;
 pub mod scan;
 pub mod source;
+pub mod watch;
 
 pub use host::HostFacts;
 pub use scan::{

@@ -122,24 +122,30 @@ pub fn parse_stat(text: &[u8]) -> Result<Stat<'_>, ProcParseError> {
 
 /// Counts the CPUs in a kernel CPU list such as `0-3,8,10-11`.
 pub fn count_cpu_list(text: &[u8]) -> Option<u32> {
+    cpu_list(text).map(|v| v.len() as u32)
+}
+
+/// The CPUs of a kernel CPU list such as `0-3,8,10-11` (at most 65,536).
+pub fn cpu_list(text: &[u8]) -> Option<Vec<u32>> {
     let s = std::str::from_utf8(text).ok()?.trim();
+    let mut cpus = Vec::new();
     if s.is_empty() {
-        return Some(0);
+        return Some(cpus);
     }
-    let mut n = 0u32;
     for part in s.split(',') {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-                n += b.checked_sub(a)? + 1;
-            }
+        let (a, b): (u32, u32) = match part.split_once('-') {
+            Some((a, b)) => (a.parse().ok()?, b.parse().ok()?),
             None => {
-                part.parse::<u32>().ok()?;
-                n += 1;
+                let a = part.parse().ok()?;
+                (a, a)
             }
+        };
+        if b < a || cpus.len() as u64 + u64::from(b - a) >= 65_536 {
+            return None;
         }
+        cpus.extend(a..=b);
     }
-    Some(n)
+    Some(cpus)
 }
 
 /// The comm in a `/proc/PID/task/TID/comm` file: its text up to the newline

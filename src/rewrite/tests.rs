@@ -87,6 +87,7 @@ fn merge_from_snapshot_both_byte_orders() {
             cmdline: vec![],
             host: HostFacts::read(),
             kernel: None,
+            watch: false,
         };
         write_snapshot(Out::File(&mut sb), &snap, &wopts).unwrap();
         let snap_path = dir.join("snap.data");

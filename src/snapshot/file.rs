@@ -2,12 +2,13 @@
 //! (file or pipe mode, with the host's header features), and the COMM and
 //! map records of such a file (or any recording) read back as processes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{Seek, SeekFrom, Write};
 
 use super::encode::{self, table_entries, Encoding};
 use super::stats::{ProcessSummary, Stats};
 use crate::bytes::Endian;
+use crate::bytes::Rd;
 use crate::model::{BuildId, KernelMap, Perms, Process, Thread, Vma};
 use crate::perf::consts::{attr_flags, feature, misc, sample_type as st, types};
 use crate::perf::consts::{PERF_COUNT_SW_DUMMY, PERF_TYPE_SOFTWARE};
@@ -21,6 +22,7 @@ use crate::perf::{
     RecordHeader, RecordTooLarge, Visitor, WriteError,
 };
 use crate::proc::kernel::{kernel_maps, KernelMaps, KernelRoots, KERNEL_DSO};
+use crate::proc::watch::Watched;
 use crate::proc::{HostFacts, Snapshot};
 
 /// The event id written for the single dummy event.
@@ -71,6 +73,8 @@ pub struct WriteOptions {
     pub host: HostFacts,
     /// Write the kernel's and modules' maps, read under these roots.
     pub kernel: Option<KernelRoots>,
+    /// Watch for maps made during the scan (live snapshots).
+    pub watch: bool,
 }
 
 /// How a snapshot's records are encoded: under [`snapshot_attr`]'s trailer,
@@ -95,17 +99,62 @@ pub struct Encoded {
     pub build_ids: Vec<(Vec<u8>, BuildId)>,
     /// Its counts.
     pub summary: ProcessSummary,
+    /// Keys of its maps ([`map_key`]), when asked for.
+    pub map_keys: Vec<u64>,
+    /// Its pid.
+    pub pid: u32,
 }
 
 /// Encodes one process for a [`SnapshotWriter`] (pure; runs on any thread).
 pub fn encode_for_writer(p: &Process, enc: &Encoding) -> Result<Encoded, RecordTooLarge> {
+    encode_keyed(p, enc, false)
+}
+
+/// [`encode_for_writer`], with the keys of its maps when `keys` (a watched
+/// snapshot drops watched maps the scan saw too).
+pub fn encode_keyed(p: &Process, enc: &Encoding, keys: bool) -> Result<Encoded, RecordTooLarge> {
     let mut records = Vec::with_capacity(64 + 160 * p.vmas.len());
     encode::encode_process(p, enc, &mut records)?;
+    let map_keys = match keys {
+        true => p
+            .vmas
+            .iter()
+            .map(|v| {
+                map_key(
+                    p.pid,
+                    v.start,
+                    v.len(),
+                    v.offset,
+                    encode::mmap_filename(v).0,
+                )
+            })
+            .collect(),
+        false => Vec::new(),
+    };
     Ok(Encoded {
         records,
         build_ids: encode::process_build_ids(p),
         summary: ProcessSummary::of(p),
+        map_keys,
+        pid: p.pid,
     })
+}
+
+/// A 64-bit key of a map (FNV-1a over pid, start, length, pgoff and the
+/// file name as written): equal maps, equal keys.
+pub fn map_key(pid: u32, start: u64, len: u64, pgoff: u64, name: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |b: &[u8]| {
+        for &c in b {
+            h = (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(&pid.to_le_bytes());
+    eat(&start.to_le_bytes());
+    eat(&len.to_le_bytes());
+    eat(&pgoff.to_le_bytes());
+    eat(name);
+    h
 }
 
 /// Writes a snapshot one process at a time, so memory is bounded by a
@@ -123,6 +172,11 @@ pub struct SnapshotWriter<'a> {
     ids: BTreeMap<Vec<u8>, BTreeSet<BuildId>>,
     /// The kernel's and modules' table entries (cpumode KERNEL).
     kernel_ids: Vec<BuildIdEntry>,
+    /// Keys of the maps written and the pids, for a watched snapshot.
+    seen: HashSet<u64>,
+    pids: HashSet<u32>,
+    /// Records that follow FINISHED_INIT (watched ones, real times).
+    after_init: Vec<u8>,
     stats: Stats,
 }
 
@@ -155,6 +209,9 @@ impl<'a> SnapshotWriter<'a> {
             data_len: 0,
             ids: BTreeMap::new(),
             kernel_ids: Vec::new(),
+            seen: HashSet::new(),
+            pids: HashSet::new(),
+            after_init: Vec::new(),
             stats: Stats::default(),
         })
     }
@@ -218,7 +275,116 @@ impl<'a> SnapshotWriter<'a> {
         w.write_all(&p.records)?;
         self.data_len += p.records.len() as u64;
         self.stats.add(p.summary);
+        self.seen.extend(p.map_keys);
+        self.pids.insert(p.pid);
         Ok(())
+    }
+
+    /// Adds the records a watch saw during the scan (time-ordered, in this
+    /// machine's byte order) after FINISHED_INIT, with their real times:
+    /// those of the selection (`all`: every process but this one; else the
+    /// processes written and their children), MMAP2 only when the scan did
+    /// not write the same map. Counts go to the stats.
+    pub fn write_watched(&mut self, recs: &[Watched], all: bool) -> Result<(), WriteError> {
+        let e = self.meta.endian;
+        let me = std::process::id();
+        let mut new_ids = Vec::new();
+        for w in recs {
+            let selected = |pids: &HashSet<u32>, pid: u32| {
+                pid != u32::MAX && pid != 0 && pid != me && (all || pids.contains(&pid))
+            };
+            match w.record_type {
+                types::FORK => {
+                    let (child, parent) = (Rd(e).u32(&w.body, 0), Rd(e).u32(&w.body, 4));
+                    if let (Some(c), Some(p)) = (child, parent) {
+                        if selected(&self.pids, p) {
+                            self.pids.insert(c);
+                        }
+                    }
+                }
+                types::MMAP2 | types::COMM | types::EXIT => {}
+                _ => continue,
+            }
+            if !selected(&self.pids, w.pid) {
+                continue;
+            }
+            if w.record_type == types::MMAP2 {
+                let h = RecordHeader {
+                    type_: types::MMAP2,
+                    misc: w.misc,
+                    size: 0,
+                };
+                let Some(m) = parse_map(&h, &w.body, e) else {
+                    continue;
+                };
+                let k = &m.key;
+                if self
+                    .seen
+                    .contains(&map_key(k.pid, k.addr, k.len, k.pgoff, &k.filename))
+                {
+                    self.stats.watched_duplicates += 1;
+                    continue;
+                }
+                if let Some(id) = m.build_id {
+                    let set = self.ids.entry(k.filename.clone()).or_default();
+                    if set.insert(id) && matches!(self.out, Out::Pipe(_)) {
+                        new_ids.push(BuildIdEntry {
+                            cpumode: m.misc & misc::CPUMODE_MASK,
+                            pid: -1,
+                            build_id: id,
+                            filename: k.filename.clone(),
+                        });
+                    }
+                }
+            }
+            let mut rec = Vec::new();
+            if !new_ids.is_empty() {
+                rec.extend(encode_build_id_entries(
+                    e,
+                    types::HEADER_BUILD_ID,
+                    &new_ids,
+                )?);
+                new_ids.clear();
+            }
+            if !self.encode_watched(w, &mut rec) {
+                continue;
+            }
+            self.after_init.extend_from_slice(&rec);
+            self.stats.watched_added += 1;
+        }
+        Ok(())
+    }
+
+    /// Appends a watched record under the snapshot's trailer (its pid,
+    /// tid and real time); false when it would not fit a record.
+    fn encode_watched(&self, w: &Watched, rec: &mut Vec<u8>) -> bool {
+        let e = self.meta.endian;
+        let sid = crate::perf::SampleId {
+            pid: w.pid,
+            tid: w.tid,
+            time: w.time,
+            id: EVENT_ID,
+            ..Default::default()
+        };
+        let at = rec.len();
+        RecordHeader {
+            type_: w.record_type,
+            misc: w.misc,
+            size: 0,
+        }
+        .put(rec, e);
+        rec.extend_from_slice(&w.body);
+        self.enc.layout.write(rec, e, &sid);
+        match u16::try_from(rec.len() - at) {
+            Ok(size) => {
+                rec[at + 6..at + 8].copy_from_slice(&e.u16_bytes(size));
+                true
+            }
+            Err(_) => {
+                rec.truncate(at);
+                false
+            }
+        }
     }
 
     /// Ends the records with FINISHED_INIT and, in file mode, writes the
@@ -226,6 +392,7 @@ impl<'a> SnapshotWriter<'a> {
     pub fn finish(mut self) -> Result<Stats, WriteError> {
         let mut fin = Vec::new();
         encode_empty(&mut fin, self.meta.endian, types::FINISHED_INIT);
+        fin.append(&mut self.after_init);
         self.data_len += fin.len() as u64;
         match self.out {
             Out::Pipe(w) => {

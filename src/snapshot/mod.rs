@@ -15,8 +15,8 @@ pub use encode::{
     Encoding,
 };
 pub use file::{
-    encode_for_writer, is_kernel_map, read_snapshot, read_snapshot_with_kernel, snapshot_encoding,
-    write_snapshot, Out, SnapshotWriter, WriteOptions, WriteSeek,
+    encode_for_writer, encode_keyed, is_kernel_map, read_snapshot, read_snapshot_with_kernel,
+    snapshot_encoding, write_snapshot, Out, SnapshotWriter, WriteOptions, WriteSeek,
 };
 pub use live::{write_live, LiveError, LiveReport};
 pub use stats::Stats;

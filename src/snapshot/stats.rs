@@ -32,6 +32,14 @@ pub struct Stats {
     pub kernel_maps: usize,
     /// Why the kernel maps asked for were not written.
     pub kernel_skipped: Option<String>,
+    /// Watched records added (made during the scan).
+    pub watched_added: usize,
+    /// Watched maps dropped: the scan wrote them too.
+    pub watched_duplicates: usize,
+    /// Records the watch lost (ring overflow).
+    pub watch_lost: u64,
+    /// Why watching was not possible (None: watched, or not asked).
+    pub watch_skipped: Option<String>,
     /// Whether each DSO seen so far has a build id.
     dso_ids: BTreeMap<Vec<u8>, bool>,
 }

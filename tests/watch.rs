@@ -1,0 +1,196 @@
+//! Watching: perf events opened before the scan report the maps made
+//! while it runs; a map made after the scan read its process is in the
+//! output with its real time and build id, once; without the watch it is
+//! missing; where perf events cannot be opened the snapshot says so and
+//! still succeeds.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::*;
+use serde_json::Value;
+
+/// Builds the fixture that dlopen()s the libraries named on its stdin.
+fn lazymap(dir: &Path) -> std::path::PathBuf {
+    let out = dir.join("lazymap");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/lazymap.c");
+    let o = Command::new("cc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .arg("-ldl")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// The MMAP2 lines of `dump --json`.
+fn maps(data: &Path) -> Vec<Value> {
+    let out = synth_ok(["dump".as_ref(), "--json".as_ref(), data.as_os_str()]).stdout;
+    String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["kind"] == "mmap2")
+        .collect()
+}
+
+/// A snapshot of `pid` held after its scan (the test hook) while `lib` is
+/// mapped into the process; returns the snapshot's stderr.
+fn snapshot_with_map_after_scan(m: &mut Mapper, lib: &Path, out: &Path, extra: &[&str]) -> String {
+    let hold = out.with_extension("hold");
+    let mut snap = Command::new(bin())
+        .args(["-p", &m.pid.to_string(), "-o"])
+        .arg(out)
+        .args(extra)
+        .env("MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN", &hold)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let watched = !extra.contains(&"--no-watch");
+    if watched {
+        wait_until("the scan to end", || hold.exists());
+    } else {
+        wait_until("the snapshot", || snap.try_wait().unwrap().is_some());
+    }
+    let stdin = m.child.stdin.as_mut().unwrap();
+    writeln!(stdin, "{}", lib.display()).unwrap();
+    stdin.flush().unwrap();
+    let mapped = format!("{}.mapped", lib.display());
+    wait_until("the library to be mapped", || Path::new(&mapped).exists());
+    let _ = std::fs::remove_file(&hold);
+    wait_until("the snapshot to finish", || {
+        snap.try_wait().unwrap().is_some()
+    });
+    let o = snap.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+// A library mapped after the scan read its process (held there by the test
+// hook) is in a watched -p snapshot once, with a real CLOCK_MONOTONIC time
+// after the time-0 records, its ELF build id (also in the table), and perf
+// reads it; with --no-watch the same scenario leaves it out. No MMAP2 is
+// written twice.
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn a_map_made_after_the_scan_is_watched() {
+    needs_perf_record();
+    let f = fixtures();
+    let dir = scratch("watch");
+    let prog = lazymap(&dir);
+    let (lib_a, lib_b) = (dir.join("liba.so"), dir.join("libb.so"));
+    std::fs::copy(&f.lib_sha1, &lib_a).unwrap();
+    std::fs::copy(&f.lib_md5, &lib_b).unwrap();
+
+    let mut m = Mapper::start_as(&prog, &[]);
+    let out = dir.join("watched.data");
+    let before = clock_monotonic_ns();
+    let err = snapshot_with_map_after_scan(&mut m, &lib_a, &out, &[]);
+    assert!(err.contains("watched during the scan: "), "{err}");
+    let all = maps(&out);
+    let a = lib_a.to_str().unwrap();
+    let hits: Vec<&Value> = all.iter().filter(|v| v["path"] == a).collect();
+    assert_eq!(hits.len(), 1, "{all:?}");
+    let t = hits[0]["time"].as_u64().unwrap();
+    assert!(t > before, "a real time: {t} <= {before}");
+    assert_eq!(
+        hits[0]["build_id"],
+        Value::String(readelf_build_id(&lib_a).unwrap())
+    );
+    let mut keys: Vec<_> = all
+        .iter()
+        .map(|v| {
+            (
+                v["pid"].clone(),
+                v["start"].clone(),
+                v["len"].clone(),
+                v["pgoff"].clone(),
+                v["path"].clone(),
+            )
+        })
+        .map(|k| format!("{k:?}"))
+        .collect();
+    let n = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "a map written twice");
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(
+        script
+            .lines()
+            .any(|l| l.contains("PERF_RECORD_MMAP2") && l.ends_with(a)),
+        "{script}"
+    );
+    let table = perf_buildid_list(&perf(&[
+        "buildid-list".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]));
+    assert!(table.contains_key(a), "{table:?}");
+
+    // The control: the same with --no-watch misses the library.
+    let plain = dir.join("plain.data");
+    snapshot_with_map_after_scan(&mut m, &lib_b, &plain, &["--no-watch"]);
+    let b = lib_b.to_str().unwrap();
+    assert!(
+        !maps(&plain).iter().any(|v| v["path"] == b),
+        "mapped after the scan, not watched"
+    );
+}
+
+/// CLOCK_MONOTONIC now, in nanoseconds (as the watch's events record it).
+fn clock_monotonic_ns() -> u64 {
+    mmap2_synth::sys::clock_ns(libc::CLOCK_MONOTONIC).unwrap()
+}
+
+// --all as an unprivileged user (system-wide perf events need CAP_PERFMON
+// or perf_event_paranoid <= 0) in a private PID namespace: the snapshot
+// says it cannot watch and why, and succeeds.
+#[test]
+#[ignore = "needs root (unshare -fp, setpriv)"]
+fn unprivileged_all_says_it_cannot_watch() {
+    needs_root("unshare -fp and setpriv");
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        paranoid >= 1,
+        "with perf_event_paranoid {paranoid} anyone may watch system-wide"
+    );
+    let dir = scratch("watch-nobody");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let out = dir.join("n.data");
+    let script = format!(
+        "setpriv --reuid=65534 --regid=65534 --clear-groups {bin} --all -o '{out}'",
+        bin = bin(),
+        out = out.display()
+    );
+    let o = Command::new("unshare")
+        .args(["-fp", "--mount-proc", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("cannot watch for new maps (system-wide perf event"),
+        "{err}"
+    );
+    assert!(out.exists());
+}
