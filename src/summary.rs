@@ -214,18 +214,23 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
         Some(why) => format!("no kallsyms ({why})"),
     };
     let mut lines = vec![format!(
-        "mmap2-synth archive: {} processes; {} files added ({} bytes), {} already there, {} unreadable, {} mapping another file than recorded; vdso {}; {}; {:.3} s -> {}",
+        "mmap2-synth archive: {} processes; {} files added ({} bytes), {} already there, {} unreadable, {} mapping another file than recorded, {} too large or sparse, {} failed; vdso {}; {}; {:.3} s -> {}",
         r.processes,
         r.added,
         r.bytes,
         r.present,
         r.unreadable,
         r.mismatched,
+        r.too_large,
+        r.failed,
         if r.vdso { "archived" } else { "not found" },
         kernel,
         took.as_secs_f64(),
         dest,
     )];
+    for f in &r.failures {
+        lines.push(format!("mmap2-synth: archive: not written: {f}"));
+    }
     lines.extend(skip_lines(&r.skipped));
     lines
 }

@@ -170,3 +170,40 @@ fn archived_library_symbolizes_after_it_is_replaced() {
         "the control names it too: {without}"
     );
 }
+
+// A cache directory where someone planted a symlink on the way to an entry
+// (DIR/work -> elsewhere): nothing is written through it, the entry is
+// counted as failed and named, and the rest (the vDSO) is still archived.
+#[test]
+#[ignore = "needs map_files (root)"]
+fn a_symlink_in_the_cache_is_never_followed() {
+    needs_root("map_files, to copy the mapped files");
+    let f = fixtures();
+    let dir = scratch("archive-symlink");
+    let lib = dir.join("libplant.so");
+    std::fs::copy(&f.lib_sha1, &lib).unwrap();
+    let m = Mapper::start(&[lib.as_os_str()]);
+    let (cache, elsewhere) = (dir.join("cache"), dir.join("elsewhere"));
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let first = lib.components().nth(1).unwrap().as_os_str().to_owned();
+    std::os::unix::fs::symlink(&elsewhere, cache.join(&first)).unwrap();
+    let err = synth_ok([
+        "archive".as_ref(),
+        "-p".as_ref(),
+        m.pid.to_string().as_ref(),
+        "-o".as_ref(),
+        cache.as_os_str(),
+    ])
+    .stderr;
+    let err = String::from_utf8_lossy(&err).into_owned();
+    assert!(
+        err.contains("not written: ") && err.contains("vdso archived"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "written through the symlink"
+    );
+}

@@ -172,7 +172,8 @@ fn data_records_at(file: &[u8]) -> Vec<(usize, Vec<u8>)> {
 // A recording whose kernel map was removed puts its kernel samples in
 // [unknown]; merge (live, and --maps from a --kernel snapshot) inserts the
 // kernel map and perf reports them in [kernel.kallsyms] as for the
-// original; merging into a recording that has its kernel map adds nothing.
+// original; a snapshot of another kernel release inserts nothing; merging
+// into a recording that has its kernel map adds nothing.
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn merge_repairs_a_missing_kernel_map_once() {
@@ -242,6 +243,29 @@ fn merge_repairs_a_missing_kernel_map_once() {
         from_snap.as_os_str(),
     ]);
     assert_eq!(dso_report(&from_snap), original);
+
+    // A snapshot of another kernel release gives the recording nothing.
+    let mut other = std::fs::read(&snap).unwrap();
+    let r = feature_range(&other, 4).expect("OSRELEASE");
+    other[r.start + 4] ^= 1;
+    let other_snap = dir.join("other-release.data");
+    std::fs::write(&other_snap, &other).unwrap();
+    let refused = dir.join("refused.data");
+    let err = synth_ok([
+        "merge".as_ref(),
+        broken.as_os_str(),
+        "--maps".as_ref(),
+        other_snap.as_os_str(),
+        "-o".as_ref(),
+        refused.as_os_str(),
+    ])
+    .stderr;
+    assert!(
+        String::from_utf8_lossy(&err).contains("not of the recording's kernel release"),
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
+    assert_eq!(dso_report(&refused), before);
 
     let again = dir.join("again.data");
     let err = synth_ok([

@@ -7,21 +7,20 @@
 //! and `DIR/.build-id/xx/rest-of-id`, a symlink to `../../PATH/BUILDID`.
 //! Use it with `perf --buildid-dir DIR report`.
 //!
-//! May import: `model`, `proc`, `perf`, `snapshot`, `output`.
+//! May import: `model`, `proc`, `perf`, `snapshot`, `sys`.
 
 use std::collections::HashSet;
 use std::fs::File;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::model::{BuildId, Process, Vma, VDSO_NAME};
-use crate::output::AtomicFile;
 use crate::proc::buildid::{
     kernel_build_id, open_mapped_file, read_build_id_from_file, vdso_image,
 };
 use crate::proc::kernel::KERNEL_DSO;
 use crate::proc::{self, ScanError, Skip, Target};
+use crate::sys::{create_at, dir_at, exists_at, rename_at, symlink_at, unlink_at};
 
 /// What to archive, and where.
 #[derive(Debug, Clone)]
@@ -52,8 +51,15 @@ pub struct ArchiveReport {
     pub present: usize,
     /// Mapped files with an id that could not be opened (gone, denied).
     pub unreadable: usize,
-    /// `--from`: maps whose live mapping holds another file (another id).
+    /// Maps whose mapped file is not the one the scan or record says
+    /// (another id, device or inode).
     pub mismatched: usize,
+    /// Files skipped for their size (over [`MAX_FILE`], or sparse).
+    pub too_large: usize,
+    /// Entries that could not be written (a symlink in the way, a name too
+    /// long), and the first messages.
+    pub failed: usize,
+    pub failures: Vec<String>,
     /// Processes skipped while reading them.
     pub skipped: Vec<Skip>,
     /// The vDSO was archived (or present).
@@ -83,93 +89,123 @@ pub enum ArchiveError {
 }
 
 /// Where a cache entry for `name` (an absolute path, or `[vdso]` /
-/// `[kernel.kallsyms]`) with `id` goes under `dir`: its directory, the
-/// `.build-id` link and the link's target. None for a name that is not a
-/// clean absolute path (`.`/`..` components, empty components, NUL) nor
-/// one of perf's bracketed names.
-pub fn cache_entry(dir: &Path, name: &[u8], id: &BuildId) -> Option<(PathBuf, PathBuf, PathBuf)> {
+/// `[kernel.kallsyms]`) with `id` goes, as path components under the cache
+/// directory: the entry's directory, the `.build-id/xx` directory, the
+/// link's name there and the link's target. None for a name that is not a
+/// clean absolute path (`.`/`..` or empty components, NUL) nor one of
+/// perf's bracketed names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheEntry {
+    /// PATH components, then the id in hex.
+    pub dir: Vec<Vec<u8>>,
+    /// `.build-id`, then the id's first two hex digits.
+    pub link_dir: [Vec<u8>; 2],
+    /// The rest of the id's hex digits.
+    pub link_name: Vec<u8>,
+    /// `../../PATH/ID`.
+    pub target: Vec<u8>,
+}
+
+/// See [`CacheEntry`].
+pub fn cache_entry(name: &[u8], id: &BuildId) -> Option<CacheEntry> {
     let hex = id.to_hex();
-    let rel: Vec<u8> = if name == VDSO_NAME || name == KERNEL_DSO {
-        name.to_vec()
+    let mut dir: Vec<Vec<u8>> = if name == VDSO_NAME || name == KERNEL_DSO {
+        vec![name.to_vec()]
     } else {
         let rest = name.strip_prefix(b"/")?;
-        let clean = rest
-            .split(|&c| c == b'/')
+        let parts: Vec<Vec<u8>> = rest.split(|&c| c == b'/').map(<[u8]>::to_vec).collect();
+        let clean = parts
+            .iter()
             .all(|c| !c.is_empty() && c != b"." && c != b".." && !c.contains(&0));
         if !clean {
             return None;
         }
-        rest.to_vec()
+        parts
     };
-    let mut entry_rel = rel.clone();
-    entry_rel.push(b'/');
-    entry_rel.extend_from_slice(hex.as_bytes());
-    let entry = dir.join(std::ffi::OsStr::from_bytes(&entry_rel));
-    let link = dir.join(".build-id").join(&hex[..2]).join(&hex[2..]);
-    let mut target = b"../../".to_vec();
-    target.extend_from_slice(&entry_rel);
-    Some((
-        entry,
-        link,
-        PathBuf::from(std::ffi::OsStr::from_bytes(&target)),
-    ))
+    dir.push(hex.as_bytes().to_vec());
+    let mut target = b"../..".to_vec();
+    for c in &dir {
+        target.push(b'/');
+        target.extend_from_slice(c);
+    }
+    Some(CacheEntry {
+        dir,
+        link_dir: [b".build-id".to_vec(), hex.as_bytes()[..2].to_vec()],
+        link_name: hex.as_bytes()[2..].to_vec(),
+        target,
+    })
 }
 
-/// The cache directory, refusing a symlinked component under `dir` (the
-/// cache is written as root into a directory a user may control).
-fn make_dirs(dir: &Path, path: &Path) -> Result<(), ArchiveError> {
-    let err = |op, p: &Path| {
-        let path = p.to_path_buf();
-        move |source| ArchiveError::Io { op, path, source }
-    };
-    std::fs::create_dir_all(path).map_err(err("creating", path))?;
-    let mut p = path.to_path_buf();
-    while p != dir && p.starts_with(dir) {
-        let m = std::fs::symlink_metadata(&p).map_err(err("reading", &p))?;
-        if m.file_type().is_symlink() {
-            let e = io::Error::new(io::ErrorKind::InvalidInput, "a symlink inside the cache");
-            return Err(err("refusing", &p)(e));
-        }
-        p.pop();
+/// Most bytes of one archived file: bigger (or sparse) files are skipped
+/// and counted, so no mapping can fill the disk.
+pub const MAX_FILE: u64 = 4 << 30;
+
+/// Walks (creating) `parts` below the cache directory `root`, never through
+/// a symlink: a component an attacker made a symlink stops the walk.
+fn walk_dirs(root: &File, parts: &[Vec<u8>]) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsFd;
+    let mut fd = root.as_fd().try_clone_to_owned()?;
+    for c in parts {
+        fd = dir_at(fd.as_fd(), c)?;
     }
-    Ok(())
+    Ok(fd)
 }
 
 /// Adds one entry: the bytes `copy` writes, as `file` in the entry's
-/// directory (atomically), and its `.build-id` link. Ok(false) when the
-/// cache has it already.
+/// directory (a temporary file renamed into place, mode 0644 as perf's
+/// cache keeps readable files), and its `.build-id` link (made again if it
+/// was lost). Every step is relative to a directory descriptor reached
+/// without following symlinks, so nothing is written outside the cache.
+/// Ok(false) when the cache had the file.
 fn add_entry(
-    dir: &Path,
-    (entry, link, target): &(PathBuf, PathBuf, PathBuf),
+    root: &File,
+    e: &CacheEntry,
     file: &str,
     copy: impl FnOnce(&mut File) -> io::Result<u64>,
     report: &mut ArchiveReport,
-) -> Result<bool, ArchiveError> {
-    let dest = entry.join(file);
-    let err = |op, p: &Path| {
-        let p = p.to_path_buf();
-        move |source| ArchiveError::Io {
-            op,
-            path: p,
-            source,
+) -> io::Result<bool> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = walk_dirs(root, &e.dir)?;
+    let added = if exists_at(dir.as_fd(), file.as_bytes()) {
+        report.present += 1;
+        false
+    } else {
+        let tmp = format!(".m2s-{}.tmp", std::process::id());
+        let mut out = create_at(dir.as_fd(), tmp.as_bytes(), 0o600)?;
+        let done = copy(&mut out)
+            .and_then(|n| {
+                out.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+                Ok(n)
+            })
+            .and_then(|n| rename_at(dir.as_fd(), tmp.as_bytes(), file.as_bytes()).map(|()| n));
+        match done {
+            Ok(n) => {
+                report.added += 1;
+                report.bytes += n;
+                true
+            }
+            Err(err) => {
+                let _ = unlink_at(dir.as_fd(), tmp.as_bytes());
+                return Err(err);
+            }
         }
     };
-    if std::fs::symlink_metadata(&dest).is_ok() {
-        report.present += 1;
-        return Ok(false);
+    let links = walk_dirs(root, &e.link_dir)?;
+    if !exists_at(links.as_fd(), &e.link_name) {
+        symlink_at(&e.target, links.as_fd(), &e.link_name)?;
     }
-    make_dirs(dir, entry)?;
-    let mut out = AtomicFile::create(&dest).map_err(err("creating a temporary file for", &dest))?;
-    let n = copy(out.file()).map_err(err("copying into", &dest))?;
-    out.commit().map_err(err("writing", &dest))?;
-    let link_dir = link.parent().expect("a link has a parent");
-    make_dirs(dir, link_dir)?;
-    if std::fs::symlink_metadata(link).is_err() {
-        std::os::unix::fs::symlink(target, link).map_err(err("linking", link))?;
+    Ok(added)
+}
+
+/// Counts a failed entry, keeping the first few messages for the summary.
+fn failed(report: &mut ArchiveReport, what: &[u8], err: &io::Error) {
+    report.failed += 1;
+    if report.failures.len() < 3 {
+        report
+            .failures
+            .push(format!("{}: {err}", String::from_utf8_lossy(what)));
     }
-    report.added += 1;
-    report.bytes += n;
-    Ok(true)
 }
 
 /// The cache name of a VMA's file: its path without the kernel's
@@ -189,6 +225,11 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
         path: opts.dir.clone(),
         source,
     })?;
+    let root = File::open(&opts.dir).map_err(|source| ArchiveError::Io {
+        op: "opening",
+        path: opts.dir.clone(),
+        source,
+    })?;
     let scan = proc::Options {
         build_ids: true,
         ..opts.scan.clone()
@@ -204,30 +245,34 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
     report.processes = processes.len();
     let mut done: HashSet<BuildId> = HashSet::new();
     for p in &processes {
-        archive_process(opts, p, &mut done, &mut report)?;
+        archive_process(opts, &root, p, &mut done, &mut report);
     }
     if let Some((id, image)) = vdso_image() {
-        if let Some(entry) = cache_entry(&opts.dir, VDSO_NAME, &id) {
+        if let Some(entry) = cache_entry(VDSO_NAME, &id) {
             let copy =
                 |out: &mut File| io::Write::write_all(out, &image).map(|()| image.len() as u64);
-            add_entry(&opts.dir, &entry, "vdso", copy, &mut report)?;
-            report.vdso = true;
+            match add_entry(&root, &entry, "vdso", copy, &mut report) {
+                Ok(_) => report.vdso = true,
+                Err(e) => failed(&mut report, VDSO_NAME, &e),
+            }
         }
     }
     if opts.kernel {
-        report.kernel_missing = archive_kernel(opts, &mut report).err();
+        report.kernel_missing = archive_kernel(opts, &root, &mut report).err();
     }
     Ok(report)
 }
 
 /// Archives the mapped files of one process (read live, or named by the
-/// `--from` file and found in the live process's mappings).
+/// `--from` file and found in the live process's mappings). A file that
+/// cannot be archived is counted and skipped; the run goes on.
 fn archive_process(
     opts: &ArchiveOptions,
+    root: &File,
     p: &Process,
     done: &mut HashSet<BuildId>,
     report: &mut ArchiveReport,
-) -> Result<(), ArchiveError> {
+) {
     let pdir = opts.scan.proc_root.join(p.pid.to_string());
     for vma in p.vmas.iter().filter(|v| v.name.first() == Some(&b'/')) {
         if vma.build_id.is_some_and(|id| done.contains(&id)) {
@@ -240,37 +285,45 @@ fn archive_process(
             report.unreadable += 1;
             continue;
         };
-        let Some(id) = mapped_id(opts, &f, vma, report) else {
+        let Some(id) = mapped_id(&f, vma, report) else {
             continue;
         };
-        if !done.insert(id) {
+        if done.contains(&id) {
             continue;
         }
-        let Some(entry) = cache_entry(&opts.dir, file_name(vma), &id) else {
+        let size = f.metadata().map_or(u64::MAX, |m| m.len());
+        let sparse = f.metadata().is_ok_and(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.len() > 64 << 20 && m.blocks() * 512 < m.len() / 2
+        });
+        if size > MAX_FILE || sparse {
+            report.too_large += 1;
+            continue;
+        }
+        let Some(entry) = cache_entry(file_name(vma), &id) else {
             report.unreadable += 1;
             continue;
         };
-        add_entry(
-            &opts.dir,
-            &entry,
-            "elf",
-            |out| io::copy(&mut f, out),
-            report,
-        )?;
+        match add_entry(root, &entry, "elf", |out| io::copy(&mut f, out), report) {
+            Ok(_) => {
+                done.insert(id);
+            }
+            Err(e) => failed(report, file_name(vma), &e),
+        }
     }
-    Ok(())
 }
 
-/// The id of the open mapped file `f`: the scan's; with `--from` the
-/// file's own, which must be the one the record names (else counted).
-fn mapped_id(
-    opts: &ArchiveOptions,
-    f: &File,
-    vma: &Vma,
-    report: &mut ArchiveReport,
-) -> Option<BuildId> {
-    if opts.from.is_none() {
-        return vma.build_id;
+/// The id of the open mapped file `f`, read from the file itself: it must
+/// be the scan's (or the record's) id, and for an inode-form record the
+/// file must be the recorded device and inode; else counted, None.
+fn mapped_id(f: &File, vma: &Vma, report: &mut ArchiveReport) -> Option<BuildId> {
+    use std::os::unix::fs::MetadataExt;
+    if let (Some(k), Ok(m)) = (vma.file_key(), f.metadata()) {
+        let dev = (libc::major(m.dev()), libc::minor(m.dev()));
+        if m.ino() != k.inode || dev != (k.dev_major, k.dev_minor) {
+            report.mismatched += 1;
+            return None;
+        }
     }
     let got = read_build_id_from_file(f)
         .ok()
@@ -285,7 +338,11 @@ fn mapped_id(
 
 /// The kernel's entry: a copy of kallsyms under its build id, when its
 /// addresses are readable.
-fn archive_kernel(opts: &ArchiveOptions, report: &mut ArchiveReport) -> Result<bool, String> {
+fn archive_kernel(
+    opts: &ArchiveOptions,
+    root: &File,
+    report: &mut ArchiveReport,
+) -> Result<bool, String> {
     let id = kernel_build_id().ok_or("no build id in /sys/kernel/notes")?;
     let kallsyms = std::fs::read(opts.scan.proc_root.join("kallsyms"))
         .map_err(|e| format!("reading kallsyms: {e}"))?;
@@ -295,13 +352,14 @@ fn archive_kernel(opts: &ArchiveOptions, report: &mut ArchiveReport) -> Result<b
         .filter(|l| !l.is_empty())
         .all(|l| l.iter().take_while(|&&c| c != b' ').all(|&c| c == b'0'));
     if hidden {
-        return Err("kernel addresses are hidden (kptr_restrict)".into());
+        return Err(
+            "kernel addresses are hidden from this user (kptr_restrict, CAP_SYSLOG)".into(),
+        );
     }
-    let entry = cache_entry(&opts.dir, KERNEL_DSO, &id).ok_or("bad kernel name")?;
+    let entry = cache_entry(KERNEL_DSO, &id).ok_or("bad kernel name")?;
     let copy =
         |out: &mut File| io::Write::write_all(out, &kallsyms).map(|()| kallsyms.len() as u64);
-    add_entry(&opts.dir, &entry, "kallsyms", copy, report).map_err(|e| e.to_string())?;
-    Ok(true)
+    add_entry(root, &entry, "kallsyms", copy, report).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -312,13 +370,14 @@ mod tests {
     #[test]
     fn cache_layout() {
         let id = BuildId::new(&[0xab, 0xcd, 0xef, 0x01]).unwrap();
-        let (entry, link, target) = cache_entry(Path::new("/c"), b"/usr/lib/libx.so", &id).unwrap();
-        assert_eq!(entry, Path::new("/c/usr/lib/libx.so/abcdef01"));
-        assert_eq!(link, Path::new("/c/.build-id/ab/cdef01"));
-        assert_eq!(target, Path::new("../../usr/lib/libx.so/abcdef01"));
-        let (entry, _, target) = cache_entry(Path::new("/c"), b"[vdso]", &id).unwrap();
-        assert_eq!(entry, Path::new("/c/[vdso]/abcdef01"));
-        assert_eq!(target, Path::new("../../[vdso]/abcdef01"));
+        let e = cache_entry(b"/usr/lib/libx.so", &id).unwrap();
+        let parts: Vec<&[u8]> = e.dir.iter().map(Vec::as_slice).collect();
+        assert_eq!(parts, [&b"usr"[..], b"lib", b"libx.so", b"abcdef01"]);
+        assert_eq!(e.link_dir, [b".build-id".to_vec(), b"ab".to_vec()]);
+        assert_eq!(e.link_name, b"cdef01");
+        assert_eq!(e.target, b"../../usr/lib/libx.so/abcdef01");
+        let e = cache_entry(b"[vdso]", &id).unwrap();
+        assert_eq!(e.target, b"../../[vdso]/abcdef01");
         for bad in [
             &b"relative/x"[..],
             b"/a/../b",
@@ -327,7 +386,7 @@ mod tests {
             b"/",
             b"[heap]",
         ] {
-            assert!(cache_entry(Path::new("/c"), bad, &id).is_none(), "{bad:?}");
+            assert!(cache_entry(bad, &id).is_none(), "{bad:?}");
         }
     }
 }

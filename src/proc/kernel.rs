@@ -77,7 +77,8 @@ pub fn iomem_kernel_code_len(iomem: &[u8]) -> Option<u64> {
             u64::from_str_radix(a, 16).ok()?,
             u64::from_str_radix(b, 16).ok()?,
         );
-        (b >= a).then(|| b - a + 1)
+        // 0-0: addresses hidden from this user
+        (b > a).then(|| b - a + 1)
     })
 }
 
@@ -183,7 +184,11 @@ pub fn kernel_maps(roots: &KernelRoots) -> KernelMaps {
         .map(|t| parse_modules(&t))
         .unwrap_or_default();
     match text_address(&kallsyms) {
-        Some(0) => out.skipped = Some("kernel addresses are hidden (kptr_restrict)".into()),
+        Some(0) => {
+            out.skipped = Some(
+                "kernel addresses are hidden from this user (kptr_restrict, CAP_SYSLOG)".into(),
+            )
+        }
         None => out.skipped = Some(format!("no _text in {}", kallsyms.display())),
         Some(text) => {
             let len = std::fs::read(roots.proc_root.join("iomem"))
@@ -268,6 +273,11 @@ mod tests {
         );
         let iomem = b"00100000-00ffffff : System RAM\n  01000000-022784c7 : Kernel code\n";
         assert_eq!(iomem_kernel_code_len(iomem), Some(0x12784c8));
+        assert_eq!(
+            iomem_kernel_code_len(b"00000000-00000000 : Kernel code\n"),
+            None,
+            "hidden"
+        );
         let m = b"ext4 1007616 1 - Live 0xffffffffc0a00000\nbad line\nsnd_hda 2000 0 - Live 0xffffffffc0100000 (O)\n";
         assert_eq!(
             parse_modules(m),

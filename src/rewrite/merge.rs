@@ -17,7 +17,7 @@ use crate::perf::consts::{feature, types};
 use crate::perf::features::{encode_build_id_entries, parse_string_feature};
 use crate::perf::record::split_records;
 use crate::perf::{Input, InputError, Layout, RecordTooLarge};
-use crate::proc::kernel::{kernel_maps, KernelRoots};
+use crate::proc::kernel::{kernel_maps, KernelRoots, KERNEL_DSO};
 use crate::proc::{self, clock, parse, Skip, Snapshot, Target};
 use crate::snapshot::{self, Encoding};
 
@@ -215,8 +215,10 @@ pub fn merge(
     // A snapshot file is read first: its pids bound what needs dedupe.
     let (from_file, file_kernel) = match &opts.maps {
         Some(p) => {
-            let (procs, kernel) = snapshot::read_snapshot_with_kernel(&Input::open(p)?)?;
-            (Some(procs), Some(kernel))
+            let snap = Input::open(p)?;
+            let release = osrelease_of(&snap)?;
+            let (procs, kernel) = snapshot::read_snapshot_with_kernel(&snap)?;
+            (Some(procs), Some((kernel, release)))
         }
         None => (None, None),
     };
@@ -259,9 +261,13 @@ pub fn merge(
     report.duplicate_maps = plan::dedupe(&mut processes, &facts, &needed);
 
     let kernel = match (opts.kernel, facts.has_kernel_map) {
-        (true, false) => {
-            kernel_to_insert(&input, file_kernel, &opts.snapshot.proc_root, &mut report)?
-        }
+        (true, false) => kernel_to_insert(
+            &input,
+            &facts,
+            file_kernel,
+            &opts.snapshot.proc_root,
+            &mut report,
+        )?,
         _ => Vec::new(),
     };
     report.kernel_maps = kernel.len();
@@ -353,32 +359,70 @@ fn encode_inserted(
     Ok(inserted)
 }
 
-/// The kernel maps for a recording without one: the snapshot file's, or
-/// the running kernel's when the recording says it was made on it (its
-/// OSRELEASE; perf.data carries no boot id). Why none, in the report.
+/// The OSRELEASE string of a file-mode input's header (None in pipe mode:
+/// the scan finds it there).
+fn osrelease_of(input: &Input) -> Result<Option<Vec<u8>>, MergeError> {
+    let f = input.feature(feature::OSRELEASE)?;
+    Ok(f.and_then(|(_, b)| parse_string_feature(&b, input.endian()).map(<[u8]>::to_vec)))
+}
+
+/// The kernel maps for a recording without one: the snapshot file's when
+/// it was taken on the recording's kernel release, or the running
+/// kernel's when the recording says it was made on it (OSRELEASE;
+/// perf.data carries no boot id, so a reboot with KASLR cannot be told),
+/// and never when the recording's table names another kernel build. Why
+/// none, in the report.
 fn kernel_to_insert(
     input: &Input,
-    from_file: Option<Vec<KernelMap>>,
+    facts: &RecordingFacts,
+    from_file: Option<(Vec<KernelMap>, Option<Vec<u8>>)>,
     proc_root: &Path,
     report: &mut MergeReport,
 ) -> Result<Vec<KernelMap>, MergeError> {
-    if let Some(maps) = from_file {
-        if maps.is_empty() {
-            report.kernel_skipped = Some("the snapshot has no kernel map".into());
+    let recorded = match osrelease_of(input)? {
+        Some(r) => Some(r),
+        None => facts.osrelease.clone(),
+    };
+    let maps = match from_file {
+        Some((maps, release)) => {
+            if maps.is_empty() {
+                report.kernel_skipped = Some("the snapshot has no kernel map".into());
+                return Ok(Vec::new());
+            }
+            if release.is_none() || recorded.is_none() || release != recorded {
+                report.kernel_skipped = Some(
+                    "the snapshot is not of the recording's kernel release (OSRELEASE)".into(),
+                );
+                return Ok(Vec::new());
+            }
+            maps
         }
-        return Ok(maps);
-    }
-    let recorded = input.feature(feature::OSRELEASE)?;
-    let recorded = recorded
-        .as_ref()
-        .and_then(|(_, b)| parse_string_feature(b, input.endian()));
-    let running = proc::HostFacts::read().osrelease;
-    if recorded != Some(running.as_slice()) {
+        None => {
+            let running = proc::HostFacts::read().osrelease;
+            if recorded.as_deref() != Some(running.as_slice()) {
+                report.kernel_skipped =
+                    Some("the recording is not of the running kernel (OSRELEASE)".into());
+                return Ok(Vec::new());
+            }
+            let km = kernel_maps(&KernelRoots::system(proc_root));
+            report.kernel_skipped = km.skipped;
+            km.maps
+        }
+    };
+    let table_kernel: Vec<_> = facts
+        .existing_ids
+        .iter()
+        .filter(|(name, _)| name.as_slice() == KERNEL_DSO)
+        .map(|(_, id)| *id)
+        .collect();
+    let ours = maps
+        .iter()
+        .find(|m| m.dso == KERNEL_DSO)
+        .and_then(|m| m.build_id);
+    if !table_kernel.is_empty() && ours.is_none_or(|id| !table_kernel.contains(&id)) {
         report.kernel_skipped =
-            Some("the recording is not of the running kernel (OSRELEASE)".into());
+            Some("the recording's BUILD_ID table names another kernel build".into());
         return Ok(Vec::new());
     }
-    let km = kernel_maps(&KernelRoots::system(proc_root));
-    report.kernel_skipped = km.skipped;
-    Ok(km.maps)
+    Ok(maps)
 }

@@ -6,9 +6,10 @@ use std::collections::{BTreeSet, HashSet};
 
 use crate::bytes::{Endian, Rd};
 use crate::model::BuildId;
+use crate::perf::consts::feature;
 use crate::perf::consts::types;
 use crate::perf::events::{map_error, parse_map, sample_pid_time, MapKey};
-use crate::perf::features::parse_build_id_table;
+use crate::perf::features::{parse_build_id_table, parse_string_feature};
 use crate::perf::{Attrs, FormatError, FormatErrorKind, RecordHeader, Visitor};
 use crate::proc::kernel::KERNEL_DSO;
 use crate::snapshot::is_kernel_map;
@@ -29,6 +30,8 @@ pub struct RecordingFacts {
     pub dedupe_for: Option<HashSet<u32>>,
     /// (file name, build id) pairs of the BUILD_ID table.
     pub existing_ids: HashSet<(Vec<u8>, BuildId)>,
+    /// Pipe mode: the OSRELEASE string of the stream's HEADER_FEATURE.
+    pub osrelease: Option<Vec<u8>>,
     /// First and last nonzero sample time.
     pub time: Option<(u64, u64)>,
     /// Pipe mode: where to insert (after FINISHED_INIT, else before the first
@@ -53,6 +56,7 @@ impl RecordingFacts {
             existing: HashSet::new(),
             dedupe_for,
             existing_ids: HashSet::new(),
+            osrelease: None,
             time: None,
             insert_at: None,
             after_init: None,
@@ -146,6 +150,9 @@ impl Visitor for RecordingFacts {
                 {
                     self.existing.insert(m.key);
                 }
+            }
+            types::HEADER_FEATURE if Rd(e).u64(body, 0) == Some(u64::from(feature::OSRELEASE)) => {
+                self.osrelease = parse_string_feature(&body[8..], e).map(<[u8]>::to_vec);
             }
             types::HEADER_BUILD_ID => {
                 let mut full = Vec::with_capacity(body.len() + 8);
