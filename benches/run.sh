@@ -8,7 +8,8 @@
 #
 # Workloads, in one run:
 #   - the two shapes of issue 8: 200 x (100 exec + 1000 data VMAs) and
-#     2000 x (20 exec + 50 data), with the ratios the targets use;
+#     2000 x (20 exec + 50 data), with the ratios the targets use (and the
+#     default run against --no-watch --no-kernel: the cost of watching);
 #   - scaling: 200 / 2000 / 5000 processes x (20 + 50), and one process with
 #     1 / 1,000 / 100,000 executable VMAs (vm.max_map_count is raised for it
 #     and restored).
@@ -49,13 +50,14 @@ if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
         echo "$t" | awk '{printf "%.4f %.4f\n", $1, $2 + $3}' >>"$out/$name.times"
     }
     f="$out/bench.data"
-    names=(floor synth synth_j1 synth_nobuildid perf_synth perf_nosynth)
+    names=(floor synth synth_nowatch synth_j1 synth_nobuildid perf_synth perf_nosynth)
     [ "$MODE" = shape ] && names+=(floor_all synth_d)
     for n in "${names[@]}"; do : >"$out/$n.times"; done
     for _ in $(seq 1 "$REPS"); do
         # interleaved, so the machine's noise hits every command alike
         measure floor "$out/procmap_floor"
         measure synth "$bin" -q --all -o "$f"
+        measure synth_nowatch "$bin" -q --all --no-watch --no-kernel -o "$f"
         measure synth_j1 "$bin" -q --all -j 1 -o "$f"
         measure synth_nobuildid "$bin" -q --all --no-buildid -o "$f"
         measure perf_synth perf record -q -a -e dummy -o "$f.perf" -- true
