@@ -40,25 +40,9 @@ fn has_feature(file: &[u8], bit: usize) -> bool {
 /// shell running the burner for half a second. With `-o -` among the args
 /// the stream goes to `out`.
 fn perf_record_workload(out: &Path, args: &[&str]) {
-    use std::process::{Command, Stdio};
-    let pipe = args.windows(2).any(|w| w == ["-o", "-"]);
-    let mut cmd = Command::new("perf");
-    cmd.args(["record", "-q"]).args(args);
-    if !pipe {
-        cmd.arg("-o").arg(out);
-    }
     // `sleep` holds the burner's stdin open (it stops at EOF).
     let burn = format!("sleep 1 | {} 0.5", fixtures().burn.display());
-    cmd.args(["--", "sh", "-c", &burn]);
-    if pipe {
-        cmd.stdout(Stdio::from(std::fs::File::create(out).unwrap()));
-    }
-    let o = cmd.stderr(Stdio::piped()).output().unwrap();
-    assert!(
-        o.status.success(),
-        "perf record: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    perf_record_to(out, args, &["--", "sh", "-c", &burn]);
 }
 
 /// User-space addresses on x86-64 (and the other 64-bit targets perf runs on).

@@ -9,6 +9,25 @@ use std::path::Path;
 
 use common::*;
 
+/// Snapshots `pid` from `source` into `out` and returns [`ids_of`] it.
+fn snapshot_ids(
+    pid: &str,
+    source: &str,
+    out: &Path,
+    prefix: &str,
+) -> Vec<(String, Option<String>)> {
+    synth_ok([
+        "-p",
+        pid,
+        "--source",
+        source,
+        "-q",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    ids_of(out, prefix)
+}
+
 /// The build ids `perf script --show-mmap-events` shows for maps of paths
 /// starting with `prefix`.
 fn ids_of(data: &Path, prefix: &str) -> Vec<(String, Option<String>)> {
@@ -50,17 +69,7 @@ fn deleted_and_replaced_libraries_keep_their_mapped_ids() {
     let pid = m.pid.to_string();
     for source in ["ioctl", "text"] {
         let out = dir.join(format!("{source}.data"));
-        synth_ok([
-            "-p",
-            &pid,
-            "--source",
-            source,
-            "-q",
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-        let dir_s = dir.to_str().unwrap();
-        let got = ids_of(&out, dir_s);
+        let got = snapshot_ids(&pid, source, &out, dir.to_str().unwrap());
         let find = |name: &Path| {
             let want = format!("{} (deleted)", name.display());
             got.iter()
@@ -130,16 +139,7 @@ fn container_maps_get_the_mapped_files_id_not_the_hosts() {
     let pid = m.pid.to_string();
     for source in ["ioctl", "text"] {
         let out = dir.join(format!("{source}.data"));
-        synth_ok([
-            "-p",
-            &pid,
-            "--source",
-            source,
-            "-q",
-            "-o",
-            out.to_str().unwrap(),
-        ]);
-        let got = ids_of(&out, lib.to_str().unwrap());
+        let got = snapshot_ids(&pid, source, &out, lib.to_str().unwrap());
         assert!(
             !got.is_empty(),
             "{source}: the map keeps the path the process sees"

@@ -376,13 +376,21 @@ where
 /// `perf record -q ARGS -p PID -- sleep SECS` into `out`; with `-o -` among
 /// the args, perf's stdout (pipe mode) goes to `out`. Asserts success.
 pub fn perf_record_pid(pid: u32, out: &Path, args: &[&str], secs: &str) {
+    let pid = pid.to_string();
+    perf_record_to(out, args, &["-p", &pid, "--", "sleep", secs]);
+}
+
+/// `perf record -q ARGS [-o OUT] WHAT...` (WHAT: `-p PID -- sleep N`, or
+/// `-- workload`); with `-o -` among the args, perf's stdout (pipe mode)
+/// goes to `out`. Asserts success.
+pub fn perf_record_to(out: &Path, args: &[&str], what: &[&str]) {
     let pipe = args.windows(2).any(|w| w == ["-o", "-"]);
     let mut cmd = Command::new("perf");
     cmd.args(["record", "-q"]).args(args);
     if !pipe {
         cmd.arg("-o").arg(out);
     }
-    cmd.args(["-p", &pid.to_string(), "--", "sleep", secs]);
+    cmd.args(what);
     if pipe {
         cmd.stdout(Stdio::from(std::fs::File::create(out).unwrap()));
     }
