@@ -206,6 +206,23 @@ fn portable_z_and_pipe_recordings_read_as_perf_reads_them() {
     }
 }
 
+/// `convert --to pipe` of `file` into `pipe`, then `--to file` of that into
+/// `back`; returns the first summary.
+fn round_trip(file: &Path, pipe: &Path, back: &Path) -> String {
+    let to = |from: &Path, mode: &str, out: &Path| {
+        convert(&[
+            from.as_os_str(),
+            "--to".as_ref(),
+            mode.as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ])
+    };
+    let err = to(file, "pipe", pipe);
+    to(pipe, "file", back);
+    err
+}
+
 /// `perf report -D` with the file-offset prefix and file name taken out.
 fn report_dump(data: &Path) -> String {
     let text = perf(&[
@@ -247,21 +264,8 @@ fn file_pipe_file_round_trip_of_a_multi_event_recording() {
     let rec = dir.join("rec.data");
     perf_record_pid(b.pid, &rec, &["-e", "cpu-clock,task-clock", "-g"], "0.5");
     let (pipe, back) = (dir.join("rec.pipe"), dir.join("back.data"));
-    let err = convert(&[
-        rec.as_os_str(),
-        "--to".as_ref(),
-        "pipe".as_ref(),
-        "-o".as_ref(),
-        pipe.as_os_str(),
-    ]);
+    let err = round_trip(&rec, &pipe, &back);
     assert!(err.contains("file mode -> pipe mode"), "{err}");
-    convert(&[
-        pipe.as_os_str(),
-        "--to".as_ref(),
-        "file".as_ref(),
-        "-o".as_ref(),
-        back.as_os_str(),
-    ]);
 
     let p = std::fs::read(&pipe).unwrap();
     assert_eq!(&p[..8], b"PERFILE2" as &[u8]);
@@ -311,20 +315,7 @@ fn big_endian_snapshot_round_trips_through_pipe_mode() {
         snap.to_str().unwrap(),
     ]);
     let (pipe, back) = (dir.join("be.pipe"), dir.join("back.data"));
-    convert(&[
-        snap.as_os_str(),
-        "--to".as_ref(),
-        "pipe".as_ref(),
-        "-o".as_ref(),
-        pipe.as_os_str(),
-    ]);
-    convert(&[
-        pipe.as_os_str(),
-        "--to".as_ref(),
-        "file".as_ref(),
-        "-o".as_ref(),
-        back.as_os_str(),
-    ]);
+    round_trip(&snap, &pipe, &back);
     let p = std::fs::read(&pipe).unwrap();
     assert_eq!(&p[..8], b"2ELIFREP", "big-endian stream");
     assert_eq!(&p[8..16], &16u64.to_be_bytes());
