@@ -376,6 +376,18 @@ pub fn symlink_at(target: &[u8], dir: BorrowedFd<'_>, name: &[u8]) -> io::Result
     Ok(())
 }
 
+/// Creates a FIFO at `path`, mode 0600.
+pub fn mkfifo(path: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| bad_name())?;
+    // SAFETY: `c` is a valid C string for the call.
+    let rc = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Whether an open file lives on a pseudo filesystem (procfs, sysfs,
 /// debugfs, tracefs, securityfs, cgroup, bpf, configfs, efivarfs, pstore),
 /// whose "regular" files are kernel interfaces, not binaries.

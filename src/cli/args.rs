@@ -81,6 +81,18 @@ pub(crate) enum Command {
     /// Copy the binaries processes map into a perf build-id cache
     /// directory (use with `perf --buildid-dir DIR`).
     Archive(ArchiveArgs),
+    /// Run `perf record` without its slow synthesis and merge the maps of
+    /// what it records into its output (`record -- PERF-RECORD-ARGS`).
+    Record(RecordArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct RecordArgs {
+    #[command(flatten)]
+    pub(crate) scan: ScanArgs,
+    /// `perf record`'s arguments (after `--`).
+    #[arg(last = true, required = true)]
+    pub(crate) perf_args: Vec<String>,
 }
 
 #[derive(clap::Args, Debug)]

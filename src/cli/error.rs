@@ -43,6 +43,9 @@ pub(crate) enum CliError {
     /// The archive failed.
     #[error(transparent)]
     Archive(#[from] mmap2_synth::archive::ArchiveError),
+    /// `perf record` failed: its exit status is ours.
+    #[error("perf record failed (exit status {0})")]
+    Child(u8),
     /// `--strict` and something was skipped.
     #[error(transparent)]
     Strict(#[from] StrictFailure),
@@ -60,6 +63,7 @@ impl CliError {
                 | mmap2_synth::perf::InputError::NotAFile { .. },
             )) => 2,
             CliError::Strict(_) => 3,
+            CliError::Child(c) => *c,
             _ => 1,
         }
     }

@@ -5,6 +5,7 @@
 mod args;
 mod dump;
 mod error;
+mod record;
 mod rewrite;
 mod snapshot;
 
@@ -25,6 +26,7 @@ pub fn main() -> ExitCode {
         Some(Command::Dump(d)) => dump::run_dump(d),
         Some(Command::Convert(c)) => rewrite::run_convert(c),
         Some(Command::Archive(a)) => snapshot::run_archive(a),
+        Some(Command::Record(r)) => record::run_record(r),
         None => snapshot::run(&cli),
     };
     match result {
