@@ -68,15 +68,22 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
     if let Some(why) = &stats.kernel_skipped {
         lines.push(format!("mmap2-synth: kernel maps not written: {why}"));
     }
-    match &stats.watch_skipped {
-        Some(why) => lines.push(format!("mmap2-synth: {why}; maps made during the scan may be missing")),
-        None if stats.watched_added + stats.watched_duplicates > 0 || stats.watch_lost > 0 => {
-            lines.push(format!(
-                "mmap2-synth: watched during the scan: {} records added, {} maps the scan had too, {} lost",
-                stats.watched_added, stats.watched_duplicates, stats.watch_lost
-            ))
-        }
-        None => {}
+    let window = stats
+        .watch_window
+        .map(|(from, to)| format!(" (CLOCK_MONOTONIC {from} to {to} ns)"))
+        .unwrap_or_default();
+    match (&stats.watch_skipped, stats.watched) {
+        (Some(why), _) => lines.push(format!(
+            "mmap2-synth: {why}; maps made during the scan{window} may be missing"
+        )),
+        (None, true) => lines.push(format!(
+            "mmap2-synth: watched during the scan: {} records added, {} maps the scan had too, {} lost{window}",
+            stats.watched_added, stats.watched_duplicates, stats.watch_lost
+        )),
+        (None, false) if stats.watch_window.is_some() => lines.push(format!(
+            "mmap2-synth: not watched: maps made during the scan{window} may be missing"
+        )),
+        (None, false) => {}
     }
     lines.extend(skip_lines(skipped));
     lines

@@ -153,6 +153,21 @@ fn a_map_made_after_the_scan_is_watched() {
     );
 }
 
+/// The scan's CLOCK_MONOTONIC window from a snapshot's summary.
+fn window(err: &str) -> (u64, u64) {
+    let w = err
+        .lines()
+        .find_map(|l| {
+            l.split_once("(CLOCK_MONOTONIC ")
+                .map(|(_, r)| r.to_string())
+        })
+        .unwrap_or_else(|| panic!("no scan window: {err}"));
+    let mut w = w.split_whitespace();
+    let start = w.next().unwrap().parse().unwrap();
+    let end = w.nth(1).unwrap().parse().unwrap();
+    (start, end)
+}
+
 /// CLOCK_MONOTONIC now, in nanoseconds (as the watch's events record it).
 fn clock_monotonic_ns() -> u64 {
     mmap2_synth::sys::clock_ns(libc::CLOCK_MONOTONIC).unwrap()
@@ -193,4 +208,130 @@ fn unprivileged_all_says_it_cannot_watch() {
         "{err}"
     );
     assert!(out.exists());
+}
+
+// In a private PID namespace with 200 busy processes (100 exec + 1000 data
+// VMAs each), a process started first (so the scan reads it early) maps a
+// file at a new address every ~0.1 ms and logs each address with
+// CLOCK_MONOTONIC: an --all snapshot holds every map
+// logged before the scan ended (those before the watch started from the
+// scan, the others from the watch, with no record lost), none twice; with
+// --no-watch some of those made during the scan are missing, so the
+// difference is the watch's.
+#[test]
+#[ignore = "needs root (unshare -fp) and perf events"]
+fn all_with_busy_processes_misses_no_map_made_during_the_scan() {
+    needs_root("unshare -fp");
+    let f = fixtures();
+    let dir = scratch("watch-churn");
+    let churn = dir.join("churn");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/churn.c");
+    let o = Command::new("cc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&churn)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let q = |p: &Path| format!("'{}'", p.display());
+    let run = |name: &str, extra: &str| -> (String, Vec<(u64, u64)>, Vec<Value>) {
+        let (log, out, ready) = (
+            dir.join(format!("{name}.log")),
+            dir.join(format!("{name}.data")),
+            dir.join(format!("{name}.ready")),
+        );
+        let script = format!(
+            "(sleep 60 | {churn} {lib} {log} 30000 3000 >/dev/null &) ; \
+             for i in $(seq 1 200); do {m} --wait forever --exec-maps 100 --data-maps 1000 {lib} >/dev/null & done; \
+             {m} --wait forever --ready {ready} {lib} >/dev/null & \
+             n=0; while [ ! -e {ready} ]; do n=$((n+1)); [ $n -lt 3000 ] || exit 1; sleep 0.01; done; \
+             n=0; while [ ! -s {log} ]; do n=$((n+1)); [ $n -lt 3000 ] || exit 1; sleep 0.01; done; \
+             {bin} --all {extra} -o {out}",
+            m = q(&f.mapper),
+            lib = q(&f.lib_sha1),
+            ready = q(&ready),
+            churn = q(&churn),
+            log = q(&log),
+            bin = bin(),
+            out = q(&out),
+        );
+        let o = Command::new("unshare")
+            .args(["-fp", "--mount-proc", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        let logged: Vec<(u64, u64)> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                let (a, t) = l.split_once(' ')?;
+                Some((u64::from_str_radix(a, 16).ok()?, t.parse().ok()?))
+            })
+            .collect();
+        (err, logged, maps(&out))
+    };
+    let path = f.lib_sha1.to_str().unwrap();
+    let (err, logged, out) = run("watched", "");
+    let (start, end) = window(&err);
+    assert!(err.contains(" 0 lost"), "{err}");
+    let have: std::collections::HashSet<u64> = out
+        .iter()
+        .filter(|v| v["path"] == path)
+        .filter_map(|v| v["start"].as_u64())
+        .collect();
+    let before: Vec<_> = logged.iter().filter(|(_, t)| *t < start).collect();
+    let during: Vec<_> = logged
+        .iter()
+        .filter(|(_, t)| (start..end).contains(t))
+        .collect();
+    assert!(
+        !before.is_empty() && during.len() >= 20,
+        "{} before, {} during: {err}",
+        before.len(),
+        during.len()
+    );
+    for (a, t) in before.iter().chain(&during) {
+        assert!(
+            have.contains(a),
+            "map {a:#x} logged at {t} (window {start}..{end}) missing"
+        );
+    }
+    let mut keys: Vec<String> = out
+        .iter()
+        .map(|v| format!("{} {} {} {}", v["pid"], v["start"], v["len"], v["path"]))
+        .collect();
+    let n = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "a map written twice");
+
+    // The control: of the maps logged during the --no-watch scan, some
+    // are missing.
+    let (err, logged, out) = run("plain", "--no-watch");
+    let (start, end) = window(&err);
+    let have: std::collections::HashSet<u64> = out
+        .iter()
+        .filter(|v| v["path"] == path)
+        .filter_map(|v| v["start"].as_u64())
+        .collect();
+    let during: Vec<_> = logged
+        .iter()
+        .filter(|(_, t)| (start..end).contains(t))
+        .collect();
+    let missing = during.iter().filter(|(a, _)| !have.contains(a)).count();
+    assert!(
+        missing > 0,
+        "without the watch none of the {} maps made during the scan was missing",
+        during.len()
+    );
+    eprintln!(
+        "--no-watch: {missing} of {} maps made during the scan missing",
+        during.len()
+    );
 }

@@ -38,6 +38,8 @@ pub fn write_live(
 ) -> Result<LiveReport, LiveError> {
     // The watch opens before anything is read: maps made from here on are
     // reported by the kernel even if the scan has passed their process.
+    let clock = || crate::sys::clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0);
+    let watch_start = clock();
     let mut watch_skipped = None;
     let watch = match (opts.watch, opts.endian == crate::bytes::Endian::NATIVE) {
         (false, _) => None,
@@ -68,6 +70,8 @@ pub fn write_live(
         |p| encode_keyed(&p, &enc, keyed),
         |e| -> Result<(), LiveError> { Ok(w.write(e.map_err(WriteError::from)?)?) },
     )?;
+    let scan_end = clock();
+    let watched = watch.is_some();
     let mut lost = 0;
     if let Some(watch) = watch {
         hold_for_tests();
@@ -77,6 +81,8 @@ pub fn write_live(
     let mut stats = w.finish()?;
     stats.watch_lost = lost;
     stats.watch_skipped = watch_skipped;
+    stats.watch_window = Some((watch_start, scan_end));
+    stats.watched = watched;
     stats.add_skips(&scanned.skipped, scanned.unverified_build_ids);
     Ok(LiveReport {
         stats,

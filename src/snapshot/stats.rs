@@ -40,6 +40,11 @@ pub struct Stats {
     pub watch_lost: u64,
     /// Why watching was not possible (None: watched, or not asked).
     pub watch_skipped: Option<String>,
+    /// CLOCK_MONOTONIC ns when the watch started (would have) and when the
+    /// scan ended (live snapshots).
+    pub watch_window: Option<(u64, u64)>,
+    /// The scan was watched.
+    pub watched: bool,
     /// Whether each DSO seen so far has a build id.
     dso_ids: BTreeMap<Vec<u8>, bool>,
 }
