@@ -244,8 +244,22 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
 
 /// `--strict` failed: this many processes were skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("--strict: {0} processes were skipped")]
-pub struct StrictFailure(pub usize);
+pub enum StrictFailure {
+    /// Processes had to be skipped.
+    #[error("--strict: {0} processes were skipped")]
+    Skipped(usize),
+    /// The watch lost records (a ring overflowed): maps may be missing.
+    #[error("--strict: the watch lost {0} records")]
+    Lost(u64),
+}
+
+/// Fails under `--strict` when the watch lost records.
+pub fn strict_lost(enabled: bool, lost: u64) -> Result<(), StrictFailure> {
+    if enabled && lost > 0 {
+        return Err(StrictFailure::Lost(lost));
+    }
+    Ok(())
+}
 
 /// Fails under `--strict` when a process had to be skipped (a pid that did
 /// not exist is not a failure).
@@ -255,7 +269,7 @@ pub fn strict(enabled: bool, skipped: &[Skip]) -> Result<(), StrictFailure> {
         .filter(|s| s.reason != crate::proc::SkipReason::NotFound)
         .count();
     if enabled && failed > 0 {
-        return Err(StrictFailure(failed));
+        return Err(StrictFailure::Skipped(failed));
     }
     Ok(())
 }
@@ -273,7 +287,9 @@ mod tests {
             reason: SkipReason::Denied,
             detail: "EACCES".into(),
         }];
-        assert_eq!(strict(true, &s), Err(StrictFailure(1)));
+        assert_eq!(strict(true, &s), Err(StrictFailure::Skipped(1)));
+        assert_eq!(strict_lost(true, 2), Err(StrictFailure::Lost(2)));
+        assert!(strict_lost(false, 2).is_ok() && strict_lost(true, 0).is_ok());
         assert!(strict(false, &s).is_ok() && strict(true, &[]).is_ok());
         assert_eq!(
             skip_lines(&s),

@@ -166,6 +166,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         ));
     }
     summary::strict(cli.scan.strict, &report.skipped)?;
+    summary::strict_lost(cli.scan.strict, report.stats.watch_lost)?;
     Ok(())
 }
 
