@@ -120,6 +120,7 @@ fn write_opts(endian: Endian) -> WriteOptions {
         },
         kernel: None,
         watch: false,
+        watch_pages: None,
     }
 }
 

@@ -110,3 +110,43 @@ fn record_keeps_perfs_exit_status() {
     let o = Command::new(bin()).arg("record").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
 }
+
+// Ctrl-C (SIGINT to the process group, as a terminal sends it) stops perf
+// as it stops `perf record`, and the maps are still merged into the output.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn ctrl_c_stops_perf_and_still_merges() {
+    use std::os::unix::process::CommandExt;
+    needs_perf_record();
+    let dir = scratch("record-int");
+    let (out, mark) = (dir.join("i.data"), dir.join("started"));
+    let work = format!("echo > '{}'; exec sleep 30", mark.display());
+    let mut child = Command::new(bin())
+        .args([
+            "record",
+            "--",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &work,
+        ])
+        .process_group(0)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the workload", || mark.exists());
+    // the group of our own child: mmap2-synth, perf and the workload
+    let group = format!("-{}", child.id());
+    let st = Command::new("kill")
+        .args(["-INT", "--", &group])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    wait_until("mmap2-synth to end", || child.try_wait().unwrap().is_some());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("mmap2-synth merge: "), "{err}");
+    perf(&["script".as_ref(), "-i".as_ref(), out.as_os_str()]);
+}

@@ -45,6 +45,10 @@ pub(crate) struct Cli {
     /// before it; on by default where they can be opened).
     #[arg(long)]
     pub(crate) no_watch: bool,
+    /// Data pages of each watch ring buffer, a power of two (default 128
+    /// per CPU, 32 per CPU for -p): more when records are lost.
+    #[arg(short = 'm', long, value_parser = pages)]
+    pub(crate) mmap_pages: Option<usize>,
 }
 
 /// Options shared by the snapshot and `merge`.
@@ -234,4 +238,14 @@ pub(crate) enum ModeArg {
     File,
     /// Pipe mode.
     Pipe,
+}
+
+/// A ring size in pages: a power of two, at most 65536.
+fn pages(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|e| format!("{e}"))?;
+    if n.is_power_of_two() && n <= 65536 {
+        Ok(n)
+    } else {
+        Err("a power of two up to 65536".into())
+    }
 }

@@ -53,9 +53,18 @@ fn remove_temporaries_on_signals() {
         return;
     };
     std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
+        for sig in signals.forever() {
+            // `record`: Ctrl-C stops perf (it gets the signal too); the
+            // merge into its output still happens
+            if sig == SIGINT && RECORDING.load(std::sync::atomic::Ordering::SeqCst) {
+                continue;
+            }
             output::remove_temporaries();
             std::process::exit(128 + sig);
         }
     });
 }
+
+/// Set while `record` waits for perf: SIGINT is then perf's to act on.
+pub(crate) static RECORDING: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);

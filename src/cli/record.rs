@@ -132,6 +132,7 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
         .open(&ack)
         .map_err(fifo_err)?;
     let control = format!("fifo:{},{}", ctl.display(), ack.display());
+    super::RECORDING.store(true, std::sync::atomic::Ordering::SeqCst);
     let mut perf = Command::new("perf")
         .args(["record", "--synth=no", "-D", "-1", "--control", &control])
         .args(&r.perf_args)
@@ -165,22 +166,12 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
         None => Target::Pids(children_of(perf.id())),
     };
     let snap = tmp.join("snap.data");
-    let mut f = std::fs::File::create(&snap).map_err(|e| CliError::write(&snap, e))?;
-    let scan = scan_options(&r.scan)?;
-    let wopts = WriteOptions {
-        endian: Endian::NATIVE,
-        forks: target == Target::All,
-        cmdline: Vec::new(),
-        host: HostFacts::read(),
-        kernel: None,
-        watch: false,
-    };
-    let live = snapshot::write_live(&target, &scan, Out::File(&mut f), &wopts);
-    drop(f);
+    let live = snapshot_to(r, &target, &snap);
     let status = perf
         .wait()
         .map_err(|e| CliError::Usage(format!("record: waiting for perf: {e}")))?;
-    let live = live.map_err(|e| CliError::Usage(format!("record: snapshot: {e}")))?;
+    super::RECORDING.store(false, std::sync::atomic::Ordering::SeqCst);
+    let live = live?;
     if !pt.output.exists() {
         return Err(CliError::Child(exit_code(status)));
     }
@@ -202,6 +193,28 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
         true => Ok(()),
         false => Err(CliError::Child(exit_code(status))),
     }
+}
+
+/// Snapshots `target` into the file `snap` (no kernel map: perf writes
+/// one; no watch: perf's events are on).
+fn snapshot_to(
+    r: &RecordArgs,
+    target: &Target,
+    snap: &Path,
+) -> Result<snapshot::LiveReport, CliError> {
+    let mut f = std::fs::File::create(snap).map_err(|e| CliError::write(snap, e))?;
+    let wopts = WriteOptions {
+        endian: Endian::NATIVE,
+        forks: *target == Target::All,
+        cmdline: Vec::new(),
+        host: HostFacts::read(),
+        kernel: None,
+        watch: false,
+        watch_pages: None,
+    };
+    let scan = scan_options(&r.scan)?;
+    snapshot::write_live(target, &scan, Out::File(&mut f), &wopts)
+        .map_err(|e| CliError::Usage(format!("record: snapshot: {e}")))
 }
 
 /// perf's exit status as ours (a signal as 128 + it, as a shell says).

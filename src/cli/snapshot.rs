@@ -145,6 +145,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         host: HostFacts::read(),
         kernel: kernel_roots(cli, &scan),
         watch: !cli.no_watch,
+        watch_pages: cli.mmap_pages,
     };
     let mut write = |out: Out<'_>| snapshot::write_live(&target, &scan, out, &wopts);
     let report = match &dest {

@@ -70,7 +70,14 @@ pub struct Watch {
 impl Watch {
     /// Opens the events for `target` (`data`: data maps too, as `-d`). The
     /// error says why watching is not possible here.
-    pub fn start(target: &Target, proc_root: &Path, data: bool) -> Result<Watch, String> {
+    /// `pages`: data pages of each ring (a power of two; default 128 per
+    /// CPU system-wide, 32 per CPU for `-p`).
+    pub fn start(
+        target: &Target,
+        proc_root: &Path,
+        data: bool,
+        pages: Option<usize>,
+    ) -> Result<Watch, String> {
         let mut rings: Vec<PerfRing> = Vec::new();
         let mut extra = Vec::new();
         let why =
@@ -85,7 +92,10 @@ impl Watch {
                 for cpu in cpus {
                     let fd = perf_event_open(&attr, -1, cpu as i32)
                         .map_err(|e| why("system-wide perf event", e))?;
-                    rings.push(PerfRing::map(fd, 128).map_err(|e| why("ring buffer", e))?);
+                    rings.push(
+                        PerfRing::map(fd, pages.unwrap_or(128))
+                            .map_err(|e| why("ring buffer", e))?,
+                    );
                 }
             }
             Target::Pids(pids) => {
@@ -122,7 +132,8 @@ impl Watch {
                                 None => {
                                     ring_of[i] = Some(rings.len());
                                     rings.push(
-                                        PerfRing::map(fd, 32).map_err(|e| why("ring buffer", e))?,
+                                        PerfRing::map(fd, pages.unwrap_or(32))
+                                            .map_err(|e| why("ring buffer", e))?,
                                     );
                                 }
                             }

@@ -88,6 +88,7 @@ fn merge_from_snapshot_both_byte_orders() {
             host: HostFacts::read(),
             kernel: None,
             watch: false,
+            watch_pages: None,
         };
         write_snapshot(Out::File(&mut sb), &snap, &wopts).unwrap();
         let snap_path = dir.join("snap.data");

@@ -75,6 +75,8 @@ pub struct WriteOptions {
     pub kernel: Option<KernelRoots>,
     /// Watch for maps made during the scan (live snapshots).
     pub watch: bool,
+    /// Data pages of each watch ring (None: the defaults).
+    pub watch_pages: Option<usize>,
 }
 
 /// How a snapshot's records are encoded: under [`snapshot_attr`]'s trailer,

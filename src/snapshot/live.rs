@@ -49,7 +49,7 @@ pub fn write_live(
         }
         (true, true) => {
             let data = scan.selection == crate::model::Selection::ExecAndData;
-            match Watch::start(target, &scan.proc_root, data) {
+            match Watch::start(target, &scan.proc_root, data, opts.watch_pages) {
                 Ok(w) => Some(w),
                 Err(why) => {
                     watch_skipped = Some(why);
