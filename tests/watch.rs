@@ -335,3 +335,44 @@ fn all_with_busy_processes_misses_no_map_made_during_the_scan() {
         during.len()
     );
 }
+
+// -p under a seccomp filter that makes perf_event_open fail with EACCES
+// (fixtures/noperf.c): the snapshot says it cannot watch and why, and still
+// writes the process's maps.
+#[test]
+fn seccomp_without_perf_events_falls_back_to_the_plain_scan() {
+    let dir = scratch("watch-seccomp");
+    let noperf = dir.join("noperf");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/noperf.c");
+    let o = Command::new("cc")
+        .arg("-O1")
+        .arg("-o")
+        .arg(&noperf)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cc: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let m = Mapper::start(&[fixtures().lib_sha1.as_os_str()]);
+    let out = dir.join("s.data");
+    let o = Command::new(&noperf)
+        .arg(bin())
+        .args(["-p", &m.pid.to_string(), "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("cannot watch for new maps (perf event of a thread: Permission denied"),
+        "{err}"
+    );
+    let lib = fixtures().lib_sha1.to_str().unwrap();
+    assert!(
+        maps(&out).iter().any(|v| v["path"] == lib),
+        "the plain scan's maps"
+    );
+}
