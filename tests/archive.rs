@@ -5,19 +5,8 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::*;
-
-/// Compiles C source into `out` with `cc ARGS`.
-fn cc(args: &[&std::ffi::OsStr]) {
-    let o = Command::new("cc").args(args).output().expect("run cc");
-    assert!(
-        o.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
 
 /// `perf report --sort dso,sym` of `rec` with this build-id directory.
 fn report_with(dir: &Path, rec: &Path) -> String {

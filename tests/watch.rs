@@ -15,22 +15,7 @@ use serde_json::Value;
 
 /// Builds the fixture that dlopen()s the libraries named on its stdin.
 fn lazymap(dir: &Path) -> std::path::PathBuf {
-    let out = dir.join("lazymap");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/lazymap.c");
-    let o = Command::new("cc")
-        .arg("-O1")
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .arg("-ldl")
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    out
+    build_fixture("lazymap", dir, &["-ldl"])
 }
 
 /// The MMAP2 lines of `dump --json`.
@@ -224,20 +209,7 @@ fn all_with_busy_processes_misses_no_map_made_during_the_scan() {
     needs_root("unshare -fp");
     let f = fixtures();
     let dir = scratch("watch-churn");
-    let churn = dir.join("churn");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/churn.c");
-    let o = Command::new("cc")
-        .arg("-O1")
-        .arg("-o")
-        .arg(&churn)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let churn = build_fixture("churn", &dir, &[]);
     let q = |p: &Path| format!("'{}'", p.display());
     let run = |name: &str, extra: &str| -> (String, Vec<(u64, u64)>, Vec<Value>) {
         let (log, out, ready) = (
@@ -342,20 +314,7 @@ fn all_with_busy_processes_misses_no_map_made_during_the_scan() {
 #[test]
 fn seccomp_without_perf_events_falls_back_to_the_plain_scan() {
     let dir = scratch("watch-seccomp");
-    let noperf = dir.join("noperf");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/noperf.c");
-    let o = Command::new("cc")
-        .arg("-O1")
-        .arg("-o")
-        .arg(&noperf)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "cc: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let noperf = build_fixture("noperf", &dir, &[]);
     let m = Mapper::start(&[fixtures().lib_sha1.as_os_str()]);
     let out = dir.join("s.data");
     let o = Command::new(&noperf)

@@ -172,13 +172,25 @@ pub struct Fixtures {
     pub dir: PathBuf,
 }
 
-fn cc(args: &[&str]) {
+/// Runs `cc ARGS`, asserting success.
+pub fn cc<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(args: &[S]) {
     let out = Command::new("cc").args(args).output().expect("run cc");
     assert!(
         out.status.success(),
         "cc {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Compiles `fixtures/NAME.c` into `dir/NAME` with `cc -O1` and `libs`.
+pub fn build_fixture(name: &str, dir: &Path, libs: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/{name}.c"));
+    let out = dir.join(name);
+    let (o, s) = (out.to_str().unwrap(), src.to_str().unwrap());
+    let mut args = vec!["-O1", "-o", o, s];
+    args.extend_from_slice(libs);
+    cc(&args);
+    out
 }
 
 /// Builds the fixtures once per test binary.
