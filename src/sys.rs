@@ -191,7 +191,7 @@ unsafe impl Send for PerfRing {}
 impl PerfRing {
     /// Maps 1 + `data_pages` pages (a power of two) of `fd`'s ring.
     pub fn map(fd: std::os::fd::OwnedFd, data_pages: usize) -> io::Result<PerfRing> {
-        let page = clock_page_size();
+        let page = page_size();
         let len = (1 + data_pages) * page;
         // SAFETY: a fresh shared mapping of the event's ring; the kernel
         // checks fd and length; we keep the pointer until drop.
@@ -260,7 +260,7 @@ impl Drop for PerfRing {
 }
 
 /// The page size.
-pub fn clock_page_size() -> usize {
+pub fn page_size() -> usize {
     // SAFETY: sysconf reads a constant of the system.
     let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if n > 0 {

@@ -1,5 +1,8 @@
 //! `perf_event_attr`: parsed and encoded by one type, plus what an attr says
-//! about record layout (the sample_id trailer, where the id sits).
+//! about record layout (the sample_id trailer, where the id sits), and an
+//! input's set of attrs with their ids ([`Attrs`]).
+
+use std::collections::HashMap;
 
 use super::consts::{attr_flags, sample_type as st, ATTR_SIZE, ATTR_SIZE_VER0};
 use super::error::{FormatError, FormatErrorKind as K};
@@ -127,6 +130,81 @@ impl Attr {
             trailer_from_end: Some(from_end),
         }
     }
+}
+
+/// The attrs of an input with their ids, and which attr an id belongs to.
+#[derive(Debug, Default, Clone)]
+pub struct Attrs {
+    /// (attr, ids) in file order.
+    pub list: Vec<(Attr, Vec<u64>)>,
+    /// The `perf_event_attr` bytes of each, `attr.size` long (at most what
+    /// the input holds), unknown fields included: what a rewrite copies.
+    pub raw: Vec<Vec<u8>>,
+    by_id: HashMap<u64, usize>,
+}
+
+impl Attrs {
+    pub(crate) fn push(&mut self, attr: Attr, ids: Vec<u64>, raw: &[u8]) {
+        for &id in &ids {
+            self.by_id.insert(id, self.list.len());
+        }
+        let n = (attr.size as usize).clamp(ATTR_SIZE_VER0.min(raw.len()), raw.len());
+        self.raw.push(raw[..n].to_vec());
+        self.list.push((attr, ids));
+    }
+
+    /// The first attr: it decides the trailer of synthesized records.
+    pub fn first(&self) -> Option<&Attr> {
+        self.list.first().map(|(a, _)| a)
+    }
+
+    /// The attr a sample belongs to (by its id; the first when there is one
+    /// attr or the id is unknown).
+    pub fn of_sample(&self, body: &[u8], e: Endian) -> Option<&Attr> {
+        let first = self.first()?;
+        if self.list.len() == 1 {
+            return Some(first);
+        }
+        let id = first.id_pos().sample.and_then(|pos| Rd(e).u64(body, pos));
+        self.by_id_or_first(id)
+    }
+
+    /// The attr a non-sample record's `sample_id` trailer belongs to (by
+    /// the id at the end of the body; the first when there is one attr or
+    /// the id is unknown).
+    pub fn of_trailer(&self, body: &[u8], e: Endian) -> Option<&Attr> {
+        let first = self.first()?;
+        if self.list.len() == 1 {
+            return Some(first);
+        }
+        let id = first
+            .id_pos()
+            .trailer_from_end
+            .and_then(|n| body.len().checked_sub(n))
+            .and_then(|pos| Rd(e).u64(body, pos));
+        self.by_id_or_first(id)
+    }
+
+    /// The attr with this id; the first when the id is absent or unknown.
+    fn by_id_or_first(&self, id: Option<u64>) -> Option<&Attr> {
+        let first = self.first()?;
+        let i = id.and_then(|id| self.by_id.get(&id));
+        Some(i.map_or(first, |&i| &self.list[i].0))
+    }
+}
+
+/// The attr and ids of a pipe-mode HEADER_ATTR record body.
+pub(crate) fn pipe_attr(at: u64, body: &[u8], e: Endian) -> Result<(Attr, Vec<u64>), FormatError> {
+    let attr = Attr::parse(body, e, at)?;
+    let size = attr.size as usize;
+    if size < ATTR_SIZE_VER0 || size > body.len() {
+        return Err(FormatError::at(at, K::BadAttrSize(size)));
+    }
+    let ids = body[size..]
+        .chunks(8)
+        .filter_map(|c| Rd(e).u64(c, 0))
+        .collect();
+    Ok((attr, ids))
 }
 
 #[cfg(test)]

@@ -16,12 +16,14 @@ pub mod header;
 pub mod input;
 pub mod record;
 pub(crate) mod stream;
+pub mod walk;
 pub mod writer;
 
-pub use attr::Attr;
+pub use attr::{Attr, Attrs};
 pub use error::{FormatError, FormatErrorKind, RecordTooLarge};
 pub use features::{BuildIdEntry, EventDesc};
 pub use header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
-pub use input::{Attrs, Input, InputError, Layout, Visitor, Walk};
+pub use input::{Input, InputError, Layout};
 pub use record::{RecordHeader, SampleId, SampleIdLayout};
+pub use walk::{Visitor, Walk, DEFAULT_DECOMPRESSED_CAP};
 pub use writer::{Metadata, WriteError};

@@ -8,7 +8,9 @@
 
 pub mod buildids;
 pub mod convert;
+mod emit;
 pub mod merge;
+pub mod meta;
 pub mod plan;
 pub mod scan;
 pub mod transcode;

@@ -16,18 +16,15 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 
 use super::buildids::{ConvertReport, MapIds};
-use crate::bytes::{Endian, PutExt, Rd};
+use super::emit::{auxtrace_index, Emitter};
+use super::meta::read_meta;
+use crate::bytes::{PutExt, Rd};
 use crate::perf::consts::{feature, types};
-use crate::perf::features::{encode_build_id_entries, parse_build_id_table};
-use crate::perf::stream::{copy_range, Compressor};
+use crate::perf::features::encode_build_id_entries;
 use crate::perf::writer::{
-    is_known_feature, raw_file_head, raw_file_header, raw_file_tail, raw_pipe_prologue,
-    retyped_build_ids, RawMeta,
+    is_known_feature, raw_file_head, raw_file_header, raw_file_tail, raw_pipe_prologue, RawMeta,
 };
-use crate::perf::{
-    Attrs, FormatError, FormatErrorKind as K, Input, InputError, Layout, RecordHeader,
-    RecordTooLarge, Visitor,
-};
+use crate::perf::{Input, InputError, Layout, RecordTooLarge};
 
 /// What the streaming rewrite does.
 #[derive(Debug, Clone, Copy, Default)]
@@ -63,394 +60,6 @@ pub enum TranscodeError {
         #[source]
         source: RecordTooLarge,
     },
-}
-
-/// Most bytes of feature sections a rewrite holds in memory (the tracing
-/// data of a big tracepoint recording is a few MiB).
-pub const MAX_METADATA: u64 = 256 << 20;
-
-/// The records a pipe-mode input carries as metadata: a file-mode output
-/// holds them in its header instead.
-fn is_pipe_metadata(t: u32) -> bool {
-    matches!(
-        t,
-        types::HEADER_ATTR
-            | types::HEADER_EVENT_TYPE
-            | types::HEADER_TRACING_DATA
-            | types::HEADER_BUILD_ID
-            | types::HEADER_FEATURE
-    )
-}
-
-/// The lossless metadata of an input: from its header in file mode, from
-/// its metadata records in pipe mode (one pass over the stream).
-pub fn read_meta(input: &Input) -> Result<RawMeta, InputError> {
-    let e = input.endian();
-    match &input.layout {
-        Layout::File { header, features } => {
-            let mut meta = RawMeta {
-                endian: e,
-                attrs: raw_attrs(&input.file_attrs(header)?),
-                features: Vec::new(),
-            };
-            let total: u64 = features.0.iter().map(|(_, s)| s.size).sum();
-            if total > MAX_METADATA {
-                let kind = K::Implausible {
-                    what: "total size of the feature sections to rewrite",
-                    value: total,
-                };
-                return Err(input.format(FormatError::at(header.feature_table_offset(), kind)));
-            }
-            for (bit, sec) in &features.0 {
-                let payload = input.section(*sec)?;
-                if *bit == feature::BUILD_ID {
-                    // checked here: it is split into records for a stream
-                    parse_build_id_table(&payload, e, sec.offset)
-                        .map_err(|err| input.format(err))?;
-                }
-                if *bit != 0 {
-                    meta.features.push((*bit, payload));
-                }
-            }
-            Ok(meta)
-        }
-        Layout::Pipe(_) => {
-            let mut c = Collector {
-                input,
-                e,
-                features: Vec::new(),
-                build_ids: Vec::new(),
-                tracing: None,
-            };
-            let walk = input.walk(None, &mut c)?;
-            let mut meta = RawMeta {
-                endian: e,
-                attrs: raw_attrs(&walk.attrs),
-                features: Vec::new(),
-            };
-            for (bit, payload) in c.features {
-                if meta.feature(bit).is_none() {
-                    meta.set_feature(bit, payload);
-                }
-            }
-            if !c.build_ids.is_empty() {
-                meta.set_feature(feature::BUILD_ID, c.build_ids);
-            }
-            if let Some(t) = c.tracing {
-                meta.set_feature(feature::TRACING_DATA, t);
-            }
-            Ok(meta)
-        }
-    }
-}
-
-/// Each attr's bytes and ids.
-fn raw_attrs(attrs: &Attrs) -> Vec<(Vec<u8>, Vec<u64>)> {
-    let ids = attrs.list.iter().map(|(_, ids)| ids.clone());
-    attrs.raw.iter().cloned().zip(ids).collect()
-}
-
-/// Gathers a pipe-mode stream's metadata records.
-struct Collector<'a> {
-    input: &'a Input,
-    e: Endian,
-    features: Vec<(u32, Vec<u8>)>,
-    build_ids: Vec<u8>,
-    tracing: Option<Vec<u8>>,
-}
-
-impl Visitor for Collector<'_> {
-    fn record(
-        &mut self,
-        at: u64,
-        h: RecordHeader,
-        body: &[u8],
-        _attrs: &Attrs,
-    ) -> Result<(), FormatError> {
-        let e = self.e;
-        match h.type_ {
-            types::HEADER_FEATURE => {
-                let bit = Rd(e)
-                    .u64(body, 0)
-                    .ok_or(FormatError::at(at, K::Truncated("HEADER_FEATURE record")))?;
-                if let Ok(bit) = u32::try_from(bit) {
-                    // 0 is reserved (never set); LAST_FEATURE ends the list
-                    if bit != 0 && bit != feature::LAST_FEATURE && bit < 256 {
-                        self.features.push((bit, body[8..].to_vec()));
-                    }
-                }
-            }
-            types::HEADER_BUILD_ID => {
-                let mut rec = Vec::with_capacity(body.len() + 8);
-                h.put(&mut rec, e);
-                rec.extend_from_slice(body);
-                parse_build_id_table(&rec, e, at)?;
-                retyped_build_ids(&mut self.build_ids, &rec, e, 0);
-            }
-            types::HEADER_TRACING_DATA if self.tracing.is_none() => {
-                let size = tracing_size(at, body, e)?;
-                if u64::from(size) > MAX_METADATA {
-                    let kind = K::Implausible {
-                        what: "tracing data size (to hold in memory)",
-                        value: u64::from(size),
-                    };
-                    return Err(FormatError::at(at, kind));
-                }
-                let mut data = vec![0u8; size as usize];
-                self.input
-                    .file
-                    .read_exact_at(&mut data, at + u64::from(h.size))
-                    .map_err(|_| FormatError::at(at, K::Truncated("tracing data")))?;
-                self.tracing = Some(data);
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-}
-
-/// The `size` of a HEADER_TRACING_DATA record: the bytes after it.
-fn tracing_size(at: u64, body: &[u8], e: Endian) -> Result<u32, FormatError> {
-    Rd(e).u32(body, 0).ok_or(FormatError::at(
-        at,
-        K::Truncated("HEADER_TRACING_DATA record"),
-    ))
-}
-
-/// The walk's visitor: writes each record to the output.
-struct Emitter<'a> {
-    e: Endian,
-    input: &'a File,
-    out: &'a mut File,
-    buf: Vec<u8>,
-    /// Output offset of `buf[0]`.
-    pos: u64,
-    opts: TranscodeOptions,
-    /// Pipe input, file output: the metadata records moved to the header.
-    drop_metadata: bool,
-    ids: Option<MapIds>,
-    report: ConvertReport,
-    /// Counts of ids only noted for `--buildid-all` (not in the summary).
-    noted: ConvertReport,
-    /// The top-level record being visited is a COMPRESSED one.
-    in_compressed: bool,
-    /// (output offset, record size) of every AUXTRACE record.
-    aux_index: Vec<(u64, u64)>,
-    /// The encoder of recompressed records (maps converted inside
-    /// COMPRESSED records without `--decompress`).
-    zstd: Option<Compressor>,
-    /// Its zstd level: the recording's (HEADER_COMPRESSED), else perf's 1.
-    level: i32,
-    failed: Option<io::Error>,
-}
-
-impl Emitter<'_> {
-    fn flush(&mut self) {
-        if self.failed.is_none() {
-            if let Err(e) = self.out.write_all(&self.buf) {
-                self.failed = Some(e);
-            }
-        }
-        self.pos += self.buf.len() as u64;
-        self.buf.clear();
-    }
-
-    /// Appends a record, its header `h` (re-encoded in the output's order,
-    /// which is the input's).
-    fn put(&mut self, h: &RecordHeader, body: &[u8]) -> usize {
-        if self.buf.len() + 8 + body.len() > 1 << 20 {
-            self.flush();
-        }
-        let at = self.buf.len();
-        h.put(&mut self.buf, self.e);
-        self.buf.extend_from_slice(body);
-        at
-    }
-
-    /// Appends whole records as they are.
-    fn put_bytes(&mut self, recs: &[u8]) {
-        if self.buf.len() + recs.len() > 1 << 20 {
-            self.flush();
-        }
-        self.buf.extend_from_slice(recs);
-    }
-
-    /// Ends the group of records being recompressed, writing its
-    /// COMPRESSED records.
-    fn end_group(&mut self) {
-        let Some(mut z) = self.zstd.take() else {
-            return;
-        };
-        if let Err(e) = z.flush(&mut |rec| {
-            self.report.recompressed += 1;
-            self.put_bytes(rec)
-        }) {
-            self.failed.get_or_insert(e);
-        }
-        self.zstd = Some(z);
-    }
-
-    /// Takes the record just appended at `start` out of the buffer and
-    /// into the compressor.
-    fn recompress_from(&mut self, start: usize) {
-        let rec = self.buf.split_off(start);
-        let Some(mut z) = self.zstd.take() else {
-            return;
-        };
-        if let Err(e) = z.push(&rec, &mut |c| {
-            self.report.recompressed += 1;
-            self.put_bytes(c)
-        }) {
-            self.failed.get_or_insert(e);
-        }
-        self.zstd = Some(z);
-    }
-
-    /// Appends an MMAP or MMAP2 record, converted when asked (with
-    /// `--buildid-all` alone its id is only noted, in a scratch report);
-    /// returns where it starts in the buffer.
-    fn put_map(&mut self, h: &RecordHeader, body: &[u8], attrs: &Attrs) -> usize {
-        let e = self.e;
-        let convert = self.opts.buildid_mmap2;
-        let Some(ids) = self.ids.as_mut() else {
-            return self.put(h, body);
-        };
-        let r = if convert {
-            &mut self.report
-        } else {
-            &mut self.noted
-        };
-        if h.type_ == types::MMAP {
-            let trailer = attrs.of_trailer(body, e).map_or(0, |a| a.layout().len());
-            match ids.convert_v1(h, body, trailer, e, r) {
-                Some(rec) if convert => {
-                    let (rh, rb) = rec.split_at(8);
-                    let rh = RecordHeader::parse(rh, e).expect("8 bytes");
-                    return self.put(&rh, rb);
-                }
-                _ => return self.put(h, body),
-            }
-        }
-        let patch = ids.convert(h, body, e, r);
-        let start = self.put(h, body);
-        if let (Some((patched, field)), true) = (patch, convert) {
-            let mut head = Vec::with_capacity(8);
-            patched.put(&mut head, e);
-            self.buf[start..start + 8].copy_from_slice(&head);
-            let id_at = start + 8 + crate::perf::events::MMAP2_ID_AT;
-            self.buf[id_at..id_at + field.len()].copy_from_slice(&field);
-        }
-        start
-    }
-
-    /// Copies the `len` bytes at `from` of the input that follow a record
-    /// outside its size (AUX data, tracing data).
-    fn copy_after(&mut self, from: u64, len: u64) {
-        self.flush();
-        if self.failed.is_none() {
-            if let Err(e) = copy_range(self.input, from, len, self.out) {
-                self.failed = Some(e);
-            }
-        }
-        self.pos += len;
-    }
-}
-
-impl Visitor for Emitter<'_> {
-    fn stored(&mut self, _at: u64, h: &RecordHeader, body: &[u8]) {
-        self.end_group();
-        self.in_compressed = matches!(h.type_, types::COMPRESSED | types::COMPRESSED2);
-        if !self.in_compressed {
-            return;
-        }
-        self.report.compressed_records += 1;
-        if self.opts.decompress {
-            return;
-        }
-        if !self.opts.buildid_mmap2 {
-            self.put(h, body);
-            return;
-        }
-        // Maps inside may change: the stream is compressed anew (one zstd
-        // frame runs through all COMPRESSED records, so none can be kept).
-        if self.zstd.is_none() {
-            match Compressor::new(self.level, h.type_, self.e) {
-                Ok(z) => self.zstd = Some(z),
-                Err(e) => {
-                    self.failed.get_or_insert(e);
-                }
-            }
-        }
-    }
-
-    fn record(
-        &mut self,
-        at: u64,
-        h: RecordHeader,
-        body: &[u8],
-        attrs: &Attrs,
-    ) -> Result<(), FormatError> {
-        self.report.records += 1;
-        let recompress = self.in_compressed && !self.opts.decompress;
-        if recompress && !self.opts.buildid_mmap2 {
-            // written whole by `stored`; its maps' ids noted for --buildid-all
-            if matches!(h.type_, types::MMAP | types::MMAP2) && self.ids.is_some() {
-                let start = self.put_map(&h, body, attrs);
-                self.buf.truncate(start);
-            }
-            return Ok(());
-        }
-        if self.in_compressed && self.opts.decompress {
-            self.report.decompressed += 1;
-        }
-        let e = self.e;
-        match h.type_ {
-            t if self.drop_metadata && is_pipe_metadata(t) => return Ok(()),
-            // a stream's COMPRESSED feature goes with its records
-            types::HEADER_FEATURE
-                if self.opts.decompress
-                    && Rd(e).u64(body, 0) == Some(u64::from(feature::COMPRESSED)) =>
-            {
-                return Ok(())
-            }
-            _ => {}
-        }
-        let start = match h.type_ {
-            types::MMAP | types::MMAP2 => self.put_map(&h, body, attrs),
-            _ => self.put(&h, body),
-        };
-        if recompress {
-            self.recompress_from(start);
-            return Ok(());
-        }
-        let after = at + u64::from(h.size);
-        match h.type_ {
-            types::AUXTRACE => {
-                let aux = Rd(e).u64(body, 0).unwrap_or(0);
-                let here = self.pos + start as u64;
-                self.aux_index.push((here, u64::from(h.size)));
-                self.copy_after(after, aux);
-            }
-            types::HEADER_TRACING_DATA => {
-                let size = tracing_size(at, body, e)?;
-                self.copy_after(after, u64::from(size));
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-}
-
-/// The HEADER_AUXTRACE payload for AUXTRACE records at these output
-/// offsets: u64 count, then {u64 offset, u64 size} each.
-fn auxtrace_index(e: Endian, entries: &[(u64, u64)]) -> Vec<u8> {
-    let mut b = Vec::with_capacity(8 + 16 * entries.len());
-    b.put_u64(e, entries.len() as u64);
-    for &(off, size) in entries {
-        b.put_u64(e, off);
-        b.put_u64(e, size);
-    }
-    b
 }
 
 /// The id lookup for `--buildid-mmap2`: the table of `meta`, errors naming
@@ -523,7 +132,8 @@ pub fn transcode(
         out,
         buf: Vec::with_capacity(1 << 20),
         pos: head.len() as u64,
-        opts,
+        decompress: opts.decompress,
+        convert: opts.buildid_mmap2,
         drop_metadata: from_pipe && !opts.to_pipe,
         ids,
         report: ConvertReport::default(),
@@ -606,10 +216,13 @@ fn finish_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bytes::{Endian, PutExt, Rd};
     use crate::perf::attr::Attr;
     use crate::perf::consts::{attr_flags, misc, sample_type as st};
     use crate::perf::features::string_feature;
     use crate::perf::record::{encode_empty, split_records};
+    use crate::perf::writer::raw_file_tail;
+    use crate::perf::RecordHeader;
 
     /// A file-mode recording: one attr, a sample, an AUXTRACE record with 16
     /// bytes of AUX data after it, a FINISHED_ROUND; HOSTNAME, TRACING_DATA

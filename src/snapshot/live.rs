@@ -3,8 +3,9 @@
 //! on the worker that read it, and the writer takes them in pid order. Memory
 //! is bounded by a chunk of processes, whatever the size of the host.
 
-use super::file::{encode_keyed, Out, SnapshotWriter, WriteOptions};
+use super::file::{Out, WriteOptions};
 use super::stats::Stats;
+use super::writer::{encode_keyed, SnapshotWriter};
 use crate::perf::WriteError;
 use crate::proc::watch::{parse_watched, Watch};
 use crate::proc::{self, ScanError, Skip, Target};

@@ -1,0 +1,221 @@
+//! The one walk over a perf.data's records that every reader shares: attrs
+//! from the attr section or HEADER_ATTR records, records inside COMPRESSED
+//! ones decoded one by one, optionally teeing every byte read to an output.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use super::attr::{pipe_attr, Attrs};
+use super::consts::{feature, types};
+use super::error::{FormatError, FormatErrorKind as K};
+use super::input::{io_err, Input, InputError, Layout};
+use super::record::RecordHeader;
+use super::stream::{Decompressor, Progress, RecordStream, StreamError};
+use crate::bytes::{Endian, Rd};
+
+/// Largest decompressed size of one COMPRESSED record when the recording
+/// does not give perf's buffer size (HEADER_COMPRESSED): 64 MiB.
+pub const DEFAULT_DECOMPRESSED_CAP: u64 = 64 << 20;
+
+/// What a walk found besides what the visitor gathered.
+#[derive(Debug, Clone)]
+pub struct Walk {
+    /// The attrs with their ids.
+    pub attrs: Attrs,
+    /// Records seen (those inside compressed ones counted one by one).
+    pub records: u64,
+    /// Pipe mode: the offset where bytes that do not form records begin (kept
+    /// as they are; perf's stderr appended to its stdout, typically).
+    pub trailing: Option<u64>,
+}
+
+/// What a walk hands to its visitor.
+pub trait Visitor {
+    /// Every record as stored at the top level (a COMPRESSED record as
+    /// itself, with its body), before its contents are visited.
+    fn stored(&mut self, _at: u64, _h: &RecordHeader, _body: &[u8]) {}
+
+    /// Every record, those inside compressed ones one by one (`at` is then
+    /// the offset of the compressed record).
+    fn record(
+        &mut self,
+        at: u64,
+        h: RecordHeader,
+        body: &[u8],
+        attrs: &Attrs,
+    ) -> Result<(), FormatError>;
+}
+
+impl Input {
+    /// Walks every record, writing every byte of the record range it reads
+    /// to `tee` when given.
+    pub fn walk(
+        &self,
+        tee: Option<&mut File>,
+        visitor: &mut impl Visitor,
+    ) -> Result<Walk, InputError> {
+        let mut w = Walk {
+            attrs: match &self.layout {
+                Layout::File { header, .. } => self.file_attrs(header)?,
+                Layout::Pipe(_) => Attrs::default(),
+            },
+            records: 0,
+            trailing: None,
+        };
+        let e = self.endian();
+        let (start, end) = self.records_range();
+        let mut stream = RecordStream::new(&self.file, start, end, e, tee);
+        let mut dec = None;
+        let mut last_compressed = 0;
+        let cap = self.decompressed_cap()?;
+        let mut progress = Progress::new("scanning", end - start);
+        let pipe = matches!(self.layout, Layout::Pipe(_));
+        loop {
+            let next = match stream.next() {
+                Ok(next) => next,
+                // perf's own messages appended to a pipe-mode stream
+                // (`2>&1`): text where the next record should be. Anything
+                // else is damage, reported as such.
+                Err(StreamError::Format(err)) if pipe && self.text_from(err.offset) => {
+                    w.trailing = Some(err.offset);
+                    break;
+                }
+                Err(err) => return Err(self.stream_error(err)),
+            };
+            let Some((at, h, body)) = next else { break };
+            progress.at(at - start);
+            visitor.stored(at, &h, body);
+            if pipe && h.type_ == types::HEADER_ATTR {
+                let (attr, ids) = pipe_attr(at, body, e).map_err(|err| self.format(err))?;
+                w.attrs.push(attr, ids, body);
+            }
+            let payload = compressed_payload(at, &h, body, e).map_err(|err| self.format(err))?;
+            let Some(payload) = payload else {
+                w.records += 1;
+                visitor
+                    .record(at, h, body, &w.attrs)
+                    .map_err(|err| self.format(err))?;
+                continue;
+            };
+            last_compressed = at;
+            let d = self.decompressor(&mut dec)?;
+            let (attrs, records) = (&w.attrs, &mut w.records);
+            d.feed(at, payload, e, cap, |ih, ib| {
+                *records += 1;
+                visitor.record(at, ih, ib, attrs)
+            })
+            .map_err(|err| self.format(err))?;
+        }
+        progress.done();
+        if let Some(d) = &dec {
+            d.finish(last_compressed).map_err(|err| self.format(err))?;
+        }
+        if w.attrs.list.is_empty() {
+            let err = FormatError::at(start, K::NoAttrs(" (HEADER_ATTR) in the stream"));
+            return Err(self.format(err));
+        }
+        Ok(w)
+    }
+
+    /// Whether the bytes from `at` (the first 4 KiB of them) are text, as
+    /// perf's messages are: printable ASCII, tabs, newlines, UTF-8.
+    fn text_from(&self, at: u64) -> bool {
+        let mut buf = vec![0u8; (self.len.saturating_sub(at)).min(4096) as usize];
+        !buf.is_empty()
+            && self.file.read_exact_at(&mut buf, at).is_ok()
+            && buf
+                .iter()
+                .all(|&c| matches!(c, b'\t' | b'\n' | b'\r' | 0x20..=0x7e | 0x80..))
+    }
+
+    fn decompressor<'d>(
+        &self,
+        dec: &'d mut Option<Decompressor>,
+    ) -> Result<&'d mut Decompressor, InputError> {
+        if dec.is_none() {
+            *dec = Some(Decompressor::new().map_err(io_err("decompressing", &self.path))?);
+        }
+        Ok(dec.as_mut().expect("just set"))
+    }
+
+    /// The most one COMPRESSED record may decompress to: the buffer perf
+    /// decompresses into (HEADER_COMPRESSED's mmap_len, at least 1 MiB), or
+    /// [`DEFAULT_DECOMPRESSED_CAP`] when the recording does not say.
+    fn decompressed_cap(&self) -> Result<u64, InputError> {
+        let mmap_len = self
+            .feature(feature::COMPRESSED)?
+            .and_then(|(_, b)| Rd(self.endian()).u32(&b, 16));
+        Ok(mmap_len.map_or(DEFAULT_DECOMPRESSED_CAP, |n| u64::from(n).max(1 << 20)))
+    }
+
+    fn stream_error(&self, err: StreamError) -> InputError {
+        match err {
+            StreamError::Format(source) => self.format(source),
+            StreamError::Io(source) => InputError::Io {
+                op: "reading",
+                path: self.path.clone(),
+                source,
+            },
+            StreamError::Tee(source) => InputError::Output(source),
+        }
+    }
+}
+
+/// The zstd payload of a COMPRESSED or COMPRESSED2 record, None for others.
+fn compressed_payload<'b>(
+    at: u64,
+    h: &RecordHeader,
+    body: &'b [u8],
+    e: Endian,
+) -> Result<Option<&'b [u8]>, FormatError> {
+    match h.type_ {
+        types::COMPRESSED => Ok(Some(body)),
+        types::COMPRESSED2 => {
+            let n = Rd(e)
+                .u64(body, 0)
+                .ok_or(FormatError::at(at, K::Truncated("COMPRESSED2 record")))?;
+            let too_large = FormatError::at(
+                at,
+                K::Implausible {
+                    what: "COMPRESSED2 data_size",
+                    value: n,
+                },
+            );
+            let n = usize::try_from(n).map_err(|_| too_large.clone())?;
+            let end = n.checked_add(8).ok_or(too_large.clone())?;
+            Ok(Some(body.get(8..end).ok_or(too_large)?))
+        }
+        _ => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::PutExt;
+
+    // COMPRESSED2's data_size is checked without overflow: u64::MAX or more
+    // than the record holds is an error at the record's offset, never a panic.
+    #[test]
+    fn compressed2_sizes_do_not_overflow() {
+        let e = Endian::Little;
+        let h = RecordHeader {
+            type_: types::COMPRESSED2,
+            misc: 0,
+            size: 8 + 16,
+        };
+        for n in [u64::MAX, u64::MAX - 7, 9] {
+            let mut body = Vec::new();
+            body.put_u64(e, n);
+            body.put_u64(e, 0);
+            let err = compressed_payload(77, &h, &body, e).unwrap_err();
+            assert_eq!(err.offset, 77);
+        }
+        let mut body = Vec::new();
+        body.put_u64(e, 8);
+        body.put_u64(e, 0x1122);
+        let payload = compressed_payload(0, &h, &body, e).unwrap().unwrap();
+        assert_eq!(payload.len(), 8);
+        assert!(compressed_payload(5, &h, &[1, 2], e).is_err());
+    }
+}

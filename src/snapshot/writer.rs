@@ -1,0 +1,366 @@
+//! Writing a snapshot one process at a time: each process encoded on the
+//! worker that read it ([`Encoded`]), then [`SnapshotWriter`] in pid order,
+//! kernel maps first and watched records after FINISHED_INIT.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::io::{SeekFrom, Write};
+
+use super::encode::{self, table_entries, Encoding};
+use super::file::{host_features, snapshot_attr, snapshot_encoding, Out, WriteOptions, EVENT_ID};
+use super::stats::{ProcessSummary, Stats};
+use crate::bytes::Rd;
+use crate::model::{BuildId, Process};
+use crate::perf::consts::{feature, misc, types};
+use crate::perf::events::parse_map;
+use crate::perf::features::encode_build_id_entries;
+use crate::perf::features::event_desc_feature;
+use crate::perf::record::encode_empty;
+use crate::perf::writer::{file_header, write_file_head, write_file_tail, write_pipe_prologue};
+use crate::perf::{BuildIdEntry, EventDesc, Metadata, RecordHeader, RecordTooLarge, WriteError};
+use crate::proc::kernel::{kernel_maps, KernelMaps};
+use crate::proc::watch::Watched;
+use crate::proc::Snapshot;
+
+/// One process made ready to write, on the worker that read it: its
+/// records, and what the BUILD_ID table and the summary need of it.
+#[derive(Debug)]
+pub struct Encoded {
+    /// The process's records.
+    pub records: Vec<u8>,
+    /// Its distinct (file name, build id) pairs, sorted.
+    pub build_ids: Vec<(Vec<u8>, BuildId)>,
+    /// Its counts.
+    pub summary: ProcessSummary,
+    /// Keys of its maps ([`map_key`]), when asked for.
+    pub map_keys: Vec<u64>,
+    /// Its pid.
+    pub pid: u32,
+}
+
+/// Encodes one process for a [`SnapshotWriter`] (pure; runs on any thread).
+pub fn encode_for_writer(p: &Process, enc: &Encoding) -> Result<Encoded, RecordTooLarge> {
+    encode_keyed(p, enc, false)
+}
+
+/// [`encode_for_writer`], with the keys of its maps when `keys` (a watched
+/// snapshot drops watched maps the scan saw too).
+pub fn encode_keyed(p: &Process, enc: &Encoding, keys: bool) -> Result<Encoded, RecordTooLarge> {
+    let mut records = Vec::with_capacity(64 + 160 * p.vmas.len());
+    encode::encode_process(p, enc, &mut records)?;
+    let map_keys = match keys {
+        true => p
+            .vmas
+            .iter()
+            .map(|v| {
+                map_key(
+                    p.pid,
+                    v.start,
+                    v.len(),
+                    v.offset,
+                    encode::mmap_filename(v).0,
+                )
+            })
+            .collect(),
+        false => Vec::new(),
+    };
+    Ok(Encoded {
+        records,
+        build_ids: encode::process_build_ids(p),
+        summary: ProcessSummary::of(p),
+        map_keys,
+        pid: p.pid,
+    })
+}
+
+/// A 64-bit key of a map (FNV-1a over pid, start, length, pgoff and the
+/// file name as written): equal maps, equal keys.
+pub fn map_key(pid: u32, start: u64, len: u64, pgoff: u64, name: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |b: &[u8]| {
+        for &c in b {
+            h = (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(&pid.to_le_bytes());
+    eat(&start.to_le_bytes());
+    eat(&len.to_le_bytes());
+    eat(&pgoff.to_le_bytes());
+    eat(name);
+    h
+}
+
+/// Writes a snapshot one process at a time, so memory is bounded by a
+/// process, not by the host: file mode writes the header, attrs and records
+/// as they come, then the features, then the header again with the sizes;
+/// pipe mode writes the prologue first and each build id as a
+/// HEADER_BUILD_ID record right before the first records that map its file
+/// (as `perf inject` does).
+pub struct SnapshotWriter<'a> {
+    out: Out<'a>,
+    meta: Metadata,
+    enc: Encoding,
+    data_len: u64,
+    /// Build ids written so far (pipe) or to write (file), by file name.
+    ids: BTreeMap<Vec<u8>, BTreeSet<BuildId>>,
+    /// The kernel's and modules' table entries (cpumode KERNEL).
+    kernel_ids: Vec<BuildIdEntry>,
+    /// Keys of the maps written and the pids, for a watched snapshot.
+    seen: HashSet<u64>,
+    pids: HashSet<u32>,
+    /// Records that follow FINISHED_INIT (watched ones, real times).
+    after_init: Vec<u8>,
+    stats: Stats,
+}
+
+impl<'a> SnapshotWriter<'a> {
+    /// Writes what precedes the records.
+    pub fn start(mut out: Out<'a>, opts: &WriteOptions) -> Result<Self, WriteError> {
+        let e = opts.endian;
+        let attr = snapshot_attr();
+        let mut features = host_features(e, &opts.host, &opts.cmdline);
+        let events = vec![EventDesc {
+            attr,
+            name: b"dummy:u".to_vec(),
+            ids: vec![EVENT_ID],
+        }];
+        features.push((feature::EVENT_DESC, event_desc_feature(e, &events)));
+        let meta = Metadata {
+            endian: e,
+            events,
+            features,
+            build_ids: Vec::new(),
+        };
+        match &mut out {
+            Out::File(w) => write_file_head(w, &meta, 0)?,
+            Out::Pipe(w) => write_pipe_prologue(w, &meta)?,
+        }
+        Ok(SnapshotWriter {
+            out,
+            meta,
+            enc: snapshot_encoding(e, opts.forks),
+            data_len: 0,
+            ids: BTreeMap::new(),
+            kernel_ids: Vec::new(),
+            seen: HashSet::new(),
+            pids: HashSet::new(),
+            after_init: Vec::new(),
+            stats: Stats::default(),
+        })
+    }
+
+    /// Writes the kernel and module maps (before any process, as perf
+    /// does), their build ids going to the table (pipe mode: right before).
+    pub fn write_kernel(&mut self, km: &KernelMaps) -> Result<(), WriteError> {
+        let mut recs = Vec::new();
+        encode::encode_kernel(&km.maps, &self.enc, &mut recs)?;
+        let ids = encode::kernel_table_entries(&km.maps);
+        let e = self.meta.endian;
+        match &mut self.out {
+            Out::Pipe(w) => {
+                w.write_all(&encode_build_id_entries(e, types::HEADER_BUILD_ID, &ids)?)?;
+                w.write_all(&recs)?;
+            }
+            Out::File(w) => {
+                w.write_all(&recs)?;
+                self.kernel_ids = ids;
+            }
+        }
+        self.data_len += recs.len() as u64;
+        self.stats.kernel_maps = km.maps.len();
+        self.stats.kernel_skipped.clone_from(&km.skipped);
+        Ok(())
+    }
+
+    /// How records are encoded for this output (for [`encode_for_writer`]).
+    pub fn encoding(&self) -> Encoding {
+        self.enc
+    }
+
+    /// Writes one encoded process.
+    pub fn write(&mut self, p: Encoded) -> Result<(), WriteError> {
+        let mut new = Vec::new();
+        for (name, id) in p.build_ids {
+            let known = self
+                .ids
+                .get(name.as_slice())
+                .is_some_and(|s| s.contains(&id));
+            if !known {
+                if matches!(self.out, Out::Pipe(_)) {
+                    new.push(BuildIdEntry {
+                        cpumode: misc::USER,
+                        pid: -1,
+                        build_id: id,
+                        filename: name.clone(),
+                    });
+                }
+                self.ids.entry(name).or_default().insert(id);
+            }
+        }
+        let w: &mut dyn Write = match &mut self.out {
+            Out::File(w) => w,
+            Out::Pipe(w) => w,
+        };
+        if !new.is_empty() {
+            let e = self.meta.endian;
+            w.write_all(&encode_build_id_entries(e, types::HEADER_BUILD_ID, &new)?)?;
+        }
+        w.write_all(&p.records)?;
+        self.data_len += p.records.len() as u64;
+        self.stats.add(p.summary);
+        self.seen.extend(p.map_keys);
+        self.pids.insert(p.pid);
+        Ok(())
+    }
+
+    /// Adds the records a watch saw during the scan (time-ordered, in this
+    /// machine's byte order) after FINISHED_INIT, with their real times:
+    /// those of the selection (`all`: every process but this one; else the
+    /// processes written and their children), MMAP2 only when the scan did
+    /// not write the same map. Counts go to the stats.
+    pub fn write_watched(&mut self, recs: &[Watched], all: bool) -> Result<(), WriteError> {
+        let e = self.meta.endian;
+        let me = std::process::id();
+        let mut new_ids = Vec::new();
+        for w in recs {
+            let selected = |pids: &HashSet<u32>, pid: u32| {
+                pid != u32::MAX && pid != 0 && pid != me && (all || pids.contains(&pid))
+            };
+            match w.record_type {
+                types::FORK => {
+                    let (child, parent) = (Rd(e).u32(&w.body, 0), Rd(e).u32(&w.body, 4));
+                    if let (Some(c), Some(p)) = (child, parent) {
+                        if selected(&self.pids, p) {
+                            self.pids.insert(c);
+                        }
+                    }
+                }
+                types::MMAP2 | types::COMM | types::EXIT => {}
+                _ => continue,
+            }
+            if !selected(&self.pids, w.pid) {
+                continue;
+            }
+            if w.record_type == types::MMAP2 {
+                let h = RecordHeader {
+                    type_: types::MMAP2,
+                    misc: w.misc,
+                    size: 0,
+                };
+                let Some(m) = parse_map(&h, &w.body, e) else {
+                    continue;
+                };
+                let k = &m.key;
+                if self
+                    .seen
+                    .contains(&map_key(k.pid, k.addr, k.len, k.pgoff, &k.filename))
+                {
+                    self.stats.watched_duplicates += 1;
+                    continue;
+                }
+                if let Some(id) = m.build_id {
+                    let set = self.ids.entry(k.filename.clone()).or_default();
+                    if set.insert(id) && matches!(self.out, Out::Pipe(_)) {
+                        new_ids.push(BuildIdEntry {
+                            cpumode: m.misc & misc::CPUMODE_MASK,
+                            pid: -1,
+                            build_id: id,
+                            filename: k.filename.clone(),
+                        });
+                    }
+                }
+            }
+            let mut rec = Vec::new();
+            if !new_ids.is_empty() {
+                rec.extend(encode_build_id_entries(
+                    e,
+                    types::HEADER_BUILD_ID,
+                    &new_ids,
+                )?);
+                new_ids.clear();
+            }
+            if !self.encode_watched(w, &mut rec) {
+                continue;
+            }
+            self.after_init.extend_from_slice(&rec);
+            self.stats.watched_added += 1;
+        }
+        Ok(())
+    }
+
+    /// Appends a watched record under the snapshot's trailer (its pid,
+    /// tid and real time); false when it would not fit a record.
+    fn encode_watched(&self, w: &Watched, rec: &mut Vec<u8>) -> bool {
+        let e = self.meta.endian;
+        let sid = crate::perf::SampleId {
+            pid: w.pid,
+            tid: w.tid,
+            time: w.time,
+            id: EVENT_ID,
+            ..Default::default()
+        };
+        let at = rec.len();
+        RecordHeader {
+            type_: w.record_type,
+            misc: w.misc,
+            size: 0,
+        }
+        .put(rec, e);
+        rec.extend_from_slice(&w.body);
+        self.enc.layout.write(rec, e, &sid);
+        match u16::try_from(rec.len() - at) {
+            Ok(size) => {
+                rec[at + 6..at + 8].copy_from_slice(&e.u16_bytes(size));
+                true
+            }
+            Err(_) => {
+                rec.truncate(at);
+                false
+            }
+        }
+    }
+
+    /// Ends the records with FINISHED_INIT and, in file mode, writes the
+    /// features and the final header. Returns the counts of what was written.
+    pub fn finish(mut self) -> Result<Stats, WriteError> {
+        let mut fin = Vec::new();
+        encode_empty(&mut fin, self.meta.endian, types::FINISHED_INIT);
+        fin.append(&mut self.after_init);
+        self.data_len += fin.len() as u64;
+        match self.out {
+            Out::Pipe(w) => {
+                w.write_all(&fin)?;
+                w.flush()?;
+            }
+            Out::File(w) => {
+                w.write_all(&fin)?;
+                let mut ids = std::mem::take(&mut self.kernel_ids);
+                ids.extend(table_entries(&self.ids));
+                self.meta.build_ids = ids;
+                write_file_tail(w, &self.meta, self.data_len)?;
+                w.seek(SeekFrom::Start(0))?;
+                w.write_all(&file_header(&self.meta, self.data_len)?)?;
+                w.flush()?;
+            }
+        }
+        Ok(self.stats)
+    }
+}
+
+/// Writes a whole perf.data for a snapshot already read.
+pub fn write_snapshot(
+    out: Out<'_>,
+    snap: &Snapshot,
+    opts: &WriteOptions,
+) -> Result<Stats, WriteError> {
+    let mut w = SnapshotWriter::start(out, opts)?;
+    let enc = w.encoding();
+    if let Some(roots) = &opts.kernel {
+        w.write_kernel(&kernel_maps(roots))?;
+    }
+    for p in &snap.processes {
+        w.write(encode_for_writer(p, &enc)?)?;
+    }
+    let mut stats = w.finish()?;
+    stats.add_skips(&snap.skipped, snap.unverified_build_ids);
+    Ok(stats)
+}
