@@ -32,16 +32,29 @@ fn maps(data: &Path) -> Vec<Value> {
 /// A snapshot of `pid` held after its scan (the test hook) while `lib` is
 /// mapped into the process; returns the snapshot's stderr.
 fn snapshot_with_map_after_scan(m: &mut Mapper, lib: &Path, out: &Path, extra: &[&str]) -> String {
-    let hold = out.with_extension("hold");
+    let mut args = vec!["-o", out.to_str().unwrap()];
+    args.extend(extra);
+    let o = run_with_map_after_scan(m, lib, &out.with_extension("hold"), &args);
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `-p pid ARGS` held after its scan (the hook, through the file `hold`)
+/// while `lib` is mapped into the process; returns its output (it succeeded).
+fn run_with_map_after_scan(
+    m: &mut Mapper,
+    lib: &Path,
+    hold: &Path,
+    args: &[&str],
+) -> std::process::Output {
     let mut snap = Command::new(bin())
-        .args(["-p", &m.pid.to_string(), "-o"])
-        .arg(out)
-        .args(extra)
-        .env("MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN", &hold)
+        .args(["-p", &m.pid.to_string()])
+        .args(args)
+        .env("MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN", hold)
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let watched = !extra.contains(&"--no-watch");
+    let watched = !args.contains(&"--no-watch");
     if watched {
         wait_until("the scan to end", || hold.exists());
     } else {
@@ -52,13 +65,13 @@ fn snapshot_with_map_after_scan(m: &mut Mapper, lib: &Path, out: &Path, extra: &
     stdin.flush().unwrap();
     let mapped = format!("{}.mapped", lib.display());
     wait_until("the library to be mapped", || Path::new(&mapped).exists());
-    let _ = std::fs::remove_file(&hold);
+    let _ = std::fs::remove_file(hold);
     wait_until("the snapshot to finish", || {
         snap.try_wait().unwrap().is_some()
     });
     let o = snap.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    o
 }
 
 // A library mapped after the scan read its process (held there by the test
@@ -134,6 +147,84 @@ fn a_map_made_after_the_scan_is_watched() {
     let b = lib_b.to_str().unwrap();
     assert!(
         !maps(&plain).iter().any(|v| v["path"] == b),
+        "mapped after the scan, not watched"
+    );
+}
+
+// --json watches as the file output does: a library mapped after the scan
+// read its process (held there by the test hook) is among its lines once,
+// with a real CLOCK_MONOTONIC time and its ELF build id (also a build_id
+// line), and the summary counts it; with --no-watch it is not there.
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn json_output_is_watched_too() {
+    needs_perf_record();
+    let f = fixtures();
+    let dir = scratch("watch-json");
+    let prog = lazymap(&dir);
+    let (lib_a, lib_b) = (dir.join("liba.so"), dir.join("libb.so"));
+    std::fs::copy(&f.lib_sha1, &lib_a).unwrap();
+    std::fs::copy(&f.lib_md5, &lib_b).unwrap();
+    let lines = |o: &std::process::Output| -> Vec<Value> {
+        String::from_utf8(o.stdout.clone())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect()
+    };
+
+    let mut m = Mapper::start_as(&prog, &[]);
+    let before = clock_monotonic_ns();
+    let o = run_with_map_after_scan(&mut m, &lib_a, &dir.join("json.hold"), &["--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("watched during the scan: "), "{err}");
+    assert!(!err.contains("watched during the scan: 0 records"), "{err}");
+    let all = lines(&o);
+    let a = lib_a.to_str().unwrap();
+    let id = readelf_build_id(&lib_a).unwrap();
+    let hits: Vec<&Value> = all
+        .iter()
+        .filter(|v| v["kind"] == "mmap2" && v["path"] == a)
+        .collect();
+    assert_eq!(hits.len(), 1, "{all:?}");
+    let t = hits[0]["time"].as_u64().unwrap();
+    assert!(t > before, "a real time: {t} <= {before}");
+    assert_eq!(hits[0]["build_id"], Value::String(id.clone()));
+    assert!(
+        all.iter()
+            .any(|v| v["kind"] == "build_id" && v["path"] == a && v["build_id"] == *id),
+        "{all:?}"
+    );
+    let mut keys: Vec<String> = all
+        .iter()
+        .filter(|v| v["kind"] == "mmap2")
+        .map(|v| {
+            format!(
+                "{} {} {} {} {}",
+                v["pid"], v["start"], v["len"], v["pgoff"], v["path"]
+            )
+        })
+        .collect();
+    let n = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "a map printed twice");
+
+    // The control: the same with --no-watch misses the library.
+    let o = run_with_map_after_scan(
+        &mut m,
+        &lib_b,
+        &dir.join("plain.hold"),
+        &["--json", "--no-watch"],
+    );
+    let b = lib_b.to_str().unwrap();
+    let plain = lines(&o);
+    assert!(
+        plain.iter().any(|v| v["kind"] == "mmap2"),
+        "the scan's maps are printed"
+    );
+    assert!(
+        !plain.iter().any(|v| v["path"] == b),
         "mapped after the scan, not watched"
     );
 }

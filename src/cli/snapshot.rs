@@ -12,7 +12,9 @@ use mmap2_synth::output::{self, AtomicFile};
 use mmap2_synth::perf::WriteError;
 use mmap2_synth::proc::kernel::KernelRoots;
 use mmap2_synth::proc::{self, HostFacts, Options, SourceChoice, Target};
-use mmap2_synth::snapshot::{self, LiveError, LiveReport, Out, WriteOptions};
+use mmap2_synth::snapshot::{
+    self, LiveError, LiveReport, Out, ScanWatch, WatchFilter, WriteOptions,
+};
 use mmap2_synth::summary;
 
 use super::args::{ByteOrderArg, Cli, ScanArgs, SourceArg};
@@ -49,10 +51,13 @@ pub(crate) fn scan_options(a: &ScanArgs) -> Result<Options, CliError> {
     })
 }
 
-/// `--json`: the snapshot's lines on stdout, streamed as the scan goes.
+/// `--json`: the snapshot's lines on stdout, streamed as the scan goes;
+/// watched as a snapshot file is (the records added after the scan's).
 pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     let started = Instant::now();
     let scan = scan_options(&cli.scan)?;
+    // The watch opens before anything is read.
+    let watch = ScanWatch::start(target, &scan, !cli.no_watch, Endian::NATIVE, cli.mmap_pages);
     let enc = snapshot::snapshot_encoding(Endian::NATIVE, cli.all);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -76,10 +81,12 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     printer.records(&recs, enc.endian, enc.layout);
     stats.kernel_maps = kernel.maps.len();
     stats.kernel_skipped = kernel.skipped;
+    let keyed = watch.is_on();
+    let mut filter = WatchFilter::default();
     let scanned = proc::scan_each(
         target,
         &scan,
-        |p| snapshot::encode_for_writer(&p, &enc),
+        |p| snapshot::encode_keyed(&p, &enc, keyed),
         |encoded| -> Result<(), CliError> {
             let encoded = encoded.map_err(|e| CliError::write(Path::new("stdout"), e))?;
             printer.records(&encoded.records, enc.endian, enc.layout);
@@ -89,9 +96,24 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
                     .insert(id);
             }
             stats.add(encoded.summary);
+            filter.note(encoded.pid, encoded.map_keys);
             Ok(())
         },
     )?;
+    let (watched, notes) = watch.finish();
+    let all = *target == Target::All;
+    filter.add(
+        &watched,
+        all,
+        &enc,
+        &mut ids,
+        &mut stats,
+        |_, rec| -> Result<(), CliError> {
+            printer.records(rec, enc.endian, enc.layout);
+            Ok(())
+        },
+    )?;
+    notes.apply(&mut stats);
     let table = snapshot::kernel_table_entries(&kernel.maps)
         .into_iter()
         .chain(mmap2_synth::snapshot::encode::table_entries(&ids));
@@ -109,6 +131,7 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
         ));
     }
     summary::strict(cli.scan.strict, &scanned.skipped)?;
+    summary::strict_lost(cli.scan.strict, stats.watch_lost)?;
     Ok(())
 }
 

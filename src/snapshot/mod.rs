@@ -1,7 +1,7 @@
 //! Snapshots as perf records: processes -> COMM/FORK/MMAP2 in perf's order
 //! (`encode`), what a snapshot file is (`file`), writing one (`writer`),
 //! reading one back (`read`), a live scan streamed to its output (`live`),
-//! and the counts of the summary (`stats`).
+//! watching that scan, whatever the output (`watched`), and the counts of the summary (`stats`).
 //!
 //! May import: `bytes`, `model`, `perf`, `proc` (for the scan's result type
 //! and host facts).
@@ -11,6 +11,7 @@ pub mod file;
 pub mod live;
 pub mod read;
 pub mod stats;
+pub mod watched;
 pub mod writer;
 
 pub use encode::{
@@ -21,4 +22,5 @@ pub use file::{snapshot_encoding, Out, WriteOptions, WriteSeek};
 pub use live::{write_live, LiveError, LiveReport};
 pub use read::{is_kernel_map, read_snapshot, read_snapshot_with_kernel};
 pub use stats::Stats;
+pub use watched::{ScanWatch, WatchFilter, WatchNotes};
 pub use writer::{encode_for_writer, encode_keyed, write_snapshot, SnapshotWriter};

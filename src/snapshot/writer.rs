@@ -2,21 +2,20 @@
 //! worker that read it ([`Encoded`]), then [`SnapshotWriter`] in pid order,
 //! kernel maps first and watched records after FINISHED_INIT.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{SeekFrom, Write};
 
 use super::encode::{self, table_entries, Encoding};
 use super::file::{host_features, snapshot_attr, snapshot_encoding, Out, WriteOptions, EVENT_ID};
 use super::stats::{ProcessSummary, Stats};
-use crate::bytes::Rd;
+use super::watched::WatchFilter;
 use crate::model::{BuildId, Process};
 use crate::perf::consts::{feature, misc, types};
-use crate::perf::events::parse_map;
 use crate::perf::features::encode_build_id_entries;
 use crate::perf::features::event_desc_feature;
 use crate::perf::record::encode_empty;
 use crate::perf::writer::{file_header, write_file_head, write_file_tail, write_pipe_prologue};
-use crate::perf::{BuildIdEntry, EventDesc, Metadata, RecordHeader, RecordTooLarge, WriteError};
+use crate::perf::{BuildIdEntry, EventDesc, Metadata, RecordTooLarge, WriteError};
 use crate::proc::kernel::{kernel_maps, KernelMaps};
 use crate::proc::watch::Watched;
 use crate::proc::Snapshot;
@@ -104,9 +103,8 @@ pub struct SnapshotWriter<'a> {
     ids: BTreeMap<Vec<u8>, BTreeSet<BuildId>>,
     /// The kernel's and modules' table entries (cpumode KERNEL).
     kernel_ids: Vec<BuildIdEntry>,
-    /// Keys of the maps written and the pids, for a watched snapshot.
-    seen: HashSet<u64>,
-    pids: HashSet<u32>,
+    /// The maps and pids written, for a watched snapshot.
+    filter: WatchFilter,
     /// Records that follow FINISHED_INIT (watched ones, real times).
     after_init: Vec<u8>,
     stats: Stats,
@@ -141,8 +139,7 @@ impl<'a> SnapshotWriter<'a> {
             data_len: 0,
             ids: BTreeMap::new(),
             kernel_ids: Vec::new(),
-            seen: HashSet::new(),
-            pids: HashSet::new(),
+            filter: WatchFilter::default(),
             after_init: Vec::new(),
             stats: Stats::default(),
         })
@@ -207,116 +204,32 @@ impl<'a> SnapshotWriter<'a> {
         w.write_all(&p.records)?;
         self.data_len += p.records.len() as u64;
         self.stats.add(p.summary);
-        self.seen.extend(p.map_keys);
-        self.pids.insert(p.pid);
+        self.filter.note(p.pid, p.map_keys);
         Ok(())
     }
 
     /// Adds the records a watch saw during the scan (time-ordered, in this
-    /// machine's byte order) after FINISHED_INIT, with their real times:
-    /// those of the selection (`all`: every process but this one; else the
-    /// processes written and their children), MMAP2 only when the scan did
-    /// not write the same map. Counts go to the stats.
+    /// machine's byte order) after FINISHED_INIT, with their real times,
+    /// as [`WatchFilter::add`] chooses them (pipe mode: each new build id
+    /// as a HEADER_BUILD_ID record right before). Counts go to the stats.
     pub fn write_watched(&mut self, recs: &[Watched], all: bool) -> Result<(), WriteError> {
         let e = self.meta.endian;
-        let me = std::process::id();
-        let mut new_ids = Vec::new();
-        for w in recs {
-            let selected = |pids: &HashSet<u32>, pid: u32| {
-                pid != u32::MAX && pid != 0 && pid != me && (all || pids.contains(&pid))
-            };
-            match w.record_type {
-                types::FORK => {
-                    let (child, parent) = (Rd(e).u32(&w.body, 0), Rd(e).u32(&w.body, 4));
-                    if let (Some(c), Some(p)) = (child, parent) {
-                        if selected(&self.pids, p) {
-                            self.pids.insert(c);
-                        }
-                    }
+        let pipe = matches!(self.out, Out::Pipe(_));
+        let after = &mut self.after_init;
+        self.filter.add(
+            recs,
+            all,
+            &self.enc,
+            &mut self.ids,
+            &mut self.stats,
+            |id, rec| -> Result<(), WriteError> {
+                if let (Some(id), true) = (id, pipe) {
+                    after.extend(encode_build_id_entries(e, types::HEADER_BUILD_ID, &[id])?);
                 }
-                types::MMAP2 | types::COMM | types::EXIT => {}
-                _ => continue,
-            }
-            if !selected(&self.pids, w.pid) {
-                continue;
-            }
-            if w.record_type == types::MMAP2 {
-                let h = RecordHeader {
-                    type_: types::MMAP2,
-                    misc: w.misc,
-                    size: 0,
-                };
-                let Some(m) = parse_map(&h, &w.body, e) else {
-                    continue;
-                };
-                let k = &m.key;
-                if self
-                    .seen
-                    .contains(&map_key(k.pid, k.addr, k.len, k.pgoff, &k.filename))
-                {
-                    self.stats.watched_duplicates += 1;
-                    continue;
-                }
-                if let Some(id) = m.build_id {
-                    let set = self.ids.entry(k.filename.clone()).or_default();
-                    if set.insert(id) && matches!(self.out, Out::Pipe(_)) {
-                        new_ids.push(BuildIdEntry {
-                            cpumode: m.misc & misc::CPUMODE_MASK,
-                            pid: -1,
-                            build_id: id,
-                            filename: k.filename.clone(),
-                        });
-                    }
-                }
-            }
-            let mut rec = Vec::new();
-            if !new_ids.is_empty() {
-                rec.extend(encode_build_id_entries(
-                    e,
-                    types::HEADER_BUILD_ID,
-                    &new_ids,
-                )?);
-                new_ids.clear();
-            }
-            if !self.encode_watched(w, &mut rec) {
-                continue;
-            }
-            self.after_init.extend_from_slice(&rec);
-            self.stats.watched_added += 1;
-        }
-        Ok(())
-    }
-
-    /// Appends a watched record under the snapshot's trailer (its pid,
-    /// tid and real time); false when it would not fit a record.
-    fn encode_watched(&self, w: &Watched, rec: &mut Vec<u8>) -> bool {
-        let e = self.meta.endian;
-        let sid = crate::perf::SampleId {
-            pid: w.pid,
-            tid: w.tid,
-            time: w.time,
-            id: EVENT_ID,
-            ..Default::default()
-        };
-        let at = rec.len();
-        RecordHeader {
-            type_: w.record_type,
-            misc: w.misc,
-            size: 0,
-        }
-        .put(rec, e);
-        rec.extend_from_slice(&w.body);
-        self.enc.layout.write(rec, e, &sid);
-        match u16::try_from(rec.len() - at) {
-            Ok(size) => {
-                rec[at + 6..at + 8].copy_from_slice(&e.u16_bytes(size));
-                true
-            }
-            Err(_) => {
-                rec.truncate(at);
-                false
-            }
-        }
+                after.extend_from_slice(rec);
+                Ok(())
+            },
+        )
     }
 
     /// Ends the records with FINISHED_INIT and, in file mode, writes the

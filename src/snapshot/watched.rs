@@ -1,0 +1,255 @@
+//! A watched snapshot, whatever its output (perf.data or `--json` lines):
+//! the watch opened before the scan ([`ScanWatch`]), and which of its
+//! records are added after the scan's, encoded as the snapshot's
+//! ([`WatchFilter`]): those of the selection, MMAP2 only when the scan did
+//! not write the same map.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use super::encode::Encoding;
+use super::stats::Stats;
+use super::writer::map_key;
+use crate::bytes::{Endian, Rd};
+use crate::model::BuildId;
+use crate::perf::consts::{misc, types};
+use crate::perf::events::parse_map;
+use crate::perf::{BuildIdEntry, RecordHeader};
+use crate::proc::watch::{parse_watched, Watch, Watched};
+use crate::proc::{self, Target};
+
+/// The watch of a live snapshot, opened before anything is read (maps made
+/// from then on are reported by the kernel even if the scan has passed
+/// their process), or why there is none.
+pub struct ScanWatch {
+    watch: Option<Watch>,
+    /// Why watching was asked for and is not possible.
+    skipped: Option<String>,
+    /// CLOCK_MONOTONIC ns at the start.
+    start: u64,
+}
+
+/// What the watch of a scan tells the summary.
+#[derive(Debug, Default)]
+pub struct WatchNotes {
+    lost: u64,
+    skipped: Option<String>,
+    window: (u64, u64),
+    watched: bool,
+}
+
+impl WatchNotes {
+    /// Puts the notes into the snapshot's counts.
+    pub fn apply(self, stats: &mut Stats) {
+        stats.watch_lost = self.lost;
+        stats.watch_skipped = self.skipped;
+        stats.watch_window = Some(self.window);
+        stats.watched = self.watched;
+    }
+}
+
+fn monotonic() -> u64 {
+    crate::sys::clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
+}
+
+impl ScanWatch {
+    /// Opens the watch for `target` when `on` (only in this machine's byte
+    /// order; `pages`: of each ring, None for the defaults).
+    pub fn start(
+        target: &Target,
+        scan: &proc::Options,
+        on: bool,
+        endian: Endian,
+        pages: Option<usize>,
+    ) -> ScanWatch {
+        let start = monotonic();
+        let (watch, skipped) = match (on, endian == Endian::NATIVE) {
+            (false, _) => (None, None),
+            (true, false) => (
+                None,
+                Some("watching writes this machine's byte order only".to_string()),
+            ),
+            (true, true) => {
+                let data = scan.selection == crate::model::Selection::ExecAndData;
+                match Watch::start(target, &scan.proc_root, data, pages) {
+                    Ok(w) => (Some(w), None),
+                    Err(why) => (None, Some(why)),
+                }
+            }
+        };
+        ScanWatch {
+            watch,
+            skipped,
+            start,
+        }
+    }
+
+    /// Whether the scan is watched (its processes' map keys are needed).
+    pub fn is_on(&self) -> bool {
+        self.watch.is_some()
+    }
+
+    /// Right after the scan: the records the watch saw (time-ordered, this
+    /// machine's byte order; none when not watched) and the notes.
+    pub fn finish(self) -> (Vec<Watched>, WatchNotes) {
+        let scan_end = monotonic();
+        let mut notes = WatchNotes {
+            skipped: self.skipped,
+            window: (self.start, scan_end),
+            watched: self.watch.is_some(),
+            ..WatchNotes::default()
+        };
+        let recs = match self.watch {
+            Some(watch) => {
+                hold_for_tests();
+                parse_watched(&watch.drain(), &mut notes.lost)
+            }
+            None => Vec::new(),
+        };
+        (recs, notes)
+    }
+}
+
+/// A test hook: with `MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN=PATH`, a watched
+/// snapshot creates PATH after its scan and waits (30 s at most) until it
+/// is removed before reading the watch, so a test can map a library after
+/// the scan read its process and before the watch is drained.
+fn hold_for_tests() {
+    let Some(path) = std::env::var_os("MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN") else {
+        return;
+    };
+    let path = std::path::PathBuf::from(path);
+    if std::fs::write(&path, b"").is_err() {
+        return;
+    }
+    for _ in 0..3000 {
+        if !path.exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// What the scan wrote, for choosing the watched records to add: the keys
+/// of its maps ([`map_key`]) and its pids.
+#[derive(Debug, Default)]
+pub struct WatchFilter {
+    seen: HashSet<u64>,
+    pids: HashSet<u32>,
+}
+
+impl WatchFilter {
+    /// Notes a process the scan wrote, with the keys of its maps.
+    pub fn note(&mut self, pid: u32, map_keys: Vec<u64>) {
+        self.seen.extend(map_keys);
+        self.pids.insert(pid);
+    }
+
+    /// Passes to `emit`, in order, each watched record to add, encoded under
+    /// the snapshot's trailer (its pid, tid and real time), with the table
+    /// entry its map brings when its build id is new to `ids` (which gets
+    /// it). Added: the records of the selection (`all`: every process but
+    /// this one; else the processes written and their children), MMAP2 only
+    /// when the scan did not write the same map. Counts go to `stats`.
+    pub fn add<E>(
+        &mut self,
+        recs: &[Watched],
+        all: bool,
+        enc: &Encoding,
+        ids: &mut BTreeMap<Vec<u8>, BTreeSet<BuildId>>,
+        stats: &mut Stats,
+        mut emit: impl FnMut(Option<BuildIdEntry>, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let e = enc.endian;
+        let me = std::process::id();
+        let mut rec = Vec::new();
+        for w in recs {
+            let selected = |pids: &HashSet<u32>, pid: u32| {
+                pid != u32::MAX && pid != 0 && pid != me && (all || pids.contains(&pid))
+            };
+            match w.record_type {
+                types::FORK => {
+                    let (child, parent) = (Rd(e).u32(&w.body, 0), Rd(e).u32(&w.body, 4));
+                    if let (Some(c), Some(p)) = (child, parent) {
+                        if selected(&self.pids, p) {
+                            self.pids.insert(c);
+                        }
+                    }
+                }
+                types::MMAP2 | types::COMM | types::EXIT => {}
+                _ => continue,
+            }
+            if !selected(&self.pids, w.pid) {
+                continue;
+            }
+            let mut new_id = None;
+            if w.record_type == types::MMAP2 {
+                let h = RecordHeader {
+                    type_: types::MMAP2,
+                    misc: w.misc,
+                    size: 0,
+                };
+                let Some(m) = parse_map(&h, &w.body, e) else {
+                    continue;
+                };
+                let k = &m.key;
+                if self
+                    .seen
+                    .contains(&map_key(k.pid, k.addr, k.len, k.pgoff, &k.filename))
+                {
+                    stats.watched_duplicates += 1;
+                    continue;
+                }
+                new_id = m.build_id.map(|id| BuildIdEntry {
+                    cpumode: m.misc & misc::CPUMODE_MASK,
+                    pid: -1,
+                    build_id: id,
+                    filename: k.filename.clone(),
+                });
+            }
+            rec.clear();
+            if !encode_watched(enc, w, &mut rec) {
+                continue;
+            }
+            let new_id = new_id.filter(|b| {
+                ids.entry(b.filename.clone())
+                    .or_default()
+                    .insert(b.build_id)
+            });
+            emit(new_id, &rec)?;
+            stats.watched_added += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Appends a watched record under the snapshot's trailer (its pid, tid and
+/// real time); false when it would not fit a record.
+fn encode_watched(enc: &Encoding, w: &Watched, rec: &mut Vec<u8>) -> bool {
+    let e = enc.endian;
+    let sid = crate::perf::SampleId {
+        pid: w.pid,
+        tid: w.tid,
+        time: w.time,
+        id: enc.id,
+        ..Default::default()
+    };
+    let at = rec.len();
+    RecordHeader {
+        type_: w.record_type,
+        misc: w.misc,
+        size: 0,
+    }
+    .put(rec, e);
+    rec.extend_from_slice(&w.body);
+    enc.layout.write(rec, e, &sid);
+    match u16::try_from(rec.len() - at) {
+        Ok(size) => {
+            rec[at + 6..at + 8].copy_from_slice(&e.u16_bytes(size));
+            true
+        }
+        Err(_) => {
+            rec.truncate(at);
+            false
+        }
+    }
+}
