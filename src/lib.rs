@@ -12,6 +12,7 @@
 //! 4. [`rewrite`]: the streaming engine that merges records into recordings.
 //! 5. [`dump`]: recordings and snapshots printed for people and scripts.
 //! 6. [`archive`]: the mapped binaries copied into perf's build-id cache.
+//! 7. [`pprof`]: recordings written as symbolized pprof profiles.
 //!
 //! Leaves shared by all of them: [`bytes`] (byte order), [`model`] (the data
 //! types), [`output`] (atomic output files), [`sys`] (every FFI call, the only
@@ -31,6 +32,7 @@ pub mod dump;
 pub mod model;
 pub mod output;
 pub mod perf;
+pub mod pprof;
 pub mod proc;
 pub mod rewrite;
 pub mod snapshot;

@@ -274,6 +274,61 @@ pub fn strict(enabled: bool, skipped: &[Skip]) -> Result<(), StrictFailure> {
     Ok(())
 }
 
+/// The summary of `pprof`.
+pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<String> {
+    let events: Vec<String> = r
+        .events
+        .iter()
+        .map(|(n, c)| format!("{n} ({c} samples)"))
+        .collect();
+    let mut lines = vec![format!(
+        "mmap2-synth pprof: {} samples -> {} distinct stacks of {}; {} locations in {} mappings, {} symbolized; {:.3} s -> {}",
+        r.samples,
+        r.distinct_samples,
+        events.join(", "),
+        r.locations,
+        r.mappings,
+        r.symbolized,
+        took.as_secs_f64(),
+        dest,
+    )];
+    if r.ip_only > 0 {
+        lines.push(format!(
+            "mmap2-synth: {} samples have a callchain that does not start at their ip (--call-graph dwarf keeps no user callchain): written with the ip alone",
+            r.ip_only
+        ));
+    }
+    if r.unmapped_frames + r.guest_frames > 0 {
+        lines.push(format!(
+            "mmap2-synth: {} frames in no map (kept as addresses; `mmap2-synth merge` adds the maps of processes that were running), {} guest frames left out",
+            r.unmapped_frames, r.guest_frames
+        ));
+    }
+    if r.files_missing > 0 {
+        lines.push(format!(
+            "mmap2-synth: no file with the right build id for {} binaries (addresses kept; --buildid-dir with an `archive` of them): {}",
+            r.files_missing,
+            r.missing.join(", ")
+        ));
+    }
+    if r.no_build_id > 0 {
+        lines.push(format!(
+            "mmap2-synth: {} locations in maps without a build id not symbolized (nothing proves which file they were)",
+            r.no_build_id
+        ));
+    }
+    if let Some(k) = &r.kernel_symbols {
+        lines.push(format!("mmap2-synth: kernel symbols: {k}"));
+    }
+    if let Some(e) = &r.symbolize_error {
+        lines.push(format!(
+            "mmap2-synth: {} files could not be symbolized: {e}",
+            r.symbolize_errors
+        ));
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

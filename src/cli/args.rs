@@ -88,6 +88,31 @@ pub(crate) enum Command {
     /// Run `perf record` without its slow synthesis and merge the maps of
     /// what it records into its output (`record -- PERF-RECORD-ARGS`).
     Record(RecordArgs),
+    /// Write a recording as a gzipped pprof profile, symbolized.
+    Pprof(PprofArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct PprofArgs {
+    /// The recording (`-` for stdin; file or pipe mode, either byte order,
+    /// compressed or not).
+    pub(crate) recording: PathBuf,
+    /// Where the profile goes (`-` for stdout).
+    #[arg(short, long, default_value = "profile.pb.gz")]
+    pub(crate) output: PathBuf,
+    /// Keep only this event's samples (as `perf evlist` names it).
+    #[arg(long)]
+    pub(crate) event: Option<String>,
+    /// Leave function names, files and lines to pprof.
+    #[arg(long)]
+    pub(crate) no_symbolize: bool,
+    /// perf's build-id cache layout (`archive -o DIR`) to find binaries
+    /// and the kernel's kallsyms by build id.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) buildid_dir: Option<PathBuf>,
+    /// No summary.
+    #[arg(short, long)]
+    pub(crate) quiet: bool,
 }
 
 #[derive(clap::Args, Debug)]

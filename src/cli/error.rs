@@ -43,6 +43,9 @@ pub(crate) enum CliError {
     /// The archive failed.
     #[error(transparent)]
     Archive(#[from] mmap2_synth::archive::ArchiveError),
+    /// The pprof conversion failed.
+    #[error(transparent)]
+    Pprof(#[from] mmap2_synth::pprof::PprofError),
     /// `perf record` failed: its exit status is ours.
     #[error("perf record failed (exit status {0})")]
     Child(u8),
@@ -59,6 +62,11 @@ impl CliError {
             CliError::Dump(e) if e.is_bad_input() => 2,
             CliError::Convert(e) if e.is_bad_input() => 2,
             CliError::Archive(mmap2_synth::archive::ArchiveError::Input(
+                mmap2_synth::perf::InputError::Format { .. }
+                | mmap2_synth::perf::InputError::NotAFile { .. },
+            )) => 2,
+            CliError::Pprof(mmap2_synth::pprof::PprofError::NoEvent { .. }) => 2,
+            CliError::Pprof(mmap2_synth::pprof::PprofError::Input(
                 mmap2_synth::perf::InputError::Format { .. }
                 | mmap2_synth::perf::InputError::NotAFile { .. },
             )) => 2,

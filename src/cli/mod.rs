@@ -1,10 +1,11 @@
 //! The command line, by concern: arguments (`args`), the error and its exit
 //! codes (`error`), the snapshot and `archive` (`snapshot`),
-//! `merge`/`convert` (`rewrite`) and `dump` (`dump`).
+//! `merge`/`convert` (`rewrite`), `dump` (`dump`), `record` and `pprof`.
 
 mod args;
 mod dump;
 mod error;
+mod pprof;
 mod record;
 mod rewrite;
 mod snapshot;
@@ -27,6 +28,7 @@ pub fn main() -> ExitCode {
         Some(Command::Convert(c)) => rewrite::run_convert(c),
         Some(Command::Archive(a)) => snapshot::run_archive(a),
         Some(Command::Record(r)) => record::run_record(r),
+        Some(Command::Pprof(p)) => pprof::run_pprof(p),
         None => snapshot::run(&cli),
     };
     match result {

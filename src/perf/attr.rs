@@ -161,12 +161,23 @@ impl Attrs {
     /// The attr a sample belongs to (by its id; the first when there is one
     /// attr or the id is unknown).
     pub fn of_sample(&self, body: &[u8], e: Endian) -> Option<&Attr> {
+        self.index_of_sample(body, e).map(|i| &self.list[i].0)
+    }
+
+    /// The position in [`Attrs::list`] of the attr a sample belongs to, by
+    /// the same rule as [`Attrs::of_sample`].
+    pub fn index_of_sample(&self, body: &[u8], e: Endian) -> Option<usize> {
         let first = self.first()?;
         if self.list.len() == 1 {
-            return Some(first);
+            return Some(0);
         }
         let id = first.id_pos().sample.and_then(|pos| Rd(e).u64(body, pos));
-        self.by_id_or_first(id)
+        Some(id.and_then(|id| self.by_id.get(&id).copied()).unwrap_or(0))
+    }
+
+    /// The position in [`Attrs::list`] of the attr with this id.
+    pub fn index_of_id(&self, id: u64) -> Option<usize> {
+        self.by_id.get(&id).copied()
     }
 
     /// The attr a non-sample record's `sample_id` trailer belongs to (by

@@ -30,6 +30,9 @@ pub mod types {
     pub const HEADER_BUILD_ID: u32 = 67;
     /// PERF_RECORD_FINISHED_ROUND: records before it may be sorted by time.
     pub const FINISHED_ROUND: u32 = 68;
+    /// PERF_RECORD_EVENT_UPDATE: u64 type, u64 id, then (type 1, NAME) the
+    /// event's name; pipe mode names its events with it.
+    pub const EVENT_UPDATE: u32 = 78;
     /// PERF_RECORD_HEADER_FEATURE (pipe mode: one feature payload).
     pub const HEADER_FEATURE: u32 = 80;
     /// PERF_RECORD_COMPRESSED: zstd-compressed records (`perf record -z`).
@@ -52,6 +55,8 @@ pub mod misc {
     pub const GUEST_KERNEL: u16 = 4;
     /// The map could not be read completely (timeout).
     pub const PROC_MAP_PARSE_TIMEOUT: u16 = 1 << 12;
+    /// COMM made by exec (the old address space is gone).
+    pub const COMM_EXEC: u16 = 1 << 13;
     /// MMAP2 of a non-executable VMA.
     pub const MMAP_DATA: u16 = 1 << 13;
     /// MMAP2 carries a build id instead of maj/min/ino.
@@ -70,6 +75,10 @@ pub mod sample_type {
     pub const TIME: u64 = 1 << 2;
     /// PERF_SAMPLE_ADDR.
     pub const ADDR: u64 = 1 << 3;
+    /// PERF_SAMPLE_READ: the counter values (`read_format` shapes them).
+    pub const READ: u64 = 1 << 4;
+    /// PERF_SAMPLE_CALLCHAIN: u64 nr, then nr addresses and context markers.
+    pub const CALLCHAIN: u64 = 1 << 5;
     /// PERF_SAMPLE_ID.
     pub const ID: u64 = 1 << 6;
     /// PERF_SAMPLE_CPU.
@@ -80,6 +89,39 @@ pub mod sample_type {
     pub const STREAM_ID: u64 = 1 << 9;
     /// PERF_SAMPLE_IDENTIFIER.
     pub const IDENTIFIER: u64 = 1 << 16;
+}
+
+/// `perf_event_attr.read_format` bits: the shape of a sample's READ values.
+pub mod read_format {
+    /// PERF_FORMAT_TOTAL_TIME_ENABLED.
+    pub const TOTAL_TIME_ENABLED: u64 = 1 << 0;
+    /// PERF_FORMAT_TOTAL_TIME_RUNNING.
+    pub const TOTAL_TIME_RUNNING: u64 = 1 << 1;
+    /// PERF_FORMAT_ID.
+    pub const ID: u64 = 1 << 2;
+    /// PERF_FORMAT_GROUP: u64 nr, then a value (and id, lost) per member.
+    pub const GROUP: u64 = 1 << 3;
+    /// PERF_FORMAT_LOST (Linux 6.0+).
+    pub const LOST: u64 = 1 << 4;
+}
+
+/// Callchain context markers: entries at or above [`context::MAX`] are not
+/// addresses but say whose frames follow.
+pub mod context {
+    /// PERF_CONTEXT_HV.
+    pub const HV: u64 = -32i64 as u64;
+    /// PERF_CONTEXT_KERNEL.
+    pub const KERNEL: u64 = -128i64 as u64;
+    /// PERF_CONTEXT_USER.
+    pub const USER: u64 = -512i64 as u64;
+    /// PERF_CONTEXT_GUEST.
+    pub const GUEST: u64 = -2048i64 as u64;
+    /// PERF_CONTEXT_GUEST_KERNEL.
+    pub const GUEST_KERNEL: u64 = -2176i64 as u64;
+    /// PERF_CONTEXT_GUEST_USER.
+    pub const GUEST_USER: u64 = -2560i64 as u64;
+    /// PERF_CONTEXT_MAX: the smallest marker.
+    pub const MAX: u64 = -4095i64 as u64;
 }
 
 /// `perf_event_attr` flag bits (the C bitfield after `read_format`), in
@@ -93,6 +135,8 @@ pub mod attr_flags {
     pub const COMM: u64 = 1 << 9;
     /// Reports FORK and EXIT.
     pub const TASK: u64 = 1 << 13;
+    /// `sample_freq` is set instead of `sample_period`.
+    pub const FREQ: u64 = 1 << 10;
     /// Non-sample records carry the sample_id trailer.
     pub const SAMPLE_ID_ALL: u64 = 1 << 18;
     /// Reports PERF_RECORD_MMAP2 instead of MMAP.
@@ -233,5 +277,43 @@ mod tests {
         );
         // HEADER_LAST_FEATURE follows the last feature perf 6.1 knows (HYBRID_CPU_PMU_CAPS = 31).
         assert_eq!(feature::LAST_FEATURE, Feature::HYBRID_CPU_PMU_CAPS.0 + 1);
+    }
+
+    // The sample-decoding numbers equal linux-perf-event-reader's.
+    #[test]
+    fn sample_constants_match_the_reference_crate() {
+        let pairs: &[(u64, u64)] = &[
+            (misc::COMM_EXEC.into(), k::PERF_RECORD_MISC_COMM_EXEC.into()),
+            (sample_type::READ, k::PERF_SAMPLE_READ),
+            (sample_type::CALLCHAIN, k::PERF_SAMPLE_CALLCHAIN),
+            (
+                read_format::TOTAL_TIME_ENABLED,
+                k::PERF_FORMAT_TOTAL_TIME_ENABLED,
+            ),
+            (
+                read_format::TOTAL_TIME_RUNNING,
+                k::PERF_FORMAT_TOTAL_TIME_RUNNING,
+            ),
+            (read_format::ID, k::PERF_FORMAT_ID),
+            (read_format::GROUP, k::PERF_FORMAT_GROUP),
+            (context::HV, k::PERF_CONTEXT_HV),
+            (context::KERNEL, k::PERF_CONTEXT_KERNEL),
+            (context::USER, k::PERF_CONTEXT_USER),
+            (context::GUEST, k::PERF_CONTEXT_GUEST),
+            (context::GUEST_KERNEL, k::PERF_CONTEXT_GUEST_KERNEL),
+            (context::GUEST_USER, k::PERF_CONTEXT_GUEST_USER),
+            (context::MAX, k::PERF_CONTEXT_MAX),
+            (attr_flags::FREQ, k::ATTR_FLAG_BIT_FREQ),
+            (
+                types::EVENT_UPDATE.into(),
+                linux_perf_data::UserRecordType::PERF_EVENT_UPDATE
+                    .record_type()
+                    .0
+                    .into(),
+            ),
+        ];
+        for (i, (ours, theirs)) in pairs.iter().enumerate() {
+            assert_eq!(ours, theirs, "constant #{i}");
+        }
     }
 }

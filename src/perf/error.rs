@@ -79,6 +79,9 @@ pub enum FormatErrorKind {
     /// A BUILD_ID table entry with a size outside 36..=rest of the table.
     #[error("bad build-id entry size {0}")]
     BadBuildIdEntry(usize),
+    /// A sample's fields do not fit its record.
+    #[error("bad sample: {0}")]
+    Sample(SampleError),
     /// No attrs: nothing tells how to read the records.
     #[error("no event attributes{0}")]
     NoAttrs(&'static str),
@@ -88,5 +91,27 @@ impl FormatError {
     /// A `kind` of error at `offset`.
     pub fn at(offset: u64, kind: FormatErrorKind) -> FormatError {
         FormatError { offset, kind }
+    }
+}
+
+/// Why a sample body could not be decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleError {
+    /// The body ends before the field named.
+    Truncated(&'static str),
+    /// A count that cannot fit in the record (callchain nr, READ group nr).
+    Implausible(&'static str, u64),
+}
+
+impl std::error::Error for SampleError {}
+
+impl std::fmt::Display for SampleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SampleError::Truncated(what) => write!(f, "sample ends inside its {what}"),
+            SampleError::Implausible(what, n) => {
+                write!(f, "sample {what} {n} is more than the record holds")
+            }
+        }
     }
 }

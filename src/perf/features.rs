@@ -78,6 +78,36 @@ pub fn event_desc_feature(e: Endian, events: &[EventDesc]) -> Vec<u8> {
     out
 }
 
+/// The (name, ids) of each event in an EVENT_DESC payload, in order; None
+/// when a count or length runs past the payload.
+pub fn parse_event_desc(b: &[u8], e: Endian) -> Option<Vec<(Vec<u8>, Vec<u64>)>> {
+    let r = Rd(e);
+    let nr = r.u32(b, 0)? as usize;
+    let attr_sz = r.u32(b, 4)? as usize;
+    let mut at = 8usize;
+    // each event takes at least its attr, nr_ids and a string length
+    if nr > b.len() / attr_sz.saturating_add(8).max(1) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(nr);
+    for _ in 0..nr {
+        at = at.checked_add(attr_sz)?;
+        let nr_ids = r.u32(b, at)? as usize;
+        let len = r.u32(b, at + 4)? as usize;
+        let name = cstr(b.get(at + 8..(at + 8).checked_add(len)?)?).to_vec();
+        at = at + 8 + len;
+        if nr_ids > b.len().saturating_sub(at) / 8 {
+            return None;
+        }
+        let ids = (0..nr_ids)
+            .map(|i| r.u64(b, at + 8 * i))
+            .collect::<Option<_>>()?;
+        at += nr_ids * 8;
+        out.push((name, ids));
+    }
+    Some(out)
+}
+
 /// BUILD_ID entries back to back: `record_type` 0 for the feature payload,
 /// HEADER_BUILD_ID for pipe-mode records.
 pub fn encode_build_id_entries(
@@ -178,6 +208,32 @@ mod tests {
         let s = string_feature(Endian::Big, &[b'a'; 64]);
         assert_eq!(&s[..4], &128u32.to_be_bytes());
         assert_eq!(s[4 + 64], 0);
+    }
+
+    // EVENT_DESC parses back to the names and ids encoded, in both orders;
+    // a count past the payload is None, not an allocation.
+    #[test]
+    fn event_desc_round_trip() {
+        for e in [Endian::Little, Endian::Big] {
+            let ev = |name: &[u8], ids: Vec<u64>| EventDesc {
+                attr: Attr::default(),
+                name: name.to_vec(),
+                ids,
+            };
+            let b = event_desc_feature(e, &[ev(b"cycles", vec![1, 2]), ev(b"cpu-clock", vec![])]);
+            let got = parse_event_desc(&b, e).unwrap();
+            assert_eq!(
+                got,
+                vec![
+                    (b"cycles".to_vec(), vec![1, 2]),
+                    (b"cpu-clock".to_vec(), vec![])
+                ]
+            );
+            let mut bad = b.clone();
+            bad[..4].copy_from_slice(&e.u32_bytes(u32::MAX));
+            assert_eq!(parse_event_desc(&bad, e), None);
+            assert_eq!(parse_event_desc(&b[..b.len() - 4], e), None);
+        }
     }
 
     // A BUILD_ID table entry stores the length at byte 20 and pads the name to 64.

@@ -15,6 +15,7 @@ pub mod features;
 pub mod header;
 pub mod input;
 pub mod record;
+pub mod sample;
 pub(crate) mod stream;
 pub mod walk;
 pub mod writer;

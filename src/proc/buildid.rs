@@ -170,6 +170,21 @@ pub fn read_build_id_at_path(path: &Path) -> Option<Option<Vec<u8>>> {
     read_build_id_from_file(&f).ok()
 }
 
+/// Opens the file at `path` if it is a regular file (non-blocking; a
+/// device or FIFO is never opened).
+pub fn open_regular(path: &Path) -> Option<File> {
+    open_checked(path, None).map(|(f, _)| f)
+}
+
+/// Opens the file at `path` only if it is a regular file whose build id
+/// is `id` (non-blocking, so a FIFO planted there cannot hang us): the
+/// file a symbolizer may read for a mapping with that id.
+pub fn open_if_build_id(path: &Path, id: &crate::model::BuildId) -> Option<File> {
+    let (f, _) = open_checked(path, None)?;
+    let raw = read_build_id_from_file(&f).ok()??;
+    (raw.as_slice() == id.as_bytes()).then_some(f)
+}
+
 /// The running kernel's build id, from `/sys/kernel/notes` (its ELF notes,
 /// in this machine's byte order).
 pub fn kernel_build_id() -> Option<BuildId> {

@@ -152,7 +152,7 @@ fn module_paths(dir: &Path) -> HashMap<Vec<u8>, Vec<u8>> {
 
 /// Reads the first lines of kallsyms until `_text` (the kernel prints it
 /// third): reading all of it costs the kernel ~50 ms.
-fn text_address(kallsyms: &Path) -> Option<u64> {
+pub fn text_address(kallsyms: &Path) -> Option<u64> {
     let f = std::fs::File::open(kallsyms).ok()?;
     let mut lines = BufReader::new(f).split(b'\n');
     let mut stext = None;

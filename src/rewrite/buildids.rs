@@ -10,8 +10,8 @@ use std::path::Path;
 
 use crate::bytes::Endian;
 use crate::model::{BuildId, FileKey, VDSO_NAME};
-use crate::perf::consts::misc;
-use crate::perf::events::{mmap_to_mmap2, parse_map, put_mmap2_id, Mmap2Id};
+use crate::perf::consts::{misc, types};
+use crate::perf::events::{mmap_to_mmap2, parse_map, put_mmap2_id, MapRecord, Mmap2Id};
 use crate::perf::features::{parse_build_id_table, parse_string_feature};
 use crate::perf::BuildIdEntry;
 use crate::perf::{FormatError, RecordHeader};
@@ -219,12 +219,52 @@ impl MapIds {
     ) -> Option<(RecordHeader, Vec<u8>)> {
         // malformed: passed through as it is
         let m = parse_map(h, body, e)?;
+        if m.build_id.is_some() {
+            r.already += 1;
+        }
+        let (id, fresh) = self.mmap2_id(h.misc & misc::CPUMODE_MASK, &m, r)?;
+        if !fresh {
+            return None;
+        }
+        let patched = RecordHeader {
+            misc: h.misc | misc::MMAP_BUILD_ID,
+            ..*h
+        };
+        let mut field = Vec::with_capacity(24);
+        put_mmap2_id(&mut field, e, &Mmap2Id::BuildId(id));
+        Some((patched, field))
+    }
+
+    /// The build id of the file an MMAP or MMAP2 record maps, by the rules
+    /// of `convert` (the record's own, the table, the file on disk while
+    /// provably the mapped one, /sys for this kernel, the path only when
+    /// trusted), counted in `r`; None for other records and unknown ids.
+    pub fn id_of(
+        &mut self,
+        h: &RecordHeader,
+        body: &[u8],
+        e: Endian,
+        r: &mut ConvertReport,
+    ) -> Option<BuildId> {
+        let m = parse_map(h, body, e)?;
         let cpumode = h.misc & misc::CPUMODE_MASK;
+        match h.type_ {
+            types::MMAP2 => self.mmap2_id(cpumode, &m, r).map(|(id, _)| id),
+            _ => self.v1_id(cpumode, &m, r),
+        }
+    }
+
+    /// An MMAP2's id and whether it is new (the record has none yet).
+    fn mmap2_id(
+        &mut self,
+        cpumode: u16,
+        m: &MapRecord,
+        r: &mut ConvertReport,
+    ) -> Option<(BuildId, bool)> {
         let path = &m.key.filename;
         if let Some(id) = m.build_id {
-            r.already += 1;
             self.remember(cpumode, path, id);
-            return None;
+            return Some((id, false));
         }
         let (maj, min, ino) = m.dev_ino?;
         let id = if is_kernel_mode(cpumode) {
@@ -244,13 +284,27 @@ impl MapIds {
             self.id_for(cpumode, path, key, r)
         }?;
         self.remember(cpumode, path, id);
-        let patched = RecordHeader {
-            misc: h.misc | misc::MMAP_BUILD_ID,
-            ..*h
-        };
-        let mut field = Vec::with_capacity(24);
-        put_mmap2_id(&mut field, e, &Mmap2Id::BuildId(id));
-        Some((patched, field))
+        Some((id, true))
+    }
+
+    /// An MMAP (v1)'s id: it has no inode, so the table, the kernel's
+    /// sources, or the path when trusted.
+    fn v1_id(&mut self, cpumode: u16, m: &MapRecord, r: &mut ConvertReport) -> Option<BuildId> {
+        let path = &m.key.filename;
+        if is_kernel_mode(cpumode) {
+            self.kernel_id(cpumode, path, r)
+        } else if path.first() != Some(&b'/') {
+            r.special += 1;
+            None
+        } else if let Some(id) = self.table.get(&(cpumode, path.clone())) {
+            r.from_table += 1;
+            Some(*id)
+        } else if self.trust.paths {
+            self.by_path_id(path, r)
+        } else {
+            r.v1_no_id += 1;
+            None
+        }
     }
 
     /// For an MMAP (v1) record whose last `trailer` body bytes are its
@@ -268,20 +322,7 @@ impl MapIds {
         let m = parse_map(h, body, e)?;
         let cpumode = h.misc & misc::CPUMODE_MASK;
         let path = &m.key.filename;
-        let id = if is_kernel_mode(cpumode) {
-            self.kernel_id(cpumode, path, r)
-        } else if path.first() != Some(&b'/') {
-            r.special += 1;
-            None
-        } else if let Some(id) = self.table.get(&(cpumode, path.clone())) {
-            r.from_table += 1;
-            Some(*id)
-        } else if self.trust.paths {
-            self.by_path_id(path, r)
-        } else {
-            r.v1_no_id += 1;
-            None
-        };
+        let id = self.v1_id(cpumode, &m, r);
         let Some(id) = id else {
             r.mmap_v1 += 1;
             return None;

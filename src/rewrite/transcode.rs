@@ -64,7 +64,7 @@ pub enum TranscodeError {
 
 /// The id lookup for `--buildid-mmap2`: the table of `meta`, errors naming
 /// its offset in a file-mode input.
-fn map_ids(input: &Input, meta: &RawMeta, trust_paths: bool) -> Result<MapIds, InputError> {
+pub fn map_ids(input: &Input, meta: &RawMeta, trust_paths: bool) -> Result<MapIds, InputError> {
     let at = match &input.layout {
         Layout::File { features, .. } => features
             .0

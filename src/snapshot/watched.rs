@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::encode::Encoding;
 use super::stats::Stats;
-use super::writer::map_key;
 use crate::bytes::{Endian, Rd};
 use crate::model::BuildId;
 use crate::perf::consts::{misc, types};
@@ -252,4 +251,21 @@ fn encode_watched(enc: &Encoding, w: &Watched, rec: &mut Vec<u8>) -> bool {
             false
         }
     }
+}
+
+/// A 64-bit key of a map (FNV-1a over pid, start, length, pgoff and the
+/// file name as written): equal maps, equal keys.
+pub fn map_key(pid: u32, start: u64, len: u64, pgoff: u64, name: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut eat = |b: &[u8]| {
+        for &c in b {
+            h = (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(&pid.to_le_bytes());
+    eat(&start.to_le_bytes());
+    eat(&len.to_le_bytes());
+    eat(&pgoff.to_le_bytes());
+    eat(name);
+    h
 }

@@ -8,7 +8,7 @@ use std::io::{SeekFrom, Write};
 use super::encode::{self, table_entries, Encoding};
 use super::file::{host_features, snapshot_attr, snapshot_encoding, Out, WriteOptions, EVENT_ID};
 use super::stats::{ProcessSummary, Stats};
-use super::watched::WatchFilter;
+use super::watched::{map_key, WatchFilter};
 use crate::model::{BuildId, Process};
 use crate::perf::consts::{feature, misc, types};
 use crate::perf::features::encode_build_id_entries;
@@ -69,23 +69,6 @@ pub fn encode_keyed(p: &Process, enc: &Encoding, keys: bool) -> Result<Encoded, 
         map_keys,
         pid: p.pid,
     })
-}
-
-/// A 64-bit key of a map (FNV-1a over pid, start, length, pgoff and the
-/// file name as written): equal maps, equal keys.
-pub fn map_key(pid: u32, start: u64, len: u64, pgoff: u64, name: &[u8]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    let mut eat = |b: &[u8]| {
-        for &c in b {
-            h = (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    eat(&pid.to_le_bytes());
-    eat(&start.to_le_bytes());
-    eat(&len.to_le_bytes());
-    eat(&pgoff.to_le_bytes());
-    eat(name);
-    h
 }
 
 /// Writes a snapshot one process at a time, so memory is bounded by a

@@ -1,0 +1,209 @@
+//! `pprof`: a recording written as a gzipped pprof Profile, the way
+//! perf_to_profile writes it (two sample types per event, `pid`/`tid`/
+//! `comm`/`thread_comm` labels, one Sample per distinct stack and thread),
+//! with build ids in every mapping and, unless asked not to, functions,
+//! files, lines and inlined frames from the files those ids name.
+//!
+//! Stages: `read` replays the recording (maps per process, the kernel's,
+//! comms) and aggregates samples in `profile`'s builder; `symbolize` (the
+//! only part that opens files) names the locations; `proto` is the schema.
+//!
+//! May import: `bytes`, `model`, `perf`, `proc`, `rewrite`.
+
+pub mod maps;
+pub mod profile;
+pub mod proto;
+mod read;
+pub mod symbolize;
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use prost::Message;
+
+use crate::perf::consts::{feature, PERF_TYPE_SOFTWARE};
+use crate::perf::features::parse_event_desc;
+use crate::perf::{Attr, Input, InputError};
+use crate::rewrite::meta::read_meta;
+use crate::rewrite::transcode::map_ids;
+
+/// What to write.
+#[derive(Debug, Clone, Default)]
+pub struct PprofOptions {
+    /// Keep only the event with this name.
+    pub event: Option<String>,
+    /// Name the locations (functions, files, lines); off: leave it to pprof.
+    pub symbolize: bool,
+    /// perf's build-id cache layout to find binaries and kallsyms in.
+    pub buildid_dir: Option<PathBuf>,
+}
+
+/// What a conversion did, for the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PprofReport {
+    /// Samples read.
+    pub samples: u64,
+    /// Map records replayed.
+    pub maps: u64,
+    /// Samples whose callchain does not start at their ip (`--call-graph
+    /// dwarf` records no user callchain): written with the ip alone.
+    pub ip_only: u64,
+    /// Frames of guests, left out.
+    pub guest_frames: u64,
+    /// Frames no map covers (kept, without a mapping).
+    pub unmapped_frames: u64,
+    /// Events written: (name, samples).
+    pub events: Vec<(String, u64)>,
+    /// Distinct samples (stack, pid, tid, comms) written.
+    pub distinct_samples: usize,
+    /// Locations and mappings written.
+    pub locations: usize,
+    /// Mappings written.
+    pub mappings: usize,
+    /// Locations given a function name.
+    pub symbolized: usize,
+    /// User locations in mappings without a build id (not symbolized:
+    /// nothing proves which file they were).
+    pub no_build_id: usize,
+    /// Build ids whose file was not found.
+    pub files_missing: usize,
+    /// Up to 5 of them, as `path (id)`.
+    pub missing: Vec<String>,
+    /// Where kernel symbols came from, or why not.
+    pub kernel_symbols: Option<String>,
+    /// Files blazesym could not read, and the first error.
+    pub symbolize_errors: usize,
+    /// The first error.
+    pub symbolize_error: Option<String>,
+}
+
+/// Why no profile was written.
+#[derive(Debug, thiserror::Error)]
+pub enum PprofError {
+    /// Reading the recording failed.
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// `--event NAME` names no event with samples.
+    #[error("no samples of event {name:?} (events with samples: {have})")]
+    NoEvent {
+        /// The name asked for.
+        name: String,
+        /// Those there are.
+        have: String,
+    },
+    /// Writing the profile failed.
+    #[error("writing the profile")]
+    Write(#[source] std::io::Error),
+}
+
+/// Writes the gzipped profile of `input` to `out`.
+pub fn pprof(
+    input: &Input,
+    opts: &PprofOptions,
+    out: &mut dyn Write,
+) -> Result<PprofReport, PprofError> {
+    let meta = read_meta(input)?;
+    let ids = map_ids(input, &meta, false)?;
+    let mut reader = read::Reader::new(input.endian(), ids, maps::DEFAULT_MAP_LIMIT);
+    let walk = input.walk(None, &mut reader)?;
+    let mut names: Vec<Option<String>> = vec![None; walk.attrs.list.len()];
+    let desc = meta
+        .feature(feature::EVENT_DESC)
+        .and_then(|b| parse_event_desc(b, input.endian()))
+        .unwrap_or_default();
+    for (i, (name, ids)) in desc.into_iter().enumerate() {
+        let slot = ids.first().and_then(|&id| walk.attrs.index_of_id(id));
+        if let Some(n) = slot.or(Some(i)).and_then(|s| names.get_mut(s)) {
+            n.get_or_insert(String::from_utf8_lossy(&name).into_owned());
+        }
+    }
+    for (id, name) in &reader.names_by_id {
+        if let Some(n) = walk.attrs.index_of_id(*id).and_then(|s| names.get_mut(s)) {
+            n.get_or_insert(String::from_utf8_lossy(name).into_owned());
+        }
+    }
+    let mut report = std::mem::take(&mut reader.report);
+    let builder = reader.builder;
+    let mut events: Vec<(usize, String)> = builder
+        .slots_with_samples()
+        .into_iter()
+        .map(|s| {
+            let name = names.get(s).cloned().flatten();
+            (
+                s,
+                name.unwrap_or_else(|| fallback_name(&walk.attrs.list[s].0)),
+            )
+        })
+        .collect();
+    if let Some(want) = &opts.event {
+        let have = events.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>();
+        let have = have.join(", ");
+        events.retain(|(_, n)| n == want);
+        if events.is_empty() {
+            return Err(PprofError::NoEvent {
+                name: want.clone(),
+                have,
+            });
+        }
+    }
+    let symbols = if opts.symbolize {
+        symbolize::symbolize(&builder, opts.buildid_dir.as_deref(), &mut report)
+    } else {
+        symbolize::Symbols::default()
+    };
+    report.locations = builder.locations.len();
+    report.mappings = builder.mappings.len();
+    let duration = reader
+        .times
+        .map_or(0, |(a, b)| i64::try_from(b - a).unwrap_or(i64::MAX));
+    let profile = builder.finish(&events, &symbols.frames, &symbols.mappings, duration);
+    report.distinct_samples = profile.sample.len();
+    for (i, (_, name)) in events.iter().enumerate() {
+        let n: i64 = profile.sample.iter().map(|s| s.value[2 * i]).sum();
+        report.events.push((name.clone(), n as u64));
+    }
+    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+    gz.write_all(&profile.encode_to_vec())
+        .and_then(|()| gz.finish().map(drop))
+        .map_err(PprofError::Write)?;
+    Ok(report)
+}
+
+/// perf's name for an event the recording does not name.
+fn fallback_name(a: &Attr) -> String {
+    const HW: [&str; 10] = [
+        "cycles",
+        "instructions",
+        "cache-references",
+        "cache-misses",
+        "branches",
+        "branch-misses",
+        "bus-cycles",
+        "stalled-cycles-frontend",
+        "stalled-cycles-backend",
+        "ref-cycles",
+    ];
+    const SW: [&str; 12] = [
+        "cpu-clock",
+        "task-clock",
+        "page-faults",
+        "context-switches",
+        "cpu-migrations",
+        "minor-faults",
+        "major-faults",
+        "alignment-faults",
+        "emulation-faults",
+        "dummy",
+        "bpf-output",
+        "cgroup-switches",
+    ];
+    let table: &[&str] = match a.type_ {
+        0 => &HW,
+        PERF_TYPE_SOFTWARE => &SW,
+        _ => &[],
+    };
+    match usize::try_from(a.config).ok().and_then(|c| table.get(c)) {
+        Some(n) => (*n).to_string(),
+        None => format!("event-{}-{:#x}", a.type_, a.config),
+    }
+}

@@ -1,0 +1,385 @@
+//! Samples aggregated into a pprof [`Profile`]: strings, mappings and
+//! locations interned, one [`Sample`] per distinct (stack, pid, tid, comm,
+//! thread comm) with two values per event (`<event>_sample`: how many
+//! samples, `<event>_event`: their periods), as perf_to_profile writes
+//! them. Memory grows with distinct stacks, not samples. Pure.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::maps::Map;
+use super::proto::{self, Profile};
+
+/// The string table: index 0 is "".
+#[derive(Debug)]
+pub struct Strings {
+    ids: HashMap<Rc<str>, i64>,
+    list: Vec<Rc<str>>,
+}
+
+impl Default for Strings {
+    fn default() -> Strings {
+        let empty: Rc<str> = Rc::from("");
+        Strings {
+            ids: HashMap::from([(empty.clone(), 0)]),
+            list: vec![empty],
+        }
+    }
+}
+
+impl Strings {
+    /// The index of `s`, added if new.
+    pub fn id(&mut self, s: &str) -> i64 {
+        if let Some(&i) = self.ids.get(s) {
+            return i;
+        }
+        let rc: Rc<str> = Rc::from(s);
+        let i = self.list.len() as i64;
+        self.ids.insert(rc.clone(), i);
+        self.list.push(rc);
+        i
+    }
+
+    /// The index of bytes shown as text (invalid UTF-8 replaced: the
+    /// profile's strings must be UTF-8).
+    pub fn id_bytes(&mut self, b: &[u8]) -> i64 {
+        self.id(&String::from_utf8_lossy(b))
+    }
+}
+
+/// Whose address a location is: the mapping's kind decides how it is
+/// symbolized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Space {
+    /// A process's.
+    User,
+    /// The kernel's or a module's.
+    Kernel,
+}
+
+/// One sample's identity before aggregation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SampleKey {
+    locations: Box<[u64]>,
+    pid: u32,
+    tid: u32,
+    comm: i64,
+    thread_comm: i64,
+}
+
+/// What one function frame of a location says, innermost first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// Function name (demangled).
+    pub name: String,
+    /// Source file, if known.
+    pub file: Option<String>,
+    /// Line, 0 when unknown.
+    pub line: u32,
+    /// Column, 0 when unknown.
+    pub column: u16,
+}
+
+/// What symbolization found for a mapping.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MappingSymbols {
+    /// Some location of it got a function name (pprof then trusts the
+    /// profile's names for the whole mapping).
+    pub functions: bool,
+    /// ... a source file.
+    pub filenames: bool,
+    /// ... a line.
+    pub lines: bool,
+    /// ... inlined frames.
+    pub inline: bool,
+}
+
+/// The profile being built.
+#[derive(Debug, Default)]
+pub struct Builder {
+    /// The string table.
+    pub strings: Strings,
+    mapping_ids: HashMap<(Rc<Map>, Space), u64>,
+    /// Mappings in id order (id = index + 1).
+    pub mappings: Vec<(Rc<Map>, Space)>,
+    location_ids: HashMap<(u64, u64), u64>,
+    /// Locations in id order: (mapping id or 0, address).
+    pub locations: Vec<(u64, u64)>,
+    sample_ids: HashMap<SampleKey, usize>,
+    samples: Vec<(SampleKey, Vec<i64>)>,
+    /// Columns: two per event slot.
+    slots: usize,
+}
+
+impl Builder {
+    /// The mapping id of `map` (interned by its fields and space).
+    pub fn mapping(&mut self, map: &Rc<Map>, space: Space) -> u64 {
+        if let Some(&id) = self.mapping_ids.get(&(map.clone(), space)) {
+            return id;
+        }
+        self.mappings.push((map.clone(), space));
+        let id = self.mappings.len() as u64;
+        self.mapping_ids.insert((map.clone(), space), id);
+        id
+    }
+
+    /// The location id of `addr` in mapping `mapping` (0: none).
+    pub fn location(&mut self, mapping: u64, addr: u64) -> u64 {
+        *self.location_ids.entry((mapping, addr)).or_insert_with(|| {
+            self.locations.push((mapping, addr));
+            self.locations.len() as u64
+        })
+    }
+
+    /// Adds one sample of event slot `slot` with `period`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add(
+        &mut self,
+        locations: Vec<u64>,
+        (pid, tid): (u32, u32),
+        (comm, thread_comm): (i64, i64),
+        slot: usize,
+        period: u64,
+    ) {
+        if slot >= self.slots {
+            self.slots = slot + 1;
+        }
+        let key = SampleKey {
+            locations: locations.into_boxed_slice(),
+            pid,
+            tid,
+            comm,
+            thread_comm,
+        };
+        let i = match self.sample_ids.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.samples.push((key.clone(), Vec::new()));
+                self.sample_ids.insert(key, self.samples.len() - 1);
+                self.samples.len() - 1
+            }
+        };
+        let values = &mut self.samples[i].1;
+        if values.len() < 2 * (slot + 1) {
+            values.resize(2 * (slot + 1), 0);
+        }
+        values[2 * slot] = values[2 * slot].saturating_add(1);
+        let period = i64::try_from(period).unwrap_or(i64::MAX);
+        values[2 * slot + 1] = values[2 * slot + 1].saturating_add(period);
+    }
+
+    /// Distinct samples so far.
+    pub fn distinct_samples(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// The event slots that have samples.
+    pub fn slots_with_samples(&self) -> Vec<usize> {
+        (0..self.slots)
+            .filter(|&s| {
+                self.samples
+                    .iter()
+                    .any(|(_, v)| v.get(2 * s).is_some_and(|&n| n > 0))
+            })
+            .collect()
+    }
+
+    /// The profile: `events` (slot, name) in the order their columns go,
+    /// samples of other slots dropped; `frames[i]` and `mapping_symbols[i]`
+    /// what symbolization found for location / mapping `i + 1`, if anything.
+    pub fn finish(
+        mut self,
+        events: &[(usize, String)],
+        frames: &[Vec<Frame>],
+        mapping_symbols: &[MappingSymbols],
+        duration_nanos: i64,
+    ) -> Profile {
+        let mut p = Profile::default();
+        let count = self.strings.id("count");
+        for (_, name) in events {
+            for suffix in ["sample", "event"] {
+                p.sample_type.push(proto::ValueType {
+                    r#type: self.strings.id(&format!("{name}_{suffix}")),
+                    unit: count,
+                });
+            }
+        }
+        self.samples_into(&mut p, events);
+        self.locations_into(&mut p, frames);
+        self.mappings_into(&mut p, mapping_symbols);
+        p.duration_nanos = duration_nanos;
+        // pprof shows the default type: the last event's periods, as perf
+        // report weighs by period
+        if let Some(last) = p.sample_type.last() {
+            p.period_type = Some(last.clone());
+            p.default_sample_type = last.r#type;
+        }
+        p.string_table = self.strings.list.iter().map(|s| s.to_string()).collect();
+        p
+    }
+
+    /// The samples with values in the columns of `events`, labelled.
+    fn samples_into(&mut self, p: &mut Profile, events: &[(usize, String)]) {
+        let keys = [
+            self.strings.id("pid"),
+            self.strings.id("tid"),
+            self.strings.id("comm"),
+            self.strings.id("thread_comm"),
+        ];
+        let num = |key, num| proto::Label {
+            key,
+            num,
+            ..Default::default()
+        };
+        let text = |key, str| proto::Label {
+            key,
+            str,
+            ..Default::default()
+        };
+        for (key, values) in std::mem::take(&mut self.samples) {
+            let v = |i: usize| values.get(i).copied().unwrap_or(0);
+            let value: Vec<i64> = events
+                .iter()
+                .flat_map(|&(slot, _)| [v(2 * slot), v(2 * slot + 1)])
+                .collect();
+            if value.iter().all(|&v| v == 0) {
+                continue;
+            }
+            p.sample.push(proto::Sample {
+                location_id: key.locations.into_vec(),
+                value,
+                label: vec![
+                    num(keys[0], i64::from(key.pid)),
+                    num(keys[1], i64::from(key.tid)),
+                    text(keys[2], key.comm),
+                    text(keys[3], key.thread_comm),
+                ],
+            });
+        }
+    }
+
+    /// Locations with their lines, and the functions those name.
+    fn locations_into(&mut self, p: &mut Profile, frames: &[Vec<Frame>]) {
+        let mut functions: HashMap<(i64, i64), u64> = HashMap::new();
+        for (i, &(mapping_id, address)) in self.locations.iter().enumerate() {
+            let mut line = Vec::new();
+            for f in frames.get(i).map(Vec::as_slice).unwrap_or_default() {
+                let name = self.strings.id(&f.name);
+                let file = f.file.as_deref().map_or(0, |s| self.strings.id(s));
+                let next = p.function.len() as u64 + 1;
+                let function_id = *functions.entry((name, file)).or_insert(next);
+                if function_id == next {
+                    p.function.push(proto::Function {
+                        id: function_id,
+                        name,
+                        system_name: name,
+                        filename: file,
+                        start_line: 0,
+                    });
+                }
+                line.push(proto::Line {
+                    function_id,
+                    line: i64::from(f.line),
+                    column: i64::from(f.column),
+                });
+            }
+            p.location.push(proto::Location {
+                id: i as u64 + 1,
+                mapping_id,
+                address,
+                line,
+                is_folded: false,
+            });
+        }
+    }
+
+    /// Mappings with their build ids and what symbolization gave them.
+    fn mappings_into(&mut self, p: &mut Profile, mapping_symbols: &[MappingSymbols]) {
+        for (i, (m, _)) in self.mappings.iter().enumerate() {
+            let s = mapping_symbols.get(i).copied().unwrap_or_default();
+            let build_id = m.build_id.map_or(0, |id| self.strings.id(&id.to_hex()));
+            p.mapping.push(proto::Mapping {
+                id: i as u64 + 1,
+                memory_start: m.start,
+                memory_limit: m.end,
+                file_offset: m.pgoff,
+                filename: self.strings.id_bytes(&m.filename),
+                build_id,
+                has_functions: s.functions,
+                has_filenames: s.filenames,
+                has_line_numbers: s.lines,
+                has_inline_frames: s.inline,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(start: u64) -> Rc<Map> {
+        Rc::new(Map {
+            start,
+            end: start + 0x1000,
+            pgoff: 0,
+            filename: b"/lib/x.so".as_slice().into(),
+            build_id: crate::model::BuildId::new(&[0xab; 20]),
+        })
+    }
+
+    // Equal stacks of one thread aggregate into one Sample with counts and
+    // periods per event; other events' columns stay zero; mappings,
+    // locations and functions are interned once with 1-based ids.
+    #[test]
+    fn aggregation_and_ids() {
+        let mut b = Builder::default();
+        let m = b.mapping(&map(0x1000), Space::User);
+        assert_eq!(b.mapping(&map(0x1000), Space::User), m);
+        let l1 = b.location(m, 0x1010);
+        let l2 = b.location(m, 0x1020);
+        assert_eq!(b.location(m, 0x1010), l1);
+        let comm = b.strings.id("burn");
+        for _ in 0..3 {
+            b.add(vec![l1, l2], (5, 5), (comm, comm), 1, 100);
+        }
+        b.add(vec![l2], (5, 6), (comm, comm), 0, 7);
+        assert_eq!(b.slots_with_samples(), vec![0, 1]);
+        let frames = vec![
+            vec![Frame {
+                name: "f".into(),
+                file: Some("a.c".into()),
+                line: 3,
+                column: 0,
+            }],
+            vec![],
+        ];
+        let sym = [MappingSymbols {
+            functions: true,
+            ..Default::default()
+        }];
+        let p = b.finish(&[(0, "a".into()), (1, "b".into())], &frames, &sym, 0);
+        assert_eq!(p.sample.len(), 2);
+        assert_eq!(p.sample[0].value, vec![0, 0, 3, 300]);
+        assert_eq!(p.sample[1].value, vec![1, 7, 0, 0]);
+        assert_eq!(p.sample[0].location_id, vec![1, 2]);
+        assert_eq!(p.location[0].line.len(), 1);
+        assert_eq!(p.function.len(), 1);
+        assert!(p.mapping[0].has_functions);
+        let s = |i: i64| p.string_table[i as usize].as_str();
+        assert_eq!(s(p.sample_type[3].r#type), "b_event");
+        assert_eq!(s(p.mapping[0].build_id), "ab".repeat(20));
+        assert_eq!(p.string_table[0], "");
+    }
+
+    // Keeping one event drops the samples that only the others had.
+    #[test]
+    fn one_event_kept() {
+        let mut b = Builder::default();
+        b.add(vec![], (1, 1), (0, 0), 0, 1);
+        b.add(vec![], (2, 2), (0, 0), 1, 1);
+        let p = b.finish(&[(1, "b".into())], &[], &[], 0);
+        assert_eq!(p.sample.len(), 1);
+        assert_eq!(p.sample[0].value, vec![1, 1]);
+    }
+}

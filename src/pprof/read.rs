@@ -1,0 +1,214 @@
+//! The walk's visitor for `pprof`: replays maps, comms and forks in record
+//! order and turns each sample into a stack of locations in the builder.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::maps::{AddressSpaces, Map};
+use super::profile::{Builder, Space};
+use super::PprofReport;
+use crate::bytes::{cstr, Endian, Rd};
+use crate::perf::consts::{attr_flags, misc, types};
+use crate::perf::events::{parse_comm, parse_map};
+use crate::perf::sample::{frames, parse_sample, FrameMode};
+use crate::perf::{Attrs, FormatError, FormatErrorKind as K, RecordHeader, Visitor};
+use crate::rewrite::buildids::MapIds;
+use crate::rewrite::ConvertReport;
+
+/// EVENT_UPDATE's type for a name.
+const EVENT_UPDATE_NAME: u64 = 1;
+
+/// What the walk gathers.
+pub(super) struct Reader {
+    pub(super) e: Endian,
+    pub(super) spaces: AddressSpaces,
+    /// tid -> string id of its comm.
+    comms: HashMap<u32, i64>,
+    pub(super) builder: Builder,
+    ids: MapIds,
+    ids_report: ConvertReport,
+    names_by_path: HashMap<Vec<u8>, Rc<[u8]>>,
+    /// Event names from EVENT_UPDATE records (pipe mode), by event id.
+    pub(super) names_by_id: HashMap<u64, Vec<u8>>,
+    /// First and last sample time.
+    pub(super) times: Option<(u64, u64)>,
+    pub(super) report: PprofReport,
+}
+
+impl Reader {
+    pub(super) fn new(e: Endian, ids: MapIds, map_limit: usize) -> Reader {
+        Reader {
+            e,
+            spaces: AddressSpaces::new(map_limit),
+            comms: HashMap::new(),
+            builder: Builder::default(),
+            ids,
+            ids_report: ConvertReport::default(),
+            names_by_path: HashMap::new(),
+            names_by_id: HashMap::new(),
+            times: None,
+            report: PprofReport::default(),
+        }
+    }
+
+    fn map(&mut self, at: u64, h: &RecordHeader, body: &[u8]) -> Result<(), FormatError> {
+        let m = parse_map(h, body, self.e)
+            .ok_or_else(|| FormatError::at(at, crate::perf::events::map_error(h, body)))?;
+        let kernel = matches!(
+            h.misc & misc::CPUMODE_MASK,
+            misc::KERNEL | misc::GUEST_KERNEL
+        ) || m.key.pid == u32::MAX;
+        let Some(end) = m.key.addr.checked_add(m.key.len) else {
+            return Ok(());
+        };
+        let build_id = match m.build_id {
+            Some(id) => Some(id),
+            None => self.ids.id_of(h, body, self.e, &mut self.ids_report),
+        };
+        let filename = self
+            .names_by_path
+            .entry(m.key.filename.clone())
+            .or_insert_with(|| m.key.filename.as_slice().into())
+            .clone();
+        let map = Map {
+            start: m.key.addr,
+            end,
+            pgoff: m.key.pgoff,
+            filename,
+            build_id,
+        };
+        self.report.maps += 1;
+        let pid = (!kernel).then_some(m.key.pid);
+        self.spaces.insert(pid, map).map_err(|n| too_many(at, n.0))
+    }
+
+    fn sample(
+        &mut self,
+        at: u64,
+        h: &RecordHeader,
+        body: &[u8],
+        attrs: &Attrs,
+    ) -> Result<(), FormatError> {
+        let Some(slot) = attrs.index_of_sample(body, self.e) else {
+            return Ok(());
+        };
+        let attr = &attrs.list[slot].0;
+        let s =
+            parse_sample(body, attr, self.e).map_err(|err| FormatError::at(at, K::Sample(err)))?;
+        self.report.samples += 1;
+        if let Some(t) = s.time {
+            let (first, last) = self.times.get_or_insert((t, t));
+            *first = (*first).min(t);
+            *last = (*last).max(t);
+        }
+        let mode = match h.misc & misc::CPUMODE_MASK {
+            misc::KERNEL | 3 => FrameMode::Kernel,
+            misc::GUEST_KERNEL | 5 => FrameMode::Guest,
+            _ => FrameMode::User,
+        };
+        let ip = s.ip;
+        let mut stack = match &s.callchain {
+            Some(chain) => frames(chain, mode),
+            None => Vec::new(),
+        };
+        // a callchain that does not start at the ip (`--call-graph dwarf`
+        // takes no user callchain) is not this sample's stack: the ip alone
+        if let Some(ip) = ip {
+            if stack.first().map(|f| f.1) != Some(ip) {
+                if s.callchain.is_some() {
+                    self.report.ip_only += 1;
+                }
+                stack = vec![(mode, ip)];
+            }
+        }
+        let (pid, tid) = s.pid_tid.unwrap_or((u32::MAX, u32::MAX));
+        let mut locations = Vec::with_capacity(stack.len());
+        for (i, &(mode, addr)) in stack.iter().enumerate() {
+            // a caller's address is its return address: step back into
+            // the call instruction, as perf_to_profile does
+            let addr = if i > 0 { addr.saturating_sub(1) } else { addr };
+            let (map, space) = match mode {
+                FrameMode::Guest => {
+                    self.report.guest_frames += 1;
+                    continue;
+                }
+                FrameMode::Kernel => (self.spaces.kernel(addr), Space::Kernel),
+                FrameMode::User => (self.spaces.user(pid, addr), Space::User),
+            };
+            let mapping = match map.cloned() {
+                Some(m) => self.builder.mapping(&m, space),
+                None => {
+                    self.report.unmapped_frames += 1;
+                    0
+                }
+            };
+            locations.push(self.builder.location(mapping, addr));
+        }
+        let period = s.period.unwrap_or(if attr.flags & attr_flags::FREQ != 0 {
+            1
+        } else {
+            attr.sample_period.max(1)
+        });
+        let comm = self.comms.get(&pid).copied().unwrap_or(0);
+        let thread_comm = self.comms.get(&tid).copied().unwrap_or(comm);
+        self.builder
+            .add(locations, (pid, tid), (comm, thread_comm), slot, period);
+        Ok(())
+    }
+}
+
+fn too_many(at: u64, n: usize) -> FormatError {
+    FormatError::at(
+        at,
+        K::Implausible {
+            what: "number of maps held at once (fork copies included)",
+            value: n as u64,
+        },
+    )
+}
+
+impl Visitor for Reader {
+    fn record(
+        &mut self,
+        at: u64,
+        h: RecordHeader,
+        body: &[u8],
+        attrs: &Attrs,
+    ) -> Result<(), FormatError> {
+        let e = self.e;
+        let malformed = || FormatError::at(at, K::MalformedRecord(h.type_));
+        match h.type_ {
+            types::SAMPLE => self.sample(at, &h, body, attrs)?,
+            types::MMAP | types::MMAP2 => self.map(at, &h, body)?,
+            types::COMM => {
+                let (pid, tid, name) = parse_comm(body, e).ok_or_else(malformed)?;
+                if h.misc & misc::COMM_EXEC != 0 {
+                    self.spaces.exec(pid);
+                }
+                let id = self.builder.strings.id_bytes(&name);
+                self.comms.insert(tid, id);
+            }
+            types::FORK => {
+                let r = Rd(e);
+                let field = |o| r.u32(body, o).ok_or_else(malformed);
+                let (pid, ppid, tid, ptid) = (field(0)?, field(4)?, field(8)?, field(12)?);
+                if pid != ppid {
+                    self.spaces.fork(ppid, pid).map_err(|n| too_many(at, n.0))?;
+                }
+                if let Some(&c) = self.comms.get(&ptid) {
+                    self.comms.entry(tid).or_insert(c);
+                }
+            }
+            types::EVENT_UPDATE => {
+                let r = Rd(e);
+                if r.u64(body, 0) == Some(EVENT_UPDATE_NAME) {
+                    let id = r.u64(body, 8).ok_or_else(malformed)?;
+                    let name = cstr(body.get(16..).unwrap_or_default()).to_vec();
+                    self.names_by_id.insert(id, name);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

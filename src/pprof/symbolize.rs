@@ -1,0 +1,236 @@
+//! Symbolization with blazesym, at the edge: for each build id the profile's
+//! locations map, the file with that id (from `--buildid-dir`, perf's
+//! build-id cache layout, or the recorded path when its id matches: never a
+//! file that merely has the name); for kernel frames, kallsyms of the same
+//! kernel (the running one when its build id and `_text` match the
+//! recording's kernel map, else the one archived under the kernel's id).
+//! Files are opened here, checked, and handed to blazesym as
+//! `/proc/self/fd/N`, so what blazesym reads is the file that was checked.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use blazesym::symbolize::source::{Elf, Kernel, Source};
+use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer};
+use blazesym::MaybeDefault;
+
+use super::profile::{Builder, Frame, MappingSymbols, Space};
+use super::PprofReport;
+use crate::model::BuildId;
+use crate::proc::buildid::{kernel_build_id, open_if_build_id, open_regular};
+use crate::proc::kernel::{text_address, KERNEL_DSO};
+
+/// What symbolization found: frames per location, flags per mapping.
+#[derive(Debug, Default)]
+pub struct Symbols {
+    /// Innermost first, by location index.
+    pub frames: Vec<Vec<Frame>>,
+    /// By mapping index.
+    pub mappings: Vec<MappingSymbols>,
+}
+
+/// One location to symbolize: (location index, address for blazesym,
+/// mapping index).
+type Want = (usize, u64, usize);
+
+/// Per build id: what to symbolize and the paths it was mapped from.
+type ById = BTreeMap<BuildId, (Vec<Want>, Vec<Rc<[u8]>>)>;
+
+/// Symbolizes every location of `b` that a checked file covers.
+pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofReport) -> Symbols {
+    let mut out = Symbols {
+        frames: vec![Vec::new(); b.locations.len()],
+        mappings: vec![MappingSymbols::default(); b.mappings.len()],
+    };
+    let mut by_id: ById = BTreeMap::new();
+    let mut kernel: Vec<Want> = Vec::new();
+    let mut kernel_map = None;
+    for (i, &(mapping, addr)) in b.locations.iter().enumerate() {
+        let Some((map, space)) = mapping
+            .checked_sub(1)
+            .and_then(|m| b.mappings.get(m as usize))
+        else {
+            continue;
+        };
+        let m = mapping as usize - 1;
+        if *space == Space::Kernel {
+            kernel.push((i, addr, m));
+            if map.filename.starts_with(KERNEL_DSO) {
+                kernel_map.get_or_insert(map.clone());
+            }
+            continue;
+        }
+        let Some(id) = map.build_id else {
+            report.no_build_id += 1;
+            continue;
+        };
+        let offset = addr.wrapping_sub(map.start).wrapping_add(map.pgoff);
+        let (wants, paths) = by_id.entry(id).or_default();
+        wants.push((i, offset, m));
+        if !paths.contains(&map.filename) {
+            paths.push(map.filename.clone());
+        }
+    }
+    for (id, (wants, paths)) in by_id {
+        let Some(file) = find_elf(&id, &paths, buildid_dir) else {
+            report.files_missing += 1;
+            if report.missing.len() < 5 {
+                let name = String::from_utf8_lossy(&paths[0]).into_owned();
+                report.missing.push(format!("{name} ({})", id.to_hex()));
+            }
+            continue;
+        };
+        let src = Source::Elf(Elf::new(fd_path(&file)));
+        run(&src, true, &wants, &mut out, report);
+    }
+    if !kernel.is_empty() {
+        match kallsyms(kernel_map.as_deref(), buildid_dir) {
+            Ok((file, from)) => {
+                report.kernel_symbols = Some(from);
+                let src = Source::Kernel(Kernel {
+                    kallsyms: MaybeDefault::Some(fd_path(&file)),
+                    vmlinux: MaybeDefault::None,
+                    kaslr_offset: Some(0),
+                    debug_syms: false,
+                    ..Default::default()
+                });
+                run(&src, false, &kernel, &mut out, report);
+            }
+            Err(why) => report.kernel_symbols = Some(format!("not symbolized: {why}")),
+        }
+    }
+    out
+}
+
+/// The path blazesym opens for an open file: the file itself, whatever is
+/// at its name now.
+fn fd_path(f: &File) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()))
+}
+
+/// Symbolizes `wants` (file offsets, or absolute addresses) from `src` (a fresh symbolizer per file: its cache
+/// is keyed by path, and `/proc/self/fd/N` names are reused).
+fn run(
+    src: &Source,
+    file_offsets: bool,
+    wants: &[Want],
+    out: &mut Symbols,
+    report: &mut PprofReport,
+) {
+    let symbolizer = Symbolizer::builder()
+        .enable_code_info(true)
+        .enable_inlined_fns(true)
+        .build();
+    let addrs: Vec<u64> = wants.iter().map(|w| w.1).collect();
+    let input = match file_offsets {
+        true => Input::FileOffset(addrs.as_slice()),
+        false => Input::AbsAddr(addrs.as_slice()),
+    };
+    let results = match symbolizer.symbolize(src, input) {
+        Ok(r) => r,
+        Err(err) => {
+            report.symbolize_errors += 1;
+            if report.symbolize_error.is_none() {
+                report.symbolize_error = Some(err.to_string());
+            }
+            return;
+        }
+    };
+    for (&(loc, _, mapping), r) in wants.iter().zip(results) {
+        let Symbolized::Sym(sym) = r else { continue };
+        let frames = frames_of(&sym);
+        let flags = &mut out.mappings[mapping];
+        flags.functions = true;
+        if frames.iter().any(|f| f.file.is_some()) {
+            flags.filenames = true;
+            flags.lines = true;
+            flags.inline = true;
+        }
+        report.symbolized += 1;
+        out.frames[loc] = frames;
+    }
+}
+
+/// blazesym gives the function, then the functions inlined into it, each
+/// with its own line at this address; pprof wants the innermost first.
+fn frames_of(sym: &Sym<'_>) -> Vec<Frame> {
+    let frame = |name: &str, info: Option<&blazesym::symbolize::CodeInfo<'_>>| Frame {
+        name: name.to_string(),
+        file: info.map(|c| c.to_path().display().to_string()),
+        line: info.and_then(|c| c.line).unwrap_or(0),
+        column: info.and_then(|c| c.column).unwrap_or(0),
+    };
+    let mut frames = vec![frame(&sym.name, sym.code_info.as_deref())];
+    for f in sym.inlined.iter() {
+        frames.push(frame(&f.name, f.code_info.as_ref()));
+    }
+    frames.reverse();
+    frames
+}
+
+/// The file with build id `id`: from the build-id directory, else a
+/// recorded path whose file has that id now.
+fn find_elf(id: &BuildId, paths: &[Rc<[u8]>], buildid_dir: Option<&Path>) -> Option<File> {
+    let hex = id.to_hex();
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = buildid_dir {
+        let link = dir.join(".build-id").join(&hex[..2]).join(&hex[2..]);
+        candidates.push(link.join("elf"));
+        candidates.push(link);
+        for p in paths {
+            let rel = p.strip_prefix(b"/").unwrap_or(p);
+            let rel = Path::new(std::ffi::OsStr::from_bytes(rel));
+            candidates.push(dir.join(rel).join(&hex).join("elf"));
+        }
+    }
+    candidates.extend(
+        paths
+            .iter()
+            .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(p))),
+    );
+    candidates.iter().find_map(|c| open_if_build_id(c, id))
+}
+
+/// The kallsyms to read kernel frames from, and where it came from.
+fn kallsyms(
+    kernel_map: Option<&super::maps::Map>,
+    buildid_dir: Option<&Path>,
+) -> Result<(File, String), String> {
+    let Some(map) = kernel_map else {
+        return Err("the recording has no kernel map".into());
+    };
+    let Some(id) = map.build_id else {
+        return Err("the recording's kernel map has no build id".into());
+    };
+    let running = kernel_build_id();
+    let proc_kallsyms = Path::new("/proc/kallsyms");
+    if running == Some(id) {
+        // same build; KASLR moves the kernel every boot, so the recorded
+        // `_text` (perf's pgoff of the kernel map) must be today's too
+        match text_address(proc_kallsyms) {
+            Some(text) if text != 0 && text == map.pgoff => {
+                if let Some(f) = open_regular(proc_kallsyms) {
+                    return Ok((f, "/proc/kallsyms (same kernel, same boot)".into()));
+                }
+            }
+            _ => {}
+        }
+    }
+    let archived = buildid_dir.map(|d| {
+        d.join("[kernel.kallsyms]")
+            .join(id.to_hex())
+            .join("kallsyms")
+    });
+    if let Some(f) = archived.as_deref().and_then(open_regular) {
+        let shown = archived.unwrap_or_default().display().to_string();
+        return Ok((f, shown));
+    }
+    Err(format!(
+        "kernel {} is not the running one at the same addresses, and no kallsyms is archived for it (--buildid-dir)",
+        id.to_hex()
+    ))
+}

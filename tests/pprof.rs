@@ -1,0 +1,443 @@
+//! `mmap2-synth pprof` end to end: real perf recordings of a CPU burner the
+//! test starts (built with -g, so it has lines), converted, then read by
+//! `go tool pprof` (Debian's golang-go) with its own symbolization off
+//! (`-symbolize=none`), so every name checked is one we wrote. Shares are
+//! compared with `perf report --no-children --sort sym` of the same file.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+
+/// A burner and its library built with debug info in a scratch directory.
+struct Burn {
+    dir: Scratch,
+    burn: PathBuf,
+    lib: PathBuf,
+}
+
+/// Builds `burn` and `libburn.so` with -g (the fixture sources).
+fn burn_with_lines() -> Burn {
+    let dir = scratch("pprof-burn");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let lib = dir.join("libburn.so");
+    let burn = dir.join("burn");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    cc(&[
+        "-g",
+        "-O1",
+        "-shared",
+        "-fPIC",
+        "-o",
+        &s(&lib),
+        &s(&src.join("libburn.c")),
+    ]);
+    cc(&[
+        "-g",
+        "-O1",
+        "-o",
+        &s(&burn),
+        &s(&src.join("burn.c")),
+        &format!("-L{}", s(&dir)),
+        "-lburn",
+        &format!("-Wl,-rpath,{}", s(&dir)),
+    ]);
+    Burn { dir, burn, lib }
+}
+
+impl Burn {
+    fn start(&self) -> Mapper {
+        Mapper::start_as(&self.burn, &["120".as_ref()])
+    }
+}
+
+fn needs_go() {
+    let ok = Command::new("go")
+        .args(["tool", "pprof", "-h"])
+        .output()
+        .is_ok_and(|o| !o.stdout.is_empty() || !o.stderr.is_empty());
+    assert!(
+        ok,
+        "this test needs `go tool pprof` (Debian's golang-go), which is missing here"
+    );
+}
+
+/// `go tool pprof -symbolize=none ARGS PROFILE`: stdout, asserting success.
+fn go_pprof(args: &[&str], profile: &Path) -> String {
+    let home = scratch("pprof-home");
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-symbolize=none"])
+        .args(args)
+        .arg(profile)
+        .env("HOME", &*home)
+        .env("PPROF_TMPDIR", &*home)
+        .env("PPROF_BINARY_PATH", &*home)
+        .output()
+        .expect("run go tool pprof");
+    assert!(
+        out.status.success(),
+        "go tool pprof {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `mmap2-synth pprof REC -o OUT EXTRA...`, returning its summary.
+fn pprof(rec: &Path, out: &Path, extra: &[&OsStr]) -> String {
+    let mut args: Vec<&OsStr> = vec!["pprof".as_ref(), rec.as_os_str(), "-o".as_ref()];
+    args.push(out.as_os_str());
+    args.extend_from_slice(extra);
+    String::from_utf8_lossy(&synth_ok(args).stderr).into_owned()
+}
+
+/// Flat shares (percent) by function from `-top` (every node shown).
+fn pprof_shares(profile: &Path, extra: &[&str]) -> BTreeMap<String, f64> {
+    let mut args = vec!["-top", "-nodefraction=0", "-nodecount=100000"];
+    args.extend_from_slice(extra);
+    let text = go_pprof(&args, profile);
+    let mut shares = BTreeMap::new();
+    let mut in_table = false;
+    for l in text.lines() {
+        if l.trim_start().starts_with("flat") {
+            in_table = true;
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if !in_table || f.len() < 6 {
+            continue;
+        }
+        let pct: f64 = f[1].trim_end_matches('%').parse().unwrap();
+        *shares.entry(f[5..].join(" ")).or_default() += pct;
+    }
+    shares
+}
+
+/// `perf report --no-children --sort sym` shares of named symbols, largest
+/// first (unresolved addresses left out).
+fn perf_shares(rec: &Path) -> Vec<(String, f64)> {
+    let text = perf(&[
+        "report".as_ref(),
+        "--no-children".as_ref(),
+        "--sort".as_ref(),
+        "sym".as_ref(),
+        "--stdio".as_ref(),
+        "-i".as_ref(),
+        rec.as_os_str(),
+    ]);
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 3 || !f[0].ends_with('%') || !f[1].starts_with('[') {
+            continue;
+        }
+        let name = f[2..].join(" ");
+        if name.starts_with("0x") {
+            continue;
+        }
+        out.push((name, f[0].trim_end_matches('%').parse().unwrap()));
+    }
+    out
+}
+
+/// pprof's top puts the top 10 functions of perf report at perf's share,
+/// within 1 point, and burn_work on top; returns burn_work's share.
+fn shares_match_perf(rec: &Path, profile: &Path) -> f64 {
+    let ours = pprof_shares(profile, &[]);
+    let theirs = perf_shares(rec);
+    assert!(!theirs.is_empty(), "perf report shows no symbols");
+    assert_eq!(theirs[0].0, "burn_work", "perf report: {theirs:?}");
+    for (name, pct) in theirs.iter().take(10) {
+        let got = ours.get(name).copied().unwrap_or(0.0);
+        assert!(
+            (got - pct).abs() <= 1.0,
+            "{name}: pprof {got}% vs perf report {pct}%\npprof: {ours:?}\nperf: {theirs:?}"
+        );
+    }
+    ours["burn_work"]
+}
+
+/// Path -> build id of each mapping in `-raw`.
+fn mapping_ids(profile: &Path) -> BTreeMap<String, String> {
+    let text = go_pprof(&["-raw"], profile);
+    let mut ids = BTreeMap::new();
+    let mut in_maps = false;
+    for l in text.lines() {
+        if l.starts_with("Mappings") {
+            in_maps = true;
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // `N: start/limit/offset path [build id] [FN]...`
+        if in_maps && f.len() >= 4 && !f[3].starts_with('[') {
+            ids.insert(f[2].to_string(), f[3].to_string());
+        }
+    }
+    ids
+}
+
+/// The checks every recording of the burner gets: shares as perf's,
+/// burn_work's source line, the mappings' build ids equal to the ELF notes.
+fn check_burn_profile(b: &Burn, rec: &Path, profile: &Path) {
+    let share = shares_match_perf(rec, profile);
+    assert!(share > 50.0, "burn_work has {share}%");
+    let lines = go_pprof(&["-top", "-lines"], profile);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/libburn.c");
+    let line = lines
+        .lines()
+        .find_map(|l| {
+            l.split_once(" burn_work ")
+                .map(|(_, r)| r.trim().to_string())
+        })
+        .unwrap_or_else(|| panic!("no burn_work line in -top -lines:\n{lines}"));
+    let (file, n) = line.rsplit_once(':').unwrap();
+    assert_eq!(Path::new(file), src, "{line}");
+    let n: u32 = n.parse().unwrap();
+    assert!(
+        (4..=8).contains(&n),
+        "burn_work at line {n} (its body is lines 4-8)"
+    );
+    // every file mapping carries its file's id (the burner's library
+    // always has samples; the others where a stack reached them)
+    let ids = mapping_ids(profile);
+    assert!(ids.contains_key(b.lib.to_str().unwrap()), "{ids:?}");
+    for (path, id) in ids.iter().filter(|(p, _)| p.starts_with('/')) {
+        let want = readelf_build_id(Path::new(path)).unwrap();
+        assert_eq!(id, &want, "{path}: {ids:?}");
+    }
+}
+
+fn record(pid: u32, rec: &Path, args: &[&str]) {
+    perf_record_pid(pid, rec, args, "1");
+}
+
+// A file-mode -g recording: pprof's top equals perf report's within 1
+// point, with burn_work's source line and the ELF notes' build ids.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn file_mode_recording() {
+    needs_perf_record();
+    needs_go();
+    let b = burn_with_lines();
+    let p = b.start();
+    let rec = b.dir.join("rec.data");
+    record(p.pid, &rec, &["-g"]);
+    let profile = b.dir.join("p.pb.gz");
+    let summary = pprof(&rec, &profile, &[]);
+    assert!(summary.contains("symbolized"), "{summary}");
+    check_burn_profile(&b, &rec, &profile);
+    // the labels perf_to_profile writes
+    let traces = go_pprof(&["-traces"], &profile);
+    for label in [
+        "comm:  burn",
+        "thread_comm:  burn",
+        &format!("pid:  {}", p.pid),
+    ] {
+        assert!(traces.contains(label), "no {label:?} in -traces:\n{traces}");
+    }
+}
+
+// Pipe-mode and -z recordings give the same profile checks.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn pipe_and_compressed_recordings() {
+    needs_perf_record();
+    needs_go();
+    let b = burn_with_lines();
+    let p = b.start();
+    for (name, args) in [("pipe", &["-g", "-o", "-"][..]), ("z", &["-g", "-z"][..])] {
+        let rec = b.dir.join(format!("{name}.data"));
+        record(p.pid, &rec, args);
+        let profile = b.dir.join(format!("{name}.pb.gz"));
+        pprof(&rec, &profile, &[]);
+        check_burn_profile(&b, &rec, &profile);
+    }
+}
+
+// A recording of two events: one sample-type pair per event, each event's
+// samples on top in burn_work; --event keeps one pair.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn multi_event_recording() {
+    needs_perf_record();
+    needs_go();
+    let b = burn_with_lines();
+    let p = b.start();
+    let rec = b.dir.join("rec.data");
+    record(p.pid, &rec, &["-g", "-e", "cpu-clock", "-e", "task-clock"]);
+    let profile = b.dir.join("p.pb.gz");
+    pprof(&rec, &profile, &[]);
+    let raw = go_pprof(&["-raw"], &profile);
+    let types = raw
+        .lines()
+        .skip_while(|l| !l.starts_with("Samples:"))
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    for t in [
+        "cpu-clock_sample/count",
+        "cpu-clock_event/count",
+        "task-clock_sample/count",
+        "task-clock_event/count",
+    ] {
+        assert!(types.contains(t), "sample types {types:?} lack {t}");
+    }
+    for ev in ["cpu-clock_event", "task-clock_event"] {
+        let shares = pprof_shares(&profile, &[&format!("-sample_index={ev}")]);
+        let top = shares
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(n, _)| n.as_str());
+        assert_eq!(top, Some("burn_work"), "{ev}: {shares:?}");
+    }
+    let one = b.dir.join("one.pb.gz");
+    pprof(&rec, &one, &["--event".as_ref(), "task-clock".as_ref()]);
+    let raw = go_pprof(&["-raw"], &one);
+    assert!(!raw.contains("cpu-clock_sample"), "{raw}");
+    assert!(raw.contains("task-clock_sample"), "{raw}");
+    // an event the recording lacks is a usage error naming those it has
+    let out = synth([
+        "pprof".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        b.dir.join("x.pb.gz").as_os_str(),
+        "--event".as_ref(),
+        "cycles".as_ref(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("task-clock"));
+}
+
+// --call-graph dwarf records no user callchain: stacks are the ip alone,
+// the summary says so, and the shares still match perf report's.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn dwarf_recording_is_ip_only() {
+    needs_perf_record();
+    needs_go();
+    let b = burn_with_lines();
+    let p = b.start();
+    let rec = b.dir.join("rec.data");
+    record(p.pid, &rec, &["--call-graph", "dwarf,4096"]);
+    let profile = b.dir.join("p.pb.gz");
+    let summary = pprof(&rec, &profile, &[]);
+    assert!(summary.contains("ip alone"), "{summary}");
+    let share = pprof_shares(&profile, &[])["burn_work"];
+    assert!(share > 50.0, "{share}");
+}
+
+// A recording without maps (--synth=no of a process already running) has
+// burn_work nowhere; after `merge` adds the maps, pprof names it as perf
+// report does.
+#[test]
+#[ignore = "needs root, perf, PROCMAP_QUERY and go tool pprof"]
+fn recording_repaired_by_merge() {
+    needs_perf_record();
+    needs_procmap_query();
+    needs_go();
+    let b = burn_with_lines();
+    let p = b.start();
+    let rec = b.dir.join("rec.data");
+    record(p.pid, &rec, &["-g", "--synth=no"]);
+    let before = b.dir.join("before.pb.gz");
+    let summary = pprof(&rec, &before, &[]);
+    assert!(summary.contains("frames in no map"), "{summary}");
+    assert!(!pprof_shares(&before, &[]).contains_key("burn_work"));
+    let merged = b.dir.join("merged.data");
+    synth_ok([
+        "merge".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        merged.as_os_str(),
+    ]);
+    let after = b.dir.join("after.pb.gz");
+    pprof(&merged, &after, &[]);
+    check_burn_profile(&b, &merged, &after);
+}
+
+// A library replaced on disk after the recording is not used to name the
+// old one's addresses (they stay addresses); an archive of the original
+// (`archive -p`, made while it ran) given as --buildid-dir names them.
+#[test]
+#[ignore = "needs root, perf, PROCMAP_QUERY and go tool pprof"]
+fn replaced_library_and_buildid_dir() {
+    needs_perf_record();
+    needs_procmap_query();
+    needs_go();
+    let b = burn_with_lines();
+    let p = b.start();
+    let rec = b.dir.join("rec.data");
+    record(p.pid, &rec, &["-g"]);
+    let cache = b.dir.join("cache");
+    let pid = p.pid.to_string();
+    synth_ok([
+        "archive".as_ref(),
+        "-o".as_ref(),
+        cache.as_os_str(),
+        "-p".as_ref(),
+        pid.as_ref(),
+    ]);
+    drop(p);
+    let old_id = readelf_build_id(&b.lib).unwrap();
+    // a new library (other code, other id) renamed over the old path
+    let src = b.dir.join("other.c");
+    std::fs::write(&src, "int burn_work(int n) { return n * 3; }\nint other;\n").unwrap();
+    let new = b.dir.join("libburn.new");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    cc(&["-g", "-shared", "-fPIC", "-o", &s(&new), &s(&src)]);
+    std::fs::rename(&new, &b.lib).unwrap();
+    assert_ne!(readelf_build_id(&b.lib).unwrap(), old_id);
+
+    let profile = b.dir.join("p.pb.gz");
+    let summary = pprof(&rec, &profile, &[]);
+    assert!(
+        summary.contains("no file with the right build id") && summary.contains(&old_id),
+        "{summary}"
+    );
+    let shares = pprof_shares(&profile, &[]);
+    assert!(!shares.contains_key("burn_work"), "{shares:?}");
+    let ids = mapping_ids(&profile);
+    assert_eq!(ids.get(b.lib.to_str().unwrap()), Some(&old_id));
+
+    let fixed = b.dir.join("fixed.pb.gz");
+    pprof(&rec, &fixed, &["--buildid-dir".as_ref(), cache.as_os_str()]);
+    let share = pprof_shares(&fixed, &[])["burn_work"];
+    assert!(share > 50.0, "{share}");
+}
+
+// Output: `-o -` writes the gzip stream to stdout; bad input exits 2
+// naming the file and nothing is written.
+#[test]
+fn stdout_and_bad_input() {
+    let dir = scratch("pprof-bad");
+    let junk = dir.join("junk.data");
+    std::fs::write(&junk, b"PERFILE2 but not really a perf.data file at all").unwrap();
+    let out_path = dir.join("out.pb.gz");
+    let out = synth([
+        "pprof".as_ref(),
+        junk.as_os_str(),
+        "-o".as_ref(),
+        out_path.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("junk.data"), "{err}");
+    assert!(!out_path.exists());
+    // a snapshot (maps, no samples) converts to an empty profile on stdout
+    let snap = pin("snap-le.data");
+    let out = synth([
+        "pprof".as_ref(),
+        snap.as_os_str(),
+        "-o".as_ref(),
+        "-".as_ref(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(&out.stdout[..2], &[0x1f, 0x8b], "gzip magic");
+}
