@@ -9,7 +9,7 @@ with its own synthesis, on many processes, in a private PID namespace (so
 Workload: 2000 processes (fixtures/mapper.c, as benches/run.sh starts it),
 each with 20 more executable VMAs than a bare process. Then, interleaved REPS
 times:
-  - ours: `mmap2-synth record -- -a -o F -e dummy -- stamp S`
+  - ours: `mmap2-synth record -- -a -e dummy -o F -- stamp S`
   - perf: `perf record -a -e dummy -o F -- stamp S` (default synthesis)
 where `stamp` prints CLOCK_MONOTONIC and sleeps S seconds (the same in both,
 long enough that perf is enabled before it ends; it is in both wall times).
@@ -66,9 +66,7 @@ def fail(what, p, err):
 
 def run_ours(data):
     """(until enabled, total) of mmap2-synth record."""
-    # -o before -e: record's reading of perf's arguments (perf_target) takes
-    # the first word that is not an option, "dummy" here, for the workload
-    cmd = [BIN, "record", "--", "-a", "-o", data, "-e", "dummy",
+    cmd = [BIN, "record", "--", "-a", "-e", "dummy", "-o", data,
            "--", os.path.join(OUT, "stamp"), str(SLEEP)]
     t0 = now()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use common::*;
 
@@ -47,6 +47,30 @@ fn record(args: &[&str]) -> i32 {
         .unwrap();
     eprintln!("{}", String::from_utf8_lossy(&o.stderr));
     o.status.code().unwrap_or(-1)
+}
+
+/// Runs `mmap2-synth record -q -- ARGS` in `cwd` with its stdin a pipe held
+/// open (the burner stops at EOF) and stdout not a pipe; returns its exit
+/// code. Waits at most `READY_TIMEOUT`.
+fn record_in(cwd: &Path, args: &[&str]) -> i32 {
+    let err = tempfile::tempfile().unwrap();
+    let mut child = Command::new(bin())
+        .args(["record", "-q", "--"])
+        .args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(err.try_clone().unwrap())
+        .spawn()
+        .unwrap();
+    let _stdin = child.stdin.take();
+    wait_until("mmap2-synth record", || child.try_wait().unwrap().is_some());
+    let mut text = String::new();
+    let mut err = err;
+    std::io::Seek::rewind(&mut err).unwrap();
+    std::io::Read::read_to_string(&mut err, &mut text).unwrap();
+    eprintln!("{text}");
+    child.wait().unwrap().code().unwrap_or(-1)
 }
 
 // A burner started before the recording, recorded with -p: at least 99% of
@@ -149,4 +173,20 @@ fn ctrl_c_stops_perf_and_still_merges() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("mmap2-synth merge: "), "{err}");
     perf(&["script".as_ref(), "-i".as_ref(), out.as_os_str()]);
+}
+
+// perf's options that take a value before -o (`-e cpu-clock -F 999`) are
+// read as perf reads them: the output named by -o gets the maps (the
+// burner workload's samples land in libburn) and no perf.data is made.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn record_reads_perfs_option_values() {
+    needs_perf_record();
+    let cwd = scratch("record-args");
+    let burn = fixtures().burn.to_str().unwrap();
+    let args = ["-e", "cpu-clock", "-F", "999", "-g", "-o", "out.data", "--"];
+    assert_eq!(record_in(&cwd, &[&args[..], &[burn, "1"]].concat()), 0);
+    let share = libburn_share(&cwd.join("out.data"));
+    assert!(share >= 99.0, "{share}% in libburn");
+    assert!(!cwd.join("perf.data").exists());
 }

@@ -30,68 +30,283 @@ pub(crate) struct PerfTarget {
     pub(crate) target: Option<Target>,
 }
 
-/// Reads `-o/--output`, `-a/--all-cpus` and `-p/--pid` out of `perf
-/// record`'s arguments (what is after a lone `--`, or the first word that
-/// is not an option, is the workload).
-pub(crate) fn perf_target(args: &[String]) -> Result<PerfTarget, CliError> {
-    let mut output = PathBuf::from("perf.data");
-    let mut target = None;
-    let mut pids = Vec::new();
-    let mut i = 0;
-    while i < args.len() {
-        let a = args[i].as_str();
-        let value = |i: &mut usize| -> Result<String, CliError> {
-            *i += 1;
-            args.get(*i)
-                .cloned()
-                .ok_or_else(|| CliError::Usage(format!("record: {a} needs a value")))
-        };
-        match a {
-            "--" => break,
-            "-o" | "--output" => output = PathBuf::from(value(&mut i)?),
-            "-a" | "--all-cpus" => target = Some(Target::All),
-            "-p" | "--pid" => pids.push(value(&mut i)?),
-            _ if a.starts_with("--output=") => output = PathBuf::from(&a["--output=".len()..]),
-            _ if a.starts_with("--pid=") => pids.push(a["--pid=".len()..].to_string()),
-            _ if !a.starts_with('-') => break,
+/// Whether a perf record option takes a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Takes {
+    Nothing,
+    /// The next word when not glued (`-o F`, `-oF`, `--output=F`).
+    Value,
+    /// Only glued (`-z3`, `--aio=2`): the next word is never it.
+    Optional,
+}
+
+/// perf record 6.1's options (`perf record -h` and `--list-opts`): short
+/// name, long name ("" for none), and whether a value follows.
+/// `--pfm-events` is only in perf built with libpfm.
+const PERF_RECORD_OPTIONS: &[(Option<char>, &str, Takes)] = {
+    use Takes::{Nothing as N, Optional as O, Value as V};
+    &[
+        (Some('a'), "all-cpus", N),
+        (Some('b'), "branch-any", N),
+        (Some('B'), "no-buildid", N),
+        (Some('c'), "count", V),
+        (Some('C'), "cpu", V),
+        (Some('d'), "data", N),
+        (Some('D'), "delay", V),
+        (Some('e'), "event", V),
+        (Some('F'), "freq", V),
+        (Some('g'), "", N),
+        (Some('G'), "cgroup", V),
+        (Some('I'), "intr-regs", O),
+        (Some('i'), "no-inherit", N),
+        (Some('j'), "branch-filter", V),
+        (Some('k'), "clockid", V),
+        (Some('m'), "mmap-pages", V),
+        (Some('N'), "no-buildid-cache", N),
+        (Some('n'), "no-samples", N),
+        (Some('o'), "output", V),
+        (Some('P'), "period", N),
+        (Some('p'), "pid", V),
+        (Some('q'), "quiet", N),
+        (Some('R'), "raw-samples", N),
+        (Some('r'), "realtime", V),
+        (Some('S'), "snapshot", O),
+        (Some('s'), "stat", N),
+        (Some('t'), "tid", V),
+        (Some('T'), "timestamp", N),
+        (Some('u'), "uid", V),
+        (Some('v'), "verbose", N),
+        (Some('W'), "weight", N),
+        (Some('z'), "compression-level", O),
+        (None, "affinity", V),
+        (None, "aio", O),
+        (None, "all-cgroups", N),
+        (None, "all-kernel", N),
+        (None, "all-user", N),
+        (None, "aux-sample", O),
+        (None, "buildid-all", N),
+        (None, "buildid-mmap", N),
+        (None, "call-graph", V),
+        (None, "clang-opt", V),
+        (None, "clang-path", V),
+        (None, "code-page-size", N),
+        (None, "control", V),
+        (None, "data-page-size", N),
+        (None, "debuginfod", O),
+        (None, "dry-run", N),
+        (None, "exclude-perf", N),
+        (None, "filter", V),
+        (None, "group", N),
+        (None, "kcore", N),
+        (None, "kernel-callchains", N),
+        (None, "max-size", V),
+        (None, "mmap-flush", V),
+        (None, "namespaces", N),
+        (None, "no-bpf-event", N),
+        (None, "no-buffering", N),
+        (None, "num-thread-synthesize", V),
+        (None, "off-cpu", N),
+        (None, "overwrite", N),
+        (None, "per-thread", N),
+        (None, "pfm-events", V),
+        (None, "phys-data", N),
+        (None, "proc-map-timeout", V),
+        (None, "running-time", N),
+        (None, "sample-cpu", N),
+        (None, "sample-identifier", N),
+        (None, "strict-freq", N),
+        (None, "switch-events", N),
+        (None, "switch-max-files", V),
+        (None, "switch-output", O),
+        (None, "switch-output-event", V),
+        (None, "synth", V),
+        (None, "tail-synthesize", N),
+        (None, "threads", O),
+        (None, "timestamp-boundary", N),
+        (None, "timestamp-filename", N),
+        (None, "transaction", N),
+        (None, "user-callchains", N),
+        (None, "user-regs", O),
+        (None, "vmlinux", V),
+    ]
+};
+
+/// One option of perf record's command line, as perf's parse-options reads
+/// it: its long name ("" for `-g`, which has none), its value, and
+/// whether it was negated (`--no-output`: back to the default).
+#[derive(Debug, PartialEq, Eq)]
+struct PerfOption<'a> {
+    long: &'static str,
+    value: Option<&'a str>,
+    negated: bool,
+}
+
+/// The long option `name` (what is before any `=`) stands for, as perf's
+/// parse-options matches it: exactly, else as the one option it
+/// abbreviates; `no-NAME` negates (as does `NAME` for an option named
+/// `no-NAME`), and a negated option takes no value. Returns the option's
+/// long name, what it takes and whether it is negated; None when unknown or
+/// ambiguous (perf refuses it).
+fn long_option(name: &str) -> Option<(&'static str, Takes, bool)> {
+    // (what is typed, the option, what it takes, negated)
+    let mut forms = Vec::new();
+    for &(_, long, takes) in PERF_RECORD_OPTIONS.iter().filter(|o| !o.1.is_empty()) {
+        forms.push((long.to_string(), long, takes, false));
+        forms.push((format!("no-{long}"), long, Takes::Nothing, true));
+        if let Some(l) = long.strip_prefix("no-") {
+            forms.push((l.to_string(), long, Takes::Nothing, true));
+        }
+    }
+    let found = |f: &(String, &'static str, Takes, bool)| (f.1, f.2, f.3);
+    if let Some(f) = forms.iter().find(|f| f.0 == name) {
+        return Some(found(f));
+    }
+    let mut abbreviated = forms.iter().filter(|f| f.0.starts_with(name));
+    match (abbreviated.next(), abbreviated.next()) {
+        (Some(f), None) => Some(found(f)),
+        _ => None,
+    }
+}
+
+/// perf record's options in `args`, read as perf reads them: up to a lone
+/// `--` or the first word that is not an option (the workload); `--name`,
+/// `--name=value` and abbreviations of long names; clusters of short ones
+/// (`-ag`), whose first option that takes a value takes the rest of the
+/// word (`-F999`, `-gecycles`) or, when none is left and the value is not
+/// optional, the next word. Unknown options are skipped (perf refuses them).
+fn perf_options(args: &[String]) -> Result<Vec<PerfOption<'_>>, CliError> {
+    fn next<'a>(
+        what: &str,
+        words: &mut impl Iterator<Item = &'a str>,
+    ) -> Result<&'a str, CliError> {
+        words
+            .next()
+            .ok_or_else(|| CliError::Usage(format!("record: perf's {what} needs a value")))
+    }
+    let mut out = Vec::new();
+    let mut words = args.iter().map(String::as_str);
+    while let Some(a) = words.next() {
+        if a == "--" || a == "-" || !a.starts_with('-') {
+            break;
+        }
+        if let Some(l) = a.strip_prefix("--") {
+            let (name, glued) = match l.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (l, None),
+            };
+            let Some((long, takes, negated)) = long_option(name) else {
+                continue;
+            };
+            let value = match (takes, glued) {
+                (Takes::Nothing, _) => None,
+                (Takes::Value, None) => Some(next(a, &mut words)?),
+                (_, glued) => glued,
+            };
+            out.push(PerfOption {
+                long,
+                value,
+                negated,
+            });
+            continue;
+        }
+        for (at, c) in a.char_indices().skip(1) {
+            let Some(&(_, long, takes)) = PERF_RECORD_OPTIONS.iter().find(|o| o.0 == Some(c))
+            else {
+                break;
+            };
+            let rest = &a[at + c.len_utf8()..];
+            let value = match takes {
+                Takes::Nothing => None,
+                _ if !rest.is_empty() => Some(rest),
+                Takes::Value => Some(next(&format!("-{c}"), &mut words)?),
+                Takes::Optional => None,
+            };
+            out.push(PerfOption {
+                long,
+                value,
+                negated: false,
+            });
+            if takes != Takes::Nothing {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Reads where perf writes (`-o/--output`) and what it records out of
+/// `perf record`'s arguments: `-a/--all-cpus` every process; else
+/// `-p/--pid` those; else, for `-C/--cpu`, `-t/--tid` or `-u/--uid`, every
+/// process too (the merge takes only those the recording has); else the
+/// workload. As in perf, the last of an option counts. Without `-o`, perf
+/// writes a stream to its stdout when that is a pipe (`stdout_is_pipe`).
+pub(crate) fn perf_target(args: &[String], stdout_is_pipe: bool) -> Result<PerfTarget, CliError> {
+    let (mut output, mut all, mut pid) = (None, false, None);
+    let (mut cpu, mut tid, mut uid) = (None, None, None);
+    for o in perf_options(args)? {
+        let v = if o.negated { None } else { o.value };
+        match o.long {
+            "output" => output = v,
+            "all-cpus" => all = !o.negated,
+            "pid" => pid = v,
+            "cpu" => cpu = v,
+            "tid" => tid = v,
+            "uid" => uid = v,
             _ => {}
         }
-        i += 1;
     }
+    let output = match output {
+        Some(o) => PathBuf::from(o),
+        None if stdout_is_pipe => {
+            return Err(CliError::Usage(
+                "record: perf's output must be a file (without -o it writes a stream to \
+                 stdout, a pipe here, which cannot be merged into): give -o FILE"
+                    .into(),
+            ));
+        }
+        None => PathBuf::from("perf.data"),
+    };
     if output.as_os_str() == "-" {
         return Err(CliError::Usage(
             "record: perf's output must be a file (-o -, a stream, cannot be merged into)".into(),
         ));
     }
-    if !pids.is_empty() && target.is_none() {
-        let mut list = Vec::new();
-        for p in pids.iter().flat_map(|p| p.split(',')) {
-            list.push(
-                p.parse()
-                    .map_err(|_| CliError::Usage(format!("record: bad pid {p}")))?,
-            );
+    let target = match (all, pid) {
+        (true, _) => Some(Target::All),
+        (false, Some(pids)) => {
+            let mut list = Vec::new();
+            for p in pids.split(',') {
+                list.push(
+                    p.trim()
+                        .parse()
+                        .map_err(|_| CliError::Usage(format!("record: bad pid {p}")))?,
+                );
+            }
+            Some(Target::Pids(list))
         }
-        target = Some(Target::Pids(list));
-    }
+        (false, None) if cpu.or(tid).or(uid).is_some() => Some(Target::All),
+        (false, None) => None,
+    };
     Ok(PerfTarget { output, target })
 }
 
-/// Polls `f` every 10 ms for at most 30 s, or until perf has exited.
+/// Polls `f` every 10 ms for at most 30 s, or until perf has exited
+/// (then None when it succeeded: nothing was recorded, nothing to merge).
 fn poll<T>(
     perf: &mut std::process::Child,
     what: &str,
     mut f: impl FnMut() -> Option<T>,
-) -> Result<T, CliError> {
+) -> Result<Option<T>, CliError> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(v) = f() {
-            return Ok(v);
+            return Ok(Some(v));
         }
         if let Ok(Some(st)) = perf.try_wait() {
-            // the workload ended (or perf failed) before recording began:
-            // perf's status is ours
+            // the workload ended (or perf failed, or only parsed its
+            // options) before recording began: perf's status is ours
             eprintln!("mmap2-synth record: perf exited ({st}) before it would {what}");
-            return Err(CliError::Child(exit_code(st)));
+            return failed(st).map_or(Ok(None), Err);
         }
         if Instant::now() > deadline {
             let _ = perf.kill();
@@ -105,7 +320,12 @@ fn poll<T>(
 
 pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
     let started = Instant::now();
-    let pt = perf_target(&r.perf_args)?;
+    // perf inherits our stdout
+    let stdout_is_pipe = std::fs::metadata("/proc/self/fd/1").is_ok_and(|m| {
+        use std::os::unix::fs::FileTypeExt;
+        m.file_type().is_fifo()
+    });
+    let pt = perf_target(&r.perf_args, stdout_is_pipe)?;
     let tmp = std::env::temp_dir().join(format!("mmap2-synth-record-{}", std::process::id()));
     std::fs::create_dir(&tmp)
         .map_err(|e| CliError::Usage(format!("record: {}: {e}", tmp.display())))?;
@@ -142,24 +362,30 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
                 "record: cannot run perf (apt-get install linux-perf): {e}"
             ))
         })?;
-    let mut ctl_w = poll(&mut perf, "open its control FIFO", || {
+    let Some(mut ctl_w) = poll(&mut perf, "open its control FIFO", || {
         std::fs::OpenOptions::new()
             .write(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(&ctl)
             .ok()
-    })?;
+    })?
+    else {
+        return Ok(());
+    };
     ctl_w
         .write_all(b"enable\n")
         .map_err(|e| CliError::Usage(format!("record: writing to perf's control FIFO: {e}")))?;
     let mut got = Vec::new();
-    poll(&mut perf, "acknowledge enable", || {
+    let acked = poll(&mut perf, "acknowledge enable", || {
         let mut b = [0u8; 64];
         if let Ok(n) = ack_r.read(&mut b) {
             got.extend_from_slice(&b[..n]);
         }
         got.windows(3).any(|w| w == b"ack").then_some(())
     })?;
+    if acked.is_none() {
+        return Ok(());
+    }
     // Events are on: every map made from now on is in perf's stream.
     let target = match &pt.target {
         Some(t) => t.clone(),
@@ -172,9 +398,23 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
         .map_err(|e| CliError::Usage(format!("record: waiting for perf: {e}")))?;
     super::RECORDING.store(false, std::sync::atomic::Ordering::SeqCst);
     let live = live?;
-    if !pt.output.exists() {
-        return Err(CliError::Child(exit_code(status)));
-    }
+    merge_into(r, pt, snap, status, &live)
+}
+
+/// Merges the snapshot `snap` into perf's output; perf's status when it
+/// failed (a failing workload), else the merge's (when perf succeeded, a
+/// missing output is the merge's error too).
+fn merge_into(
+    r: &RecordArgs,
+    pt: &PerfTarget,
+    snap: PathBuf,
+    status: ExitStatus,
+    live: &snapshot::LiveReport,
+) -> Result<(), CliError> {
+    let perf_failed = match failed(status) {
+        Some(e) if !pt.output.exists() => return Err(e),
+        f => f,
+    };
     let opts = MergeOptions {
         which: Which::Needed,
         maps: Some(snap),
@@ -182,17 +422,22 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
         in_place: true,
         kernel: true,
     };
-    let report = rewrite::merge(&pt.output, &pt.output, &opts)?;
+    let report = match rewrite::merge(&pt.output, &pt.output, &opts) {
+        Ok(report) => report,
+        Err(e) => match perf_failed {
+            None => return Err(e.into()),
+            Some(perf) => {
+                eprintln!("mmap2-synth record: merge: {}", super::error::chain(&e));
+                return Err(perf);
+            }
+        },
+    };
     if !r.scan.quiet {
         let dest = pt.output.display().to_string();
         print(&summary::merge(&report, Duration::ZERO, &dest));
         print(&summary::skip_lines(&live.skipped));
     }
-    // perf's status when it failed (a failing workload), else the merge's
-    match status.success() {
-        true => Ok(()),
-        false => Err(CliError::Child(exit_code(status))),
-    }
+    perf_failed.map_or(Ok(()), Err)
 }
 
 /// Snapshots `target` into the file `snap` (no kernel map: perf writes
@@ -217,12 +462,18 @@ fn snapshot_to(
         .map_err(|e| CliError::Usage(format!("record: snapshot: {e}")))
 }
 
-/// perf's exit status as ours (a signal as 128 + it, as a shell says).
+/// perf's failure as ours (None when it succeeded).
+fn failed(st: ExitStatus) -> Option<CliError> {
+    (!st.success()).then(|| CliError::Child(exit_code(st)))
+}
+
+/// perf's exit status as ours (a signal as 128 + it, as a shell says): 0
+/// stays 0.
 fn exit_code(st: ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match (st.code(), st.signal()) {
-        (Some(c), _) => c.clamp(1, 255) as u8,
-        (None, Some(s)) => (128 + s).clamp(1, 255) as u8,
+        (Some(c), _) => u8::try_from(c).unwrap_or(1),
+        (None, Some(s)) => u8::try_from(128 + s).unwrap_or(255),
         _ => 1,
     }
 }
@@ -254,35 +505,174 @@ fn children_of(pid: u32) -> Vec<u32> {
 mod tests {
     use super::*;
 
+    fn target(v: &[&str]) -> Result<PerfTarget, CliError> {
+        perf_target(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>(), false)
+    }
+
+    fn pt(output: &str, target: Option<Target>) -> PerfTarget {
+        PerfTarget {
+            output: output.into(),
+            target,
+        }
+    }
+
     // perf record's -o, -a and -p are read; the workload's own flags are not.
     #[test]
     fn perf_targets() {
-        let a = |v: &[&str]| perf_target(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-        let t = a(&["-g", "-p", "12,13", "-o", "x.data", "--", "sleep", "1"]).unwrap();
+        let t = target(&["-g", "-p", "12,13", "-o", "x.data", "--", "sleep", "1"]).unwrap();
+        assert_eq!(t, pt("x.data", Some(Target::Pids(vec![12, 13]))));
+        let t = target(&["-a", "--output=y"]).unwrap();
+        assert_eq!(t, pt("y", Some(Target::All)));
+        let t = target(&["-g", "./prog", "-o", "not-perfs"]).unwrap();
+        assert_eq!(t, pt("perf.data", None));
+        assert!(target(&["-o", "-"]).is_err());
+        assert!(target(&["-p", "x"]).is_err());
+        // without -o, perf streams into a piped stdout
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(perf_target(&args(&["-a", "--", "prog"]), true).is_err());
+        let t = perf_target(&args(&["-a", "-o", "F", "--", "prog"]), true).unwrap();
+        assert_eq!(t, pt("F", Some(Target::All)));
+    }
+
+    // The values of perf's options are not taken for the workload (issue:
+    // `-a -e dummy -o F` took "dummy" for it), in every form perf accepts.
+    #[test]
+    fn option_values_are_skipped() {
+        let ok = |v: &[&str]| target(v).unwrap();
         assert_eq!(
-            t,
-            PerfTarget {
-                output: "x.data".into(),
-                target: Some(Target::Pids(vec![12, 13]))
-            }
+            ok(&["-a", "-e", "dummy", "-o", "F", "--", "prog"]),
+            pt("F", Some(Target::All))
         );
-        let t = a(&["-a", "--output=y"]).unwrap();
         assert_eq!(
-            t,
-            PerfTarget {
-                output: "y".into(),
-                target: Some(Target::All)
-            }
+            ok(&["-e", "cpu-clock", "-F", "999", "-g", "-o", "OUT", "--", "w"]),
+            pt("OUT", None)
         );
-        let t = a(&["-g", "./prog", "-o", "not-perfs"]).unwrap();
+        // every option that takes a separate value, then -o
+        for (short, long) in [
+            ("-c", "--count"),
+            ("-C", "--cpu"),
+            ("-D", "--delay"),
+            ("-e", "--event"),
+            ("-F", "--freq"),
+            ("-G", "--cgroup"),
+            ("-j", "--branch-filter"),
+            ("-k", "--clockid"),
+            ("-m", "--mmap-pages"),
+            ("-r", "--realtime"),
+            ("-t", "--tid"),
+            ("-u", "--uid"),
+            ("", "--affinity"),
+            ("", "--call-graph"),
+            ("", "--clang-opt"),
+            ("", "--clang-path"),
+            ("", "--control"),
+            ("", "--filter"),
+            ("", "--max-size"),
+            ("", "--mmap-flush"),
+            ("", "--num-thread-synthesize"),
+            ("", "--proc-map-timeout"),
+            ("", "--switch-max-files"),
+            ("", "--switch-output-event"),
+            ("", "--synth"),
+            ("", "--vmlinux"),
+        ] {
+            for opt in [short, long].into_iter().filter(|o| !o.is_empty()) {
+                let t = ok(&[opt, "1", "-o", "F", "prog", "-o", "G"]);
+                assert_eq!(t.output, PathBuf::from("F"), "{opt}");
+            }
+        }
+        // glued values: -ecycles, -F999, -oOUT, --event=x, a cluster (-gaF99)
+        assert_eq!(ok(&["-ecycles", "-F999", "-oOUT", "prog"]), pt("OUT", None));
         assert_eq!(
-            t,
-            PerfTarget {
-                output: "perf.data".into(),
-                target: None
-            }
+            ok(&["--event=dummy", "--output=O", "-gaF99", "prog"]),
+            pt("O", Some(Target::All))
         );
-        assert!(a(&["-o", "-"]).is_err());
-        assert!(a(&["-p", "x"]).is_err());
+        // -go F: the cluster's -o takes the next word
+        assert_eq!(ok(&["-go", "F", "prog"]), pt("F", None));
+        // -o's value may look like an option, or be --
+        assert_eq!(ok(&["-o", "-a", "prog"]), pt("-a", None));
+        assert_eq!(ok(&["-o", "--", "prog"]), pt("--", None));
+    }
+
+    // Options whose value is optional take it only glued: the next word is
+    // the workload (or the next option).
+    #[test]
+    fn optional_values_are_only_glued() {
+        let ok = |v: &[&str]| target(v).unwrap();
+        for opt in [
+            "-z",
+            "--compression-level",
+            "-S",
+            "--snapshot",
+            "-I",
+            "--intr-regs",
+            "--user-regs",
+            "--aio",
+            "--aux-sample",
+            "--debuginfod",
+            "--switch-output",
+            "--threads",
+        ] {
+            assert_eq!(ok(&[opt, "-o", "F", "prog"]), pt("F", None), "{opt}");
+            assert_eq!(
+                ok(&[opt, "prog", "-o", "F"]),
+                pt("perf.data", None),
+                "{opt}"
+            );
+        }
+        assert_eq!(ok(&["-z3", "--aio=2", "-o", "F"]), pt("F", None));
+        // -zo: o is -z's level, not -o
+        assert_eq!(ok(&["-zo", "F"]), pt("perf.data", None));
+        // options without a value (-g, -b, --exclude-perf) take none
+        assert_eq!(
+            ok(&["-b", "-g", "--exclude-perf", "prog", "-o", "F"]),
+            pt("perf.data", None)
+        );
+    }
+
+    // -p as --pid=1,2 or glued, --pid abbreviated, the last -p counts, and
+    // --no-output / --no-pid go back to perf's defaults; a lone `-` is the
+    // workload's first word.
+    #[test]
+    fn perf_option_forms() {
+        let ok = |v: &[&str]| target(v).unwrap();
+        let pids = |p: &[u32]| Some(Target::Pids(p.to_vec()));
+        assert_eq!(ok(&["--pid=1,2"]), pt("perf.data", pids(&[1, 2])));
+        assert_eq!(ok(&["-p7", "-o", "F"]), pt("F", pids(&[7])));
+        assert_eq!(ok(&["-p", "1", "-p", "2"]), pt("perf.data", pids(&[2])));
+        assert_eq!(ok(&["--pi", "3", "--out", "F"]), pt("F", pids(&[3])));
+        assert_eq!(ok(&["--out=F", "--no-output"]), pt("perf.data", None));
+        assert_eq!(ok(&["-p", "4", "--no-pid", "prog"]), pt("perf.data", None));
+        assert_eq!(ok(&["-p", "4", "-a"]), pt("perf.data", Some(Target::All)));
+        assert_eq!(ok(&["-", "-o", "F"]), pt("perf.data", None));
+        // an option named no-X is negated by --X (no value either)
+        assert_eq!(ok(&["--buildid", "prog", "-o", "F"]), pt("perf.data", None));
+        // ambiguous (--s: stat, synth, ...) or unknown: no value taken
+        assert_eq!(ok(&["--s", "-o", "F"]), pt("F", None));
+        assert_eq!(ok(&["--bogus", "-o", "F"]), pt("F", None));
+        // -C, -t and -u record other processes than the workload: all are
+        // snapshotted (the merge takes the recording's)
+        for opt in ["-C", "-t", "-u", "--cpu=0"] {
+            let t = ok(&[opt, "0", "--", "prog"]);
+            assert_eq!(t.target, Some(Target::All), "{opt}");
+        }
+        // a value missing at the end
+        for v in [&["-o"][..], &["-ga", "-e"], &["--output"], &["-gp"]] {
+            assert!(matches!(target(v), Err(CliError::Usage(_))), "{v:?}");
+        }
+    }
+
+    // perf's exit status is ours: 0 stays 0 (no failure), a code is kept,
+    // a signal is 128 + it.
+    #[test]
+    fn perf_exit_status() {
+        use std::os::unix::process::ExitStatusExt;
+        let st = |raw| ExitStatus::from_raw(raw);
+        assert_eq!(exit_code(st(0)), 0);
+        assert!(failed(st(0)).is_none());
+        assert_eq!(exit_code(st(3 << 8)), 3);
+        assert!(matches!(failed(st(3 << 8)), Some(CliError::Child(3))));
+        assert_eq!(exit_code(st(255 << 8)), 255);
+        assert_eq!(exit_code(st(libc::SIGINT)), 130);
     }
 }
