@@ -15,7 +15,9 @@ its merged output merged again (nothing to insert), and given to `perf inject
 --buildid-all` for reference. A third, dense recording with perf's own
 synthesis (inode-form MMAP2) is copied, given to `convert --buildid-mmap2`,
 `convert --to pipe` and `perf inject --buildid-all`, and its `-z` twin to
-`convert --portable` (compared with `cp` of the uncompressed one). Prints medians of wall time, peak RSS (GNU
+`convert --portable` (compared with `cp` of the uncompressed one); the same
+recording goes to `pprof` (against `perf report --stdio --sort sym`) and
+`pprof --no-symbolize` (against `cp`). Prints medians of wall time, peak RSS (GNU
 time) and the ratios of issue 8.
 """
 import os
@@ -119,6 +121,27 @@ def measure_convert(rec, zrec, reps):
     return res
 
 
+def measure_pprof(rec, reps):
+    """pprof of the dense recording (perf's own maps): without symbolization
+    against `cp`, with it against `perf report --stdio --sort sym`."""
+    o = os.path.join(OUT, "pprof-out.pb.gz")
+    cmds = {
+        "cp": ["cp", rec, o],
+        "pprof --no-symbolize": [BIN, "pprof", "-q", "--no-symbolize", rec, "-o", o],
+        "pprof": [BIN, "pprof", "-q", rec, "-o", o],
+        "perf report --stdio --sort sym": ["perf", "report", "--stdio", "--sort", "sym", "-i", rec],
+    }
+    res = {k: [] for k in cmds}
+    for _ in range(reps):
+        for name, cmd in cmds.items():
+            if os.path.exists(o):
+                os.unlink(o)
+            res[name].append(run(cmd))
+    if os.path.exists(o):
+        os.unlink(o)
+    return res
+
+
 def table(res):
     med = {k: statistics.median(w for w, _ in v) for k, v in res.items()}
     print(f"| command | wall s | peak RSS MiB | wall / cp |")
@@ -172,6 +195,12 @@ def main():
           f"--portable of the -z twin / cp {med['convert --portable (-z twin)'] / med['cp']:.2f} [<= 3], "
           f"convert peak RSS {rss:.1f} MiB [<= 32]; perf inject --buildid-all / convert "
           f"{med['perf inject --buildid-all'] / med['convert --buildid-mmap2']:.2f}")
+    print(f"\npprof of the same recording:")
+    res = measure_pprof(rec, reps)
+    med = table(res)
+    print(f"targets: pprof / perf report {med['pprof'] / med['perf report --stdio --sort sym']:.2f} [<= 1], "
+          f"pprof --no-symbolize / cp {med['pprof --no-symbolize'] / med['cp']:.2f} [<= 2], "
+          f"peak RSS {max(m for _, m in res['pprof']) / 1024:.1f} MiB")
     os.unlink(rec)
     os.unlink(zrec)
 

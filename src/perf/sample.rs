@@ -9,7 +9,7 @@ use crate::bytes::{Endian, Rd};
 
 /// The fields of a sample a profile needs. Absent fields are `None`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Sample {
+pub struct Sample<'a> {
     /// PERF_SAMPLE_IP.
     pub ip: Option<u64>,
     /// PERF_SAMPLE_TID: (pid, tid).
@@ -19,11 +19,38 @@ pub struct Sample {
     /// PERF_SAMPLE_PERIOD.
     pub period: Option<u64>,
     /// PERF_SAMPLE_CALLCHAIN as stored: addresses and context markers.
-    pub callchain: Option<Vec<u64>>,
+    pub callchain: Option<Callchain<'a>>,
+}
+
+/// The callchain's entries, read in place from the sample's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Callchain<'a> {
+    bytes: &'a [u8],
+    e: Endian,
+}
+
+impl<'a> Callchain<'a> {
+    /// The entries in order: addresses and context markers.
+    pub fn iter(&self) -> impl Iterator<Item = u64> + 'a {
+        let r = Rd(self.e);
+        self.bytes
+            .chunks_exact(8)
+            .map(move |c| r.u64(c, 0).unwrap_or_default())
+    }
+
+    /// How many entries.
+    pub fn len(&self) -> usize {
+        self.bytes.len() / 8
+    }
+
+    /// True when it has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
 }
 
 /// Decodes `body` (after the record header) of a sample of `attr`.
-pub fn parse_sample(body: &[u8], attr: &Attr, e: Endian) -> Result<Sample, SampleError> {
+pub fn parse_sample<'a>(body: &'a [u8], attr: &Attr, e: Endian) -> Result<Sample<'a>, SampleError> {
     let r = Rd(e);
     let t = attr.sample_type;
     let mut at = 0usize;
@@ -72,10 +99,10 @@ pub fn parse_sample(body: &[u8], attr: &Attr, e: Endian) -> Result<Sample, Sampl
         if nr > room {
             return Err(SampleError::Implausible("callchain nr", nr));
         }
-        let chain = (0..nr as usize)
-            .map(|i| r.u64(body, at + 8 * i).unwrap_or_default())
-            .collect();
-        s.callchain = Some(chain);
+        s.callchain = Some(Callchain {
+            bytes: &body[at..at + 8 * nr as usize],
+            e,
+        });
     }
     Ok(s)
 }
@@ -124,9 +151,20 @@ pub enum FrameMode {
 /// context markers say so and are dropped. `first` is the mode of frames
 /// before any marker (the sample's cpumode).
 pub fn frames(chain: &[u64], first: FrameMode) -> Vec<(FrameMode, u64)> {
-    let mut mode = first;
     let mut out = Vec::with_capacity(chain.len());
-    for &a in chain {
+    frames_into(chain.iter().copied(), first, &mut out);
+    out
+}
+
+/// [`frames`] into a buffer the caller reuses (cleared first).
+pub fn frames_into(
+    chain: impl Iterator<Item = u64>,
+    first: FrameMode,
+    out: &mut Vec<(FrameMode, u64)>,
+) {
+    out.clear();
+    let mut mode = first;
+    for a in chain {
         if a >= context::MAX {
             mode = match a {
                 context::KERNEL | context::HV => FrameMode::Kernel,
@@ -137,7 +175,6 @@ pub fn frames(chain: &[u64], first: FrameMode) -> Vec<(FrameMode, u64)> {
         }
         out.push((mode, a));
     }
-    out
 }
 
 #[cfg(test)]
@@ -193,7 +230,8 @@ mod tests {
             assert_eq!(s.pid_tid, Some((7, 8)));
             assert_eq!(s.time, Some(123));
             assert_eq!(s.period, Some(4000));
-            assert_eq!(s.callchain, Some(vec![context::USER, 0x1000, 0x2000]));
+            let chain: Vec<u64> = s.callchain.unwrap().iter().collect();
+            assert_eq!(chain, vec![context::USER, 0x1000, 0x2000]);
         }
     }
 

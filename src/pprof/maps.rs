@@ -4,7 +4,9 @@
 //! exec; the kernel's and modules' maps shared by all. Pure; forks share
 //! their parent's maps until one of them changes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::rc::Rc;
 
 use crate::model::BuildId;
@@ -24,7 +26,8 @@ pub struct Map {
     pub build_id: Option<BuildId>,
 }
 
-type Space = BTreeMap<u64, Rc<Map>>;
+/// One address space: maps by start address.
+pub type Space = BTreeMap<u64, Rc<Map>>;
 
 /// Too many maps held at once (fork copies included): the recording is
 /// refused rather than exhaust memory.
@@ -104,13 +107,19 @@ impl AddressSpaces {
         find(self.procs.get(&pid)?, addr)
     }
 
+    /// The maps of process `pid` (look addresses up with [`find`]).
+    pub fn process(&self, pid: u32) -> Option<&Space> {
+        self.procs.get(&pid).map(|s| &**s)
+    }
+
     /// The kernel map holding `addr`.
     pub fn kernel(&self, addr: u64) -> Option<&Rc<Map>> {
         find(&self.kernel, addr)
     }
 }
 
-fn find(space: &Space, addr: u64) -> Option<&Rc<Map>> {
+/// The map in `space` holding `addr`.
+pub fn find(space: &Space, addr: u64) -> Option<&Rc<Map>> {
     let (_, m) = space.range(..=addr).next_back()?;
     (addr < m.end).then_some(m)
 }

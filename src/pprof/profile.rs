@@ -4,8 +4,13 @@
 //! samples, `<event>_event`: their periods), as perf_to_profile writes
 //! them. Memory grows with distinct stacks, not samples. Pure.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::rc::Rc;
+
+// foldhash: keys come from the recording, so a seeded hash (a crafted
+// recording cannot aim at collisions), and a fast one: every frame of
+// every sample is looked up.
+use foldhash::HashMap;
 
 use super::maps::Map;
 use super::proto::{self, Profile};
@@ -21,7 +26,7 @@ impl Default for Strings {
     fn default() -> Strings {
         let empty: Rc<str> = Rc::from("");
         Strings {
-            ids: HashMap::from([(empty.clone(), 0)]),
+            ids: HashMap::from_iter([(empty.clone(), 0)]),
             list: vec![empty],
         }
     }
@@ -67,6 +72,9 @@ struct SampleKey {
     thread_comm: i64,
 }
 
+/// No next sample with the same hash.
+const END: usize = usize::MAX;
+
 /// What one function frame of a location says, innermost first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
@@ -99,13 +107,21 @@ pub struct MappingSymbols {
 pub struct Builder {
     /// The string table.
     pub strings: Strings,
-    mapping_ids: HashMap<(Rc<Map>, Space), u64>,
+    /// By the address of the map (the builder holds every map it gave an
+    /// id, so an address is never reused for another map meanwhile).
+    mapping_ids: HashMap<(usize, Space), u64>,
+    /// The last mapping looked up (frames of a stack often share one).
+    last_mapping: Option<((usize, Space), u64)>,
     /// Mappings in id order (id = index + 1).
     pub mappings: Vec<(Rc<Map>, Space)>,
     location_ids: HashMap<(u64, u64), u64>,
     /// Locations in id order: (mapping id or 0, address).
     pub locations: Vec<(u64, u64)>,
-    sample_ids: HashMap<SampleKey, usize>,
+    /// Hash of a sample's key -> the last sample with it; `chain[i]` the
+    /// one before (so a sample seen again costs no allocation).
+    sample_ids: HashMap<u64, usize>,
+    chain: Vec<usize>,
+    hasher: foldhash::fast::RandomState,
     samples: Vec<(SampleKey, Vec<i64>)>,
     /// Columns: two per event slot.
     slots: usize,
@@ -114,12 +130,18 @@ pub struct Builder {
 impl Builder {
     /// The mapping id of `map` (interned by its fields and space).
     pub fn mapping(&mut self, map: &Rc<Map>, space: Space) -> u64 {
-        if let Some(&id) = self.mapping_ids.get(&(map.clone(), space)) {
+        let key = (Rc::as_ptr(map) as usize, space);
+        match self.last_mapping {
+            Some((k, id)) if k == key => return id,
+            _ => {}
+        }
+        if let Some(&id) = self.mapping_ids.get(&key) {
+            self.last_mapping = Some((key, id));
             return id;
         }
         self.mappings.push((map.clone(), space));
         let id = self.mappings.len() as u64;
-        self.mapping_ids.insert((map.clone(), space), id);
+        self.mapping_ids.insert(key, id);
         id
     }
 
@@ -132,10 +154,9 @@ impl Builder {
     }
 
     /// Adds one sample of event slot `slot` with `period`.
-    #[allow(clippy::too_many_arguments)]
     pub fn add(
         &mut self,
-        locations: Vec<u64>,
+        locations: &[u64],
         (pid, tid): (u32, u32),
         (comm, thread_comm): (i64, i64),
         slot: usize,
@@ -144,21 +165,31 @@ impl Builder {
         if slot >= self.slots {
             self.slots = slot + 1;
         }
-        let key = SampleKey {
-            locations: locations.into_boxed_slice(),
-            pid,
-            tid,
-            comm,
-            thread_comm,
-        };
-        let i = match self.sample_ids.get(&key) {
-            Some(&i) => i,
-            None => {
-                self.samples.push((key.clone(), Vec::new()));
-                self.sample_ids.insert(key, self.samples.len() - 1);
-                self.samples.len() - 1
+        let h = self
+            .hasher
+            .hash_one((locations, pid, tid, comm, thread_comm));
+        let mut i = self.sample_ids.get(&h).copied().unwrap_or(END);
+        while i != END {
+            let k = &self.samples[i].0;
+            if *k.locations == *locations
+                && (k.pid, k.tid, k.comm, k.thread_comm) == (pid, tid, comm, thread_comm)
+            {
+                break;
             }
-        };
+            i = self.chain[i];
+        }
+        if i == END {
+            let key = SampleKey {
+                locations: locations.into(),
+                pid,
+                tid,
+                comm,
+                thread_comm,
+            };
+            i = self.samples.len();
+            self.samples.push((key, Vec::new()));
+            self.chain.push(self.sample_ids.insert(h, i).unwrap_or(END));
+        }
         let values = &mut self.samples[i].1;
         if values.len() < 2 * (slot + 1) {
             values.resize(2 * (slot + 1), 0);
@@ -260,7 +291,7 @@ impl Builder {
 
     /// Locations with their lines, and the functions those name.
     fn locations_into(&mut self, p: &mut Profile, frames: &[Vec<Frame>]) {
-        let mut functions: HashMap<(i64, i64), u64> = HashMap::new();
+        let mut functions: HashMap<(i64, i64), u64> = HashMap::default();
         for (i, &(mapping_id, address)) in self.locations.iter().enumerate() {
             let mut line = Vec::new();
             for f in frames.get(i).map(Vec::as_slice).unwrap_or_default() {
@@ -334,16 +365,20 @@ mod tests {
     #[test]
     fn aggregation_and_ids() {
         let mut b = Builder::default();
-        let m = b.mapping(&map(0x1000), Space::User);
-        assert_eq!(b.mapping(&map(0x1000), Space::User), m);
+        let shared = map(0x1000);
+        let m = b.mapping(&shared, Space::User);
+        assert_eq!(b.mapping(&shared.clone(), Space::User), m);
+        // a map is its record: another record of the same range is another
+        assert_eq!(b.mapping(&map(0x1000), Space::User), m + 1);
+        assert_eq!(b.mapping(&shared, Space::Kernel), m + 2);
         let l1 = b.location(m, 0x1010);
         let l2 = b.location(m, 0x1020);
         assert_eq!(b.location(m, 0x1010), l1);
         let comm = b.strings.id("burn");
         for _ in 0..3 {
-            b.add(vec![l1, l2], (5, 5), (comm, comm), 1, 100);
+            b.add(&[l1, l2], (5, 5), (comm, comm), 1, 100);
         }
-        b.add(vec![l2], (5, 6), (comm, comm), 0, 7);
+        b.add(&[l2], (5, 6), (comm, comm), 0, 7);
         assert_eq!(b.slots_with_samples(), vec![0, 1]);
         let frames = vec![
             vec![Frame {
@@ -357,7 +392,7 @@ mod tests {
         let sym = [MappingSymbols {
             functions: true,
             ..Default::default()
-        }];
+        }; 3];
         let p = b.finish(&[(0, "a".into()), (1, "b".into())], &frames, &sym, 0);
         assert_eq!(p.sample.len(), 2);
         assert_eq!(p.sample[0].value, vec![0, 0, 3, 300]);
@@ -376,8 +411,8 @@ mod tests {
     #[test]
     fn one_event_kept() {
         let mut b = Builder::default();
-        b.add(vec![], (1, 1), (0, 0), 0, 1);
-        b.add(vec![], (2, 2), (0, 0), 1, 1);
+        b.add(&[], (1, 1), (0, 0), 0, 1);
+        b.add(&[], (2, 2), (0, 0), 1, 1);
         let p = b.finish(&[(1, "b".into())], &[], &[], 0);
         assert_eq!(p.sample.len(), 1);
         assert_eq!(p.sample[0].value, vec![1, 1]);

@@ -1,16 +1,17 @@
 //! The walk's visitor for `pprof`: replays maps, comms and forks in record
 //! order and turns each sample into a stack of locations in the builder.
 
-use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::maps::{AddressSpaces, Map};
+use foldhash::HashMap;
+
+use super::maps::{find, AddressSpaces, Map};
 use super::profile::{Builder, Space};
 use super::PprofReport;
 use crate::bytes::{cstr, Endian, Rd};
 use crate::perf::consts::{attr_flags, misc, types};
 use crate::perf::events::{parse_comm, parse_map};
-use crate::perf::sample::{frames, parse_sample, FrameMode};
+use crate::perf::sample::{frames_into, parse_sample, FrameMode};
 use crate::perf::{Attrs, FormatError, FormatErrorKind as K, RecordHeader, Visitor};
 use crate::rewrite::buildids::MapIds;
 use crate::rewrite::ConvertReport;
@@ -30,6 +31,9 @@ pub(super) struct Reader {
     names_by_path: HashMap<Vec<u8>, Rc<[u8]>>,
     /// Event names from EVENT_UPDATE records (pipe mode), by event id.
     pub(super) names_by_id: HashMap<u64, Vec<u8>>,
+    /// Buffers reused from sample to sample.
+    stack: Vec<(FrameMode, u64)>,
+    locations: Vec<u64>,
     /// First and last sample time.
     pub(super) times: Option<(u64, u64)>,
     pub(super) report: PprofReport,
@@ -40,12 +44,14 @@ impl Reader {
         Reader {
             e,
             spaces: AddressSpaces::new(map_limit),
-            comms: HashMap::new(),
+            comms: HashMap::default(),
             builder: Builder::default(),
             ids,
             ids_report: ConvertReport::default(),
-            names_by_path: HashMap::new(),
-            names_by_id: HashMap::new(),
+            names_by_path: HashMap::default(),
+            names_by_id: HashMap::default(),
+            stack: Vec::new(),
+            locations: Vec::new(),
             times: None,
             report: PprofReport::default(),
         }
@@ -107,10 +113,12 @@ impl Reader {
             _ => FrameMode::User,
         };
         let ip = s.ip;
-        let mut stack = match &s.callchain {
-            Some(chain) => frames(chain, mode),
-            None => Vec::new(),
-        };
+        let mut stack = std::mem::take(&mut self.stack);
+        let mut locations = std::mem::take(&mut self.locations);
+        match &s.callchain {
+            Some(chain) => frames_into(chain.iter(), mode, &mut stack),
+            None => stack.clear(),
+        }
         // a callchain that does not start at the ip (`--call-graph dwarf`
         // takes no user callchain) is not this sample's stack: the ip alone
         if let Some(ip) = ip {
@@ -118,25 +126,37 @@ impl Reader {
                 if s.callchain.is_some() {
                     self.report.ip_only += 1;
                 }
-                stack = vec![(mode, ip)];
+                stack.clear();
+                stack.push((mode, ip));
             }
         }
         let (pid, tid) = s.pid_tid.unwrap_or((u32::MAX, u32::MAX));
-        let mut locations = Vec::with_capacity(stack.len());
+        locations.clear();
+        let process = self.spaces.process(pid);
+        // the last map hit: the frames of a stack often share one
+        let mut last: Option<(&Rc<Map>, Space)> = None;
         for (i, &(mode, addr)) in stack.iter().enumerate() {
             // a caller's address is its return address: step back into
             // the call instruction, as perf_to_profile does
             let addr = if i > 0 { addr.saturating_sub(1) } else { addr };
-            let (map, space) = match mode {
+            let space = match mode {
                 FrameMode::Guest => {
                     self.report.guest_frames += 1;
                     continue;
                 }
-                FrameMode::Kernel => (self.spaces.kernel(addr), Space::Kernel),
-                FrameMode::User => (self.spaces.user(pid, addr), Space::User),
+                FrameMode::Kernel => Space::Kernel,
+                FrameMode::User => Space::User,
             };
-            let mapping = match map.cloned() {
-                Some(m) => self.builder.mapping(&m, space),
+            let map = match last {
+                Some((m, s)) if s == space && m.start <= addr && addr < m.end => Some(m),
+                _ => match space {
+                    Space::Kernel => self.spaces.kernel(addr),
+                    Space::User => process.and_then(|p| find(p, addr)),
+                },
+            };
+            last = map.map(|m| (m, space));
+            let mapping = match map {
+                Some(m) => self.builder.mapping(m, space),
                 None => {
                     self.report.unmapped_frames += 1;
                     0
@@ -152,7 +172,9 @@ impl Reader {
         let comm = self.comms.get(&pid).copied().unwrap_or(0);
         let thread_comm = self.comms.get(&tid).copied().unwrap_or(comm);
         self.builder
-            .add(locations, (pid, tid), (comm, thread_comm), slot, period);
+            .add(&locations, (pid, tid), (comm, thread_comm), slot, period);
+        self.stack = stack;
+        self.locations = locations;
         Ok(())
     }
 }
