@@ -72,6 +72,24 @@ pub fn perf_convert(data: &[u8]) {
     }
 }
 
+/// pprof: the replay of maps and samples into a profile, with and without
+/// symbolization (the files a hostile recording names are opened only when
+/// their build id matches).
+pub fn perf_pprof(data: &[u8]) {
+    use mmap2_synth::pprof::{pprof, PprofOptions};
+    let p = scratch_file("pprof-in.data", data);
+    if let Ok(input) = Input::open(&p) {
+        for symbolize in [false, true] {
+            let opts = PprofOptions {
+                symbolize,
+                ..Default::default()
+            };
+            let _ = pprof(&input, &opts, &mut std::io::sink());
+        }
+    }
+    let _ = std::fs::remove_file(&p);
+}
+
 /// The text /proc/PID/maps parser.
 pub fn maps_text(data: &[u8]) {
     let _ = mmap2_synth::proc::maps_text::parse_maps(data, |_, _| true);

@@ -50,6 +50,13 @@ fn perf_convert_corpus() {
     replay("perf_merge", targets::perf_convert);
 }
 
+// pprof (replay, aggregation, symbolization) survives every perf.data corpus file.
+#[test]
+fn perf_pprof_corpus() {
+    replay("perf_file", targets::perf_pprof);
+    replay("perf_merge", targets::perf_pprof);
+}
+
 // The maps text parser survives every corpus file.
 #[test]
 fn maps_text_corpus() {
