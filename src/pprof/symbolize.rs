@@ -195,42 +195,102 @@ fn find_elf(id: &BuildId, paths: &[Rc<[u8]>], buildid_dir: Option<&Path>) -> Opt
     candidates.iter().find_map(|c| open_if_build_id(c, id))
 }
 
+/// Which kallsyms may name a recorded kernel's frames.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kallsyms {
+    /// The running kernel's: same build, same boot (`_text` unmoved).
+    Running,
+    /// The one archived under the kernel's build id.
+    Archived(PathBuf),
+}
+
+/// The decision, from the recorded kernel map (its build id and pgoff,
+/// which perf sets to `_text`), the running kernel's id and `_text`, and
+/// the archived kallsyms path if one exists.
+fn choose_kallsyms(
+    recorded: Option<(Option<BuildId>, u64)>,
+    running: (Option<BuildId>, Option<u64>),
+    archived: impl FnOnce(&BuildId) -> Option<PathBuf>,
+) -> Result<Kallsyms, String> {
+    let Some((id, text)) = recorded else {
+        return Err("the recording has no kernel map".into());
+    };
+    let Some(id) = id else {
+        return Err("the recording's kernel map has no build id".into());
+    };
+    // same build; KASLR moves the kernel every boot, so the recorded
+    // `_text` must be today's too (0: addresses hidden from us)
+    if running.0 == Some(id) && running.1.is_some_and(|t| t != 0 && t == text) {
+        return Ok(Kallsyms::Running);
+    }
+    match archived(&id) {
+        Some(p) => Ok(Kallsyms::Archived(p)),
+        None => Err(format!(
+            "kernel {} is not the running one at the same addresses, and no kallsyms is archived for it (--buildid-dir)",
+            id.to_hex()
+        )),
+    }
+}
+
 /// The kallsyms to read kernel frames from, and where it came from.
 fn kallsyms(
     kernel_map: Option<&super::maps::Map>,
     buildid_dir: Option<&Path>,
 ) -> Result<(File, String), String> {
-    let Some(map) = kernel_map else {
-        return Err("the recording has no kernel map".into());
-    };
-    let Some(id) = map.build_id else {
-        return Err("the recording's kernel map has no build id".into());
-    };
-    let running = kernel_build_id();
     let proc_kallsyms = Path::new("/proc/kallsyms");
-    if running == Some(id) {
-        // same build; KASLR moves the kernel every boot, so the recorded
-        // `_text` (perf's pgoff of the kernel map) must be today's too
-        match text_address(proc_kallsyms) {
-            Some(text) if text != 0 && text == map.pgoff => {
-                if let Some(f) = open_regular(proc_kallsyms) {
-                    return Ok((f, "/proc/kallsyms (same kernel, same boot)".into()));
-                }
-            }
-            _ => {}
-        }
-    }
-    let archived = buildid_dir.map(|d| {
-        d.join("[kernel.kallsyms]")
+    let recorded = kernel_map.map(|m| (m.build_id, m.pgoff));
+    let running = (kernel_build_id(), text_address(proc_kallsyms));
+    let archived = |id: &BuildId| {
+        let p = buildid_dir?
+            .join("[kernel.kallsyms]")
             .join(id.to_hex())
-            .join("kallsyms")
-    });
-    if let Some(f) = archived.as_deref().and_then(open_regular) {
-        let shown = archived.unwrap_or_default().display().to_string();
-        return Ok((f, shown));
+            .join("kallsyms");
+        p.exists().then_some(p)
+    };
+    let (path, shown) = match choose_kallsyms(recorded, running, archived)? {
+        Kallsyms::Running => (
+            proc_kallsyms.to_path_buf(),
+            "/proc/kallsyms (same kernel, same boot)".to_string(),
+        ),
+        Kallsyms::Archived(p) => {
+            let shown = p.display().to_string();
+            (p, shown)
+        }
+    };
+    let f = open_regular(&path).ok_or_else(|| format!("{shown}: not a readable regular file"))?;
+    Ok((f, shown))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Today's kallsyms only for the same build at the same `_text`; else
+    // the archived one; else a reason.
+    #[test]
+    fn kallsyms_for_the_same_kernel_and_boot_only() {
+        let (a, b) = (BuildId::new(&[1; 20]), BuildId::new(&[2; 20]));
+        let arch = |_: &BuildId| Some(PathBuf::from("/c/k"));
+        let none = |_: &BuildId| None;
+        let text = 0xffff_ffff_8100_0000;
+        assert_eq!(
+            choose_kallsyms(Some((a, text)), (a, Some(text)), none),
+            Ok(Kallsyms::Running)
+        );
+        // another boot (KASLR moved _text), another build, hidden addresses
+        for running in [
+            (a, Some(text + 0x20_0000)),
+            (b, Some(text)),
+            (a, Some(0)),
+            (a, None),
+        ] {
+            assert_eq!(
+                choose_kallsyms(Some((a, text)), running, arch),
+                Ok(Kallsyms::Archived("/c/k".into()))
+            );
+            assert!(choose_kallsyms(Some((a, text)), running, none).is_err());
+        }
+        assert!(choose_kallsyms(None, (a, Some(text)), arch).is_err());
+        assert!(choose_kallsyms(Some((None, text)), (a, Some(text)), arch).is_err());
     }
-    Err(format!(
-        "kernel {} is not the running one at the same addresses, and no kallsyms is archived for it (--buildid-dir)",
-        id.to_hex()
-    ))
 }
