@@ -276,11 +276,14 @@ pub fn strict(enabled: bool, skipped: &[Skip]) -> Result<(), StrictFailure> {
 
 /// The summary of `pprof`.
 pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<String> {
-    let events: Vec<String> = r
+    let mut events: Vec<String> = r
         .events
         .iter()
         .map(|(n, c)| format!("{n} ({c} samples)"))
         .collect();
+    if events.is_empty() {
+        events.push("no event (the recording has no samples)".into());
+    }
     let mut lines = vec![format!(
         "mmap2-synth pprof: {} samples -> {} distinct stacks of {}; {} locations in {} mappings, {} symbolized; {:.3} s -> {}",
         r.samples,

@@ -208,6 +208,17 @@ fn check_burn_profile(b: &Burn, rec: &Path, profile: &Path) {
         let want = readelf_build_id(Path::new(path)).unwrap();
         assert_eq!(id, &want, "{path}: {ids:?}");
     }
+    // [vdso] (where a stack reached it) carries the id perf's table gives it
+    if let Some(id) = ids.get("[vdso]") {
+        let table = perf_buildid_list(&perf(&[
+            "buildid-list".as_ref(),
+            "-i".as_ref(),
+            rec.as_os_str(),
+        ]));
+        if let Some(want) = table.get("[vdso]") {
+            assert_eq!(id, want, "{ids:?}");
+        }
+    }
 }
 
 fn record(pid: u32, rec: &Path, args: &[&str]) {
@@ -406,6 +417,69 @@ fn replaced_library_and_buildid_dir() {
     pprof(&rec, &fixed, &["--buildid-dir".as_ref(), cache.as_os_str()]);
     let share = pprof_shares(&fixed, &[])["burn_work"];
     assert!(share > 50.0, "{share}");
+}
+
+// A library whose .gnu_debuglink names a FIFO (any user can plant one)
+// is symbolized from its own symbol table only: pprof finishes instead of
+// blocking on the FIFO, names burn_work, and reads no lines for it.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn debug_links_are_not_followed() {
+    needs_perf_record();
+    needs_go();
+    let b = burn_with_lines();
+    let fifo = b.dir.join("fifo");
+    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success());
+    // .gnu_debuglink: the name, NUL, padding to 4, then a CRC
+    let mut link = fifo.to_str().unwrap().as_bytes().to_vec();
+    link.push(0);
+    while !link.len().is_multiple_of(4) {
+        link.push(0);
+    }
+    link.extend_from_slice(&[0x78, 0x56, 0x34, 0x12]);
+    let section = b.dir.join("link.bin");
+    std::fs::write(&section, &link).unwrap();
+    let linked = b.dir.join("libburn.linked");
+    let o = Command::new("objcopy")
+        .arg("--add-section")
+        .arg(format!(".gnu_debuglink={}", section.display()))
+        .arg(&b.lib)
+        .arg(&linked)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::rename(&linked, &b.lib).unwrap();
+    let p = b.start();
+    let rec = b.dir.join("rec.data");
+    record(p.pid, &rec, &["-g"]);
+    let profile = b.dir.join("p.pb.gz");
+    let mut child = Command::new(bin())
+        .args(["pprof", "-q"])
+        .arg(&rec)
+        .arg("-o")
+        .arg(&profile)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("pprof still running after 60 s: it opened the FIFO the debug link names");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success());
+    let lines = go_pprof(&["-top", "-lines"], &profile);
+    let line = lines
+        .lines()
+        .find(|l| l.contains(" burn_work"))
+        .unwrap_or_else(|| panic!("burn_work not named:\n{lines}"));
+    assert!(!line.contains("libburn.c"), "DWARF was read: {line}");
 }
 
 // Output: `-o -` writes the gzip stream to stdout; bad input exits 2

@@ -38,6 +38,11 @@ impl<'a> Callchain<'a> {
             .map(move |c| r.u64(c, 0).unwrap_or_default())
     }
 
+    /// The entries as stored (8 bytes each, in the recording's order).
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
     /// How many entries.
     pub fn len(&self) -> usize {
         self.bytes.len() / 8

@@ -45,8 +45,12 @@ pub struct AddressSpaces {
     limit: usize,
 }
 
-/// Most map entries held at once by default (about 40 bytes each).
-pub const DEFAULT_MAP_LIMIT: usize = 16 << 20;
+/// Most map entries held at once for an input of `len` bytes: one per 8
+/// bytes (a map record takes at least 48), at least 1M, so fork copies
+/// cannot multiply what a small file holds without bound.
+pub fn map_limit(len: u64) -> usize {
+    usize::try_from(len / 8).unwrap_or(usize::MAX).max(1 << 20)
+}
 
 impl AddressSpaces {
     /// Empty, holding at most `limit` map entries.

@@ -104,7 +104,7 @@ pub fn pprof(
 ) -> Result<PprofReport, PprofError> {
     let meta = read_meta(input)?;
     let ids = map_ids(input, &meta, false)?;
-    let mut reader = read::Reader::new(input.endian(), ids, maps::DEFAULT_MAP_LIMIT);
+    let mut reader = read::Reader::new(input.endian(), ids, maps::map_limit(input.len));
     let walk = input.walk(None, &mut reader)?;
     let mut names: Vec<Option<String>> = vec![None; walk.attrs.list.len()];
     let desc = meta

@@ -153,7 +153,8 @@ impl Builder {
         })
     }
 
-    /// Adds one sample of event slot `slot` with `period`.
+    /// Adds one sample of event slot `slot` with `period`; returns the
+    /// index of its aggregate (for [`Builder::add_to`]).
     pub fn add(
         &mut self,
         locations: &[u64],
@@ -161,10 +162,7 @@ impl Builder {
         (comm, thread_comm): (i64, i64),
         slot: usize,
         period: u64,
-    ) {
-        if slot >= self.slots {
-            self.slots = slot + 1;
-        }
+    ) -> usize {
         let h = self
             .hasher
             .hash_one((locations, pid, tid, comm, thread_comm));
@@ -189,6 +187,16 @@ impl Builder {
             i = self.samples.len();
             self.samples.push((key, Vec::new()));
             self.chain.push(self.sample_ids.insert(h, i).unwrap_or(END));
+        }
+        self.add_to(i, slot, period);
+        i
+    }
+
+    /// Adds one sample of event slot `slot` with `period` to aggregate `i`
+    /// (an index [`Builder::add`] returned).
+    pub fn add_to(&mut self, i: usize, slot: usize, period: u64) {
+        if slot >= self.slots {
+            self.slots = slot + 1;
         }
         let values = &mut self.samples[i].1;
         if values.len() < 2 * (slot + 1) {

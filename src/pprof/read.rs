@@ -1,6 +1,7 @@
 //! The walk's visitor for `pprof`: replays maps, comms and forks in record
 //! order and turns each sample into a stack of locations in the builder.
 
+use std::hash::BuildHasher;
 use std::rc::Rc;
 
 use foldhash::HashMap;
@@ -11,13 +12,73 @@ use super::PprofReport;
 use crate::bytes::{cstr, Endian, Rd};
 use crate::perf::consts::{attr_flags, misc, types};
 use crate::perf::events::{parse_comm, parse_map};
-use crate::perf::sample::{frames_into, parse_sample, FrameMode};
+use crate::perf::sample::{frames_into, parse_sample, Callchain, FrameMode};
 use crate::perf::{Attrs, FormatError, FormatErrorKind as K, RecordHeader, Visitor};
 use crate::rewrite::buildids::MapIds;
 use crate::rewrite::ConvertReport;
 
+/// PERF_RECORD_MISC_GUEST_USER.
+const GUEST_USER: u16 = 5;
+
 /// EVENT_UPDATE's type for a name.
 const EVENT_UPDATE_NAME: u64 = 1;
+
+/// The aggregate a raw stack went to: samples with the same callchain
+/// bytes, ip, cpumode, thread and comms go to the same one while no map
+/// changes, so they skip the per-frame lookups.
+struct Cached {
+    chain: Box<[u8]>,
+    /// ip, cpumode, pid, tid, comm, thread comm.
+    key: (u64, u16, u32, u32, i64, i64),
+    sample: usize,
+    /// Counts the slow path made, repeated on a hit.
+    ip_only: bool,
+    unmapped: u32,
+    guest: u32,
+    /// The entry before it with the same hash.
+    next: usize,
+}
+
+/// Raw stacks seen since the maps last changed.
+#[derive(Default)]
+struct StackCache {
+    by_hash: HashMap<u64, usize>,
+    entries: Vec<Cached>,
+    hasher: foldhash::fast::RandomState,
+}
+
+/// Most raw stacks remembered before starting over (memory stays within
+/// a few times the distinct stacks).
+const STACK_CACHE_MAX: usize = 1 << 20;
+
+impl StackCache {
+    fn find(&self, h: u64, chain: &[u8], key: &(u64, u16, u32, u32, i64, i64)) -> Option<&Cached> {
+        let mut i = self.by_hash.get(&h).copied().unwrap_or(usize::MAX);
+        while let Some(e) = self.entries.get(i) {
+            if e.key == *key && *e.chain == *chain {
+                return Some(e);
+            }
+            i = e.next;
+        }
+        None
+    }
+
+    fn insert(&mut self, h: u64, mut e: Cached) {
+        if self.entries.len() >= STACK_CACHE_MAX {
+            self.clear();
+        }
+        e.next = self
+            .by_hash
+            .insert(h, self.entries.len())
+            .unwrap_or(usize::MAX);
+        self.entries.push(e);
+    }
+
+    fn clear(&mut self) {
+        self.by_hash.clear();
+        self.entries.clear();
+    }
+}
 
 /// What the walk gathers.
 pub(super) struct Reader {
@@ -31,6 +92,7 @@ pub(super) struct Reader {
     names_by_path: HashMap<Vec<u8>, Rc<[u8]>>,
     /// Event names from EVENT_UPDATE records (pipe mode), by event id.
     pub(super) names_by_id: HashMap<u64, Vec<u8>>,
+    cache: StackCache,
     /// Buffers reused from sample to sample.
     stack: Vec<(FrameMode, u64)>,
     locations: Vec<u64>,
@@ -50,6 +112,7 @@ impl Reader {
             ids_report: ConvertReport::default(),
             names_by_path: HashMap::default(),
             names_by_id: HashMap::default(),
+            cache: StackCache::default(),
             stack: Vec::new(),
             locations: Vec::new(),
             times: None,
@@ -60,16 +123,21 @@ impl Reader {
     fn map(&mut self, at: u64, h: &RecordHeader, body: &[u8]) -> Result<(), FormatError> {
         let m = parse_map(h, body, self.e)
             .ok_or_else(|| FormatError::at(at, crate::perf::events::map_error(h, body)))?;
-        let kernel = matches!(
-            h.misc & misc::CPUMODE_MASK,
-            misc::KERNEL | misc::GUEST_KERNEL
-        ) || m.key.pid == u32::MAX;
+        let cpumode = h.misc & misc::CPUMODE_MASK;
+        // guests' maps are not the host's (their frames are left out)
+        if matches!(cpumode, misc::GUEST_KERNEL | GUEST_USER) {
+            return Ok(());
+        }
+        let kernel = cpumode == misc::KERNEL || m.key.pid == u32::MAX;
         let Some(end) = m.key.addr.checked_add(m.key.len) else {
             return Ok(());
         };
         let build_id = match m.build_id {
             Some(id) => Some(id),
-            None => self.ids.id_of(h, body, self.e, &mut self.ids_report),
+            None => self
+                .ids
+                .id_of(h, body, self.e, &mut self.ids_report)
+                .or_else(|| self.ids.table_id(cpumode, &m.key.filename)),
         };
         let filename = self
             .names_by_path
@@ -84,6 +152,7 @@ impl Reader {
             build_id,
         };
         self.report.maps += 1;
+        self.cache.clear();
         let pid = (!kernel).then_some(m.key.pid);
         self.spaces.insert(pid, map).map_err(|n| too_many(at, n.0))
     }
@@ -107,15 +176,76 @@ impl Reader {
             *first = (*first).min(t);
             *last = (*last).max(t);
         }
-        let mode = match h.misc & misc::CPUMODE_MASK {
+        let cpumode = h.misc & misc::CPUMODE_MASK;
+        let mode = match cpumode {
             misc::KERNEL | 3 => FrameMode::Kernel,
-            misc::GUEST_KERNEL | 5 => FrameMode::Guest,
+            misc::GUEST_KERNEL | GUEST_USER => FrameMode::Guest,
             _ => FrameMode::User,
         };
-        let ip = s.ip;
+        let (pid, tid) = s.pid_tid.unwrap_or((u32::MAX, u32::MAX));
+        let period = s.period.unwrap_or(if attr.flags & attr_flags::FREQ != 0 {
+            1
+        } else {
+            attr.sample_period.max(1)
+        });
+        let comm = self.comms.get(&pid).copied().unwrap_or(0);
+        let thread_comm = self.comms.get(&tid).copied().unwrap_or(comm);
+        // a stack seen since the maps last changed: its aggregate
+        let raw = s.callchain.as_ref().map_or(&[][..], |c| c.as_bytes());
+        let key = (
+            s.ip.unwrap_or(u64::MAX),
+            cpumode | u16::from(s.callchain.is_some()) << 8,
+            pid,
+            tid,
+            comm,
+            thread_comm,
+        );
+        let h = self.cache.hasher.hash_one((raw, &key));
+        if let Some(c) = self.cache.find(h, raw, &key) {
+            self.report.ip_only += u64::from(c.ip_only);
+            self.report.unmapped_frames += u64::from(c.unmapped);
+            self.report.guest_frames += u64::from(c.guest);
+            let i = c.sample;
+            self.builder.add_to(i, slot, period);
+            return Ok(());
+        }
+        let before = (self.report.unmapped_frames, self.report.guest_frames);
+        let ip_only = self.locate(mode, s.ip, s.callchain.as_ref(), pid);
+        let locations = std::mem::take(&mut self.locations);
+        let sample = self
+            .builder
+            .add(&locations, (pid, tid), (comm, thread_comm), slot, period);
+        let count = |now: u64, then: u64| u32::try_from(now - then).unwrap_or(u32::MAX);
+        self.cache.insert(
+            h,
+            Cached {
+                chain: raw.into(),
+                key,
+                sample,
+                ip_only,
+                unmapped: count(self.report.unmapped_frames, before.0),
+                guest: count(self.report.guest_frames, before.1),
+                next: usize::MAX,
+            },
+        );
+        self.locations = locations;
+        Ok(())
+    }
+
+    /// The locations of a sample's stack into `self.locations` (counting
+    /// frames without a map and guest frames); true when the callchain
+    /// was not used (it does not start at the ip).
+    fn locate(
+        &mut self,
+        mode: FrameMode,
+        ip: Option<u64>,
+        callchain: Option<&Callchain<'_>>,
+        pid: u32,
+    ) -> bool {
+        let mut ip_only = false;
         let mut stack = std::mem::take(&mut self.stack);
         let mut locations = std::mem::take(&mut self.locations);
-        match &s.callchain {
+        match callchain {
             Some(chain) => frames_into(chain.iter(), mode, &mut stack),
             None => stack.clear(),
         }
@@ -123,22 +253,24 @@ impl Reader {
         // takes no user callchain) is not this sample's stack: the ip alone
         if let Some(ip) = ip {
             if stack.first().map(|f| f.1) != Some(ip) {
-                if s.callchain.is_some() {
+                if callchain.is_some() {
                     self.report.ip_only += 1;
+                    ip_only = true;
                 }
                 stack.clear();
                 stack.push((mode, ip));
             }
         }
-        let (pid, tid) = s.pid_tid.unwrap_or((u32::MAX, u32::MAX));
         locations.clear();
         let process = self.spaces.process(pid);
         // the last map hit: the frames of a stack often share one
         let mut last: Option<(&Rc<Map>, Space)> = None;
         for (i, &(mode, addr)) in stack.iter().enumerate() {
             // a caller's address is its return address: step back into
-            // the call instruction, as perf_to_profile does
-            let addr = if i > 0 { addr.saturating_sub(1) } else { addr };
+            // the call instruction, as perf_to_profile does (the first
+            // frame after a switch of mode is where it was interrupted)
+            let caller = i > 0 && stack[i - 1].0 == mode;
+            let addr = if caller { addr.saturating_sub(1) } else { addr };
             let space = match mode {
                 FrameMode::Guest => {
                     self.report.guest_frames += 1;
@@ -164,18 +296,9 @@ impl Reader {
             };
             locations.push(self.builder.location(mapping, addr));
         }
-        let period = s.period.unwrap_or(if attr.flags & attr_flags::FREQ != 0 {
-            1
-        } else {
-            attr.sample_period.max(1)
-        });
-        let comm = self.comms.get(&pid).copied().unwrap_or(0);
-        let thread_comm = self.comms.get(&tid).copied().unwrap_or(comm);
-        self.builder
-            .add(&locations, (pid, tid), (comm, thread_comm), slot, period);
         self.stack = stack;
         self.locations = locations;
-        Ok(())
+        ip_only
     }
 }
 
@@ -206,6 +329,7 @@ impl Visitor for Reader {
                 let (pid, tid, name) = parse_comm(body, e).ok_or_else(malformed)?;
                 if h.misc & misc::COMM_EXEC != 0 {
                     self.spaces.exec(pid);
+                    self.cache.clear();
                 }
                 let id = self.builder.strings.id_bytes(&name);
                 self.comms.insert(tid, id);
@@ -216,6 +340,7 @@ impl Visitor for Reader {
                 let (pid, ppid, tid, ptid) = (field(0)?, field(4)?, field(8)?, field(12)?);
                 if pid != ppid {
                     self.spaces.fork(ppid, pid).map_err(|n| too_many(at, n.0))?;
+                    self.cache.clear();
                 }
                 if let Some(&c) = self.comms.get(&ptid) {
                     self.comms.entry(tid).or_insert(c);

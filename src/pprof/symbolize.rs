@@ -20,8 +20,11 @@ use blazesym::MaybeDefault;
 
 use super::profile::{Builder, Frame, MappingSymbols, Space};
 use super::PprofReport;
-use crate::model::BuildId;
-use crate::proc::buildid::{kernel_build_id, open_if_build_id, open_regular};
+use crate::model::{BuildId, VDSO_NAME};
+use crate::proc::buildid::{
+    has_debug_links, kernel_build_id, open_if_build_id, open_regular, read_build_id_from_file,
+    vdso_image,
+};
 use crate::proc::kernel::{text_address, KERNEL_DSO};
 
 /// What symbolization found: frames per location, flags per mapping.
@@ -76,16 +79,28 @@ pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofRepo
         }
     }
     for (id, (wants, paths)) in by_id {
-        let Some(file) = find_elf(&id, &paths, buildid_dir) else {
-            report.files_missing += 1;
-            if report.missing.len() < 5 {
-                let name = String::from_utf8_lossy(&paths[0]).into_owned();
-                report.missing.push(format!("{name} ({})", id.to_hex()));
+        let file = find_elf(&id, &paths, buildid_dir).and_then(|f| private_copy(&f, &id));
+        let file = match file {
+            Ok(f) => f,
+            Err(why) => {
+                report.files_missing += 1;
+                if report.missing.len() < 5 {
+                    let name = String::from_utf8_lossy(&paths[0]).into_owned();
+                    report
+                        .missing
+                        .push(format!("{name} ({}): {why}", id.to_hex()));
+                }
+                continue;
             }
-            continue;
         };
-        let src = Source::Elf(Elf::new(fd_path(&file)));
-        run(&src, true, &wants, &mut out, report);
+        // DWARF only from the file itself: a debug link would have the
+        // reader open whatever path the file names
+        let elf = Elf {
+            debug_syms: !has_debug_links(&file),
+            ..Elf::new(fd_path(&file))
+        };
+        let name = String::from_utf8_lossy(&paths[0]).into_owned();
+        run(&Source::Elf(elf), (true, &name), &wants, &mut out, report);
     }
     if !kernel.is_empty() {
         match kallsyms(kernel_map.as_deref(), buildid_dir) {
@@ -98,7 +113,7 @@ pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofRepo
                     debug_syms: false,
                     ..Default::default()
                 });
-                run(&src, false, &kernel, &mut out, report);
+                run(&src, (false, "kallsyms"), &kernel, &mut out, report);
             }
             Err(why) => report.kernel_symbols = Some(format!("not symbolized: {why}")),
         }
@@ -112,11 +127,12 @@ fn fd_path(f: &File) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()))
 }
 
-/// Symbolizes `wants` (file offsets, or absolute addresses) from `src` (a fresh symbolizer per file: its cache
-/// is keyed by path, and `/proc/self/fd/N` names are reused).
+/// Symbolizes `wants` (file offsets, or absolute addresses) from `src`,
+/// named `name` in errors (a fresh symbolizer per file: its cache is keyed
+/// by path, and `/proc/self/fd/N` names are reused).
 fn run(
     src: &Source,
-    file_offsets: bool,
+    (file_offsets, name): (bool, &str),
     wants: &[Want],
     out: &mut Symbols,
     report: &mut PprofReport,
@@ -135,7 +151,7 @@ fn run(
         Err(err) => {
             report.symbolize_errors += 1;
             if report.symbolize_error.is_none() {
-                report.symbolize_error = Some(err.to_string());
+                report.symbolize_error = Some(format!("{name}: {err}"));
             }
             return;
         }
@@ -172,27 +188,69 @@ fn frames_of(sym: &Sym<'_>) -> Vec<Frame> {
     frames
 }
 
+/// Largest file copied for symbolization (as `archive` copies).
+const MAX_COPY: u64 = 4 << 30;
+
+/// A private copy of a verified file, checked again: blazesym maps what it
+/// reads, and the owner of the original could truncate it under the map
+/// (SIGBUS) or rewrite it meanwhile. Sparse files and files over
+/// [`MAX_COPY`] are not copied.
+fn private_copy(f: &File, id: &BuildId) -> Result<File, String> {
+    use std::io::{Read, Seek};
+    use std::os::unix::fs::MetadataExt;
+    let m = f.metadata().map_err(|e| e.to_string())?;
+    if m.len() > MAX_COPY {
+        return Err(format!("{} bytes, more than {MAX_COPY}", m.len()));
+    }
+    if m.blocks().saturating_mul(512) + (1 << 20) < m.len() {
+        return Err("sparse file".into());
+    }
+    let mut copy = tempfile::tempfile().map_err(|e| format!("temporary copy: {e}"))?;
+    let mut src = f;
+    src.rewind().map_err(|e| e.to_string())?;
+    std::io::copy(&mut src.take(m.len()), &mut copy).map_err(|e| format!("copying: {e}"))?;
+    match read_build_id_from_file(&copy) {
+        Ok(Some(raw)) if raw.as_slice() == id.as_bytes() => Ok(copy),
+        _ => Err("changed while it was copied".into()),
+    }
+}
+
 /// The file with build id `id`: from the build-id directory, else a
-/// recorded path whose file has that id now.
-fn find_elf(id: &BuildId, paths: &[Rc<[u8]>], buildid_dir: Option<&Path>) -> Option<File> {
+/// recorded path whose file has that id now; for `[vdso]`, the archived
+/// image or this kernel's own when the id is its.
+fn find_elf(id: &BuildId, paths: &[Rc<[u8]>], buildid_dir: Option<&Path>) -> Result<File, String> {
     let hex = id.to_hex();
+    let vdso = paths.iter().any(|p| **p == *VDSO_NAME);
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(dir) = buildid_dir {
         let link = dir.join(".build-id").join(&hex[..2]).join(&hex[2..]);
-        candidates.push(link.join("elf"));
+        candidates.push(link.join(if vdso { "vdso" } else { "elf" }));
         candidates.push(link);
         for p in paths {
             let rel = p.strip_prefix(b"/").unwrap_or(p);
             let rel = Path::new(std::ffi::OsStr::from_bytes(rel));
-            candidates.push(dir.join(rel).join(&hex).join("elf"));
+            let leaf = if vdso { "vdso" } else { "elf" };
+            candidates.push(dir.join(rel).join(&hex).join(leaf));
         }
     }
     candidates.extend(
         paths
             .iter()
+            .filter(|p| p.first() == Some(&b'/'))
             .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(p))),
     );
-    candidates.iter().find_map(|c| open_if_build_id(c, id))
+    if let Some(f) = candidates.iter().find_map(|c| open_if_build_id(c, id)) {
+        return Ok(f);
+    }
+    if vdso {
+        if let Some((running, image)) = vdso_image().filter(|(r, _)| r == id) {
+            let _ = running;
+            let mut f = tempfile::tempfile().map_err(|e| format!("temporary copy: {e}"))?;
+            std::io::Write::write_all(&mut f, &image).map_err(|e| e.to_string())?;
+            return Ok(f);
+        }
+    }
+    Err("not found".into())
 }
 
 /// Which kallsyms may name a recorded kernel's frames.

@@ -185,6 +185,53 @@ pub fn open_if_build_id(path: &Path, id: &crate::model::BuildId) -> Option<File>
     (raw.as_slice() == id.as_bytes()).then_some(f)
 }
 
+/// Most section headers and section-name bytes read to look for links.
+const MAX_SECTION_BYTES: u64 = 4 << 20;
+
+/// Whether an ELF file has sections that make a DWARF reader open other
+/// files by name ([`elf::LINK_SECTIONS`]); true when its section headers
+/// cannot be read (assume the worst).
+pub fn has_debug_links(file: &File) -> bool {
+    let check = || -> Option<bool> {
+        let len = file.metadata().ok()?.len();
+        let mut head = [0u8; elf::HEADER_LEN];
+        if read_full_at(file, &mut head, 0).ok()? < 52 {
+            return None;
+        }
+        let h = elf::parse_header(&head).ok()?;
+        let (shoff, ent, num, strndx) = elf::section_table(&head)?;
+        let table_len = u64::from(ent) * u64::from(num);
+        if table_len > MAX_SECTION_BYTES || shoff.checked_add(table_len)? > len {
+            return None;
+        }
+        let mut shdrs = vec![0u8; table_len as usize];
+        if read_full_at(file, &mut shdrs, shoff).ok()? != shdrs.len() {
+            return None;
+        }
+        if num == 0 {
+            return Some(false);
+        }
+        let (_, str_off, str_size) =
+            elf::section(&shdrs, usize::from(strndx), ent, h.is_64, h.big_endian)?;
+        if str_size > MAX_SECTION_BYTES || str_off.checked_add(str_size)? > len {
+            return None;
+        }
+        let mut names = vec![0u8; str_size as usize];
+        if read_full_at(file, &mut names, str_off).ok()? != names.len() {
+            return None;
+        }
+        for i in 0..usize::from(num) {
+            let (name, _, _) = elf::section(&shdrs, i, ent, h.is_64, h.big_endian)?;
+            let name = names.get(name as usize..).map(crate::bytes::cstr)?;
+            if elf::LINK_SECTIONS.contains(&name) {
+                return Some(true);
+            }
+        }
+        Some(false)
+    };
+    check().unwrap_or(true)
+}
+
 /// The running kernel's build id, from `/sys/kernel/notes` (its ELF notes,
 /// in this machine's byte order).
 pub fn kernel_build_id() -> Option<BuildId> {

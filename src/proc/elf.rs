@@ -184,6 +184,44 @@ pub fn build_id_from_image(image: &[u8]) -> Result<Option<Vec<u8>>, ElfError> {
     Ok(None)
 }
 
+/// Where the section headers are: (offset, entry size, count, index of
+/// the section-name string table), from the first [`HEADER_LEN`] bytes.
+pub fn section_table(b: &[u8]) -> Option<(u64, u16, u16, u16)> {
+    let h = parse_header(b).ok()?;
+    let r = Rd(Endian::big_if(h.big_endian));
+    let (shoff, at, want) = if h.is_64 {
+        (r.u64(b, 40)?, 58, 64)
+    } else {
+        (u64::from(r.u32(b, 32)?), 46, 40)
+    };
+    let (ent, num, strndx) = (r.u16(b, at)?, r.u16(b, at + 2)?, r.u16(b, at + 4)?);
+    (num == 0 || ent >= want).then_some((shoff, ent, num, strndx))
+}
+
+/// (name offset, file offset, size) of section `i` in the section header
+/// table `shdrs`.
+pub fn section(
+    shdrs: &[u8],
+    i: usize,
+    ent: u16,
+    is_64: bool,
+    big_endian: bool,
+) -> Option<(u32, u64, u64)> {
+    let r = Rd(Endian::big_if(big_endian));
+    let base = i.checked_mul(usize::from(ent))?;
+    let name = r.u32(shdrs, base)?;
+    if is_64 {
+        Some((name, r.u64(shdrs, base + 24)?, r.u64(shdrs, base + 32)?))
+    } else {
+        let (off, size) = (r.u32(shdrs, base + 16)?, r.u32(shdrs, base + 20)?);
+        Some((name, u64::from(off), u64::from(size)))
+    }
+}
+
+/// Sections that make a DWARF reader open other files by name
+/// (`.gnu_debuglink`, `.gnu_debugaltlink`, `.debug_sup`).
+pub const LINK_SECTIONS: [&[u8]; 3] = [b".gnu_debuglink", b".gnu_debugaltlink", b".debug_sup"];
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

@@ -235,6 +235,12 @@ impl MapIds {
         Some((patched, field))
     }
 
+    /// The BUILD_ID table's id for (cpumode, path), host entries first
+    /// (e.g. `[vdso]`, which perf records there).
+    pub fn table_id(&self, cpumode: u16, path: &[u8]) -> Option<BuildId> {
+        self.table.get(&(cpumode, path.to_vec())).copied()
+    }
+
     /// The build id of the file an MMAP or MMAP2 record maps, by the rules
     /// of `convert` (the record's own, the table, the file on disk while
     /// provably the mapped one, /sys for this kernel, the path only when
