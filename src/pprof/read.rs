@@ -26,10 +26,13 @@ const EVENT_UPDATE_NAME: u64 = 1;
 /// The aggregate a raw stack went to: samples with the same callchain
 /// bytes, ip, cpumode, thread and comms go to the same one while no map
 /// changes, so they skip the per-frame lookups.
+/// ip, cpumode (and whether there is a callchain), pid, tid, comm, thread
+/// comm.
+type CacheKey = (u64, u16, u32, u32, i64, i64);
+
 struct Cached {
     chain: Box<[u8]>,
-    /// ip, cpumode, pid, tid, comm, thread comm.
-    key: (u64, u16, u32, u32, i64, i64),
+    key: CacheKey,
     sample: usize,
     /// Counts the slow path made, repeated on a hit.
     ip_only: bool,
@@ -37,6 +40,12 @@ struct Cached {
     guest: u32,
     /// The entry before it with the same hash.
     next: usize,
+}
+
+impl Cached {
+    fn matches(&self, chain: &[u8], key: &CacheKey) -> bool {
+        self.key == *key && *self.chain == *chain
+    }
 }
 
 /// Raw stacks seen since the maps last changed.
@@ -52,18 +61,18 @@ struct StackCache {
 const STACK_CACHE_MAX: usize = 1 << 20;
 
 impl StackCache {
-    fn find(&self, h: u64, chain: &[u8], key: &(u64, u16, u32, u32, i64, i64)) -> Option<&Cached> {
+    fn find(&self, h: u64, chain: &[u8], key: &CacheKey) -> Option<usize> {
         let mut i = self.by_hash.get(&h).copied().unwrap_or(usize::MAX);
         while let Some(e) = self.entries.get(i) {
-            if e.key == *key && *e.chain == *chain {
-                return Some(e);
+            if e.matches(chain, key) {
+                return Some(i);
             }
             i = e.next;
         }
         None
     }
 
-    fn insert(&mut self, h: u64, mut e: Cached) {
+    fn insert(&mut self, h: u64, mut e: Cached) -> usize {
         if self.entries.len() >= STACK_CACHE_MAX {
             self.clear();
         }
@@ -72,6 +81,7 @@ impl StackCache {
             .insert(h, self.entries.len())
             .unwrap_or(usize::MAX);
         self.entries.push(e);
+        self.entries.len() - 1
     }
 
     fn clear(&mut self) {
@@ -93,6 +103,10 @@ pub(super) struct Reader {
     /// Event names from EVENT_UPDATE records (pipe mode), by event id.
     pub(super) names_by_id: HashMap<u64, Vec<u8>>,
     cache: StackCache,
+    /// The last sample's thread and comms, and its cache entry: runs of
+    /// samples of one thread, often of one stack, skip the lookups.
+    last_thread: Option<(u32, u32, i64, i64)>,
+    last_entry: Option<usize>,
     /// Buffers reused from sample to sample.
     stack: Vec<(FrameMode, u64)>,
     locations: Vec<u64>,
@@ -113,6 +127,8 @@ impl Reader {
             names_by_path: HashMap::default(),
             names_by_id: HashMap::default(),
             cache: StackCache::default(),
+            last_thread: None,
+            last_entry: None,
             stack: Vec::new(),
             locations: Vec::new(),
             times: None,
@@ -188,8 +204,7 @@ impl Reader {
         } else {
             attr.sample_period.max(1)
         });
-        let comm = self.comms.get(&pid).copied().unwrap_or(0);
-        let thread_comm = self.comms.get(&tid).copied().unwrap_or(comm);
+        let (comm, thread_comm) = self.comms_of(pid, tid);
         // a stack seen since the maps last changed: its aggregate
         let raw = s.callchain.as_ref().map_or(&[][..], |c| c.as_bytes());
         let key = (
@@ -200,13 +215,23 @@ impl Reader {
             comm,
             thread_comm,
         );
-        let h = self.cache.hasher.hash_one((raw, &key));
-        if let Some(c) = self.cache.find(h, raw, &key) {
+        let same = self.last_entry.filter(|&i| {
+            self.cache
+                .entries
+                .get(i)
+                .is_some_and(|e| e.matches(raw, &key))
+        });
+        let h = match same {
+            Some(_) => 0,
+            None => self.cache.hasher.hash_one((raw, &key)),
+        };
+        if let Some(i) = same.or_else(|| self.cache.find(h, raw, &key)) {
+            let c = &self.cache.entries[i];
             self.report.ip_only += u64::from(c.ip_only);
             self.report.unmapped_frames += u64::from(c.unmapped);
             self.report.guest_frames += u64::from(c.guest);
-            let i = c.sample;
-            self.builder.add_to(i, slot, period);
+            self.builder.add_to(c.sample, slot, period);
+            self.last_entry = Some(i);
             return Ok(());
         }
         let before = (self.report.unmapped_frames, self.report.guest_frames);
@@ -216,7 +241,7 @@ impl Reader {
             .builder
             .add(&locations, (pid, tid), (comm, thread_comm), slot, period);
         let count = |now: u64, then: u64| u32::try_from(now - then).unwrap_or(u32::MAX);
-        self.cache.insert(
+        self.last_entry = Some(self.cache.insert(
             h,
             Cached {
                 chain: raw.into(),
@@ -227,9 +252,22 @@ impl Reader {
                 guest: count(self.report.guest_frames, before.1),
                 next: usize::MAX,
             },
-        );
+        ));
         self.locations = locations;
         Ok(())
+    }
+
+    /// The string ids of the comms of process `pid` and thread `tid`.
+    fn comms_of(&mut self, pid: u32, tid: u32) -> (i64, i64) {
+        match self.last_thread {
+            Some((p, t, c, tc)) if (p, t) == (pid, tid) => (c, tc),
+            _ => {
+                let comm = self.comms.get(&pid).copied().unwrap_or(0);
+                let thread_comm = self.comms.get(&tid).copied().unwrap_or(comm);
+                self.last_thread = Some((pid, tid, comm, thread_comm));
+                (comm, thread_comm)
+            }
+        }
     }
 
     /// The locations of a sample's stack into `self.locations` (counting
@@ -333,6 +371,7 @@ impl Visitor for Reader {
                 }
                 let id = self.builder.strings.id_bytes(&name);
                 self.comms.insert(tid, id);
+                self.last_thread = None;
             }
             types::FORK => {
                 let r = Rd(e);
@@ -345,6 +384,7 @@ impl Visitor for Reader {
                 if let Some(&c) = self.comms.get(&ptid) {
                     self.comms.entry(tid).or_insert(c);
                 }
+                self.last_thread = None;
             }
             types::EVENT_UPDATE => {
                 let r = Rd(e);
