@@ -482,8 +482,8 @@ fn debug_links_are_not_followed() {
     assert!(!line.contains("libburn.c"), "DWARF was read: {line}");
 }
 
-// Output: `-o -` writes the gzip stream to stdout; bad input exits 2
-// naming the file and nothing is written.
+// Output: `-o -` writes the gzip stream to stdout, `-` reads a pipe-mode
+// stream from stdin; bad input exits 2 naming the file and nothing is written.
 #[test]
 fn stdout_and_bad_input() {
     let dir = scratch("pprof-bad");
@@ -514,4 +514,18 @@ fn stdout_and_bad_input() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(&out.stdout[..2], &[0x1f, 0x8b], "gzip magic");
+    // a pipe-mode stream on stdin
+    let out = Command::new(bin())
+        .args(["pprof", "-", "-o", "-"])
+        .stdin(std::fs::File::open(pin("snap-pipe.data")).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(&out.stdout[..2], &[0x1f, 0x8b], "gzip magic");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no samples"), "{err}");
 }
