@@ -107,6 +107,9 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
         dest,
     )];
     lines.extend(skip_lines(&report.skipped));
+    if report.unchanged {
+        lines.push("mmap2-synth: nothing to add: the recording is left as it was".into());
+    }
     if let Some(at) = report.trailing_bytes_at {
         lines.push(format!(
             "mmap2-synth: warning: the input's bytes from offset {at} on are not records (perf's messages appended to its output?); kept as they are"

@@ -280,9 +280,10 @@ fn merge_repairs_a_missing_kernel_map_once() {
         "{}",
         String::from_utf8_lossy(&err)
     );
+    // the same records (nothing added; the records may sit further back)
     assert_eq!(
-        std::fs::read(&again).unwrap(),
-        std::fs::read(&rec).unwrap(),
+        data_records(&std::fs::read(&again).unwrap()),
+        data_records(&std::fs::read(&rec).unwrap()),
         "no second kernel map"
     );
 }

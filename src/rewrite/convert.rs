@@ -26,9 +26,7 @@ use crate::output::AtomicFile;
 use crate::perf::consts::{feature, types};
 use crate::perf::events::MMAP2_ID_AT;
 use crate::perf::stream::copy_range;
-use crate::perf::{
-    Attrs, FormatError, FormatErrorKind, Input, InputError, Layout, RecordHeader, Visitor,
-};
+use crate::perf::{Attrs, FormatError, Input, InputError, Layout, RecordHeader, Visitor};
 use std::sync::mpsc::SyncSender;
 
 /// What to convert.
@@ -343,16 +341,9 @@ fn patch_copy(
 /// The walk read the input while the copies did: a writer meanwhile would
 /// leave edits on other bytes, so a changed input is an error.
 fn check_unchanged(input: &Input, before: &std::fs::Metadata) -> Result<(), ConvertError> {
-    let after = input
-        .file
-        .metadata()
-        .map_err(out_err("reading", &input.path))?;
-    if (after.len(), after.modified().ok()) != (before.len(), before.modified().ok()) {
-        let err = FormatError::at(
-            0,
-            FormatErrorKind::Inconsistent("changed while being converted"),
-        );
-        return Err(input.format(err).into());
-    }
-    Ok(())
+    Ok(super::write::check_unchanged(
+        input,
+        before,
+        "changed while being converted",
+    )?)
 }

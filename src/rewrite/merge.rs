@@ -69,6 +69,8 @@ pub struct MergeReport {
     pub pipe: bool,
     /// Pipe mode: where bytes that are not records begin (kept as they are).
     pub trailing_bytes_at: Option<u64>,
+    /// `--in-place` with nothing to add: the recording was left as it was.
+    pub unchanged: bool,
 }
 
 /// A merge failure.
@@ -230,18 +232,7 @@ pub fn merge(
             .map_err(|err| input.format(err))?;
     }
     let mut out = prepare_output(&input, output, opts.in_place)?;
-    let tee = match &input.layout {
-        Layout::File { .. } => Some(out.file()),
-        Layout::Pipe(_) => None,
-    };
-    let walk = input.walk(tee, &mut facts).map_err(|e| match e {
-        InputError::Output(source) => MergeError::Output {
-            op: "writing",
-            path: output.to_path_buf(),
-            source,
-        },
-        e => e.into(),
-    })?;
+    let walk = walk_and_copy(&input, &mut out, output, &mut facts)?;
     let attrs = walk.attrs;
     let mut report = MergeReport {
         input_records: walk.records,
@@ -290,9 +281,48 @@ pub fn merge(
     if matches!(input.layout, Layout::Pipe(_)) {
         report.inserted_records += new_ids.len() as u64;
     }
+    if opts.in_place && inserted.is_empty() && new_ids.is_empty() {
+        // nothing to add: the recording stays as it is (the temporary
+        // file goes with `out`)
+        report.unchanged = true;
+        return Ok(report);
+    }
     finish_output(&input, (out.file(), output), &facts, &inserted, &new_ids)?;
     out.commit().map_err(out_err("writing", output))?;
     Ok(report)
+}
+
+/// Scans the recording; in file mode the kernel copies its data section
+/// into `out` on one core while the scan reads it on the other (an input
+/// changed meanwhile is an error: the copy would not be what was scanned).
+fn walk_and_copy(
+    input: &Input,
+    out: &mut AtomicFile,
+    output: &Path,
+    facts: &mut RecordingFacts,
+) -> Result<crate::perf::Walk, MergeError> {
+    let before = input
+        .file
+        .metadata()
+        .map_err(out_err("reading", &input.path))?;
+    let (walk, copied) = std::thread::scope(|s| {
+        let copier = match &input.layout {
+            Layout::File { header, .. } => {
+                let f = out.file();
+                Some(s.spawn(move || write::copy_data_section(input, header, f)))
+            }
+            Layout::Pipe(_) => None,
+        };
+        let walk = input.walk(None, facts);
+        let copied = copier.map(|c| c.join().expect("the copy does not panic"));
+        (walk, copied)
+    });
+    let walk = walk?;
+    if let Some(copied) = copied {
+        copied.map_err(out_err("writing", output))?;
+        write::check_unchanged(input, &before, "changed while being merged")?;
+    }
+    Ok(walk)
 }
 
 /// The temporary output, its mode and owner taken from the input for

@@ -1,5 +1,5 @@
-//! Writing a rewritten recording. File mode copies the data section while it
-//! is scanned, [`RESERVE`] bytes past its old offset, so it is read once; the
+//! Writing a rewritten recording. File mode copies the data section (a
+//! kernel copy beside the scan), [`RESERVE`] bytes past its old offset; the
 //! inserted records then fill the room in front of it, and the feature table
 //! and sections (BUILD_ID extended, the rest byte for byte) and the header
 //! follow. Pipe mode copies the stream around the inserted records.
@@ -10,7 +10,9 @@ use std::os::unix::fs::FileExt;
 
 use crate::perf::consts::{feature, FILE_HEADER_SIZE};
 use crate::perf::stream::{copy_range, PAGE};
-use crate::perf::{FeatureTable, FileHeader, Input, Section};
+use crate::perf::{
+    FeatureTable, FileHeader, FormatError, FormatErrorKind, Input, InputError, Section,
+};
 
 /// Room left before the copied data section for the inserted records. A
 /// merge that inserts more rewrites the data section once more.
@@ -31,6 +33,32 @@ pub fn start_file_mode(input: &Input, h: &FileHeader, out: &mut File) -> io::Res
     Ok(())
 }
 
+/// Copies the data section of a file-mode input to where
+/// [`start_file_mode`] left `out` (a kernel copy, page-congruent, so at
+/// `cp`'s speed): run beside the scan, which then reads without writing.
+pub fn copy_data_section(input: &Input, h: &FileHeader, out: &mut File) -> io::Result<()> {
+    copy_range(&input.file, h.data.offset, h.data.size, out)
+}
+
+/// Errors if the input changed (size or modification time) since `before`:
+/// a copy made beside the walk would not be of the bytes the walk read.
+pub fn check_unchanged(
+    input: &Input,
+    before: &std::fs::Metadata,
+    what: &'static str,
+) -> Result<(), InputError> {
+    let after = input.file.metadata().map_err(|source| InputError::Io {
+        op: "reading",
+        path: input.path.clone(),
+        source,
+    })?;
+    if (after.len(), after.modified().ok()) != (before.len(), before.modified().ok()) {
+        let err = FormatError::at(0, FormatErrorKind::Inconsistent(what));
+        return Err(input.format(err));
+    }
+    Ok(())
+}
+
 /// Completes a file-mode output whose data section was copied by the scan:
 /// places the inserted records right before it (or, if they do not fit,
 /// copies the data again behind them), appends the feature table and
@@ -44,12 +72,9 @@ pub fn finish_file_mode(
     extra_ids: &[u8],
 ) -> io::Result<()> {
     let ins = inserted.len() as u64;
-    if ins == 0 && extra_ids.is_empty() {
-        // Nothing to add: the output is the input, byte for byte.
-        out.set_len(0)?;
-        out.seek(SeekFrom::Start(0))?;
-        return copy_range(&input.file, 0, input.len, out);
-    }
+    // nothing to add: the records stay behind the unused room (a second
+    // copy to make the output the input byte for byte cost more than the
+    // merge itself)
     let data_offset = if ins <= RESERVE {
         let at = h.data.offset + RESERVE - ins;
         out.write_all_at(inserted, at)?;
