@@ -46,6 +46,20 @@ def run(cmd):
         return wall, int(f.read().split()[-1])
 
 
+def time_all(cmds, reps, o):
+    """Runs every command of cmds REPS times, interleaved, each to a new
+    output o (as `cp` gets); returns their (wall, RSS) lists by name."""
+    res = {k: [] for k in cmds}
+    for _ in range(reps):
+        for name, cmd in cmds.items():
+            if os.path.exists(o):
+                os.unlink(o)
+            res[name].append(run(cmd))
+    if os.path.exists(o):
+        os.unlink(o)
+    return res
+
+
 def burners(n, secs):
     """Starts n burners; returns (processes, pids)."""
     ps = [subprocess.Popen([os.path.join(OUT, "burn"), str(secs)], stdin=subprocess.PIPE,
@@ -85,13 +99,7 @@ def measure(rec, snap, reps):
         "merge (nothing to insert)": [BIN, "merge", "-q", merged, "-o", o],
         "perf inject --buildid-all": ["perf", "inject", "--buildid-all", "-i", rec, "-o", o],
     }
-    res = {k: [] for k in cmds}
-    for _ in range(reps):
-        for name, cmd in cmds.items():
-            if os.path.exists(o):
-                os.unlink(o)  # a new output each time, as cp gets
-            res[name].append(run(cmd))
-    os.unlink(o)
+    res = time_all(cmds, reps, o)
     os.unlink(merged)
     return res
 
@@ -111,14 +119,7 @@ def measure_convert(rec, zrec, reps):
     if "mmap2-buildid-all" in inject_help.stdout + inject_help.stderr:
         cmds["perf inject --mmap2-buildid-all"] = ["perf", "inject", "--mmap2-buildid-all",
                                                    "-i", rec, "-o", o]
-    res = {k: [] for k in cmds}
-    for _ in range(reps):
-        for name, cmd in cmds.items():
-            if os.path.exists(o):
-                os.unlink(o)
-            res[name].append(run(cmd))
-    os.unlink(o)
-    return res
+    return time_all(cmds, reps, o)
 
 
 def measure_pprof(rec, reps):
@@ -131,15 +132,7 @@ def measure_pprof(rec, reps):
         "pprof": [BIN, "pprof", "-q", rec, "-o", o],
         "perf report --stdio --sort sym": ["perf", "report", "--stdio", "--sort", "sym", "-i", rec],
     }
-    res = {k: [] for k in cmds}
-    for _ in range(reps):
-        for name, cmd in cmds.items():
-            if os.path.exists(o):
-                os.unlink(o)
-            res[name].append(run(cmd))
-    if os.path.exists(o):
-        os.unlink(o)
-    return res
+    return time_all(cmds, reps, o)
 
 
 def table(res):

@@ -23,29 +23,7 @@ struct Burn {
 /// Builds `burn` and `libburn.so` with -g (the fixture sources).
 fn burn_with_lines() -> Burn {
     let dir = scratch("pprof-burn");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
-    let lib = dir.join("libburn.so");
-    let burn = dir.join("burn");
-    let s = |p: &Path| p.to_str().unwrap().to_string();
-    cc(&[
-        "-g",
-        "-O1",
-        "-shared",
-        "-fPIC",
-        "-o",
-        &s(&lib),
-        &s(&src.join("libburn.c")),
-    ]);
-    cc(&[
-        "-g",
-        "-O1",
-        "-o",
-        &s(&burn),
-        &s(&src.join("burn.c")),
-        &format!("-L{}", s(&dir)),
-        "-lburn",
-        &format!("-Wl,-rpath,{}", s(&dir)),
-    ]);
+    let (burn, lib) = build_burner(&dir, &["-g"]);
     Burn { dir, burn, lib }
 }
 
@@ -225,6 +203,16 @@ fn record(pid: u32, rec: &Path, args: &[&str]) {
     perf_record_pid(pid, rec, args, "1");
 }
 
+/// A burner with lines, started and recorded for a second with `args` into
+/// `rec.data` in its directory: (the build, the running burner, the file).
+fn recorded_burner(args: &[&str]) -> (Burn, Mapper, PathBuf) {
+    let b = burn_with_lines();
+    let p = b.start();
+    let rec = b.dir.join("rec.data");
+    record(p.pid, &rec, args);
+    (b, p, rec)
+}
+
 // A file-mode -g recording: pprof's top equals perf report's within 1
 // point, with burn_work's source line and the ELF notes' build ids.
 #[test]
@@ -232,10 +220,7 @@ fn record(pid: u32, rec: &Path, args: &[&str]) {
 fn file_mode_recording() {
     needs_perf_record();
     needs_go();
-    let b = burn_with_lines();
-    let p = b.start();
-    let rec = b.dir.join("rec.data");
-    record(p.pid, &rec, &["-g"]);
+    let (b, p, rec) = recorded_burner(&["-g"]);
     let profile = b.dir.join("p.pb.gz");
     let summary = pprof(&rec, &profile, &[]);
     assert!(summary.contains("symbolized"), "{summary}");
@@ -275,10 +260,7 @@ fn pipe_and_compressed_recordings() {
 fn multi_event_recording() {
     needs_perf_record();
     needs_go();
-    let b = burn_with_lines();
-    let p = b.start();
-    let rec = b.dir.join("rec.data");
-    record(p.pid, &rec, &["-g", "-e", "cpu-clock", "-e", "task-clock"]);
+    let (b, _p, rec) = recorded_burner(&["-g", "-e", "cpu-clock", "-e", "task-clock"]);
     let profile = b.dir.join("p.pb.gz");
     pprof(&rec, &profile, &[]);
     let raw = go_pprof(&["-raw"], &profile);
@@ -329,10 +311,7 @@ fn multi_event_recording() {
 fn dwarf_recording_is_ip_only() {
     needs_perf_record();
     needs_go();
-    let b = burn_with_lines();
-    let p = b.start();
-    let rec = b.dir.join("rec.data");
-    record(p.pid, &rec, &["--call-graph", "dwarf,4096"]);
+    let (b, _p, rec) = recorded_burner(&["--call-graph", "dwarf,4096"]);
     let profile = b.dir.join("p.pb.gz");
     let summary = pprof(&rec, &profile, &[]);
     assert!(summary.contains("ip alone"), "{summary}");
@@ -349,10 +328,7 @@ fn recording_repaired_by_merge() {
     needs_perf_record();
     needs_procmap_query();
     needs_go();
-    let b = burn_with_lines();
-    let p = b.start();
-    let rec = b.dir.join("rec.data");
-    record(p.pid, &rec, &["-g", "--synth=no"]);
+    let (b, _burner, rec) = recorded_burner(&["-g", "--synth=no"]);
     let before = b.dir.join("before.pb.gz");
     let summary = pprof(&rec, &before, &[]);
     assert!(summary.contains("frames in no map"), "{summary}");
@@ -378,10 +354,7 @@ fn replaced_library_and_buildid_dir() {
     needs_perf_record();
     needs_procmap_query();
     needs_go();
-    let b = burn_with_lines();
-    let p = b.start();
-    let rec = b.dir.join("rec.data");
-    record(p.pid, &rec, &["-g"]);
+    let (b, p, rec) = recorded_burner(&["-g"]);
     let cache = b.dir.join("cache");
     let pid = p.pid.to_string();
     synth_ok([

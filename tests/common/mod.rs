@@ -193,6 +193,30 @@ pub fn build_fixture(name: &str, dir: &Path, libs: &[&str]) -> PathBuf {
     out
 }
 
+/// Builds the CPU burner (`burn`, linked to `libburn.so` by rpath) into
+/// `dir` with `cc -O1` and `cflags` (e.g. `-g`); returns (burn, libburn).
+pub fn build_burner(dir: &Path, cflags: &[&str]) -> (PathBuf, PathBuf) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let (burn, lib) = (dir.join("burn"), dir.join("libburn.so"));
+    let mut args = vec!["-shared".to_string(), "-fPIC".into(), "-O1".into()];
+    args.extend(cflags.iter().map(|f| f.to_string()));
+    args.extend(["-o".into(), s(&lib), s(&src.join("libburn.c"))]);
+    cc(&args);
+    let mut args = vec!["-O1".to_string()];
+    args.extend(cflags.iter().map(|f| f.to_string()));
+    args.extend([
+        "-o".into(),
+        s(&burn),
+        s(&src.join("burn.c")),
+        format!("-L{}", s(dir)),
+        "-lburn".into(),
+        format!("-Wl,-rpath,{}", s(dir)),
+    ]);
+    cc(&args);
+    (burn, lib)
+}
+
 /// Builds the fixtures once per test binary.
 pub fn fixtures() -> &'static Fixtures {
     static F: OnceLock<Fixtures> = OnceLock::new();
@@ -227,25 +251,7 @@ pub fn fixtures() -> &'static Fixtures {
             ]);
             out
         };
-        let libburn = p("libburn.so");
-        cc(&[
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-o",
-            &s(&libburn),
-            &s(&src.join("libburn.c")),
-        ]);
-        let burn = p("burn");
-        cc(&[
-            "-O1",
-            "-o",
-            &s(&burn),
-            &s(&src.join("burn.c")),
-            &format!("-L{}", s(&dir)),
-            "-lburn",
-            &format!("-Wl,-rpath,{}", s(&dir)),
-        ]);
+        let (burn, libburn) = build_burner(&dir, &[]);
         Fixtures {
             burn,
             libburn,
