@@ -225,8 +225,9 @@ fn file_mode_recording() {
     let summary = pprof(&rec, &profile, &[]);
     assert!(summary.contains("symbolized"), "{summary}");
     check_burn_profile(&b, &rec, &profile);
-    // the labels perf_to_profile writes
+    // the labels perf_to_profile writes, and the burner as the main binary
     let traces = go_pprof(&["-traces"], &profile);
+    assert!(traces.starts_with("File: burn\n"), "{traces}");
     for label in [
         "comm:  burn",
         "thread_comm:  burn",

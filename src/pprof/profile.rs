@@ -243,9 +243,10 @@ impl Builder {
                 });
             }
         }
+        let order = self.main_first();
         self.samples_into(&mut p, events);
-        self.locations_into(&mut p, frames);
-        self.mappings_into(&mut p, mapping_symbols);
+        self.locations_into(&mut p, frames, &order);
+        self.mappings_into(&mut p, mapping_symbols, &order);
         p.duration_nanos = duration_nanos;
         // pprof shows the default type: the last event's periods, as perf
         // report weighs by period
@@ -255,6 +256,36 @@ impl Builder {
         }
         p.string_table = self.strings.list.iter().map(|s| s.to_string()).collect();
         p
+    }
+
+    /// The order mappings are written in (positions in `self.mappings`):
+    /// pprof takes the first for the main binary, so the executable of the
+    /// command with the most samples goes first (the user mapping whose
+    /// file name starts with that comm); the rest keep their order.
+    fn main_first(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.mappings.len()).collect();
+        let mut by_comm: HashMap<i64, i64> = HashMap::default();
+        for (k, v) in &self.samples {
+            let n: i64 = v.iter().step_by(2).sum();
+            *by_comm.entry(k.comm).or_default() += n;
+        }
+        let top = by_comm
+            .iter()
+            .filter(|(&c, _)| c != 0)
+            .max_by_key(|(&c, &n)| (n, std::cmp::Reverse(c)))
+            .map(|(&c, _)| self.strings.list[c as usize].clone());
+        let Some(comm) = top else { return order };
+        let main = self.mappings.iter().position(|(m, space)| {
+            let base = m.filename.rsplit(|&c| c == b'/').next().unwrap_or_default();
+            *space == Space::User
+                && m.filename.first() == Some(&b'/')
+                && base.starts_with(comm.as_bytes())
+        });
+        if let Some(i) = main {
+            order.remove(i);
+            order.insert(0, i);
+        }
+        order
     }
 
     /// The samples with values in the columns of `events`, labelled.
@@ -298,7 +329,12 @@ impl Builder {
     }
 
     /// Locations with their lines, and the functions those name.
-    fn locations_into(&mut self, p: &mut Profile, frames: &[Vec<Frame>]) {
+    fn locations_into(&mut self, p: &mut Profile, frames: &[Vec<Frame>], order: &[usize]) {
+        // old mapping id -> new
+        let mut new_id = vec![0u64; order.len() + 1];
+        for (new, &old) in order.iter().enumerate() {
+            new_id[old + 1] = new as u64 + 1;
+        }
         let mut functions: HashMap<(i64, i64), u64> = HashMap::default();
         for (i, &(mapping_id, address)) in self.locations.iter().enumerate() {
             let mut line = Vec::new();
@@ -324,7 +360,7 @@ impl Builder {
             }
             p.location.push(proto::Location {
                 id: i as u64 + 1,
-                mapping_id,
+                mapping_id: new_id[mapping_id as usize],
                 address,
                 line,
                 is_folded: false,
@@ -333,12 +369,18 @@ impl Builder {
     }
 
     /// Mappings with their build ids and what symbolization gave them.
-    fn mappings_into(&mut self, p: &mut Profile, mapping_symbols: &[MappingSymbols]) {
-        for (i, (m, _)) in self.mappings.iter().enumerate() {
+    fn mappings_into(
+        &mut self,
+        p: &mut Profile,
+        mapping_symbols: &[MappingSymbols],
+        order: &[usize],
+    ) {
+        for (new, &i) in order.iter().enumerate() {
+            let m = &self.mappings[i].0;
             let s = mapping_symbols.get(i).copied().unwrap_or_default();
             let build_id = m.build_id.map_or(0, |id| self.strings.id(&id.to_hex()));
             p.mapping.push(proto::Mapping {
-                id: i as u64 + 1,
+                id: new as u64 + 1,
                 memory_start: m.start,
                 memory_limit: m.end,
                 file_offset: m.pgoff,
@@ -413,6 +455,33 @@ mod tests {
         assert_eq!(s(p.sample_type[3].r#type), "b_event");
         assert_eq!(s(p.mapping[0].build_id), "ab".repeat(20));
         assert_eq!(p.string_table[0], "");
+    }
+
+    // The executable of the command with the most samples is written as
+    // the first mapping (pprof's main binary); locations follow it.
+    #[test]
+    fn main_binary_first() {
+        let mut b = Builder::default();
+        let named = |start, name: &str| {
+            Rc::new(Map {
+                start,
+                end: start + 0x1000,
+                pgoff: 0,
+                filename: name.as_bytes().into(),
+                build_id: None,
+            })
+        };
+        let libc = b.mapping(&named(0x1000, "/lib/libc.so.6"), Space::User);
+        let exe = b.mapping(&named(0x9000, "/usr/bin/burn"), Space::User);
+        let (l1, l2) = (b.location(libc, 0x1010), b.location(exe, 0x9010));
+        let comm = b.strings.id("burn");
+        b.add(&[l2, l1], (7, 7), (comm, comm), 0, 1);
+        let p = b.finish(&[(0, "e".into())], &[], &[], 0);
+        let name = |m: &proto::Mapping| p.string_table[m.filename as usize].clone();
+        assert_eq!(name(&p.mapping[0]), "/usr/bin/burn");
+        assert_eq!(p.mapping[0].id, 1);
+        assert_eq!(p.location[0].mapping_id, 2, "libc's location follows libc");
+        assert_eq!(p.location[1].mapping_id, 1);
     }
 
     // Keeping one event drops the samples that only the others had.
