@@ -384,7 +384,11 @@ impl Builder {
                 memory_start: m.start,
                 memory_limit: m.end,
                 file_offset: m.pgoff,
-                filename: self.strings.id_bytes(&m.filename),
+                // anonymous memory (JIT code) is a mapping without a file
+                filename: match m.filename.starts_with(b"//anon") {
+                    true => 0,
+                    false => self.strings.id_bytes(&m.filename),
+                },
                 build_id,
                 has_functions: s.functions,
                 has_filenames: s.filenames,
@@ -472,6 +476,8 @@ mod tests {
             })
         };
         let libc = b.mapping(&named(0x1000, "/lib/libc.so.6"), Space::User);
+        let jit = b.mapping(&named(0x5000, "//anon"), Space::User);
+        b.location(jit, 0x5000);
         let exe = b.mapping(&named(0x9000, "/usr/bin/burn"), Space::User);
         let (l1, l2) = (b.location(libc, 0x1010), b.location(exe, 0x9010));
         let comm = b.strings.id("burn");
@@ -480,8 +486,10 @@ mod tests {
         let name = |m: &proto::Mapping| p.string_table[m.filename as usize].clone();
         assert_eq!(name(&p.mapping[0]), "/usr/bin/burn");
         assert_eq!(p.mapping[0].id, 1);
-        assert_eq!(p.location[0].mapping_id, 2, "libc's location follows libc");
-        assert_eq!(p.location[1].mapping_id, 1);
+        // locations: the JIT one, libc's, the executable's
+        let ids: Vec<u64> = p.location.iter().map(|l| l.mapping_id).collect();
+        assert_eq!(ids, vec![3, 2, 1], "each location follows its mapping");
+        assert_eq!(p.mapping[2].filename, 0, "anonymous memory has no file");
     }
 
     // Keeping one event drops the samples that only the others had.
