@@ -214,6 +214,11 @@ pub fn merge(
     opts: &MergeOptions,
 ) -> Result<MergeReport, MergeError> {
     let input = open_input(input_path, opts.in_place)?;
+    // what the input is now: every read of it below must see the same file
+    let before = input
+        .file
+        .metadata()
+        .map_err(out_err("reading", &input.path))?;
     // A snapshot file is read first: its pids bound what needs dedupe.
     let (from_file, file_kernel) = match &opts.maps {
         Some(p) => {
@@ -232,7 +237,7 @@ pub fn merge(
             .map_err(|err| input.format(err))?;
     }
     let mut out = prepare_output(&input, output, opts.in_place)?;
-    let walk = walk_and_copy(&input, &mut out, output, &mut facts)?;
+    let walk = walk_and_copy(&input, &before, (&mut out, output), &mut facts)?;
     let attrs = walk.attrs;
     let mut report = MergeReport {
         input_records: walk.records,
@@ -288,23 +293,22 @@ pub fn merge(
         return Ok(report);
     }
     finish_output(&input, (out.file(), output), &facts, &inserted, &new_ids)?;
+    // the features (and a moved data section) were read after the scan
+    write::check_unchanged(&input, &before, "changed while being merged")?;
     out.commit().map_err(out_err("writing", output))?;
     Ok(report)
 }
 
 /// Scans the recording; in file mode the kernel copies its data section
-/// into `out` on one core while the scan reads it on the other (an input
-/// changed meanwhile is an error: the copy would not be what was scanned).
+/// into `out` on one core while the scan reads it on the other. An input
+/// changed since `before` is an error, whatever else failed because of it
+/// (the copy would not be what was scanned).
 fn walk_and_copy(
     input: &Input,
-    out: &mut AtomicFile,
-    output: &Path,
+    before: &std::fs::Metadata,
+    (out, output): (&mut AtomicFile, &Path),
     facts: &mut RecordingFacts,
 ) -> Result<crate::perf::Walk, MergeError> {
-    let before = input
-        .file
-        .metadata()
-        .map_err(out_err("reading", &input.path))?;
     let (walk, copied) = std::thread::scope(|s| {
         let copier = match &input.layout {
             Layout::File { header, .. } => {
@@ -317,10 +321,10 @@ fn walk_and_copy(
         let copied = copier.map(|c| c.join().expect("the copy does not panic"));
         (walk, copied)
     });
+    write::check_unchanged(input, before, "changed while being merged")?;
     let walk = walk?;
     if let Some(copied) = copied {
         copied.map_err(out_err("writing", output))?;
-        write::check_unchanged(input, &before, "changed while being merged")?;
     }
     Ok(walk)
 }

@@ -40,8 +40,10 @@ pub fn copy_data_section(input: &Input, h: &FileHeader, out: &mut File) -> io::R
     copy_range(&input.file, h.data.offset, h.data.size, out)
 }
 
-/// Errors if the input changed (size or modification time) since `before`:
-/// a copy made beside the walk would not be of the bytes the walk read.
+/// Errors if the input changed since `before` (another file now, another
+/// size, modification or change time: a writer can set the modification
+/// time back, not the change time): what was copied or read after the walk
+/// would not be what the walk read.
 pub fn check_unchanged(
     input: &Input,
     before: &std::fs::Metadata,
@@ -52,7 +54,14 @@ pub fn check_unchanged(
         path: input.path.clone(),
         source,
     })?;
-    if (after.len(), after.modified().ok()) != (before.len(), before.modified().ok()) {
+    use std::os::unix::fs::MetadataExt;
+    let id = |m: &std::fs::Metadata| {
+        (
+            (m.dev(), m.ino(), m.len()),
+            (m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec()),
+        )
+    };
+    if id(&after) != id(before) {
         let err = FormatError::at(0, FormatErrorKind::Inconsistent(what));
         return Err(input.format(err));
     }
