@@ -1,0 +1,256 @@
+//! `mmap2-synth record [OPTIONS] -- PERF-RECORD-ARGS...`: runs `perf record`
+//! without its own text-based synthesis, and gives its output the maps of
+//! the processes it records. perf starts with its events disabled
+//! (`-D -1 --control fifo:...`); once it acknowledges `enable`, the
+//! processes are snapshotted (every map made from then on is in perf's own
+//! stream), and when perf exits the snapshot is merged into its output in
+//! place.
+
+mod perf_args;
+
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use mmap2_synth::proc::{self, Target};
+use mmap2_synth::rewrite::{self, MergeOptions, Which};
+use mmap2_synth::snapshot::{self, Out, WriteOptions};
+use mmap2_synth::{bytes::Endian, proc::HostFacts, summary};
+
+use super::args::RecordArgs;
+use super::error::CliError;
+use super::print;
+use super::snapshot::scan_options;
+use perf_args::{perf_target, PerfTarget};
+
+/// Polls `f` every 10 ms for at most 30 s, or until perf has exited
+/// (then None when it succeeded: nothing was recorded, nothing to merge).
+fn poll<T>(
+    perf: &mut std::process::Child,
+    what: &str,
+    mut f: impl FnMut() -> Option<T>,
+) -> Result<Option<T>, CliError> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(v) = f() {
+            return Ok(Some(v));
+        }
+        if let Ok(Some(st)) = perf.try_wait() {
+            // the workload ended (or perf failed, or only parsed its
+            // options) before recording began: perf's status is ours
+            eprintln!("mmap2-synth record: perf exited ({st}) before it would {what}");
+            return failed(st).map_or(Ok(None), Err);
+        }
+        if Instant::now() > deadline {
+            let _ = perf.kill();
+            return Err(CliError::Usage(format!(
+                "record: perf did not {what} within 30 s"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
+    let started = Instant::now();
+    // perf inherits our stdout
+    let stdout_is_pipe = std::fs::metadata("/proc/self/fd/1").is_ok_and(|m| {
+        use std::os::unix::fs::FileTypeExt;
+        m.file_type().is_fifo()
+    });
+    let pt = perf_target(&r.perf_args, stdout_is_pipe)?;
+    let tmp = std::env::temp_dir().join(format!("mmap2-synth-record-{}", std::process::id()));
+    std::fs::create_dir(&tmp)
+        .map_err(|e| CliError::Usage(format!("record: {}: {e}", tmp.display())))?;
+    let result = record_in(r, &pt, &tmp);
+    let _ = std::fs::remove_dir_all(&tmp);
+    if !r.scan.quiet {
+        eprintln!(
+            "mmap2-synth record: {:.3} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    result
+}
+
+fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError> {
+    let (ctl, ack) = (tmp.join("ctl"), tmp.join("ack"));
+    let fifo_err = |e: std::io::Error| CliError::Usage(format!("record: making a FIFO: {e}"));
+    mmap2_synth::sys::mkfifo(&ctl).map_err(fifo_err)?;
+    mmap2_synth::sys::mkfifo(&ack).map_err(fifo_err)?;
+    // Opened first, non-blocking: perf opens it for writing and would wait.
+    let mut ack_r = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&ack)
+        .map_err(fifo_err)?;
+    let control = format!("fifo:{},{}", ctl.display(), ack.display());
+    super::RECORDING.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut perf = Command::new("perf")
+        .args(["record", "--synth=no", "-D", "-1", "--control", &control])
+        .args(&r.perf_args)
+        .spawn()
+        .map_err(|e| {
+            CliError::Usage(format!(
+                "record: cannot run perf (apt-get install linux-perf): {e}"
+            ))
+        })?;
+    let Some(mut ctl_w) = poll(&mut perf, "open its control FIFO", || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&ctl)
+            .ok()
+    })?
+    else {
+        return Ok(());
+    };
+    ctl_w
+        .write_all(b"enable\n")
+        .map_err(|e| CliError::Usage(format!("record: writing to perf's control FIFO: {e}")))?;
+    let mut got = Vec::new();
+    let acked = poll(&mut perf, "acknowledge enable", || {
+        let mut b = [0u8; 64];
+        if let Ok(n) = ack_r.read(&mut b) {
+            got.extend_from_slice(&b[..n]);
+        }
+        got.windows(3).any(|w| w == b"ack").then_some(())
+    })?;
+    if acked.is_none() {
+        return Ok(());
+    }
+    // Events are on: every map made from now on is in perf's stream.
+    let target = match &pt.target {
+        Some(t) => t.clone(),
+        None => Target::Pids(children_of(perf.id())),
+    };
+    let snap = tmp.join("snap.data");
+    let live = snapshot_to(r, &target, &snap);
+    let status = perf
+        .wait()
+        .map_err(|e| CliError::Usage(format!("record: waiting for perf: {e}")))?;
+    super::RECORDING.store(false, std::sync::atomic::Ordering::SeqCst);
+    let live = live?;
+    merge_into(r, pt, snap, status, &live)
+}
+
+/// Merges the snapshot `snap` into perf's output; perf's status when it
+/// failed (a failing workload), else the merge's (when perf succeeded, a
+/// missing output is the merge's error too).
+fn merge_into(
+    r: &RecordArgs,
+    pt: &PerfTarget,
+    snap: PathBuf,
+    status: ExitStatus,
+    live: &snapshot::LiveReport,
+) -> Result<(), CliError> {
+    let perf_failed = match failed(status) {
+        Some(e) if !pt.output.exists() => return Err(e),
+        f => f,
+    };
+    let opts = MergeOptions {
+        which: Which::Needed,
+        maps: Some(snap),
+        snapshot: proc::Options::default(),
+        in_place: true,
+        kernel: true,
+    };
+    let report = match rewrite::merge(&pt.output, &pt.output, &opts) {
+        Ok(report) => report,
+        Err(e) => match perf_failed {
+            None => return Err(e.into()),
+            Some(perf) => {
+                eprintln!("mmap2-synth record: merge: {}", super::error::chain(&e));
+                return Err(perf);
+            }
+        },
+    };
+    if !r.scan.quiet {
+        let dest = pt.output.display().to_string();
+        print(&summary::merge(&report, Duration::ZERO, &dest));
+        print(&summary::skip_lines(&live.skipped));
+    }
+    perf_failed.map_or(Ok(()), Err)
+}
+
+/// Snapshots `target` into the file `snap` (no kernel map: perf writes
+/// one; no watch: perf's events are on).
+fn snapshot_to(
+    r: &RecordArgs,
+    target: &Target,
+    snap: &Path,
+) -> Result<snapshot::LiveReport, CliError> {
+    let mut f = std::fs::File::create(snap).map_err(|e| CliError::write(snap, e))?;
+    let wopts = WriteOptions {
+        endian: Endian::NATIVE,
+        forks: *target == Target::All,
+        cmdline: Vec::new(),
+        host: HostFacts::read(),
+        kernel: None,
+        watch: false,
+        watch_pages: None,
+    };
+    let scan = scan_options(&r.scan)?;
+    snapshot::write_live(target, &scan, Out::File(&mut f), &wopts)
+        .map_err(|e| CliError::Usage(format!("record: snapshot: {e}")))
+}
+
+/// perf's failure as ours (None when it succeeded).
+fn failed(st: ExitStatus) -> Option<CliError> {
+    (!st.success()).then(|| CliError::Child(exit_code(st)))
+}
+
+/// perf's exit status as ours (a signal as 128 + it, as a shell says): 0
+/// stays 0.
+fn exit_code(st: ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(c), _) => u8::try_from(c).unwrap_or(1),
+        (None, Some(s)) => u8::try_from(128 + s).unwrap_or(255),
+        _ => 1,
+    }
+}
+
+/// The processes perf started (its workload) and theirs, down the tree.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        if out.len() > 100_000 {
+            break;
+        }
+        let task = format!("/proc/{p}/task");
+        for t in std::fs::read_dir(task).into_iter().flatten().flatten() {
+            let c = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for child in c.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+                if !out.contains(&child) {
+                    out.push(child);
+                    todo.push(child);
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // perf's exit status is ours: 0 stays 0 (no failure), a code is kept,
+    // a signal is 128 + it.
+    #[test]
+    fn perf_exit_status() {
+        use std::os::unix::process::ExitStatusExt;
+        let st = |raw| ExitStatus::from_raw(raw);
+        assert_eq!(exit_code(st(0)), 0);
+        assert!(failed(st(0)).is_none());
+        assert_eq!(exit_code(st(3 << 8)), 3);
+        assert!(matches!(failed(st(3 << 8)), Some(CliError::Child(3))));
+        assert_eq!(exit_code(st(255 << 8)), 255);
+        assert_eq!(exit_code(st(libc::SIGINT)), 130);
+    }
+}
