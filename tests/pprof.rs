@@ -393,6 +393,75 @@ fn replaced_library_and_buildid_dir() {
     assert!(share > 50.0, "{share}");
 }
 
+// A program spinning in clock_gettime samples the vDSO: its mapping gets
+// the id perf's BUILD_ID table gives [vdso], and its function is named from
+// this kernel's vDSO image (the ids match).
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn vdso_is_identified_and_symbolized() {
+    needs_perf_record();
+    needs_go();
+    let dir = scratch("pprof-vdso");
+    let src = dir.join("clock.c");
+    std::fs::write(
+        &src,
+        r#"#include <fcntl.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+int main(void) {
+    printf("ready %d\n", getpid());
+    fflush(stdout);
+    fcntl(0, F_SETFL, O_NONBLOCK);
+    struct timespec t;
+    for (;;) {
+        for (int i = 0; i < 100000; i++) clock_gettime(CLOCK_MONOTONIC, &t);
+        char c;
+        if (read(0, &c, 1) == 0) return 0;
+    }
+}
+"#,
+    )
+    .unwrap();
+    let prog = dir.join("clock");
+    cc(&["-O1", "-o", prog.to_str().unwrap(), src.to_str().unwrap()]);
+    let p = Mapper::start_as(&prog, &[]);
+    let rec = dir.join("rec.data");
+    record(p.pid, &rec, &["-g"]);
+    let profile = dir.join("p.pb.gz");
+    pprof(&rec, &profile, &[]);
+    let table = perf_buildid_list(&perf(&[
+        "buildid-list".as_ref(),
+        "-i".as_ref(),
+        rec.as_os_str(),
+    ]));
+    let want = table.get("[vdso]").expect("perf's table has [vdso]");
+    assert_eq!(mapping_ids(&profile).get("[vdso]"), Some(want));
+    // a location of the [vdso] mapping is named clock_gettime (libc's
+    // wrapper has the same name: the mapping tells them apart)
+    let raw = go_pprof(&["-raw"], &profile);
+    let vdso = raw
+        .lines()
+        .skip_while(|l| !l.starts_with("Mappings"))
+        .find(|l| l.split_whitespace().nth(2) == Some("[vdso]"))
+        .and_then(|l| l.split(':').next())
+        .map(|n| n.trim().to_string())
+        .unwrap_or_else(|| panic!("no [vdso] mapping:\n{raw}"));
+    let named = raw
+        .lines()
+        .filter(|l| l.contains(&format!(" M={vdso} ")))
+        .any(|l| l.contains("clock_gettime"));
+    assert!(
+        named,
+        "no named location in the vDSO (mapping {vdso}):\n{raw}"
+    );
+    let shares = pprof_shares(&profile, &[]);
+    assert!(
+        shares.get("clock_gettime").copied().unwrap_or(0.0) > 50.0,
+        "{shares:?}"
+    );
+}
+
 // A library whose .gnu_debuglink names a FIFO (any user can plant one)
 // is symbolized from its own symbol table only: pprof finishes instead of
 // blocking on the FIFO, names burn_work, and reads no lines for it.

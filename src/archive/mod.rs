@@ -10,9 +10,11 @@
 //! May import: `model`, `proc`, `perf`, `snapshot`, `sys`.
 
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 use crate::model::{BuildId, Process, Vma, VDSO_NAME};
 use crate::proc::buildid::{
@@ -104,6 +106,32 @@ pub struct CacheEntry {
     pub link_name: Vec<u8>,
     /// `../../PATH/ID`.
     pub target: Vec<u8>,
+}
+
+impl CacheEntry {
+    /// The archived file under `root`: `PATH/ID/` then `elf`, or `vdso` and
+    /// `kallsyms` for those names (what `perf --buildid-dir` reads), and
+    /// the same through the `.build-id` link.
+    pub fn files(&self, root: &Path, name: &[u8]) -> [PathBuf; 2] {
+        let leaf = cache_leaf(name);
+        let dir: PathBuf = self.dir.iter().map(|c| OsStr::from_bytes(c)).collect();
+        let link: PathBuf = self
+            .link_dir
+            .iter()
+            .chain([&self.link_name])
+            .map(|c| OsStr::from_bytes(c))
+            .collect();
+        [root.join(dir).join(leaf), root.join(link).join(leaf)]
+    }
+}
+
+/// The file name an entry's directory holds for `name`.
+pub fn cache_leaf(name: &[u8]) -> &'static str {
+    match name {
+        n if n == VDSO_NAME => "vdso",
+        n if n == KERNEL_DSO => "kallsyms",
+        _ => "elf",
+    }
 }
 
 /// See [`CacheEntry`].
@@ -251,7 +279,7 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
         if let Some(entry) = cache_entry(VDSO_NAME, &id) {
             let copy =
                 |out: &mut File| io::Write::write_all(out, &image).map(|()| image.len() as u64);
-            match add_entry(&root, &entry, "vdso", copy, &mut report) {
+            match add_entry(&root, &entry, cache_leaf(VDSO_NAME), copy, &mut report) {
                 Ok(_) => report.vdso = true,
                 Err(e) => failed(&mut report, VDSO_NAME, &e),
             }
@@ -304,7 +332,13 @@ fn archive_process(
             report.unreadable += 1;
             continue;
         };
-        match add_entry(root, &entry, "elf", |out| io::copy(&mut f, out), report) {
+        match add_entry(
+            root,
+            &entry,
+            cache_leaf(file_name(vma)),
+            |out| io::copy(&mut f, out),
+            report,
+        ) {
             Ok(_) => {
                 done.insert(id);
             }
@@ -359,14 +393,14 @@ fn archive_kernel(
     let entry = cache_entry(KERNEL_DSO, &id).ok_or("bad kernel name")?;
     let copy =
         |out: &mut File| io::Write::write_all(out, &kallsyms).map(|()| kallsyms.len() as u64);
-    add_entry(root, &entry, "kallsyms", copy, report).map_err(|e| e.to_string())
+    add_entry(root, &entry, cache_leaf(KERNEL_DSO), copy, report).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    // Entries and links as perf lays them out; unclean names have none.
+    // Entries, links and file names as perf lays them out; unclean names have none.
     #[test]
     fn cache_layout() {
         let id = BuildId::new(&[0xab, 0xcd, 0xef, 0x01]).unwrap();
@@ -376,8 +410,25 @@ mod tests {
         assert_eq!(e.link_dir, [b".build-id".to_vec(), b"ab".to_vec()]);
         assert_eq!(e.link_name, b"cdef01");
         assert_eq!(e.target, b"../../usr/lib/libx.so/abcdef01");
+        let root = Path::new("/c");
+        assert_eq!(
+            e.files(root, b"/usr/lib/libx.so"),
+            [
+                PathBuf::from("/c/usr/lib/libx.so/abcdef01/elf"),
+                PathBuf::from("/c/.build-id/ab/cdef01/elf")
+            ]
+        );
         let e = cache_entry(b"[vdso]", &id).unwrap();
         assert_eq!(e.target, b"../../[vdso]/abcdef01");
+        assert_eq!(
+            e.files(root, b"[vdso]")[0],
+            PathBuf::from("/c/[vdso]/abcdef01/vdso")
+        );
+        let k = cache_entry(KERNEL_DSO, &id).unwrap();
+        assert_eq!(
+            k.files(root, KERNEL_DSO)[0],
+            PathBuf::from("/c/[kernel.kallsyms]/abcdef01/kallsyms")
+        );
         for bad in [
             &b"relative/x"[..],
             b"/a/../b",

@@ -26,8 +26,8 @@ pub struct Map {
     pub build_id: Option<BuildId>,
 }
 
-/// One address space: maps by start address.
-pub type Space = BTreeMap<u64, Rc<Map>>;
+/// One address space's maps, by start address.
+pub type Maps = BTreeMap<u64, Rc<Map>>;
 
 /// Too many maps held at once (fork copies included): the recording is
 /// refused rather than exhaust memory.
@@ -37,8 +37,8 @@ pub struct TooManyMaps(pub usize);
 /// Every process's maps and the kernel's.
 #[derive(Debug, Default)]
 pub struct AddressSpaces {
-    procs: HashMap<u32, Rc<Space>>,
-    kernel: Space,
+    procs: HashMap<u32, Rc<Maps>>,
+    kernel: Maps,
     /// Map entries held (a shared space counted once per holder), bounded
     /// by `limit`.
     held: usize,
@@ -112,7 +112,7 @@ impl AddressSpaces {
     }
 
     /// The maps of process `pid` (look addresses up with [`find`]).
-    pub fn process(&self, pid: u32) -> Option<&Space> {
+    pub fn process(&self, pid: u32) -> Option<&Maps> {
         self.procs.get(&pid).map(|s| &**s)
     }
 
@@ -123,14 +123,14 @@ impl AddressSpaces {
 }
 
 /// The map in `space` holding `addr`.
-pub fn find(space: &Space, addr: u64) -> Option<&Rc<Map>> {
+pub fn find(space: &Maps, addr: u64) -> Option<&Rc<Map>> {
     let (_, m) = space.range(..=addr).next_back()?;
     (addr < m.end).then_some(m)
 }
 
 /// Removes [start, end) from `space`, keeping the parts of maps outside it
 /// (their file offsets moved with them).
-fn cut(space: &mut Space, start: u64, end: u64) {
+fn cut(space: &mut Maps, start: u64, end: u64) {
     let mut hit = Vec::new();
     if let Some((&s, m)) = space.range(..start).next_back() {
         if m.end > start {

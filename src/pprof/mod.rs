@@ -8,7 +8,8 @@
 //! comms) and aggregates samples in `profile`'s builder; `symbolize` (the
 //! only part that opens files) names the locations; `proto` is the schema.
 //!
-//! May import: `bytes`, `model`, `perf`, `proc`, `rewrite`.
+//! May import: `archive` (the build-id cache layout), `bytes`, `model`,
+//! `perf`, `proc`, `rewrite`.
 
 pub mod maps;
 pub mod profile;
@@ -23,7 +24,8 @@ use prost::Message;
 
 use crate::perf::consts::{feature, PERF_TYPE_SOFTWARE};
 use crate::perf::features::parse_event_desc;
-use crate::perf::{Attr, Input, InputError};
+use crate::perf::writer::RawMeta;
+use crate::perf::{Attr, Input, InputError, Layout};
 use crate::rewrite::meta::read_meta;
 use crate::rewrite::transcode::map_ids;
 
@@ -102,7 +104,7 @@ pub fn pprof(
     opts: &PprofOptions,
     out: &mut dyn Write,
 ) -> Result<PprofReport, PprofError> {
-    let meta = read_meta(input)?;
+    let meta = metadata(input)?;
     let ids = map_ids(input, &meta, false)?;
     let mut reader = read::Reader::new(input.endian(), ids, maps::map_limit(input.len));
     let walk = input.walk(None, &mut reader)?;
@@ -167,6 +169,26 @@ pub fn pprof(
         .and_then(|()| gz.finish().map(drop))
         .map_err(PprofError::Write)?;
     Ok(report)
+}
+
+/// The features pprof reads (BUILD_ID, OSRELEASE, EVENT_DESC): from their
+/// sections in file mode (not every feature, tracing data included), from
+/// the stream's metadata records in pipe mode.
+fn metadata(input: &Input) -> Result<RawMeta, InputError> {
+    if let Layout::Pipe(_) = input.layout {
+        return read_meta(input);
+    }
+    let mut features = Vec::new();
+    for bit in [feature::BUILD_ID, feature::OSRELEASE, feature::EVENT_DESC] {
+        if let Some((_, payload)) = input.feature(bit)? {
+            features.push((bit, payload));
+        }
+    }
+    Ok(RawMeta {
+        endian: input.endian(),
+        attrs: Vec::new(),
+        features,
+    })
 }
 
 /// perf's name for an event the recording does not name.

@@ -20,7 +20,9 @@ use blazesym::MaybeDefault;
 
 use super::profile::{Builder, Frame, MappingSymbols, Space};
 use super::PprofReport;
+use crate::archive::cache_entry;
 use crate::model::{BuildId, VDSO_NAME};
+use crate::perf::stream::copy_range;
 use crate::proc::buildid::{
     has_debug_links, kernel_build_id, open_if_build_id, open_regular, read_build_id_from_file,
     vdso_image,
@@ -196,7 +198,6 @@ const MAX_COPY: u64 = 4 << 30;
 /// (SIGBUS) or rewrite it meanwhile. Sparse files and files over
 /// [`MAX_COPY`] are not copied.
 fn private_copy(f: &File, id: &BuildId) -> Result<File, String> {
-    use std::io::{Read, Seek};
     use std::os::unix::fs::MetadataExt;
     let m = f.metadata().map_err(|e| e.to_string())?;
     if m.len() > MAX_COPY {
@@ -206,31 +207,23 @@ fn private_copy(f: &File, id: &BuildId) -> Result<File, String> {
         return Err("sparse file".into());
     }
     let mut copy = tempfile::tempfile().map_err(|e| format!("temporary copy: {e}"))?;
-    let mut src = f;
-    src.rewind().map_err(|e| e.to_string())?;
-    std::io::copy(&mut src.take(m.len()), &mut copy).map_err(|e| format!("copying: {e}"))?;
+    copy_range(f, 0, m.len(), &mut copy).map_err(|e| format!("copying: {e}"))?;
     match read_build_id_from_file(&copy) {
         Ok(Some(raw)) if raw.as_slice() == id.as_bytes() => Ok(copy),
         _ => Err("changed while it was copied".into()),
     }
 }
 
-/// The file with build id `id`: from the build-id directory, else a
-/// recorded path whose file has that id now; for `[vdso]`, the archived
-/// image or this kernel's own when the id is its.
+/// The file with build id `id`: in the build-id directory (perf's cache
+/// layout, [`cache_entry`]), else a recorded path whose file has that id
+/// now; for `[vdso]`, this kernel's own image when the id is its.
 fn find_elf(id: &BuildId, paths: &[Rc<[u8]>], buildid_dir: Option<&Path>) -> Result<File, String> {
-    let hex = id.to_hex();
-    let vdso = paths.iter().any(|p| **p == *VDSO_NAME);
     let mut candidates: Vec<PathBuf> = Vec::new();
     if let Some(dir) = buildid_dir {
-        let link = dir.join(".build-id").join(&hex[..2]).join(&hex[2..]);
-        candidates.push(link.join(if vdso { "vdso" } else { "elf" }));
-        candidates.push(link);
         for p in paths {
-            let rel = p.strip_prefix(b"/").unwrap_or(p);
-            let rel = Path::new(std::ffi::OsStr::from_bytes(rel));
-            let leaf = if vdso { "vdso" } else { "elf" };
-            candidates.push(dir.join(rel).join(&hex).join(leaf));
+            if let Some(entry) = cache_entry(p, id) {
+                candidates.extend(entry.files(dir, p));
+            }
         }
     }
     candidates.extend(
@@ -242,9 +235,8 @@ fn find_elf(id: &BuildId, paths: &[Rc<[u8]>], buildid_dir: Option<&Path>) -> Res
     if let Some(f) = candidates.iter().find_map(|c| open_if_build_id(c, id)) {
         return Ok(f);
     }
-    if vdso {
-        if let Some((running, image)) = vdso_image().filter(|(r, _)| r == id) {
-            let _ = running;
+    if paths.iter().any(|p| **p == *VDSO_NAME) {
+        if let Some((_, image)) = vdso_image().filter(|(running, _)| running == id) {
             let mut f = tempfile::tempfile().map_err(|e| format!("temporary copy: {e}"))?;
             std::io::Write::write_all(&mut f, &image).map_err(|e| e.to_string())?;
             return Ok(f);
@@ -299,10 +291,7 @@ fn kallsyms(
     let recorded = kernel_map.map(|m| (m.build_id, m.pgoff));
     let running = (kernel_build_id(), text_address(proc_kallsyms));
     let archived = |id: &BuildId| {
-        let p = buildid_dir?
-            .join("[kernel.kallsyms]")
-            .join(id.to_hex())
-            .join("kallsyms");
+        let [p, _] = cache_entry(KERNEL_DSO, id)?.files(buildid_dir?, KERNEL_DSO);
         p.exists().then_some(p)
     };
     let (path, shown) = match choose_kallsyms(recorded, running, archived)? {
