@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::bytes::{cstr, Endian, Rd};
 use crate::model::BuildId;
 use crate::perf::consts::{misc, types};
-use crate::perf::events::parse_map;
+use crate::perf::events::{parse_fork, parse_map};
 use crate::perf::{BuildIdEntry, RecordHeader, SampleIdLayout};
 
 /// What a line is about.
@@ -62,9 +62,6 @@ pub struct MapLine {
     pub cpumode: u16,
 }
 
-/// PERF_RECORD_MISC_COMM_EXEC.
-const COMM_EXEC: u16 = 1 << 13;
-
 impl Line {
     /// The line of a record, `None` for records a dump does not show
     /// (samples and everything else) or that do not decode.
@@ -107,20 +104,23 @@ impl Line {
                 tid: r.u32(body, 4)?,
                 time,
                 comm: cstr(body.get(8..)?).to_vec(),
-                exec: h.misc & COMM_EXEC != 0,
+                exec: h.misc & misc::COMM_EXEC != 0,
             }),
-            types::FORK | types::EXIT => Some(Line::Task {
-                kind: if h.type_ == types::FORK {
-                    "fork"
-                } else {
-                    "exit"
-                },
-                pid: r.u32(body, 0)?,
-                ppid: r.u32(body, 4)?,
-                tid: r.u32(body, 8)?,
-                ptid: r.u32(body, 12)?,
-                time: r.u64(body, 16)?,
-            }),
+            types::FORK | types::EXIT => {
+                let f = parse_fork(body, e)?;
+                Some(Line::Task {
+                    kind: if h.type_ == types::FORK {
+                        "fork"
+                    } else {
+                        "exit"
+                    },
+                    pid: f.pid,
+                    ppid: f.ppid,
+                    tid: f.tid,
+                    ptid: f.ptid,
+                    time: f.time,
+                })
+            }
             _ => None,
         }
     }

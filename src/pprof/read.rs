@@ -11,7 +11,7 @@ use super::profile::{Builder, Space};
 use super::PprofReport;
 use crate::bytes::{cstr, Endian, Rd};
 use crate::perf::consts::{attr_flags, misc, types};
-use crate::perf::events::{parse_comm, parse_map};
+use crate::perf::events::{parse_comm, parse_fork, parse_map};
 use crate::perf::sample::{frames_into, parse_sample, Callchain, FrameMode};
 use crate::perf::{Attrs, FormatError, FormatErrorKind as K, RecordHeader, Visitor};
 use crate::rewrite::buildids::MapIds;
@@ -374,15 +374,15 @@ impl Visitor for Reader {
                 self.last_thread = None;
             }
             types::FORK => {
-                let r = Rd(e);
-                let field = |o| r.u32(body, o).ok_or_else(malformed);
-                let (pid, ppid, tid, ptid) = (field(0)?, field(4)?, field(8)?, field(12)?);
-                if pid != ppid {
-                    self.spaces.fork(ppid, pid).map_err(|n| too_many(at, n.0))?;
+                let f = parse_fork(body, e).ok_or_else(malformed)?;
+                if f.pid != f.ppid {
+                    self.spaces
+                        .fork(f.ppid, f.pid)
+                        .map_err(|n| too_many(at, n.0))?;
                     self.cache.clear();
                 }
-                if let Some(&c) = self.comms.get(&ptid) {
-                    self.comms.entry(tid).or_insert(c);
+                if let Some(&c) = self.comms.get(&f.ptid) {
+                    self.comms.entry(f.tid).or_insert(c);
                 }
                 self.last_thread = None;
             }

@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::encode::Encoding;
 use super::stats::Stats;
-use crate::bytes::{Endian, Rd};
+use crate::bytes::Endian;
 use crate::model::BuildId;
 use crate::perf::consts::{misc, types};
-use crate::perf::events::parse_map;
+use crate::perf::events::{parse_fork, parse_map};
 use crate::perf::{BuildIdEntry, RecordHeader};
 use crate::proc::watch::{parse_watched, Watch, Watched};
 use crate::proc::{self, Target};
@@ -167,10 +167,9 @@ impl WatchFilter {
             };
             match w.record_type {
                 types::FORK => {
-                    let (child, parent) = (Rd(e).u32(&w.body, 0), Rd(e).u32(&w.body, 4));
-                    if let (Some(c), Some(p)) = (child, parent) {
-                        if selected(&self.pids, p) {
-                            self.pids.insert(c);
+                    if let Some(f) = parse_fork(&w.body, e) {
+                        if selected(&self.pids, f.ppid) {
+                            self.pids.insert(f.pid);
                         }
                     }
                 }
