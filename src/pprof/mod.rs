@@ -125,6 +125,8 @@ pub fn pprof(
         }
     }
     let mut report = std::mem::take(&mut reader.report);
+    let spaces = &reader.spaces;
+    reader.builder.add_main_binary(|pid| spaces.process(pid));
     let builder = reader.builder;
     let mut events: Vec<(usize, String)> = builder
         .slots_with_samples()

@@ -12,7 +12,7 @@ use std::rc::Rc;
 // every sample is looked up.
 use foldhash::HashMap;
 
-use super::maps::Map;
+use super::maps::{Map, Maps};
 use super::proto::{self, Profile};
 
 /// The string table: index 0 is "".
@@ -258,29 +258,70 @@ impl Builder {
         p
     }
 
-    /// The order mappings are written in (positions in `self.mappings`):
-    /// pprof takes the first for the main binary, so the executable of the
-    /// command with the most samples goes first (the user mapping whose
-    /// file name starts with that comm); the rest keep their order.
-    fn main_first(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.mappings.len()).collect();
+    /// The command with the most samples (its string id) and its process
+    /// with the most samples.
+    fn top_command(&self) -> Option<(i64, u32)> {
         let mut by_comm: HashMap<i64, i64> = HashMap::default();
+        let mut by_pid: HashMap<(i64, u32), i64> = HashMap::default();
         for (k, v) in &self.samples {
             let n: i64 = v.iter().step_by(2).sum();
             *by_comm.entry(k.comm).or_default() += n;
+            *by_pid.entry((k.comm, k.pid)).or_default() += n;
         }
-        let top = by_comm
+        let comm = by_comm
             .iter()
             .filter(|(&c, _)| c != 0)
             .max_by_key(|(&c, &n)| (n, std::cmp::Reverse(c)))
-            .map(|(&c, _)| self.strings.list[c as usize].clone());
-        let Some(comm) = top else { return order };
-        let main = self.mappings.iter().position(|(m, space)| {
-            let base = m.filename.rsplit(|&c| c == b'/').next().unwrap_or_default();
-            *space == Space::User
-                && m.filename.first() == Some(&b'/')
-                && base.starts_with(comm.as_bytes())
+            .map(|(&c, _)| c)?;
+        by_pid
+            .iter()
+            .filter(|((c, _), _)| *c == comm)
+            .max_by_key(|(&(_, pid), &n)| (n, std::cmp::Reverse(pid)))
+            .map(|(&k, _)| k)
+    }
+
+    /// Whether `m` is the executable of command `comm`: a user file whose
+    /// name starts with the comm (which the kernel cuts to 15 bytes).
+    fn is_main(&self, m: &Map, space: Space, comm: i64) -> bool {
+        let comm = self.strings.list[comm as usize].as_bytes();
+        let base = m.filename.rsplit(|&c| c == b'/').next().unwrap_or_default();
+        space == Space::User && m.filename.first() == Some(&b'/') && base.starts_with(comm)
+    }
+
+    /// pprof names the profile after its first mapping, the main binary:
+    /// when no frame landed in the top command's executable (a burner
+    /// whose samples are all in a library), its mapping from `maps` (that
+    /// process's maps at the end) is added without locations, so the
+    /// profile is still named after the program rather than a library.
+    pub fn add_main_binary<'a>(&mut self, maps: impl FnOnce(u32) -> Option<&'a Maps>) {
+        let Some((comm, pid)) = self.top_command() else {
+            return;
+        };
+        if self.mappings.iter().any(|(m, s)| self.is_main(m, *s, comm)) {
+            return;
+        }
+        let main = maps(pid).and_then(|maps| {
+            maps.values()
+                .find(|m| self.is_main(m, Space::User, comm))
+                .cloned()
         });
+        if let Some(m) = main {
+            self.mapping(&m, Space::User);
+        }
+    }
+
+    /// The order mappings are written in (positions in `self.mappings`):
+    /// pprof takes the first for the main binary, so the executable of the
+    /// command with the most samples goes first; the rest keep their order.
+    fn main_first(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.mappings.len()).collect();
+        let Some((comm, _)) = self.top_command() else {
+            return order;
+        };
+        let main = self
+            .mappings
+            .iter()
+            .position(|(m, space)| self.is_main(m, *space, comm));
         if let Some(i) = main {
             order.remove(i);
             order.insert(0, i);
@@ -490,6 +531,46 @@ mod tests {
         let ids: Vec<u64> = p.location.iter().map(|l| l.mapping_id).collect();
         assert_eq!(ids, vec![3, 2, 1], "each location follows its mapping");
         assert_eq!(p.mapping[2].filename, 0, "anonymous memory has no file");
+    }
+
+    // A program whose samples all land in a library still names the
+    // profile: its executable is added from its process's maps, first.
+    #[test]
+    fn main_binary_added_without_samples() {
+        let mut b = Builder::default();
+        let named = |start, name: &str| {
+            Rc::new(Map {
+                start,
+                end: start + 0x1000,
+                pgoff: 0,
+                filename: name.as_bytes().into(),
+                build_id: None,
+            })
+        };
+        let lib = named(0x1000, "/tmp/libburn.so");
+        let libburn = b.mapping(&lib, Space::User);
+        let l = b.location(libburn, 0x1010);
+        let comm = b.strings.id("burn");
+        b.add(&[l], (7, 7), (comm, comm), 0, 1);
+        b.add(&[l], (7, 7), (comm, comm), 0, 1);
+        let other = b.strings.id("other");
+        b.add(&[l], (9, 9), (other, other), 0, 1);
+        let maps: Maps = [
+            (0x1000, lib.clone()),
+            (0x8000, named(0x8000, "/usr/bin/burn")),
+        ]
+        .into();
+        let mut asked = Vec::new();
+        b.add_main_binary(|pid| {
+            asked.push(pid);
+            Some(&maps)
+        });
+        assert_eq!(asked, vec![7], "the top command's process");
+        let p = b.finish(&[(0, "e".into())], &[], &[], 0);
+        let name = |m: &proto::Mapping| p.string_table[m.filename as usize].clone();
+        assert_eq!(name(&p.mapping[0]), "/usr/bin/burn");
+        assert_eq!(p.mapping.len(), 2);
+        assert_eq!(p.location[0].mapping_id, p.mapping[1].id);
     }
 
     // Keeping one event drops the samples that only the others had.
