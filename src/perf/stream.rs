@@ -11,6 +11,7 @@ use super::record::RecordHeader;
 use crate::bytes::{Endian, Rd};
 
 /// Error from the record stream: format, reading, or writing the tee.
+#[derive(Debug)]
 pub(crate) enum StreamError {
     /// Malformed data.
     Format(FormatError),
@@ -33,6 +34,13 @@ impl From<FormatError> for StreamError {
 
 /// A record from a [`RecordStream`]: (file offset, header, body).
 pub(crate) type Rec<'a> = (u64, RecordHeader, &'a [u8]);
+
+/// The read buffer of a [`RecordStream`]: large enough for the largest record
+/// (64 KiB) with room to spare, small enough to stay in the CPU's cache. On
+/// this machine `pread` of a cached 25 MB file costs 3.4 ms through 64-128
+/// KiB buffers and 17-23 ms through 256 KiB to 4 MiB ones (the copy misses
+/// the cache), which was half of a dense merge's time.
+pub(crate) const READ_CHUNK: usize = 128 << 10;
 
 /// Reads records one by one from a byte range of a file through its own
 /// buffer, handing out bodies as slices of it (no copy per record).
@@ -63,7 +71,7 @@ impl<'f> RecordStream<'f> {
         RecordStream {
             file,
             tee,
-            buf: vec![0; 1 << 20],
+            buf: vec![0; READ_CHUNK],
             lo: 0,
             hi: 0,
             pos: start,
@@ -125,7 +133,34 @@ impl<'f> RecordStream<'f> {
     }
 
     /// The next record: (offset, header, body).
+    #[inline]
     pub(crate) fn next(&mut self) -> Result<Option<Rec<'_>>, StreamError> {
+        // The common case, a whole ordinary record already in the buffer
+        // (which never holds bytes past `end`), without leaving this
+        // function; everything else below.
+        if self.skip == 0 && self.hi - self.lo >= 8 {
+            let lo = self.lo;
+            if let Some(h) = RecordHeader::parse(&self.buf[lo..lo + 8], self.e) {
+                let size = usize::from(h.size);
+                if size >= 8
+                    && self.hi - lo >= size
+                    && h.type_ != types::AUXTRACE
+                    && h.type_ != types::HEADER_TRACING_DATA
+                {
+                    let at = self.pos;
+                    self.lo += size;
+                    self.pos += size as u64;
+                    return Ok(Some((at, h, &self.buf[lo + 8..lo + size])));
+                }
+            }
+        }
+        self.next_slow()
+    }
+
+    /// [`RecordStream::next`] when the record is not whole in the buffer,
+    /// is malformed or has data after it.
+    #[inline(never)]
+    fn next_slow(&mut self) -> Result<Option<Rec<'_>>, StreamError> {
         let skip = std::mem::take(&mut self.skip);
         self.skip_bytes(skip)?;
         if self.pos >= self.end {
@@ -522,6 +557,66 @@ mod tests {
         match s.next() {
             Err(StreamError::Format(err)) => assert_eq!(err.offset, 16),
             _ => panic!("size 4 accepted"),
+        }
+    }
+
+    // Records of every size, straddling the buffer's edges, and AUXTRACE
+    // data after its record come back exactly as written, in both byte
+    // orders (the in-buffer fast path and the refilling one agree).
+    #[test]
+    fn records_across_buffer_edges() {
+        let tmp = tempfile::tempdir().unwrap();
+        for e in [Endian::Little, Endian::Big] {
+            let mut bytes = Vec::new();
+            let mut want = Vec::new();
+            let mut x = 12345u32;
+            while bytes.len() < 3 * READ_CHUNK + 1000 {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                // mostly small records, some near the 64 KiB limit
+                let size = if x % 17 == 0 {
+                    65528
+                } else {
+                    8 + 8 * (x >> 8) as usize % 400
+                };
+                let t = if x % 29 == 0 { types::AUXTRACE } else { 9 };
+                let at = bytes.len() as u64;
+                RecordHeader {
+                    type_: t,
+                    misc: (x & 0xffff) as u16,
+                    size: size as u16,
+                }
+                .put(&mut bytes, e);
+                let body_at = bytes.len();
+                bytes.resize(body_at + size - 8, (x >> 3) as u8);
+                let mut aux = 0;
+                if t == types::AUXTRACE {
+                    aux = u64::from(x % 5000);
+                    let n = if e == Endian::Little {
+                        aux.to_le_bytes()
+                    } else {
+                        aux.to_be_bytes()
+                    };
+                    if size >= 16 {
+                        bytes[body_at..body_at + 8].copy_from_slice(&n);
+                    } else {
+                        aux = 0;
+                        bytes.truncate(at as usize);
+                        continue;
+                    }
+                }
+                want.push((at, t, bytes[body_at..].to_vec()));
+                bytes.resize(bytes.len() + aux as usize, 0xaa);
+            }
+            let input = tmp.path().join("in");
+            std::fs::write(&input, &bytes).unwrap();
+            let f = File::open(&input).unwrap();
+            let mut s = RecordStream::new(&f, 0, bytes.len() as u64, e, None);
+            let mut seen = Vec::new();
+            while let Some((at, h, body)) = s.next().unwrap() {
+                seen.push((at, h.type_, body.to_vec()));
+            }
+            assert_eq!(seen.len(), want.len());
+            assert!(seen == want, "records differ ({e:?})");
         }
     }
 

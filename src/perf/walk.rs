@@ -162,6 +162,7 @@ impl Input {
 }
 
 /// The zstd payload of a COMPRESSED or COMPRESSED2 record, None for others.
+#[inline]
 fn compressed_payload<'b>(
     at: u64,
     h: &RecordHeader,

@@ -82,6 +82,7 @@ impl RecordingFacts {
         Ok(())
     }
 
+    #[inline]
     fn sample(&mut self, body: &[u8], attrs: &Attrs, e: Endian) {
         let Some(a) = attrs.of_sample(body, e) else {
             return;
@@ -118,6 +119,7 @@ impl Visitor for RecordingFacts {
         }
     }
 
+    #[inline]
     fn record(
         &mut self,
         at: u64,
@@ -125,10 +127,23 @@ impl Visitor for RecordingFacts {
         body: &[u8],
         attrs: &Attrs,
     ) -> Result<(), FormatError> {
+        // samples are nearly every record of a dense recording: their path
+        // stays small and inlined into the walk
+        if h.type_ == types::SAMPLE {
+            self.sample(body, attrs, self.endian);
+            return Ok(());
+        }
+        self.other(at, h, body)
+    }
+}
+
+impl RecordingFacts {
+    /// Every record but samples.
+    #[inline(never)]
+    fn other(&mut self, at: u64, h: RecordHeader, body: &[u8]) -> Result<(), FormatError> {
         let e = self.endian;
         let bad = || FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_));
         match h.type_ {
-            types::SAMPLE => self.sample(body, attrs, e),
             types::COMM | types::FORK => {
                 let pid = Rd(e).u32(body, 0).ok_or_else(bad)?;
                 if pid != 0 && pid != u32::MAX {
