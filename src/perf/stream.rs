@@ -573,12 +573,16 @@ mod tests {
             while bytes.len() < 3 * READ_CHUNK + 1000 {
                 x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
                 // mostly small records, some near the 64 KiB limit
-                let size = if x % 17 == 0 {
+                let size = if x.is_multiple_of(17) {
                     65528
                 } else {
-                    8 + 8 * (x >> 8) as usize % 400
+                    16 + 8 * (x >> 8) as usize % 400
                 };
-                let t = if x % 29 == 0 { types::AUXTRACE } else { 9 };
+                let t = if x.is_multiple_of(29) {
+                    types::AUXTRACE
+                } else {
+                    9
+                };
                 let at = bytes.len() as u64;
                 RecordHeader {
                     type_: t,
@@ -596,13 +600,7 @@ mod tests {
                     } else {
                         aux.to_be_bytes()
                     };
-                    if size >= 16 {
-                        bytes[body_at..body_at + 8].copy_from_slice(&n);
-                    } else {
-                        aux = 0;
-                        bytes.truncate(at as usize);
-                        continue;
-                    }
+                    bytes[body_at..body_at + 8].copy_from_slice(&n);
                 }
                 want.push((at, t, bytes[body_at..].to_vec()));
                 bytes.resize(bytes.len() + aux as usize, 0xaa);
