@@ -12,7 +12,7 @@ use super::PprofReport;
 use crate::bytes::{cstr, Endian, Rd};
 use crate::perf::consts::{attr_flags, misc, types};
 use crate::perf::events::{parse_comm, parse_fork, parse_map};
-use crate::perf::sample::{frames_into, parse_sample, Callchain, FrameMode};
+use crate::perf::sample::{frames_into, parse_sample, Callchain, FrameMode, Sample};
 use crate::perf::{Attrs, FormatError, FormatErrorKind as K, RecordHeader, Visitor};
 use crate::rewrite::buildids::MapIds;
 use crate::rewrite::ConvertReport;
@@ -173,6 +173,7 @@ impl Reader {
         self.spaces.insert(pid, map).map_err(|n| too_many(at, n.0))
     }
 
+    #[inline]
     fn sample(
         &mut self,
         at: u64,
@@ -234,6 +235,22 @@ impl Reader {
             self.last_entry = Some(i);
             return Ok(());
         }
+        self.first_seen(&s, mode, (h, key), (slot, period));
+        Ok(())
+    }
+
+    /// A stack not in the cache: its locations found, its aggregate added
+    /// and cached under `h`, the hash of (raw callchain, `key`).
+    #[inline(never)]
+    fn first_seen(
+        &mut self,
+        s: &Sample<'_>,
+        mode: FrameMode,
+        (h, key): (u64, CacheKey),
+        (slot, period): (usize, u64),
+    ) {
+        let raw = s.callchain.as_ref().map_or(&[][..], |c| c.as_bytes());
+        let (_, _, pid, tid, comm, thread_comm) = key;
         let before = (self.report.unmapped_frames, self.report.guest_frames);
         let ip_only = self.locate(mode, s.ip, s.callchain.as_ref(), pid);
         let locations = std::mem::take(&mut self.locations);
@@ -254,7 +271,6 @@ impl Reader {
             },
         ));
         self.locations = locations;
-        Ok(())
     }
 
     /// The string ids of the comms of process `pid` and thread `tid`.
@@ -351,6 +367,7 @@ fn too_many(at: u64, n: usize) -> FormatError {
 }
 
 impl Visitor for Reader {
+    #[inline]
     fn record(
         &mut self,
         at: u64,
@@ -358,10 +375,21 @@ impl Visitor for Reader {
         body: &[u8],
         attrs: &Attrs,
     ) -> Result<(), FormatError> {
+        // samples are nearly every record: their path stays inlined
+        if h.type_ == types::SAMPLE {
+            return self.sample(at, &h, body, attrs);
+        }
+        self.other(at, h, body)
+    }
+}
+
+impl Reader {
+    /// Every record but samples.
+    #[inline(never)]
+    fn other(&mut self, at: u64, h: RecordHeader, body: &[u8]) -> Result<(), FormatError> {
         let e = self.e;
         let malformed = || FormatError::at(at, K::MalformedRecord(h.type_));
         match h.type_ {
-            types::SAMPLE => self.sample(at, &h, body, attrs)?,
             types::MMAP | types::MMAP2 => self.map(at, &h, body)?,
             types::COMM => {
                 let (pid, tid, name) = parse_comm(body, e).ok_or_else(malformed)?;
