@@ -137,6 +137,7 @@ impl Visitor for Editor {
         }
     }
 
+    #[inline]
     fn record(
         &mut self,
         at: u64,
@@ -145,9 +146,19 @@ impl Visitor for Editor {
         attrs: &Attrs,
     ) -> Result<(), FormatError> {
         self.report.records += 1;
-        if self.compressed {
-            return Ok(()); // the stream takes over
+        // compressed: the stream takes over; samples and the rest stay as
+        // they are, on this small inlined path
+        if !self.compressed && matches!(h.type_, types::MMAP | types::MMAP2) {
+            self.map(at, h, body, attrs);
         }
+        Ok(())
+    }
+}
+
+impl Editor {
+    /// The edit of one MMAP or MMAP2 record, if it gets a build id.
+    #[inline(never)]
+    fn map(&mut self, at: u64, h: RecordHeader, body: &[u8], attrs: &Attrs) {
         let (e, r) = (self.e, &mut self.report);
         let new = match h.type_ {
             types::MMAP => {
@@ -171,7 +182,6 @@ impl Visitor for Editor {
                 new,
             });
         }
-        Ok(())
     }
 }
 
