@@ -502,20 +502,22 @@ mod tests {
         assert_eq!(p.string_table[0], "");
     }
 
+    /// A 4 KiB file map at `start`.
+    fn named(start: u64, name: &str) -> Rc<Map> {
+        Rc::new(Map {
+            start,
+            end: start + 0x1000,
+            pgoff: 0,
+            filename: name.as_bytes().into(),
+            build_id: None,
+        })
+    }
+
     // The executable of the command with the most samples is written as
     // the first mapping (pprof's main binary); locations follow it.
     #[test]
     fn main_binary_first() {
         let mut b = Builder::default();
-        let named = |start, name: &str| {
-            Rc::new(Map {
-                start,
-                end: start + 0x1000,
-                pgoff: 0,
-                filename: name.as_bytes().into(),
-                build_id: None,
-            })
-        };
         let libc = b.mapping(&named(0x1000, "/lib/libc.so.6"), Space::User);
         let jit = b.mapping(&named(0x5000, "//anon"), Space::User);
         b.location(jit, 0x5000);
@@ -538,15 +540,6 @@ mod tests {
     #[test]
     fn main_binary_added_without_samples() {
         let mut b = Builder::default();
-        let named = |start, name: &str| {
-            Rc::new(Map {
-                start,
-                end: start + 0x1000,
-                pgoff: 0,
-                filename: name.as_bytes().into(),
-                build_id: None,
-            })
-        };
         let lib = named(0x1000, "/tmp/libburn.so");
         let libburn = b.mapping(&lib, Space::User);
         let l = b.location(libburn, 0x1010);
