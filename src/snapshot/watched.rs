@@ -132,7 +132,10 @@ fn hold_for_tests() {
 /// of its maps ([`map_key`]) and its pids.
 #[derive(Debug, Default)]
 pub struct WatchFilter {
-    seen: HashSet<u64>,
+    /// Appended per process (cheap on the scan's path), sorted once when
+    /// the first watched map is looked up: most scans see few or none.
+    seen: Vec<u64>,
+    sorted: bool,
     pids: HashSet<u32>,
 }
 
@@ -140,6 +143,7 @@ impl WatchFilter {
     /// Notes a process the scan wrote, with the keys of its maps.
     pub fn note(&mut self, pid: u32, map_keys: Vec<u64>) {
         self.seen.extend(map_keys);
+        self.sorted = false;
         self.pids.insert(pid);
     }
 
@@ -190,10 +194,12 @@ impl WatchFilter {
                     continue;
                 };
                 let k = &m.key;
-                if self
-                    .seen
-                    .contains(&map_key(k.pid, k.addr, k.len, k.pgoff, &k.filename))
-                {
+                if !self.sorted {
+                    self.seen.sort_unstable();
+                    self.sorted = true;
+                }
+                let key = map_key(k.pid, k.addr, k.len, k.pgoff, &k.filename);
+                if self.seen.binary_search(&key).is_ok() {
                     stats.watched_duplicates += 1;
                     continue;
                 }
