@@ -1,19 +1,23 @@
 //! The perf.data format, and nothing else: constants, the header with its
 //! sections and feature table, attrs, record framing, the records we encode
-//! and decode, feature payloads, the two writers, and the streaming record
-//! reader (zstd included). Pure code over bytes but for `stream`, which
-//! reads files.
+//! and decode, feature payloads, the two writers, the streaming record
+//! reader (`stream`), `-z` payloads (`compress`), range copies (`copy`).
+//! Pure code over bytes but for `stream`, `copy` and `input`, which read
+//! files.
 //!
 //! May import: `bytes`, `model`. Nothing here knows about /proc, snapshots
 //! or merging.
 
 pub mod attr;
+pub(crate) mod compress;
 pub mod consts;
+pub(crate) mod copy;
 pub mod error;
 pub mod events;
 pub mod features;
 pub mod header;
 pub mod input;
+pub(crate) mod progress;
 pub mod record;
 pub mod sample;
 pub(crate) mod stream;

@@ -6,11 +6,13 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use super::attr::{pipe_attr, Attrs};
+use super::compress::Decompressor;
 use super::consts::{feature, types};
 use super::error::{FormatError, FormatErrorKind as K};
 use super::input::{io_err, Input, InputError, Layout};
+use super::progress::Progress;
 use super::record::RecordHeader;
-use super::stream::{Decompressor, Progress, RecordStream, StreamError};
+use super::stream::{RecordStream, StreamError};
 use crate::bytes::{Endian, Rd};
 
 /// Largest decompressed size of one COMPRESSED record when the recording

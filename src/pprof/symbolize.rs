@@ -22,7 +22,7 @@ use super::profile::{Builder, Frame, MappingSymbols, Space};
 use super::PprofReport;
 use crate::archive::cache_entry;
 use crate::model::{BuildId, VDSO_NAME};
-use crate::perf::stream::copy_range;
+use crate::perf::copy::copy_range;
 use crate::proc::buildid::{
     has_debug_links, kernel_build_id, open_if_build_id, open_regular, read_build_id_from_file,
     vdso_image,

@@ -24,8 +24,8 @@ use super::write::{
 use crate::bytes::Endian;
 use crate::output::AtomicFile;
 use crate::perf::consts::{feature, types};
+use crate::perf::copy::copy_range;
 use crate::perf::events::MMAP2_ID_AT;
-use crate::perf::stream::copy_range;
 use crate::perf::{Attrs, FormatError, Input, InputError, Layout, RecordHeader, Visitor};
 use std::sync::mpsc::SyncSender;
 

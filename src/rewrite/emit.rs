@@ -9,8 +9,9 @@ use std::io::{self, Write};
 use super::buildids::{ConvertReport, MapIds};
 use super::meta::{is_pipe_metadata, tracing_size};
 use crate::bytes::{Endian, PutExt, Rd};
+use crate::perf::compress::Compressor;
 use crate::perf::consts::{feature, types};
-use crate::perf::stream::{copy_range, Compressor};
+use crate::perf::copy::copy_range;
 use crate::perf::{Attrs, FormatError, RecordHeader, Visitor};
 
 /// The walk's visitor: writes each record to the output.

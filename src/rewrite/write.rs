@@ -9,7 +9,7 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 
 use crate::perf::consts::{feature, FILE_HEADER_SIZE};
-use crate::perf::stream::{copy_range, PAGE};
+use crate::perf::copy::{copy_range, PAGE};
 use crate::perf::{
     FeatureTable, FileHeader, FormatError, FormatErrorKind, Input, InputError, Section,
 };
