@@ -209,7 +209,9 @@ pub fn has_debug_links(file: &File) -> bool {
             return None;
         }
         if num == 0 {
-            return Some(false);
+            // no sections, unless the count is in section 0 (ELF's extended
+            // numbering, which DWARF readers follow): then assume the worst
+            return (shoff == 0).then_some(false);
         }
         let (_, str_off, str_size) =
             elf::section(&shdrs, usize::from(strndx), ent, h.is_64, h.big_endian)?;
@@ -382,6 +384,66 @@ impl BuildIdCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 64-bit little-endian image with sections named `names` (after a
+    /// null section and `.shstrtab`).
+    fn with_sections(names: &[&str]) -> Vec<u8> {
+        let mut img = elf::tests::tiny_elf(true, false, &[]);
+        let mut strtab = b"\0.shstrtab\0".to_vec();
+        let mut offs = Vec::new();
+        for n in names {
+            offs.push(strtab.len() as u32);
+            strtab.extend_from_slice(n.as_bytes());
+            strtab.push(0);
+        }
+        let str_at = img.len() as u64;
+        img.extend_from_slice(&strtab);
+        let shoff = img.len() as u64;
+        img.extend_from_slice(&[0u8; 64]); // section 0
+        let mut shdr = |name: u32, off: u64, size: u64| {
+            let mut h = [0u8; 64];
+            h[..4].copy_from_slice(&name.to_le_bytes());
+            h[24..32].copy_from_slice(&off.to_le_bytes());
+            h[32..40].copy_from_slice(&size.to_le_bytes());
+            img.extend_from_slice(&h);
+        };
+        shdr(1, str_at, strtab.len() as u64);
+        for o in offs {
+            shdr(o, str_at, 1);
+        }
+        img[40..48].copy_from_slice(&shoff.to_le_bytes());
+        img[58..60].copy_from_slice(&64u16.to_le_bytes());
+        img[60..62].copy_from_slice(&(names.len() as u16 + 2).to_le_bytes());
+        img[62..64].copy_from_slice(&1u16.to_le_bytes());
+        img
+    }
+
+    // Debug links are found by section name; no sections is no links; a
+    // section count of 0 with a section table (extended numbering, which
+    // DWARF readers follow) or an unreadable table counts as links.
+    #[test]
+    fn debug_links_by_section_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let check = |img: &[u8]| {
+            let p = tmp.path().join("x.elf");
+            std::fs::write(&p, img).unwrap();
+            has_debug_links(&File::open(&p).unwrap())
+        };
+        assert!(!check(&with_sections(&[".text", ".debug_info"])));
+        for link in elf::LINK_SECTIONS {
+            let name = std::str::from_utf8(link).unwrap();
+            assert!(check(&with_sections(&[".text", name])), "{name}");
+        }
+        assert!(
+            !check(&elf::tests::tiny_elf(true, false, &[])),
+            "no sections"
+        );
+        let mut extended = with_sections(&[".text"]);
+        extended[60..62].copy_from_slice(&0u16.to_le_bytes());
+        assert!(check(&extended), "e_shnum 0 with a section table");
+        let cut = with_sections(&[".gnu_debuglink"]);
+        assert!(check(&cut[..cut.len() - 10]), "truncated table");
+    }
 
     // The file reader finds the note through PT_NOTE and survives a truncated file.
     #[test]
