@@ -1,0 +1,293 @@
+//! perf's `-z` framing: a streaming zstd decoder for PERF_RECORD_COMPRESSED
+//! (and COMPRESSED2) payloads, and an encoder that groups records into them
+//! as perf does.
+
+use std::io;
+
+use super::consts::types;
+use super::error::{FormatError, FormatErrorKind as K};
+use super::record::RecordHeader;
+use crate::bytes::Endian;
+
+/// Streaming zstd decoder for PERF_RECORD_COMPRESSED payloads; records may
+/// span payloads, so the undecoded tail is kept. Records are handed out after
+/// every output chunk, so memory stays within one record plus one chunk
+/// whatever a payload expands to.
+pub(crate) struct Decompressor {
+    dec: zstd::stream::raw::Decoder<'static>,
+    pending: Vec<u8>,
+    out: Vec<u8>,
+    /// zstd's hint after the last payload: how many input bytes it needs
+    /// next (0: the frame ended).
+    hint: usize,
+}
+
+impl Decompressor {
+    pub(crate) fn new() -> io::Result<Self> {
+        Ok(Decompressor {
+            dec: zstd::stream::raw::Decoder::new()?,
+            pending: Vec::new(),
+            out: vec![0; 1 << 16],
+            hint: 0,
+        })
+    }
+
+    /// Decodes one payload, at most `cap` bytes of output, and calls `f` for
+    /// every complete inner record.
+    pub(crate) fn feed(
+        &mut self,
+        at: u64,
+        payload: &[u8],
+        e: Endian,
+        cap: u64,
+        mut f: impl FnMut(RecordHeader, &[u8]) -> Result<(), FormatError>,
+    ) -> Result<(), FormatError> {
+        use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+        let mut input = InBuffer::around(payload);
+        let mut stalled = false;
+        let mut produced = 0u64;
+        loop {
+            let before = input.pos;
+            let mut output = OutBuffer::around(&mut self.out[..]);
+            let hint = self.dec.run(&mut input, &mut output).map_err(|err| {
+                FormatError::at(at, K::Compressed(format!("does not decompress: {err}")))
+            })?;
+            let n = output.pos();
+            self.hint = hint;
+            produced += n as u64;
+            if produced > cap {
+                let kind = K::Implausible {
+                    what: "decompressed size of one COMPRESSED record (over the recording's buffer size)",
+                    value: produced,
+                };
+                return Err(FormatError::at(at, kind));
+            }
+            self.pending.extend_from_slice(&self.out[..n]);
+            self.hand_out(at, e, &mut f)?;
+            // A full output buffer may leave more decoded bytes inside zstd.
+            if input.pos >= payload.len() && n < self.out.len() {
+                break;
+            }
+            if n == 0 && input.pos == before {
+                if stalled {
+                    let kind = K::Compressed("zstd makes no progress".into());
+                    return Err(FormatError::at(at, kind));
+                }
+                // A finished frame followed by more data: start a new frame.
+                self.dec
+                    .reinit()
+                    .map_err(|err| FormatError::at(at, K::Compressed(format!("zstd: {err}"))))?;
+                stalled = true;
+            } else {
+                stalled = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `f` for the complete records decoded so far and drops them.
+    fn hand_out(
+        &mut self,
+        at: u64,
+        e: Endian,
+        f: &mut impl FnMut(RecordHeader, &[u8]) -> Result<(), FormatError>,
+    ) -> Result<(), FormatError> {
+        let mut off = 0;
+        while self.pending.len() - off >= 8 {
+            let h = RecordHeader::parse(&self.pending[off..], e)
+                .ok_or(FormatError::at(at, K::Truncated("inner record header")))?;
+            if h.size < 8 {
+                let kind = K::RecordTooSmall {
+                    record_type: h.type_,
+                    size: h.size,
+                };
+                return Err(FormatError::at(at, kind));
+            }
+            let size = usize::from(h.size);
+            if self.pending.len() - off < size {
+                break;
+            }
+            f(h, &self.pending[off + 8..off + size])?;
+            off += size;
+        }
+        self.pending.drain(..off);
+        Ok(())
+    }
+
+    /// At the end of the input: a partial record left over, or a zstd block
+    /// cut in the middle, means the compressed data was cut short. perf
+    /// flushes its stream after every record but never ends the frame, so a
+    /// frame that is open at a block boundary (zstd then asks for the next
+    /// 3-byte block header) is complete. `at` is the offset of the last
+    /// compressed record.
+    pub(crate) fn finish(&self, at: u64) -> Result<(), FormatError> {
+        const BLOCK_HEADER: usize = 3;
+        if !self.pending.is_empty() || !matches!(self.hint, 0 | BLOCK_HEADER) {
+            let kind = K::Truncated("compressed data (unfinished zstd frame or record)");
+            return Err(FormatError::at(at, kind));
+        }
+        Ok(())
+    }
+}
+
+/// Streaming zstd encoder that writes records as perf's `-z` does: one
+/// frame across the whole recording, flushed at the end of each group of
+/// records, so every COMPRESSED payload decodes to whole records (perf
+/// flushes after each ring-buffer chunk). Groups stay under
+/// [`Compressor::GROUP`] bytes of input (one record may exceed it), so one
+/// record never needs more than perf's decompression buffer.
+pub(crate) struct Compressor {
+    enc: zstd::stream::raw::Encoder<'static>,
+    /// Compressed bytes not yet handed out.
+    out: Vec<u8>,
+    /// Input bytes since the last flush.
+    unflushed: usize,
+    record_type: u32,
+    e: Endian,
+}
+
+impl Compressor {
+    /// Most input bytes per flushed group (before the record that would
+    /// cross it).
+    pub(crate) const GROUP: usize = 32 << 10;
+    /// Most payload bytes per COMPRESSED record (perf's limit is 65527,
+    /// less for COMPRESSED2's size field and padding).
+    pub(crate) const MAX_PAYLOAD: usize = 65_504;
+
+    /// An encoder at zstd `level` writing `record_type` (COMPRESSED or
+    /// COMPRESSED2) records in byte order `e`.
+    pub(crate) fn new(level: i32, record_type: u32, e: Endian) -> io::Result<Self> {
+        Ok(Compressor {
+            enc: zstd::stream::raw::Encoder::new(level)?,
+            out: Vec::new(),
+            unflushed: 0,
+            record_type,
+            e,
+        })
+    }
+
+    /// Adds one whole record; completed COMPRESSED records go to `emit`.
+    pub(crate) fn push(&mut self, rec: &[u8], emit: &mut impl FnMut(&[u8])) -> io::Result<()> {
+        use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+        if self.unflushed > 0 && self.unflushed + rec.len() > Self::GROUP {
+            self.flush(emit)?;
+        }
+        let mut input = InBuffer::around(rec);
+        while input.pos < rec.len() {
+            self.out.reserve(rec.len() + 1024);
+            let mut output = OutBuffer::around(&mut self.out);
+            self.enc.run(&mut input, &mut output)?;
+        }
+        self.unflushed += rec.len();
+        Ok(())
+    }
+
+    /// Ends the current group: flushes zstd and hands out its COMPRESSED
+    /// records (a payload over [`Self::MAX_PAYLOAD`] is split; the decoder
+    /// is a stream, so the pieces decode in order).
+    pub(crate) fn flush(&mut self, emit: &mut impl FnMut(&[u8])) -> io::Result<()> {
+        use zstd::stream::raw::{Operation, OutBuffer};
+        if self.unflushed == 0 {
+            return Ok(());
+        }
+        loop {
+            self.out.reserve(1 << 16);
+            let mut output = OutBuffer::around(&mut self.out);
+            if self.enc.flush(&mut output)? == 0 {
+                break;
+            }
+        }
+        self.unflushed = 0;
+        let mut rec = Vec::with_capacity(Self::MAX_PAYLOAD + 24);
+        for chunk in self.out.chunks(Self::MAX_PAYLOAD) {
+            rec.clear();
+            encode_compressed(&mut rec, self.e, self.record_type, chunk);
+            emit(&rec);
+        }
+        self.out.clear();
+        Ok(())
+    }
+}
+
+/// Appends a COMPRESSED record holding `payload` (or a COMPRESSED2: its
+/// u64 data_size, then the payload zero-padded to 8).
+pub(crate) fn encode_compressed(out: &mut Vec<u8>, e: Endian, record_type: u32, payload: &[u8]) {
+    use crate::bytes::PutExt;
+    let (fixed, padded) = match record_type {
+        types::COMPRESSED2 => (16, payload.len().div_ceil(8) * 8),
+        _ => (8, payload.len()),
+    };
+    RecordHeader {
+        type_: record_type,
+        misc: 0,
+        size: (fixed + padded) as u16,
+    }
+    .put(out, e);
+    if record_type == types::COMPRESSED2 {
+        out.put_u64(e, payload.len() as u64);
+    }
+    out.extend_from_slice(payload);
+    out.resize(out.len() + padded - payload.len(), 0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::Rd;
+
+    // Records compressed in groups come back whole and in order through the
+    // decoder, in both record forms; an incompressible record near 64 KiB
+    // splits its payload over records that each fit perf's record size.
+    #[test]
+    fn compressor_round_trip() {
+        for t in [types::COMPRESSED, types::COMPRESSED2] {
+            let e = Endian::Big;
+            let mut z = Compressor::new(1, t, e).unwrap();
+            let mut recs: Vec<Vec<u8>> = Vec::new();
+            let mut x = 0x9e37_79b9u32;
+            for i in 0..300usize {
+                let len = if i == 150 { 65_528 } else { 8 + (i % 40) * 8 };
+                let mut r = Vec::new();
+                RecordHeader {
+                    type_: 9,
+                    misc: 0,
+                    size: len as u16,
+                }
+                .put(&mut r, e);
+                while r.len() < len {
+                    x ^= x << 13;
+                    x ^= x >> 17;
+                    x ^= x << 5;
+                    r.push(if i == 150 { x as u8 } else { (i % 7) as u8 });
+                }
+                recs.push(r);
+            }
+            let mut out: Vec<Vec<u8>> = Vec::new();
+            for r in &recs {
+                z.push(r, &mut |c| out.push(c.to_vec())).unwrap();
+            }
+            z.flush(&mut |c| out.push(c.to_vec())).unwrap();
+            assert!(out.len() > 3, "groups");
+            let mut d = Decompressor::new().unwrap();
+            let mut back = Vec::new();
+            for c in &out {
+                let h = RecordHeader::parse(c, e).unwrap();
+                assert_eq!((h.type_, usize::from(h.size)), (t, c.len()));
+                let payload = match t {
+                    types::COMPRESSED => &c[8..],
+                    _ => &c[16..16 + Rd(e).u64(c, 8).unwrap() as usize],
+                };
+                d.feed(0, payload, e, 1 << 20, |h, b| {
+                    let mut r = Vec::new();
+                    h.put(&mut r, e);
+                    r.extend_from_slice(b);
+                    back.push(r);
+                    Ok(())
+                })
+                .unwrap();
+            }
+            d.finish(0).unwrap();
+            assert_eq!(back, recs);
+        }
+    }
+}
