@@ -163,13 +163,26 @@ fn closed_stdout_and_unusable_merge_outputs() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("error: writing stdout"), "{err}");
+    // pprof's `-o -` too
+    let rec = pin("rec-file.data");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "'{}' pprof -q --no-symbolize '{}' -o - >&-",
+            bin(),
+            rec.display()
+        ))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "pprof: {err}");
+    assert!(err.contains("error: writing stdout"), "pprof: {err}");
     let fifo = dir.join("fifo");
     assert!(Command::new("mkfifo")
         .arg(&fifo)
         .status()
         .unwrap()
         .success());
-    let rec = pin("rec-file.data");
     for out in [Path::new("-"), &fifo, &dir] {
         let o = synth([
             "merge".as_ref(),

@@ -1,6 +1,7 @@
 //! `pprof`: where the profile goes, and running the conversion.
 
 use std::io::Write;
+use std::path::Path;
 use std::time::Instant;
 
 use mmap2_synth::output::{self, AtomicFile};
@@ -11,6 +12,7 @@ use mmap2_synth::summary;
 use super::args::PprofArgs;
 use super::error::CliError;
 use super::print;
+use super::snapshot::open_stdout;
 
 pub(crate) fn run_pprof(a: &PprofArgs) -> Result<(), CliError> {
     let started = Instant::now();
@@ -20,31 +22,28 @@ pub(crate) fn run_pprof(a: &PprofArgs) -> Result<(), CliError> {
         symbolize: !a.no_symbolize,
         buildid_dir: a.buildid_dir.clone(),
     };
-    let io = |path: &std::path::Path| {
-        let path = path.to_path_buf();
-        move |source| output::OutputError::Io { path, source }
+    // the profile into `w`, flushed; errors name `path`
+    let write = |w: &mut dyn Write, path: &Path| -> Result<_, CliError> {
+        let mut w = std::io::BufWriter::new(w);
+        let report = pprof::pprof(&input, &opts, &mut w)?;
+        w.flush().map_err(|e| CliError::write(path, e))?;
+        Ok(report)
     };
     let (report, dest) = if a.output.as_os_str() == "-" {
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::new(stdout.lock());
-        let report = pprof::pprof(&input, &opts, &mut out)?;
-        out.flush().map_err(io(&a.output))?;
-        (report, "stdout".to_string())
+        (
+            write(&mut open_stdout()?, Path::new("stdout"))?,
+            "stdout".into(),
+        )
     } else {
         match output::classify(&a.output)? {
             output::Target::Stream(p) => {
-                let mut out = std::io::BufWriter::new(output::open_stream(&p)?);
-                let report = pprof::pprof(&input, &opts, &mut out)?;
-                out.flush().map_err(io(&p))?;
+                let report = write(&mut output::open_stream(&p)?, &p)?;
                 (report, p.display().to_string())
             }
             output::Target::File(p) => {
-                let mut file = AtomicFile::create(&p).map_err(io(&p))?;
-                let mut out = std::io::BufWriter::new(file.file());
-                let report = pprof::pprof(&input, &opts, &mut out)?;
-                out.flush().map_err(io(&p))?;
-                drop(out);
-                file.commit().map_err(io(&p))?;
+                let mut file = AtomicFile::create(&p).map_err(|e| CliError::write(&p, e))?;
+                let report = write(&mut file.file(), &p)?;
+                file.commit().map_err(|e| CliError::write(&p, e))?;
                 (report, p.display().to_string())
             }
         }

@@ -9,7 +9,6 @@ use mmap2_synth::bytes::Endian;
 use mmap2_synth::dump::{self, DumpOptions, Printer};
 use mmap2_synth::model::Selection;
 use mmap2_synth::output::{self, AtomicFile};
-use mmap2_synth::perf::WriteError;
 use mmap2_synth::proc::kernel::KernelRoots;
 use mmap2_synth::proc::{self, HostFacts, Options, SourceChoice, Target};
 use mmap2_synth::snapshot::{
@@ -205,27 +204,29 @@ pub(crate) fn live_error(path: &Path) -> impl Fn(LiveError) -> CliError + '_ {
     }
 }
 
-/// Writes to stdout, which must be open (std ignores writes to a closed
-/// descriptor 1, which would report success for data that went nowhere).
+/// Writes to stdout, which must be open (see [`open_stdout`]).
 pub(crate) fn write_stdout(f: WriteFn<'_>) -> Result<LiveReport, CliError> {
+    let mut w = std::io::BufWriter::new(open_stdout()?);
+    let report = f(Out::Pipe(&mut w)).map_err(live_error(Path::new("stdout")))?;
+    w.flush()
+        .map_err(|e| CliError::write(Path::new("stdout"), e))?;
+    Ok(report)
+}
+
+/// Descriptor 1 as a file, refused when it was closed (std ignores writes
+/// to a closed descriptor 1, which would report success for data that went
+/// nowhere).
+pub(crate) fn open_stdout() -> Result<std::fs::File, CliError> {
     use std::os::fd::AsFd;
-    let err = |e: WriteError| CliError::Write {
-        path: "stdout".into(),
-        source: e,
-    };
-    let stdout = std::io::stdout();
-    let fd = stdout
+    let err = |e: std::io::Error| CliError::write(Path::new("stdout"), e);
+    let fd = std::io::stdout()
         .as_fd()
         .try_clone_to_owned()
-        .map_err(|e| err(e.into()))?;
+        .map_err(err)?;
     if stdout_was_closed(&fd) {
-        let closed = std::io::Error::from_raw_os_error(libc::EBADF);
-        return Err(err(closed.into()));
+        return Err(err(std::io::Error::from_raw_os_error(libc::EBADF)));
     }
-    let mut w = std::io::BufWriter::new(std::fs::File::from(fd));
-    let report = f(Out::Pipe(&mut w)).map_err(live_error(Path::new("stdout")))?;
-    w.flush().map_err(|e| err(e.into()))?;
-    Ok(report)
+    Ok(std::fs::File::from(fd))
 }
 
 /// Whether descriptor 1 was closed when we started: the Rust runtime then

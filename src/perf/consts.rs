@@ -51,8 +51,12 @@ pub mod misc {
     pub const KERNEL: u16 = 1;
     /// User cpumode.
     pub const USER: u16 = 2;
+    /// PERF_RECORD_MISC_HYPERVISOR.
+    pub const HYPERVISOR: u16 = 3;
     /// PERF_RECORD_MISC_GUEST_KERNEL.
     pub const GUEST_KERNEL: u16 = 4;
+    /// PERF_RECORD_MISC_GUEST_USER.
+    pub const GUEST_USER: u16 = 5;
     /// The map could not be read completely (timeout).
     pub const PROC_MAP_PARSE_TIMEOUT: u16 = 1 << 12;
     /// COMM made by exec (the old address space is gone).
@@ -220,6 +224,14 @@ mod tests {
             (
                 misc::GUEST_KERNEL.into(),
                 k::PERF_RECORD_MISC_GUEST_KERNEL.into(),
+            ),
+            (
+                misc::HYPERVISOR.into(),
+                k::PERF_RECORD_MISC_HYPERVISOR.into(),
+            ),
+            (
+                misc::GUEST_USER.into(),
+                k::PERF_RECORD_MISC_GUEST_USER.into(),
             ),
             (
                 misc::PROC_MAP_PARSE_TIMEOUT.into(),

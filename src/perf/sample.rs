@@ -42,16 +42,6 @@ impl<'a> Callchain<'a> {
     pub fn as_bytes(&self) -> &'a [u8] {
         self.bytes
     }
-
-    /// How many entries.
-    pub fn len(&self) -> usize {
-        self.bytes.len() / 8
-    }
-
-    /// True when it has no entries.
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
 }
 
 /// Decodes `body` (after the record header) of a sample of `attr`.
@@ -153,16 +143,9 @@ pub enum FrameMode {
     Guest,
 }
 
-/// The callchain's addresses, leaf first, each with whose it is; the
-/// context markers say so and are dropped. `first` is the mode of frames
-/// before any marker (the sample's cpumode).
-pub fn frames(chain: &[u64], first: FrameMode) -> Vec<(FrameMode, u64)> {
-    let mut out = Vec::with_capacity(chain.len());
-    frames_into(chain.iter().copied(), first, &mut out);
-    out
-}
-
-/// [`frames`] into a buffer the caller reuses (cleared first).
+/// The callchain's addresses into `out` (cleared first), leaf first, each
+/// with whose it is; the context markers say so and are dropped. `first`
+/// is the mode of frames before any marker (the sample's cpumode).
 pub fn frames_into(
     chain: impl Iterator<Item = u64>,
     first: FrameMode,
@@ -271,6 +254,11 @@ mod tests {
     // Markers switch the mode of the frames after them and are dropped.
     #[test]
     fn frames_follow_markers() {
+        let frames = |chain: &[u64], first| {
+            let mut out = Vec::new();
+            frames_into(chain.iter().copied(), first, &mut out);
+            out
+        };
         let chain = [context::KERNEL, 1, 2, context::USER, 3, context::GUEST, 4];
         assert_eq!(
             frames(&chain, FrameMode::User),

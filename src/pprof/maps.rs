@@ -106,11 +106,6 @@ impl AddressSpaces {
         }
     }
 
-    /// The map of process `pid` holding `addr`.
-    pub fn user(&self, pid: u32, addr: u64) -> Option<&Rc<Map>> {
-        find(self.procs.get(&pid)?, addr)
-    }
-
     /// The maps of process `pid` (look addresses up with [`find`]).
     pub fn process(&self, pid: u32) -> Option<&Maps> {
         self.procs.get(&pid).map(|s| &**s)
@@ -173,7 +168,8 @@ mod tests {
     }
 
     fn name(s: &AddressSpaces, pid: u32, addr: u64) -> Option<String> {
-        s.user(pid, addr)
+        s.process(pid)
+            .and_then(|p| find(p, addr))
             .map(|m| String::from_utf8_lossy(&m.filename).into_owned())
     }
 
@@ -186,7 +182,7 @@ mod tests {
         s.insert(Some(1), map(0x2000, 0x3000, "b")).unwrap();
         assert_eq!(name(&s, 1, 0x1fff).as_deref(), Some("a"));
         assert_eq!(name(&s, 1, 0x2000).as_deref(), Some("b"));
-        let tail = s.user(1, 0x3000).unwrap();
+        let tail = find(s.process(1).unwrap(), 0x3000).unwrap();
         assert_eq!(
             (tail.start, tail.pgoff, &*tail.filename),
             (0x3000, 0x2000, &b"a"[..])

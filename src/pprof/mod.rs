@@ -25,7 +25,7 @@ use prost::Message;
 use crate::perf::consts::{feature, PERF_TYPE_SOFTWARE};
 use crate::perf::features::parse_event_desc;
 use crate::perf::writer::RawMeta;
-use crate::perf::{Attr, Input, InputError, Layout};
+use crate::perf::{Attr, FormatError, FormatErrorKind, Input, InputError, Layout};
 use crate::rewrite::meta::read_meta;
 use crate::rewrite::transcode::map_ids;
 
@@ -149,6 +149,20 @@ pub fn pprof(
                 have,
             });
         }
+    }
+    // the profile holds two values per event for each distinct stack: a
+    // file declaring many events cannot make that outgrow its own size
+    let cells = (2 * events.len()).saturating_mul(builder.distinct_samples());
+    let limit = usize::try_from(input.len)
+        .unwrap_or(usize::MAX)
+        .max(1 << 24);
+    if cells > limit {
+        let kind = FormatErrorKind::Implausible {
+            what: "profile values (2 per event with samples, per distinct stack)",
+            value: cells as u64,
+        };
+        let at = input.records_range().0;
+        return Err(input.format(FormatError::at(at, kind)).into());
     }
     let symbols = if opts.symbolize {
         symbolize::symbolize(&builder, opts.buildid_dir.as_deref(), &mut report)

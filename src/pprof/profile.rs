@@ -122,10 +122,13 @@ pub struct Builder {
     sample_ids: HashMap<u64, usize>,
     chain: Vec<usize>,
     hasher: foldhash::fast::RandomState,
-    samples: Vec<(SampleKey, Vec<i64>)>,
-    /// Columns: two per event slot.
-    slots: usize,
+    samples: Vec<(SampleKey, Vec<Counts>)>,
 }
+
+/// One event's share of an aggregate: (event slot, samples, periods). Kept
+/// sparse (a stack usually has one or two events), so memory follows the
+/// (stack, event) pairs seen, not the number of events a file declares.
+type Counts = (usize, i64, i64);
 
 impl Builder {
     /// The mapping id of `map` (interned by its fields and space).
@@ -195,16 +198,18 @@ impl Builder {
     /// Adds one sample of event slot `slot` with `period` to aggregate `i`
     /// (an index [`Builder::add`] returned).
     pub fn add_to(&mut self, i: usize, slot: usize, period: u64) {
-        if slot >= self.slots {
-            self.slots = slot + 1;
-        }
         let values = &mut self.samples[i].1;
-        if values.len() < 2 * (slot + 1) {
-            values.resize(2 * (slot + 1), 0);
-        }
-        values[2 * slot] = values[2 * slot].saturating_add(1);
-        let period = i64::try_from(period).unwrap_or(i64::MAX);
-        values[2 * slot + 1] = values[2 * slot + 1].saturating_add(period);
+        let at = match values.iter().position(|c| c.0 == slot) {
+            Some(at) => at,
+            None => {
+                values.push((slot, 0, 0));
+                values.len() - 1
+            }
+        };
+        let c = &mut values[at];
+        c.1 = c.1.saturating_add(1);
+        c.2 =
+            c.2.saturating_add(i64::try_from(period).unwrap_or(i64::MAX));
     }
 
     /// Distinct samples so far.
@@ -214,13 +219,12 @@ impl Builder {
 
     /// The event slots that have samples.
     pub fn slots_with_samples(&self) -> Vec<usize> {
-        (0..self.slots)
-            .filter(|&s| {
-                self.samples
-                    .iter()
-                    .any(|(_, v)| v.get(2 * s).is_some_and(|&n| n > 0))
-            })
-            .collect()
+        let slots: std::collections::BTreeSet<usize> = self
+            .samples
+            .iter()
+            .flat_map(|(_, v)| v.iter().map(|c| c.0))
+            .collect();
+        slots.into_iter().collect()
     }
 
     /// The profile: `events` (slot, name) in the order their columns go,
@@ -264,7 +268,7 @@ impl Builder {
         let mut by_comm: HashMap<i64, i64> = HashMap::default();
         let mut by_pid: HashMap<(i64, u32), i64> = HashMap::default();
         for (k, v) in &self.samples {
-            let n: i64 = v.iter().step_by(2).sum();
+            let n: i64 = v.iter().map(|c| c.1).sum();
             *by_comm.entry(k.comm).or_default() += n;
             *by_pid.entry((k.comm, k.pid)).or_default() += n;
         }
@@ -348,10 +352,12 @@ impl Builder {
             ..Default::default()
         };
         for (key, values) in std::mem::take(&mut self.samples) {
-            let v = |i: usize| values.get(i).copied().unwrap_or(0);
             let value: Vec<i64> = events
                 .iter()
-                .flat_map(|&(slot, _)| [v(2 * slot), v(2 * slot + 1)])
+                .flat_map(|&(slot, _)| {
+                    let c = values.iter().find(|c| c.0 == slot);
+                    c.map_or([0, 0], |c| [c.1, c.2])
+                })
                 .collect();
             if value.iter().all(|&v| v == 0) {
                 continue;
@@ -564,6 +570,26 @@ mod tests {
         assert_eq!(name(&p.mapping[0]), "/usr/bin/burn");
         assert_eq!(p.mapping.len(), 2);
         assert_eq!(p.location[0].mapping_id, p.mapping[1].id);
+    }
+
+    // An event far down a long attr list costs one entry per stack, not a
+    // column for every event before it; its values land in its columns.
+    #[test]
+    fn counts_are_sparse_by_event() {
+        let mut b = Builder::default();
+        for pid in 0..3 {
+            b.add(&[], (pid, pid), (0, 0), 799_999, 7);
+        }
+        b.add(&[], (0, 0), (0, 0), 2, 5);
+        assert!(b.samples.iter().all(|(_, v)| v.len() <= 2));
+        assert_eq!(b.slots_with_samples(), vec![2, 799_999]);
+        let p = b.finish(&[(799_999, "far".into()), (2, "near".into())], &[], &[], 0);
+        let mut values: Vec<Vec<i64>> = p.sample.iter().map(|s| s.value.clone()).collect();
+        values.sort();
+        assert_eq!(
+            values,
+            vec![vec![1, 7, 0, 0], vec![1, 7, 0, 0], vec![1, 7, 1, 5]]
+        );
     }
 
     // Keeping one event drops the samples that only the others had.

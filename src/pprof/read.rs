@@ -17,9 +17,6 @@ use crate::perf::{Attrs, FormatError, FormatErrorKind as K, RecordHeader, Visito
 use crate::rewrite::buildids::MapIds;
 use crate::rewrite::ConvertReport;
 
-/// PERF_RECORD_MISC_GUEST_USER.
-const GUEST_USER: u16 = 5;
-
 /// EVENT_UPDATE's type for a name.
 const EVENT_UPDATE_NAME: u64 = 1;
 
@@ -141,7 +138,7 @@ impl Reader {
             .ok_or_else(|| FormatError::at(at, crate::perf::events::map_error(h, body)))?;
         let cpumode = h.misc & misc::CPUMODE_MASK;
         // guests' maps are not the host's (their frames are left out)
-        if matches!(cpumode, misc::GUEST_KERNEL | GUEST_USER) {
+        if matches!(cpumode, misc::GUEST_KERNEL | misc::GUEST_USER) {
             return Ok(());
         }
         let kernel = cpumode == misc::KERNEL || m.key.pid == u32::MAX;
@@ -195,8 +192,8 @@ impl Reader {
         }
         let cpumode = h.misc & misc::CPUMODE_MASK;
         let mode = match cpumode {
-            misc::KERNEL | 3 => FrameMode::Kernel,
-            misc::GUEST_KERNEL | GUEST_USER => FrameMode::Guest,
+            misc::KERNEL | misc::HYPERVISOR => FrameMode::Kernel,
+            misc::GUEST_KERNEL | misc::GUEST_USER => FrameMode::Guest,
             _ => FrameMode::User,
         };
         let (pid, tid) = s.pid_tid.unwrap_or((u32::MAX, u32::MAX));
