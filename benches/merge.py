@@ -99,8 +99,8 @@ def measure(rec, snap, reps):
         "merge --maps SNAP": [BIN, "merge", "-q", rec, "--maps", snap, "-o", o],
         "merge (nothing to insert)": [BIN, "merge", "-q", merged, "-o", o],
         # the baseline of the merge above: `cp` of its own input (a file we
-        # wrote with copy_file_range sits in the page cache in small folios
-        # and copies up to 1.3x slower than perf's own output)
+        # wrote with copy_file_range copies 1.1-2x slower from the page cache
+        # than perf's own output in this script's runs; cause not pinned down)
         "cp (the merged input)": ["cp", merged, o],
         "perf inject --buildid-all": ["perf", "inject", "--buildid-all", "-i", rec, "-o", o],
     }
