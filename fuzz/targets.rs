@@ -27,7 +27,7 @@ pub fn perf_file(data: &[u8]) {
     let p = scratch_file("in.data", data);
     if let Ok(input) = Input::open(&p) {
         let mut facts = mmap2_synth::rewrite::scan::RecordingFacts::new(input.endian(), None);
-        let _ = input.walk(None, &mut facts);
+        let _ = input.walk(&mut facts);
         let _ = mmap2_synth::snapshot::read_snapshot(&input);
     }
 }

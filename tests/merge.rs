@@ -598,6 +598,8 @@ fn large_input_progress_and_unknown_records_pass_through() {
     let tty = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{tty}");
     assert!(tty.contains("scanning") && tty.contains("100%"), "{tty}");
+    // the copy beside the scan shows no second line over it
+    assert!(!tty.contains("copying"), "{tty}");
     let merged = std::fs::read(&out).unwrap();
     let u = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize;
     let (off, size) = (u(&merged, 40), u(&merged, 48));

@@ -163,13 +163,10 @@ impl Visitor for Dumper<'_, '_> {
 pub fn dump(input: &Input, opts: DumpOptions, out: &mut dyn Write) -> Result<u64, DumpError> {
     let mut printer = Printer::new(out, opts);
     let e = input.endian();
-    input.walk(
-        None,
-        &mut Dumper {
-            printer: &mut printer,
-            endian: e,
-        },
-    )?;
+    input.walk(&mut Dumper {
+        printer: &mut printer,
+        endian: e,
+    })?;
     if let Some((s, table)) = input.feature(feature::BUILD_ID)? {
         let entries = parse_build_id_table(&table, e, s.offset).map_err(|err| input.format(err))?;
         for b in &entries {

@@ -31,9 +31,6 @@ pub enum InputError {
         /// The input.
         path: PathBuf,
     },
-    /// Writing the copy of the input (the output) failed.
-    #[error("writing the output")]
-    Output(#[source] io::Error),
     /// Reading failed.
     #[error("{op} {}", path.display())]
     Io {

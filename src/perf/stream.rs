@@ -1,24 +1,22 @@
 //! The record reader every walk uses: records one by one from a byte range of
-//! a file, through a small buffer (optionally writing what it reads to an
-//! output). Compressed payloads are `compress`'s, range copies `copy`'s.
+//! a file, through a small buffer. Compressed payloads are `compress`'s,
+//! range copies `copy`'s.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 
 use super::consts::types;
 use super::error::{FormatError, FormatErrorKind as K};
 use super::record::RecordHeader;
 use crate::bytes::{Endian, Rd};
 
-/// Error from the record stream: format, reading, or writing the tee.
+/// Error from the record stream: format or reading.
 #[derive(Debug)]
 pub(crate) enum StreamError {
     /// Malformed data.
     Format(FormatError),
     /// Reading the input failed.
     Io(io::Error),
-    /// Writing the tee (the output) failed.
-    Tee(io::Error),
 }
 
 impl From<io::Error> for StreamError {
@@ -46,8 +44,6 @@ pub(crate) const READ_CHUNK: usize = 128 << 10;
 /// buffer, handing out bodies as slices of it (no copy per record).
 pub(crate) struct RecordStream<'f> {
     file: &'f File,
-    /// Every byte read is also written here, in order (the single-pass copy).
-    tee: Option<&'f mut File>,
     buf: Vec<u8>,
     lo: usize,
     hi: usize,
@@ -61,16 +57,9 @@ pub(crate) struct RecordStream<'f> {
 }
 
 impl<'f> RecordStream<'f> {
-    pub(crate) fn new(
-        file: &'f File,
-        start: u64,
-        end: u64,
-        e: Endian,
-        tee: Option<&'f mut File>,
-    ) -> Self {
+    pub(crate) fn new(file: &'f File, start: u64, end: u64, e: Endian) -> Self {
         RecordStream {
             file,
-            tee,
             buf: vec![0; READ_CHUNK],
             lo: 0,
             hi: 0,
@@ -81,7 +70,7 @@ impl<'f> RecordStream<'f> {
         }
     }
 
-    /// Steps over `n` bytes of the range (read and teed like the rest).
+    /// Steps over `n` bytes of the range (read like the rest).
     fn skip_bytes(&mut self, mut n: u64) -> Result<(), StreamError> {
         while n > 0 {
             if self.hi == self.lo {
@@ -107,7 +96,7 @@ impl<'f> RecordStream<'f> {
         while self.hi < need {
             let left = (self.end - self.pos) as usize - self.hi;
             // Read whole chunks even for a small `need`: each byte of the
-            // range is read (and teed) exactly once.
+            // range is read exactly once.
             let want = left.min(self.buf.len() - self.hi);
             let n = if want == 0 {
                 0
@@ -122,10 +111,6 @@ impl<'f> RecordStream<'f> {
                     io::ErrorKind::UnexpectedEof,
                     "the file ended early (did it shrink while being read?)",
                 )));
-            }
-            if let Some(t) = self.tee.as_mut() {
-                t.write_all(&self.buf[self.hi..self.hi + n])
-                    .map_err(StreamError::Tee)?;
             }
             self.hi += n;
         }
@@ -226,10 +211,10 @@ mod tests {
     use crate::perf::consts::types;
     use crate::perf::record;
 
-    // The stream hands out every record of the range and tees exactly the
-    // range's bytes; a record claiming size < 8 is an error at its offset.
+    // The stream hands out every record of the range and nothing outside
+    // it; a record claiming size < 8 is an error at its offset.
     #[test]
-    fn records_and_tee() {
+    fn records_of_the_range() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         let e = Endian::Little;
@@ -241,20 +226,18 @@ mod tests {
         let input = dir.join("in");
         std::fs::write(&input, &bytes).unwrap();
         let f = File::open(&input).unwrap();
-        let mut out = File::create(dir.join("tee")).unwrap();
         let mut seen = Vec::new();
         {
-            let mut s = RecordStream::new(&f, 16, 40, e, Some(&mut out));
+            let mut s = RecordStream::new(&f, 16, 40, e);
             while let Some((at, h, body)) = s.next().ok().flatten() {
                 seen.push((at, h.type_, body.len()));
             }
         }
         assert_eq!(seen, vec![(16, 68, 0), (24, 82, 0), (32, 4000, 0)]);
-        assert_eq!(std::fs::read(dir.join("tee")).unwrap(), &bytes[16..40]);
         bytes[22] = 4; // size 4
         std::fs::write(&input, &bytes).unwrap();
         let f = File::open(&input).unwrap();
-        let mut s = RecordStream::new(&f, 16, 40, e, None);
+        let mut s = RecordStream::new(&f, 16, 40, e);
         match s.next() {
             Err(StreamError::Format(err)) => assert_eq!(err.offset, 16),
             _ => panic!("size 4 accepted"),
@@ -309,7 +292,7 @@ mod tests {
             let input = tmp.path().join("in");
             std::fs::write(&input, &bytes).unwrap();
             let f = File::open(&input).unwrap();
-            let mut s = RecordStream::new(&f, 0, bytes.len() as u64, e, None);
+            let mut s = RecordStream::new(&f, 0, bytes.len() as u64, e);
             let mut seen = Vec::new();
             while let Some((at, h, body)) = s.next().unwrap() {
                 seen.push((at, h.type_, body.to_vec()));

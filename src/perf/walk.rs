@@ -1,8 +1,7 @@
 //! The one walk over a perf.data's records that every reader shares: attrs
 //! from the attr section or HEADER_ATTR records, records inside COMPRESSED
-//! ones decoded one by one, optionally teeing every byte read to an output.
+//! ones decoded one by one.
 
-use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use super::attr::{pipe_attr, Attrs};
@@ -49,13 +48,8 @@ pub trait Visitor {
 }
 
 impl Input {
-    /// Walks every record, writing every byte of the record range it reads
-    /// to `tee` when given.
-    pub fn walk(
-        &self,
-        tee: Option<&mut File>,
-        visitor: &mut impl Visitor,
-    ) -> Result<Walk, InputError> {
+    /// Walks every record.
+    pub fn walk(&self, visitor: &mut impl Visitor) -> Result<Walk, InputError> {
         let mut w = Walk {
             attrs: match &self.layout {
                 Layout::File { header, .. } => self.file_attrs(header)?,
@@ -66,7 +60,7 @@ impl Input {
         };
         let e = self.endian();
         let (start, end) = self.records_range();
-        let mut stream = RecordStream::new(&self.file, start, end, e, tee);
+        let mut stream = RecordStream::new(&self.file, start, end, e);
         let mut dec = None;
         let mut last_compressed = 0;
         let cap = self.decompressed_cap()?;
@@ -158,7 +152,6 @@ impl Input {
                 path: self.path.clone(),
                 source,
             },
-            StreamError::Tee(source) => InputError::Output(source),
         }
     }
 }

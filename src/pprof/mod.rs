@@ -107,7 +107,7 @@ pub fn pprof(
     let meta = metadata(input)?;
     let ids = map_ids(input, &meta, false)?;
     let mut reader = read::Reader::new(input.endian(), ids, maps::map_limit(input.len));
-    let walk = input.walk(None, &mut reader)?;
+    let walk = input.walk(&mut reader)?;
     let mut names: Vec<Option<String>> = vec![None; walk.attrs.list.len()];
     let desc = meta
         .feature(feature::EVENT_DESC)

@@ -24,7 +24,7 @@ use super::write::{
 use crate::bytes::Endian;
 use crate::output::AtomicFile;
 use crate::perf::consts::{feature, types};
-use crate::perf::copy::copy_range;
+use crate::perf::copy::{copy_range, copy_range_quietly};
 use crate::perf::events::MMAP2_ID_AT;
 use crate::perf::{Attrs, FormatError, Input, InputError, Layout, RecordHeader, Visitor};
 use std::sync::mpsc::SyncSender;
@@ -290,7 +290,7 @@ fn patch_copy(
     let end = header.data.end();
     let (walked, tail) = std::thread::scope(|s| {
         let walker = s.spawn(|| {
-            let walked = input.walk(None, &mut ed).map(|_| ());
+            let walked = input.walk(&mut ed).map(|_| ());
             ed.prefix = None; // a walk without samples: the receiver stops waiting
             walked
         });
@@ -301,7 +301,7 @@ fn patch_copy(
             let f = out.file();
             let copied = f
                 .seek(SeekFrom::Start(p + shift))
-                .and_then(|_| copy_range(&input.file, p, end - p, f));
+                .and_then(|_| copy_range_quietly(&input.file, p, end - p, f));
             (p, shift, copied)
         });
         (walker.join().expect("the walk does not panic"), tail)

@@ -317,7 +317,7 @@ fn walk_and_copy(
             }
             Layout::Pipe(_) => None,
         };
-        let walk = input.walk(None, facts);
+        let walk = input.walk(facts);
         let copied = copier.map(|c| c.join().expect("the copy does not panic"));
         (walk, copied)
     });

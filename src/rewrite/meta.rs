@@ -68,7 +68,7 @@ pub fn read_meta(input: &Input) -> Result<RawMeta, InputError> {
                 build_ids: Vec::new(),
                 tracing: None,
             };
-            let walk = input.walk(None, &mut c)?;
+            let walk = input.walk(&mut c)?;
             let mut meta = RawMeta {
                 endian: e,
                 attrs: raw_attrs(&walk.attrs),

@@ -1,6 +1,6 @@
 //! Rewriting recordings: the streaming engine that `merge` and
-//! `convert` use: one scan of the input that gathers facts while teeing
-//! its bytes to the output (`scan`), a pure plan of what to insert (`plan`),
+//! `convert` use: one scan of the input that gathers facts while the kernel
+//! copies its data section to the output (`scan`), a pure plan of what to insert (`plan`),
 //! file- and pipe-mode output (`write`), the merge itself (`merge`), the
 //! record-by-record rewrite between modes (`transcode`) and `convert`.
 //!

@@ -144,7 +144,7 @@ pub fn transcode(
         level: zstd_level(&meta),
         failed: None,
     };
-    let walk = input.walk(None, &mut em)?;
+    let walk = input.walk(&mut em)?;
     em.end_group();
     let added = match (&em.ids, opts.buildid_all) {
         (Some(ids), true) => ids.table_lacks(),

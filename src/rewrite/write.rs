@@ -9,7 +9,7 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 
 use crate::perf::consts::{feature, FILE_HEADER_SIZE};
-use crate::perf::copy::{copy_range, PAGE};
+use crate::perf::copy::{copy_range, copy_range_quietly, PAGE};
 use crate::perf::{
     FeatureTable, FileHeader, FormatError, FormatErrorKind, Input, InputError, Section,
 };
@@ -18,7 +18,7 @@ use crate::perf::{
 /// merge that inserts more rewrites the data section once more.
 pub const RESERVE: u64 = 256 << 10;
 
-/// Prepares a file-mode output for the scan's tee: a zeroed header, the
+/// Prepares a file-mode output for the data section's copy: a zeroed header, the
 /// input's bytes up to its data section, and the position `RESERVE` bytes past
 /// the data offset where the copied records go.
 pub fn start_file_mode(input: &Input, h: &FileHeader, out: &mut File) -> io::Result<()> {
@@ -37,7 +37,7 @@ pub fn start_file_mode(input: &Input, h: &FileHeader, out: &mut File) -> io::Res
 /// [`start_file_mode`] left `out` (a kernel copy, page-congruent, so at
 /// `cp`'s speed): run beside the scan, which then reads without writing.
 pub fn copy_data_section(input: &Input, h: &FileHeader, out: &mut File) -> io::Result<()> {
-    copy_range(&input.file, h.data.offset, h.data.size, out)
+    copy_range_quietly(&input.file, h.data.offset, h.data.size, out)
 }
 
 /// Errors if the input changed since `before` (another file now, another

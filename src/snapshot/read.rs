@@ -68,7 +68,7 @@ pub fn read_snapshot_with_kernel(
         maps: Vec::new(),
         e: input.endian(),
     };
-    input.walk(None, &mut reader)?;
+    input.walk(&mut reader)?;
     let kernel = reader
         .maps
         .iter()
