@@ -258,19 +258,102 @@ fn encode_watched(enc: &Encoding, w: &Watched, rec: &mut Vec<u8>) -> bool {
     }
 }
 
-/// A 64-bit key of a map (FNV-1a over pid, start, length, pgoff and the
-/// file name as written): equal maps, equal keys.
+/// A 64-bit key of a map (pid, start, length, pgoff and the file name as
+/// written): equal maps, equal keys. Seeded once per run (foldhash), so a
+/// process cannot name a file whose key collides with another map's and
+/// have a watched map dropped as a duplicate.
 pub fn map_key(pid: u32, start: u64, len: u64, pgoff: u64, name: &[u8]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    let mut eat = |b: &[u8]| {
-        for &c in b {
-            h = (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3);
+    use std::hash::BuildHasher;
+    static STATE: std::sync::LazyLock<foldhash::fast::RandomState> =
+        std::sync::LazyLock::new(Default::default);
+    STATE.hash_one((pid, start, len, pgoff, name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::perf::events::{encode_mmap2, Mmap2, Mmap2Id};
+    use crate::perf::{SampleId, SampleIdLayout};
+
+    /// A watched MMAP2 of `pid` at `addr` (the body as the ring gives it:
+    /// no header, no trailer).
+    fn watched_map(pid: u32, addr: u64) -> Watched {
+        let e = Endian::NATIVE;
+        let mut rec = Vec::new();
+        let m = Mmap2 {
+            misc: misc::USER,
+            pid,
+            tid: pid,
+            addr,
+            len: 0x1000,
+            pgoff: 0,
+            id: Mmap2Id::Inode {
+                maj: 8,
+                min: 1,
+                ino: 42,
+                ino_generation: 0,
+            },
+            prot: 5,
+            flags: 2,
+            filename: b"/lib/x.so",
+        };
+        encode_mmap2(
+            &mut rec,
+            e,
+            &m,
+            &SampleIdLayout::default(),
+            &SampleId::default(),
+        )
+        .unwrap();
+        Watched {
+            record_type: types::MMAP2,
+            misc: misc::USER,
+            body: rec[8..].to_vec(),
+            pid,
+            tid: pid,
+            time: 1,
         }
-    };
-    eat(&pid.to_le_bytes());
-    eat(&start.to_le_bytes());
-    eat(&len.to_le_bytes());
-    eat(&pgoff.to_le_bytes());
-    eat(name);
-    h
+    }
+
+    // A watched map the scan also wrote is dropped as a duplicate, a new
+    // one is added; keys noted after a lookup are still found; processes
+    // outside the selection are left out.
+    #[test]
+    fn watched_maps_deduplicated_against_the_scan() {
+        let enc = Encoding {
+            endian: Endian::NATIVE,
+            layout: SampleIdLayout::default(),
+            id: 0,
+            forks: false,
+            fill_tid: false,
+        };
+        let key = |pid, addr| map_key(pid, addr, 0x1000, 0, b"/lib/x.so");
+        let mut f = WatchFilter::default();
+        f.note(7, vec![key(7, 0x1000)]);
+        let run = |f: &mut WatchFilter, recs: &[Watched]| {
+            let (mut ids, mut stats, mut n) = (BTreeMap::new(), Stats::default(), 0);
+            f.add(recs, false, &enc, &mut ids, &mut stats, |_, _| {
+                n += 1;
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            (n, stats.watched_duplicates)
+        };
+        let recs = [
+            watched_map(7, 0x1000),
+            watched_map(7, 0x2000),
+            watched_map(9, 0x1000),
+        ];
+        assert_eq!(
+            run(&mut f, &recs),
+            (1, 1),
+            "one added, one duplicate, pid 9 not selected"
+        );
+        f.note(9, vec![key(9, 0x1000)]);
+        assert_eq!(
+            run(&mut f, &recs),
+            (1, 2),
+            "pid 9's map noted after a lookup"
+        );
+    }
 }
