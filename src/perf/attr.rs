@@ -172,7 +172,7 @@ impl Attrs {
             return Some(0);
         }
         let id = first.id_pos().sample.and_then(|pos| Rd(e).u64(body, pos));
-        Some(id.and_then(|id| self.by_id.get(&id).copied()).unwrap_or(0))
+        self.index_by_id_or_first(id)
     }
 
     /// The position in [`Attrs::list`] of the attr with this id.
@@ -193,14 +193,16 @@ impl Attrs {
             .trailer_from_end
             .and_then(|n| body.len().checked_sub(n))
             .and_then(|pos| Rd(e).u64(body, pos));
-        self.by_id_or_first(id)
+        self.index_by_id_or_first(id).map(|i| &self.list[i].0)
     }
 
-    /// The attr with this id; the first when the id is absent or unknown.
-    fn by_id_or_first(&self, id: Option<u64>) -> Option<&Attr> {
-        let first = self.first()?;
-        let i = id.and_then(|id| self.by_id.get(&id));
-        Some(i.map_or(first, |&i| &self.list[i].0))
+    /// The position of the attr with this id; the first when the id is
+    /// absent or unknown; None without attrs.
+    fn index_by_id_or_first(&self, id: Option<u64>) -> Option<usize> {
+        if self.list.is_empty() {
+            return None;
+        }
+        Some(id.and_then(|id| self.by_id.get(&id).copied()).unwrap_or(0))
     }
 }
 
