@@ -225,12 +225,19 @@ pub enum Source {
     Text,
 }
 
-impl std::fmt::Display for Source {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl Source {
+    /// How the summary names it.
+    pub fn name(self) -> &'static str {
+        match self {
             Source::Ioctl => "ioctl",
             Source::Text => "text",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -338,11 +338,15 @@ pub fn open_mapped_file(dir: &Path, vma: &Vma) -> Option<File> {
     }
 }
 
+/// Answers by file identity, hashed with foldhash (keys are kernel numbers,
+/// not names a process chooses).
+type IdMap = HashMap<FileKey, Option<BuildId>, foldhash::fast::FixedState>;
+
 /// Build ids by file identity, shared by all workers so each distinct file is
 /// asked for once.
 #[derive(Default)]
 pub struct BuildIdCache {
-    map: Mutex<HashMap<FileKey, Option<BuildId>>>,
+    map: Mutex<IdMap>,
     unverified: std::sync::atomic::AtomicUsize,
 }
 
@@ -374,10 +378,42 @@ impl BuildIdCache {
         self.unverified.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<FileKey, Option<BuildId>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, IdMap> {
         // A worker that panicked cannot leave the map half-updated: every
         // operation is a single insert or lookup.
         self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One worker's copy of the answers it got from a [`BuildIdCache`], so a
+/// file seen again costs a local lookup, not the shared lock (the shared
+/// cache's answers never change, so the copy cannot go stale within a scan).
+#[derive(Default)]
+pub struct LocalBuildIds {
+    map: IdMap,
+}
+
+impl LocalBuildIds {
+    /// The answer for `key`: from this copy, else from `cache` (and kept).
+    pub fn get(&mut self, cache: &BuildIdCache, key: &FileKey) -> Option<Option<BuildId>> {
+        if let Some(&known) = self.map.get(key) {
+            return Some(known);
+        }
+        let known = cache.get(key)?;
+        self.map.insert(*key, known);
+        Some(known)
+    }
+
+    /// Records an answer in `cache` and keeps the one the cache holds.
+    pub fn insert(
+        &mut self,
+        cache: &BuildIdCache,
+        key: FileKey,
+        id: Option<BuildId>,
+    ) -> Option<BuildId> {
+        let kept = cache.insert(key, id);
+        self.map.insert(key, kept);
+        kept
     }
 }
 
@@ -525,5 +561,27 @@ mod tests {
         std::fs::write(&p, &img).unwrap();
         let found = read_build_id_from_file(&File::open(&p).unwrap()).unwrap();
         assert_eq!(found, None);
+    }
+
+    // A worker's copy answers what the shared cache holds (its first answer,
+    // whoever gave it), and learns answers other workers put there.
+    #[test]
+    fn local_copy_follows_the_shared_cache() {
+        let shared = BuildIdCache::new();
+        let (mut a, mut b) = (LocalBuildIds::default(), LocalBuildIds::default());
+        let key = FileKey {
+            dev_major: 8,
+            dev_minor: 1,
+            inode: 42,
+        };
+        let first = BuildId::new(&[1; 20]);
+        let other = BuildId::new(&[2; 20]);
+        assert_eq!(a.get(&shared, &key), None);
+        assert_eq!(a.insert(&shared, key, first), first);
+        assert_eq!(b.insert(&shared, key, other), first);
+        assert_eq!(b.get(&shared, &key), Some(first));
+        let gone = FileKey { inode: 43, ..key };
+        assert_eq!(b.insert(&shared, gone, None), None);
+        assert_eq!(a.get(&shared, &gone), Some(None));
     }
 }

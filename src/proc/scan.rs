@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
-use super::buildid::BuildIdCache;
+use super::buildid::{BuildIdCache, LocalBuildIds};
 use super::parse::{self, ProcParseError, PF_KTHREAD};
 pub use super::source::SourceChoice;
 use super::source::{self, BuildIdPolicy};
@@ -213,13 +213,13 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
         let outcomes: Vec<Outcome<T>> = pool.install(|| {
             chunk
                 .par_iter()
-                .map(
-                    |&pid| match read_process(pid, uid, opts, &cache, &no_ioctl) {
+                .map_init(LocalBuildIds::default, |local, &pid| {
+                    match read_process(pid, uid, opts, (&cache, local), &no_ioctl) {
                         Outcome::Read(p) => Outcome::Read(map(p)),
                         Outcome::Skipped(s) => Outcome::Skipped(s),
                         Outcome::NotSelected => Outcome::NotSelected,
-                    },
-                )
+                    }
+                })
                 .collect()
         });
         if opts.source == SourceChoice::Ioctl && no_ioctl.load(Ordering::Relaxed) {
@@ -237,11 +237,14 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
     Ok(scanned)
 }
 
+/// The shared build-id cache and this worker's copy of its answers.
+type Caches<'a> = (&'a BuildIdCache, &'a mut LocalBuildIds);
+
 fn read_process(
     pid: u32,
     uid: Option<u32>,
     opts: &Options,
-    cache: &BuildIdCache,
+    cache: Caches<'_>,
     no_ioctl: &AtomicBool,
 ) -> Outcome<Process> {
     match try_read_process(pid, uid, opts, cache, no_ioctl) {
@@ -273,7 +276,7 @@ fn try_read_process(
     pid: u32,
     uid: Option<u32>,
     opts: &Options,
-    cache: &BuildIdCache,
+    cache: Caches<'_>,
     no_ioctl: &AtomicBool,
 ) -> io::Result<Option<Process>> {
     let dir = opts.proc_root.join(pid.to_string());
@@ -380,7 +383,7 @@ fn read_vmas(
     pid: u32,
     threads: &[Thread],
     opts: &Options,
-    cache: &BuildIdCache,
+    (cache, local): Caches<'_>,
     no_ioctl: &AtomicBool,
 ) -> io::Result<(Vec<Vma>, Source)> {
     let ids = BuildIdPolicy {
@@ -398,7 +401,8 @@ fn read_vmas(
             dir.join("task").join(t.tid.to_string()).join("maps")
         };
         let ids = BuildIdPolicy { tid: t.tid, ..ids };
-        let result = source::read_maps_file(&path, opts.selection, opts.source, ids, no_ioctl);
+        let result =
+            source::read_maps_file(&path, opts.selection, opts.source, ids, local, no_ioctl);
         match result {
             Ok((v, s)) if !v.is_empty() || threads.len() == 1 => return Ok((v, s)),
             Ok((v, s)) => {

@@ -7,7 +7,7 @@ use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::buildid::{self, BuildIdCache};
+use super::buildid::{self, BuildIdCache, LocalBuildIds};
 use crate::model::{BuildId, Perms, Selection, Source, Vma, MAX_BUILD_ID, VSYSCALL_NAME};
 use crate::sys::{self, ProcmapQuery};
 
@@ -41,14 +41,24 @@ const MAX_NAME: usize = 4096;
 
 /// Walks the VMAs of an open maps file with PROCMAP_QUERY. Errors are the
 /// ioctl's: ENOTTY means the kernel lacks it, ESRCH that the memory is gone.
-pub fn walk_ioctl(file: &File, sel: Selection, ids: BuildIdPolicy<'_>) -> io::Result<Vec<Vma>> {
+pub fn walk_ioctl(
+    file: &File,
+    sel: Selection,
+    ids: BuildIdPolicy<'_>,
+    local: &mut LocalBuildIds,
+) -> io::Result<Vec<Vma>> {
     let fd = file.as_fd();
     let filter = match sel {
         Selection::Exec => sys::PROCMAP_QUERY_VMA_EXECUTABLE,
         Selection::ExecAndData => 0,
     };
-    let mut name = vec![0u8; MAX_NAME];
-    let mut out = Vec::new();
+    // on the stack: a heap buffer this size per process made the allocator
+    // consolidate its small free chunks once per process
+    let mut name = [0u8; MAX_NAME];
+    let mut out = Vec::with_capacity(match sel {
+        Selection::Exec => 32,
+        Selection::ExecAndData => 128,
+    });
     let mut addr = 0u64;
     loop {
         let mut q = ProcmapQuery {
@@ -98,7 +108,7 @@ pub fn walk_ioctl(file: &File, sel: Selection, ids: BuildIdPolicy<'_>) -> io::Re
             build_id: None,
         };
         if let Some(cache) = ids.cache {
-            vma.build_id = resolve(&vma, cache, ids, || {
+            vma.build_id = resolve(&vma, cache, local, ids, || {
                 let mut bid = [0u8; MAX_BUILD_ID];
                 let mut q = ProcmapQuery {
                     query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
@@ -127,6 +137,7 @@ pub fn walk_ioctl(file: &File, sel: Selection, ids: BuildIdPolicy<'_>) -> io::Re
 fn resolve(
     vma: &Vma,
     cache: &BuildIdCache,
+    local: &mut LocalBuildIds,
     ids: BuildIdPolicy<'_>,
     kernel: impl FnOnce() -> Option<BuildId>,
 ) -> Option<BuildId> {
@@ -134,11 +145,11 @@ fn resolve(
         return buildid::vdso_build_id();
     }
     let key = vma.file_key()?;
-    if let Some(known) = cache.get(&key) {
+    if let Some(known) = local.get(cache, &key) {
         return known;
     }
     if let Some(id) = kernel() {
-        return cache.insert(key, Some(id));
+        return local.insert(cache, key, Some(id));
     }
     let mut dir = ids.proc_root.join(ids.pid.to_string());
     if ids.tid != ids.pid {
@@ -146,7 +157,7 @@ fn resolve(
     }
     match buildid::read_mapped_build_id(&dir, vma) {
         Some((raw, buildid::Trust::Verified)) => {
-            cache.insert(key, raw.and_then(|r| BuildId::new(&r)))
+            local.insert(cache, key, raw.and_then(|r| BuildId::new(&r)))
         }
         Some((raw, buildid::Trust::Unverified)) => {
             cache.count_unverified();
@@ -158,7 +169,12 @@ fn resolve(
 
 /// Reads and parses a text maps file. `[vsyscall]` is dropped, as the ioctl
 /// never reports it.
-pub fn walk_text(file: &mut File, sel: Selection, ids: BuildIdPolicy<'_>) -> io::Result<Vec<Vma>> {
+pub fn walk_text(
+    file: &mut File,
+    sel: Selection,
+    ids: BuildIdPolicy<'_>,
+    local: &mut LocalBuildIds,
+) -> io::Result<Vec<Vma>> {
     let mut text = Vec::with_capacity(16 * 1024);
     file.read_to_end(&mut text)?;
     let mut vmas = super::maps_text::parse_maps(&text, |perms, name| {
@@ -167,7 +183,7 @@ pub fn walk_text(file: &mut File, sel: Selection, ids: BuildIdPolicy<'_>) -> io:
     .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     if let Some(cache) = ids.cache {
         for vma in &mut vmas {
-            vma.build_id = resolve(vma, cache, ids, || None);
+            vma.build_id = resolve(vma, cache, local, ids, || None);
         }
     }
     Ok(vmas)
@@ -181,11 +197,12 @@ pub fn read_maps_file(
     sel: Selection,
     choice: SourceChoice,
     ids: BuildIdPolicy<'_>,
+    local: &mut LocalBuildIds,
     no_ioctl: &AtomicBool,
 ) -> io::Result<(Vec<Vma>, Source)> {
     let mut file = File::open(path)?;
     if !no_ioctl.load(Ordering::Relaxed) {
-        match walk_ioctl(&file, sel, ids) {
+        match walk_ioctl(&file, sel, ids, local) {
             Ok(v) => return Ok((v, Source::Ioctl)),
             Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => {
                 no_ioctl.store(true, Ordering::Relaxed);
@@ -196,5 +213,5 @@ pub fn read_maps_file(
             Err(e) => return Err(e),
         }
     }
-    Ok((walk_text(&mut file, sel, ids)?, Source::Text))
+    Ok((walk_text(&mut file, sel, ids, local)?, Source::Text))
 }

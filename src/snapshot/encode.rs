@@ -181,11 +181,17 @@ pub fn kernel_table_entries(maps: &[KernelMap]) -> Vec<BuildIdEntry> {
 
 /// A process's distinct (file name as written, build id) pairs, sorted.
 pub fn process_build_ids(p: &Process) -> Vec<(Vec<u8>, BuildId)> {
-    let mut ids: Vec<(&[u8], BuildId)> = p
+    // neighbours first (a file's VMAs mostly are), then the sort
+    let mut ids: Vec<(&[u8], BuildId)> = Vec::new();
+    for (name, id) in p
         .vmas
         .iter()
         .filter_map(|v| Some((mmap_filename(v).0, v.build_id?)))
-        .collect();
+    {
+        if ids.last() != Some(&(name, id)) {
+            ids.push((name, id));
+        }
+    }
     ids.sort_unstable();
     ids.dedup();
     ids.into_iter().map(|(n, id)| (n.to_vec(), id)).collect()

@@ -1,6 +1,6 @@
 //! The counts a snapshot's summary reports.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{Process, Source};
 use crate::proc::{Skip, SkipReason, Snapshot};
@@ -45,8 +45,9 @@ pub struct Stats {
     pub watch_window: Option<(u64, u64)>,
     /// The scan was watched.
     pub watched: bool,
-    /// Whether each DSO seen so far has a build id.
-    dso_ids: BTreeMap<Vec<u8>, bool>,
+    /// Whether each DSO seen so far has a build id (names are a process's
+    /// choice: randomly seeded hash).
+    dso_ids: HashMap<Vec<u8>, bool, foldhash::fast::RandomState>,
 }
 
 /// What the summary counts of one process, computed on the worker that read
@@ -64,16 +65,18 @@ pub struct ProcessSummary {
 impl ProcessSummary {
     /// The counts of one process.
     pub fn of(p: &Process) -> ProcessSummary {
-        let mut dsos: Vec<(&[u8], bool)> = p
-            .vmas
-            .iter()
-            .filter(|v| v.is_file_backed() || v.is_vdso())
-            .map(|v| (v.name.as_slice(), v.build_id.is_some()))
-            .collect();
-        // by name, those with a build id last, so the last of each name says
-        // whether any has one
-        dsos.sort_unstable();
-        let mut distinct: Vec<(Vec<u8>, bool)> = Vec::new();
+        // A file's VMAs are mostly neighbours: merge runs first, so the
+        // sort sees about one entry per file.
+        let mut dsos: Vec<(&[u8], bool)> = Vec::new();
+        for v in p.vmas.iter().filter(|v| v.is_file_backed() || v.is_vdso()) {
+            let (name, found) = (v.name.as_slice(), v.build_id.is_some());
+            match dsos.last_mut() {
+                Some((n, f)) if *n == name => *f |= found,
+                _ => dsos.push((name, found)),
+            }
+        }
+        dsos.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        let mut distinct: Vec<(Vec<u8>, bool)> = Vec::with_capacity(dsos.len());
         for (name, found) in dsos {
             match distinct.last_mut() {
                 Some((n, f)) if n.as_slice() == name => *f |= found,
@@ -108,7 +111,13 @@ impl Stats {
         self.threads += p.threads;
         self.vmas += p.vmas;
         if let Some(src) = p.source {
-            *self.sources.entry(src.to_string()).or_default() += 1;
+            let name = src.name();
+            match self.sources.get_mut(name) {
+                Some(n) => *n += 1,
+                None => {
+                    self.sources.insert(name.to_string(), 1);
+                }
+            }
         }
         for (name, found) in p.dsos {
             let had = self.dso_ids.get(name.as_slice()).copied();
