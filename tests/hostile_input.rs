@@ -446,3 +446,70 @@ fn overlong_comm_in_a_snapshot_is_bad_input() {
         .unwrap();
     assert_bad(&o, &snap, "malformed record of type 3");
 }
+
+// A recording that does not exist is the user's mistake, not the system's:
+// every command that reads one exits 2 with one line naming it, writes nothing.
+#[test]
+fn missing_input_is_bad_input() {
+    let d = scratch("missing-input");
+    let gone = d.join("no-such.data");
+    let out = d.join("out");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let runs: Vec<Vec<String>> = vec![
+        vec!["dump".into(), s(&gone)],
+        vec![
+            "merge".into(),
+            s(&gone),
+            "-o".into(),
+            s(&out),
+            "--maps".into(),
+            s(&pin("snap-le.data")),
+        ],
+        vec![
+            "merge".into(),
+            s(&pin("snap-le.data")),
+            "-o".into(),
+            s(&out),
+            "--maps".into(),
+            s(&gone),
+        ],
+        vec![
+            "convert".into(),
+            s(&gone),
+            "-o".into(),
+            s(&out),
+            "--portable".into(),
+        ],
+        vec!["pprof".into(), s(&gone), "-o".into(), s(&out)],
+        vec![
+            "archive".into(),
+            "--from".into(),
+            s(&gone),
+            "-o".into(),
+            s(&out),
+        ],
+    ];
+    for args in runs {
+        let o = synth(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(&s(&gone)),
+            "{args:?}: {err}"
+        );
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+    // and a malformed --from makes no archive directory either
+    let junk = d.join("junk.data");
+    std::fs::write(&junk, [b'x'; 200]).unwrap();
+    let o = synth([
+        "archive".as_ref(),
+        "--from".as_ref(),
+        junk.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!out.exists(), "archive of junk made {}", out.display());
+}

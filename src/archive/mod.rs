@@ -248,6 +248,19 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
         kernel_missing: Some("not asked for".into()),
         ..Default::default()
     };
+    let scan = proc::Options {
+        build_ids: true,
+        ..opts.scan.clone()
+    };
+    // read first: a missing or malformed --from creates no directory
+    let processes = match &opts.from {
+        Some(path) => crate::snapshot::read_snapshot(&crate::perf::Input::open(path)?)?,
+        None => {
+            let snap = proc::snapshot(&opts.target, &scan)?;
+            report.skipped = snap.skipped;
+            snap.processes
+        }
+    };
     std::fs::create_dir_all(&opts.dir).map_err(|source| ArchiveError::Io {
         op: "creating",
         path: opts.dir.clone(),
@@ -258,18 +271,6 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
         path: opts.dir.clone(),
         source,
     })?;
-    let scan = proc::Options {
-        build_ids: true,
-        ..opts.scan.clone()
-    };
-    let processes = match &opts.from {
-        Some(path) => crate::snapshot::read_snapshot(&crate::perf::Input::open(path)?)?,
-        None => {
-            let snap = proc::snapshot(&opts.target, &scan)?;
-            report.skipped = snap.skipped;
-            snap.processes
-        }
-    };
     report.processes = processes.len();
     let mut done: HashSet<BuildId> = HashSet::new();
     for p in &processes {

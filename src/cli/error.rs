@@ -61,15 +61,11 @@ impl CliError {
             CliError::Merge(e) if e.is_bad_input() => 2,
             CliError::Dump(e) if e.is_bad_input() => 2,
             CliError::Convert(e) if e.is_bad_input() => 2,
-            CliError::Archive(mmap2_synth::archive::ArchiveError::Input(
-                mmap2_synth::perf::InputError::Format { .. }
-                | mmap2_synth::perf::InputError::NotAFile { .. },
-            )) => 2,
+            CliError::Archive(mmap2_synth::archive::ArchiveError::Input(e)) if e.is_bad_input() => {
+                2
+            }
             CliError::Pprof(mmap2_synth::pprof::PprofError::NoEvent { .. }) => 2,
-            CliError::Pprof(mmap2_synth::pprof::PprofError::Input(
-                mmap2_synth::perf::InputError::Format { .. }
-                | mmap2_synth::perf::InputError::NotAFile { .. },
-            )) => 2,
+            CliError::Pprof(mmap2_synth::pprof::PprofError::Input(e)) if e.is_bad_input() => 2,
             CliError::Strict(_) => 3,
             CliError::Child(c) => *c,
             _ => 1,

@@ -42,10 +42,7 @@ pub enum DumpError {
 impl DumpError {
     /// Bad input (exit 2) rather than a failure of the machine.
     pub fn is_bad_input(&self) -> bool {
-        matches!(
-            self,
-            DumpError::Input(InputError::Format { .. } | InputError::NotAFile { .. })
-        )
+        matches!(self, DumpError::Input(e) if e.is_bad_input())
     }
 }
 

@@ -42,6 +42,19 @@ pub enum InputError {
     },
 }
 
+impl InputError {
+    /// Whether the input itself is at fault (malformed, not a file, or no
+    /// such file), not the system: the CLI exits 2 for these.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            InputError::Format { .. } | InputError::NotAFile { .. } => true,
+            InputError::Io { op, source, .. } => {
+                *op == "opening" && source.kind() == io::ErrorKind::NotFound
+            }
+        }
+    }
+}
+
 /// How the input is laid out: a file-mode input always has its header.
 #[derive(Debug, Clone)]
 pub enum Layout {

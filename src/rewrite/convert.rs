@@ -76,11 +76,11 @@ pub enum ConvertError {
 impl ConvertError {
     /// True for bad or unsupported input (exit code 2).
     pub fn is_bad_input(&self) -> bool {
-        matches!(
-            self,
-            ConvertError::Input(InputError::Format { .. } | InputError::NotAFile { .. })
-                | ConvertError::TooLarge { .. }
-        )
+        match self {
+            ConvertError::Input(e) => e.is_bad_input(),
+            ConvertError::TooLarge { .. } => true,
+            _ => false,
+        }
     }
 }
 

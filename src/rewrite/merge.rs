@@ -99,10 +99,7 @@ pub enum MergeError {
 impl MergeError {
     /// True for bad input (exit code 2).
     pub fn is_bad_input(&self) -> bool {
-        matches!(
-            self,
-            MergeError::Input(InputError::Format { .. } | InputError::NotAFile { .. })
-        )
+        matches!(self, MergeError::Input(e) if e.is_bad_input())
     }
 }
 
