@@ -44,7 +44,9 @@ fn poll<T>(
             return failed(st).map_or(Ok(None), Err);
         }
         if Instant::now() > deadline {
+            // SIGKILL, then reap it: no perf is left running or unreaped
             let _ = perf.kill();
+            let _ = perf.wait();
             return Err(CliError::Usage(format!(
                 "record: perf did not {what} within 30 s"
             )));

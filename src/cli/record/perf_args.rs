@@ -231,6 +231,16 @@ pub(crate) fn perf_target(args: &[String], stdout_is_pipe: bool) -> Result<PerfT
     let (mut cpu, mut tid, mut uid) = (None, None, None);
     for o in perf_options(args)? {
         let v = if o.negated { None } else { o.value };
+        if o.long.starts_with("switch-output") && !o.negated {
+            // perf renames its output at every switch and at exit: there is
+            // no one file left under -o to merge into
+            return Err(CliError::Usage(format!(
+                "record: --{} splits perf's output into timestamped files; record with \
+                 `perf record --synth=no`, snapshot with `mmap2-synth --all -o SNAP`, and \
+                 `mmap2-synth merge FILE --maps SNAP` each file",
+                o.long
+            )));
+        }
         match o.long {
             "output" => output = v,
             "all-cpus" => all = !o.negated,
@@ -291,6 +301,22 @@ mod tests {
         }
     }
 
+    // --switch-output (any form) is refused up front: perf would leave no
+    // file under -o to merge into.
+    #[test]
+    fn switch_output_refused() {
+        for args in [
+            &["--switch-output", "-a"][..],
+            &["--switch-output=1s", "-a"],
+            &["--switch-output-event", "syscalls:sys_enter_getpid", "-a"],
+        ] {
+            let e = target(args).err().expect("refused");
+            assert!(e.to_string().contains("--switch-output"), "{args:?}: {e}");
+        }
+        assert!(target(&["--no-switch-output", "-a"]).is_ok());
+        assert!(target(&["-a", "--", "prog", "--switch-output"]).is_ok());
+    }
+
     // perf record's -o, -a and -p are read; the workload's own flags are not.
     #[test]
     fn perf_targets() {
@@ -347,7 +373,6 @@ mod tests {
             ("", "--num-thread-synthesize"),
             ("", "--proc-map-timeout"),
             ("", "--switch-max-files"),
-            ("", "--switch-output-event"),
             ("", "--synth"),
             ("", "--vmlinux"),
         ] {
@@ -385,7 +410,6 @@ mod tests {
             "--aio",
             "--aux-sample",
             "--debuginfod",
-            "--switch-output",
             "--threads",
         ] {
             assert_eq!(ok(&[opt, "-o", "F", "prog"]), pt("F", None), "{opt}");
