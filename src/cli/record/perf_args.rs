@@ -310,7 +310,9 @@ mod tests {
             &["--switch-output=1s", "-a"],
             &["--switch-output-event", "syscalls:sys_enter_getpid", "-a"],
         ] {
-            let e = target(args).err().expect("refused");
+            let Err(e) = target(args) else {
+                panic!("{args:?} not refused")
+            };
             assert!(e.to_string().contains("--switch-output"), "{args:?}: {e}");
         }
         assert!(target(&["--no-switch-output", "-a"]).is_ok());
