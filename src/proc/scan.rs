@@ -209,49 +209,30 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
         .build()
         .map_err(ScanError::from)?;
     let mut scanned = Scanned::default();
-    // The workers read chunk k+1 while this thread hands chunk k to `sink`:
-    // at most two chunks are held.
-    let result = pool.in_place_scope(|s| -> Result<(), E> {
-        let start = |chunk: &'_ [u32]| {
-            let (tx, rx) = std::sync::mpsc::sync_channel(1);
-            let (map, cache, no_ioctl) = (&map, &cache, &no_ioctl);
-            let chunk = chunk.to_vec();
-            s.spawn(move |_| {
-                let outcomes: Vec<Outcome<T>> = chunk
-                    .par_iter()
-                    .map_init(LocalBuildIds::default, |local, &pid| {
-                        match read_process(pid, uid, opts, (cache, local), no_ioctl) {
-                            Outcome::Read(p) => Outcome::Read(map(p)),
-                            Outcome::Skipped(s) => Outcome::Skipped(s),
-                            Outcome::NotSelected => Outcome::NotSelected,
-                        }
-                    })
-                    .collect();
-                // the receiver is gone only when the sink failed
-                let _ = tx.send(outcomes);
-            });
-            rx
-        };
-        let mut chunks = pids.chunks(CHUNK);
-        let mut next = chunks.next().map(start);
-        while let Some(rx) = next.take() {
-            next = chunks.next().map(start);
-            // a worker that panicked dropped its sender: the scope re-raises
-            let Ok(outcomes) = rx.recv() else { break };
-            if opts.source == SourceChoice::Ioctl && no_ioctl.load(Ordering::Relaxed) {
-                return Err(ScanError::NoIoctl.into());
-            }
-            for o in outcomes {
-                match o {
-                    Outcome::Read(t) => sink(t)?,
-                    Outcome::Skipped(s) => scanned.skipped.push(s),
-                    Outcome::NotSelected => {}
-                }
+    for chunk in pids.chunks(CHUNK) {
+        let outcomes: Vec<Outcome<T>> = pool.install(|| {
+            chunk
+                .par_iter()
+                .map_init(LocalBuildIds::default, |local, &pid| {
+                    match read_process(pid, uid, opts, (&cache, local), &no_ioctl) {
+                        Outcome::Read(p) => Outcome::Read(map(p)),
+                        Outcome::Skipped(s) => Outcome::Skipped(s),
+                        Outcome::NotSelected => Outcome::NotSelected,
+                    }
+                })
+                .collect()
+        });
+        if opts.source == SourceChoice::Ioctl && no_ioctl.load(Ordering::Relaxed) {
+            return Err(ScanError::NoIoctl.into());
+        }
+        for o in outcomes {
+            match o {
+                Outcome::Read(t) => sink(t)?,
+                Outcome::Skipped(s) => scanned.skipped.push(s),
+                Outcome::NotSelected => {}
             }
         }
-        Ok(())
-    });
-    result?;
+    }
     scanned.unverified_build_ids = cache.unverified();
     Ok(scanned)
 }
