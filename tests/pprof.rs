@@ -578,3 +578,163 @@ fn stdout_and_bad_input() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no samples"), "{err}");
 }
+
+/// Little-endian records for `maps_change_per_process`: sample_type
+/// IP|TID|TIME with sample_id_all, so every other record ends in pid, tid,
+/// time.
+mod synthetic {
+    use mmap2_synth::bytes::{Endian, PutExt};
+    use mmap2_synth::perf::consts::{misc, types};
+
+    const E: Endian = Endian::Little;
+
+    fn record(out: &mut Vec<u8>, type_: u32, misc: u16, body: &[u8]) {
+        out.put_u32(E, type_);
+        out.put_u16(E, misc);
+        out.put_u16(E, u16::try_from(8 + body.len()).unwrap());
+        out.extend_from_slice(body);
+    }
+
+    fn trailer(b: &mut Vec<u8>, pid: u32, time: u64) {
+        b.put_u32(E, pid);
+        b.put_u32(E, pid);
+        b.put_u64(E, time);
+    }
+
+    /// An inode-form MMAP2 of `path` over 0x1000..0x2000 in `pid`.
+    pub fn mmap2(out: &mut Vec<u8>, pid: u32, path: &str, ino: u64, time: u64) {
+        let mut b = Vec::new();
+        b.put_u32(E, pid);
+        b.put_u32(E, pid);
+        for v in [0x1000u64, 0x1000, 0] {
+            b.put_u64(E, v);
+        }
+        b.put_u32(E, 8);
+        b.put_u32(E, 1);
+        b.put_u64(E, ino);
+        b.put_u64(E, 0);
+        b.put_u32(E, 5); // PROT_READ | PROT_EXEC
+        b.put_u32(E, 2); // MAP_PRIVATE
+        b.extend_from_slice(path.as_bytes());
+        b.push(0);
+        b.pad_to(8);
+        trailer(&mut b, pid, time);
+        record(out, types::MMAP2, misc::USER, &b);
+    }
+
+    /// A user sample of `pid` at 0x1100 (no callchain).
+    pub fn sample(out: &mut Vec<u8>, pid: u32, time: u64) {
+        let mut b = Vec::new();
+        b.put_u64(E, 0x1100);
+        trailer(&mut b, pid, time);
+        record(out, types::SAMPLE, misc::USER, &b);
+    }
+
+    /// `child` forked from `parent`.
+    pub fn fork(out: &mut Vec<u8>, parent: u32, child: u32, time: u64) {
+        let mut b = Vec::new();
+        for v in [child, parent, child, parent] {
+            b.put_u32(E, v);
+        }
+        b.put_u64(E, time);
+        trailer(&mut b, child, time);
+        record(out, types::FORK, 0, &b);
+    }
+
+    /// `pid` exec()s, named `comm`.
+    pub fn exec(out: &mut Vec<u8>, pid: u32, comm: &str, time: u64) {
+        let mut b = Vec::new();
+        b.put_u32(E, pid);
+        b.put_u32(E, pid);
+        b.extend_from_slice(comm.as_bytes());
+        b.push(0);
+        b.pad_to(8);
+        trailer(&mut b, pid, time);
+        record(out, types::COMM, misc::USER | misc::COMM_EXEC, &b);
+    }
+}
+
+// Samples at one address of several processes go to the file each process
+// had mapped there at the time: another process's new map keeps a stack
+// cached, the process's own new map, a fork and an exec do not.
+#[test]
+fn maps_change_per_process() {
+    use mmap2_synth::perf::consts::{attr_flags, sample_type as st};
+    use mmap2_synth::pprof::proto::Profile;
+    use prost::Message;
+    use std::io::Read;
+    use synthetic::*;
+    let d = scratch("pprof-generations");
+    let mut data = Vec::new();
+    let mut t = 0;
+    let mut at = || {
+        t += 1;
+        t
+    };
+    mmap2(&mut data, 10, "/a.so", 1, at());
+    mmap2(&mut data, 20, "/c.so", 3, at());
+    sample(&mut data, 10, at()); // a.so
+    mmap2(&mut data, 20, "/d.so", 4, at());
+    sample(&mut data, 10, at()); // a.so (another process's map)
+    sample(&mut data, 20, at()); // d.so
+    mmap2(&mut data, 10, "/b.so", 2, at());
+    sample(&mut data, 10, at()); // b.so (its own map)
+    fork(&mut data, 10, 30, at());
+    sample(&mut data, 30, at()); // b.so (inherited)
+    exec(&mut data, 30, "next", at());
+    sample(&mut data, 30, at()); // nothing mapped after exec
+    mmap2(&mut data, 30, "/e.so", 5, at());
+    sample(&mut data, 30, at()); // e.so
+    sample(&mut data, 10, at()); // b.so
+    let rec = d.join("rec.data");
+    let attr = mmap2_synth::perf::Attr {
+        type_: 1,
+        sample_type: st::IP | st::TID | st::TIME,
+        flags: attr_flags::SAMPLE_ID_ALL,
+        sample_period: 1,
+        ..Default::default()
+    };
+    write_recording(&rec, attr, vec![], &data);
+    let out = d.join("p.pb.gz");
+    synth_ok([
+        "pprof".as_ref(),
+        rec.as_os_str(),
+        "--no-symbolize".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&out).unwrap())
+        .read_to_end(&mut raw)
+        .unwrap();
+    let p = Profile::decode(raw.as_slice()).unwrap();
+    let s = |i: i64| p.string_table[usize::try_from(i).unwrap()].clone();
+    let pid_key = p.string_table.iter().position(|x| x == "pid").unwrap() as i64;
+    let mut got = std::collections::BTreeMap::new();
+    for sample in &p.sample {
+        let pid = sample.label.iter().find(|l| l.key == pid_key).unwrap().num;
+        let file = match sample.location_id.as_slice() {
+            [loc] => {
+                let loc = p.location.iter().find(|l| l.id == *loc).unwrap();
+                match p.mapping.iter().find(|m| m.id == loc.mapping_id) {
+                    Some(m) => s(m.filename),
+                    None => "unmapped".into(),
+                }
+            }
+            other => panic!("one frame expected: {other:?}"),
+        };
+        *got.entry((pid, file)).or_insert(0) += sample.value[0];
+    }
+    let want: std::collections::BTreeMap<(i64, String), i64> = [
+        ((10, "/a.so"), 2),
+        ((10, "/b.so"), 2),
+        ((20, "/d.so"), 1),
+        ((30, "/b.so"), 1),
+        ((30, "unmapped"), 1),
+        ((30, "/e.so"), 1),
+    ]
+    .into_iter()
+    .map(|((p, f), n)| ((p, f.to_string()), n))
+    .collect();
+    assert_eq!(got, want);
+}
