@@ -24,7 +24,7 @@ use super::write::{
 use crate::bytes::Endian;
 use crate::output::AtomicFile;
 use crate::perf::consts::{feature, types};
-use crate::perf::copy::{copy_range, copy_range_quietly};
+use crate::perf::copy::{copy_range, copy_range_beside};
 use crate::perf::events::MMAP2_ID_AT;
 use crate::perf::{Attrs, FormatError, Input, InputError, Layout, RecordHeader, Visitor};
 use std::sync::mpsc::SyncSender;
@@ -288,9 +288,14 @@ fn patch_copy(
     let mut ed = Editor::new(input, trust_paths, tx)?;
     let werr = out_err("writing", output);
     let end = header.data.end();
+    let stop = std::sync::atomic::AtomicBool::new(false);
     let (walked, tail) = std::thread::scope(|s| {
         let walker = s.spawn(|| {
             let walked = input.walk(&mut ed).map(|_| ());
+            if walked.is_err() {
+                // its error is the one reported: the copy stops early
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             ed.prefix = None; // a walk without samples: the receiver stops waiting
             walked
         });
@@ -301,7 +306,7 @@ fn patch_copy(
             let f = out.file();
             let copied = f
                 .seek(SeekFrom::Start(p + shift))
-                .and_then(|_| copy_range_quietly(&input.file, p, end - p, f));
+                .and_then(|_| copy_range_beside(&input.file, p, end - p, f, &stop));
             (p, shift, copied)
         });
         (walker.join().expect("the walk does not panic"), tail)

@@ -306,15 +306,20 @@ fn walk_and_copy(
     (out, output): (&mut AtomicFile, &Path),
     facts: &mut RecordingFacts,
 ) -> Result<crate::perf::Walk, MergeError> {
+    let stop = std::sync::atomic::AtomicBool::new(false);
     let (walk, copied) = std::thread::scope(|s| {
         let copier = match &input.layout {
             Layout::File { header, .. } => {
-                let f = out.file();
-                Some(s.spawn(move || write::copy_data_section(input, header, f)))
+                let (f, stop) = (out.file(), &stop);
+                Some(s.spawn(move || write::copy_data_section(input, header, f, stop)))
             }
             Layout::Pipe(_) => None,
         };
         let walk = input.walk(facts);
+        if walk.is_err() {
+            // its error is the one reported: do not copy the rest first
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let copied = copier.map(|c| c.join().expect("the copy does not panic"));
         (walk, copied)
     });

@@ -9,7 +9,7 @@ use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 
 use crate::perf::consts::{feature, FILE_HEADER_SIZE};
-use crate::perf::copy::{copy_range, copy_range_quietly, PAGE};
+use crate::perf::copy::{copy_range, copy_range_beside, PAGE};
 use crate::perf::{
     FeatureTable, FileHeader, FormatError, FormatErrorKind, Input, InputError, Section,
 };
@@ -35,9 +35,15 @@ pub fn start_file_mode(input: &Input, h: &FileHeader, out: &mut File) -> io::Res
 
 /// Copies the data section of a file-mode input to where
 /// [`start_file_mode`] left `out` (a kernel copy, page-congruent, so at
-/// `cp`'s speed): run beside the scan, which then reads without writing.
-pub fn copy_data_section(input: &Input, h: &FileHeader, out: &mut File) -> io::Result<()> {
-    copy_range_quietly(&input.file, h.data.offset, h.data.size, out)
+/// `cp`'s speed): run beside the scan, which then reads without writing,
+/// and sets `stop` when it fails (the copy ends early).
+pub fn copy_data_section(
+    input: &Input,
+    h: &FileHeader,
+    out: &mut File,
+    stop: &std::sync::atomic::AtomicBool,
+) -> io::Result<()> {
+    copy_range_beside(&input.file, h.data.offset, h.data.size, out, stop)
 }
 
 /// Errors if the input changed since `before` (another file now, another
