@@ -489,6 +489,17 @@ fn missing_input_is_bad_input() {
             s(&out),
         ],
     ];
+    // a path through a file (ENOTDIR) names nothing either
+    let plain = d.join("plain");
+    std::fs::write(&plain, b"x").unwrap();
+    let through = plain.join("x.data");
+    let o = synth(["dump".as_ref(), through.as_os_str()]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     for args in runs {
         let o = synth(&args);
         let err = String::from_utf8_lossy(&o.stderr);

@@ -655,8 +655,8 @@ mod synthetic {
 }
 
 // Samples at one address of several processes go to the file each process
-// had mapped there at the time: another process's new map keeps a stack
-// cached, the process's own new map, a fork and an exec do not.
+// had mapped there at the time: after another process's new map, its own,
+// a fork and an exec (whatever the stack cache keeps or drops).
 #[test]
 fn maps_change_per_process() {
     use mmap2_synth::perf::consts::{attr_flags, sample_type as st};

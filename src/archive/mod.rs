@@ -252,14 +252,11 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
         build_ids: true,
         ..opts.scan.clone()
     };
-    // read first: a missing or malformed --from creates no directory
-    let processes = match &opts.from {
-        Some(path) => crate::snapshot::read_snapshot(&crate::perf::Input::open(path)?)?,
-        None => {
-            let snap = proc::snapshot(&opts.target, &scan)?;
-            report.skipped = snap.skipped;
-            snap.processes
-        }
+    // a missing or malformed --from creates no directory; a bad directory
+    // is found before a scan of the host
+    let from = match &opts.from {
+        Some(path) => Some(crate::perf::Input::open(path)?),
+        None => None,
     };
     std::fs::create_dir_all(&opts.dir).map_err(|source| ArchiveError::Io {
         op: "creating",
@@ -271,6 +268,14 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
         path: opts.dir.clone(),
         source,
     })?;
+    let processes = match &from {
+        Some(input) => crate::snapshot::read_snapshot(input)?,
+        None => {
+            let snap = proc::snapshot(&opts.target, &scan)?;
+            report.skipped = snap.skipped;
+            snap.processes
+        }
+    };
     report.processes = processes.len();
     let mut done: HashSet<BuildId> = HashSet::new();
     for p in &processes {

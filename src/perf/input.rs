@@ -42,6 +42,10 @@ pub enum InputError {
     },
 }
 
+/// The `op` of an [`InputError::Io`] opening the input itself (a path that
+/// names nothing there is the user's mistake, not the system's).
+const OPENING: &str = "opening";
+
 impl InputError {
     /// Whether the input itself is at fault (malformed, not a file, or no
     /// such file), not the system: the CLI exits 2 for these.
@@ -49,7 +53,11 @@ impl InputError {
         match self {
             InputError::Format { .. } | InputError::NotAFile { .. } => true,
             InputError::Io { op, source, .. } => {
-                *op == "opening" && source.kind() == io::ErrorKind::NotFound
+                *op == OPENING
+                    && matches!(
+                        source.kind(),
+                        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                    )
             }
         }
     }
@@ -237,7 +245,7 @@ fn open_input_file(path: &Path) -> Result<(File, u64, bool), InputError> {
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
             .open(path)
-            .map_err(io_err("opening", path))?
+            .map_err(io_err(OPENING, path))?
     };
     let meta = file.metadata().map_err(io_err("reading", path))?;
     let ft = meta.file_type();

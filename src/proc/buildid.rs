@@ -338,9 +338,9 @@ pub fn open_mapped_file(dir: &Path, vma: &Vma) -> Option<File> {
     }
 }
 
-/// Answers by file identity, hashed with foldhash (keys are kernel numbers,
-/// not names a process chooses).
-type IdMap = HashMap<FileKey, Option<BuildId>, foldhash::fast::FixedState>;
+/// Answers by file identity, hashed with foldhash, seeded per map (which
+/// inodes get mapped is up to the processes read).
+type IdMap = HashMap<FileKey, Option<BuildId>, foldhash::fast::RandomState>;
 
 /// Build ids by file identity, shared by all workers so each distinct file is
 /// asked for once.

@@ -44,9 +44,15 @@ fn poll<T>(
             return failed(st).map_or(Ok(None), Err);
         }
         if Instant::now() > deadline {
-            // SIGKILL, then reap it: no perf is left running or unreaped
+            // SIGKILL, then reap it (for 5 s at most: a perf stuck in the
+            // kernel is left to init rather than hang us)
             let _ = perf.kill();
-            let _ = perf.wait();
+            for _ in 0..500 {
+                if !matches!(perf.try_wait(), Ok(None)) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
             return Err(CliError::Usage(format!(
                 "record: perf did not {what} within 30 s"
             )));

@@ -231,13 +231,14 @@ pub(crate) fn perf_target(args: &[String], stdout_is_pipe: bool) -> Result<PerfT
     let (mut cpu, mut tid, mut uid) = (None, None, None);
     for o in perf_options(args)? {
         let v = if o.negated { None } else { o.value };
-        if o.long.starts_with("switch-output") && !o.negated {
-            // perf renames its output at every switch and at exit: there is
-            // no one file left under -o to merge into
+        if o.long.starts_with("switch-output") || o.long == "timestamp-filename" {
+            // perf renames its output (at every switch and) at exit: there
+            // is no file left under -o to merge into. (perf 6.1 crashes on
+            // the negated forms: refused too.)
             return Err(CliError::Usage(format!(
-                "record: --{} splits perf's output into timestamped files; record with \
-                 `perf record --synth=no`, snapshot with `mmap2-synth --all -o SNAP`, and \
-                 `mmap2-synth merge FILE --maps SNAP` each file",
+                "record: --{} makes perf rename its output to timestamped files; record \
+                 with `perf record --synth=no`, snapshot with `mmap2-synth --all -o SNAP`, \
+                 and `mmap2-synth merge FILE --maps SNAP` each file",
                 o.long
             )));
         }
@@ -301,22 +302,27 @@ mod tests {
         }
     }
 
-    // --switch-output (any form) is refused up front: perf would leave no
-    // file under -o to merge into.
+    // --switch-output and --timestamp-filename (any form, abbreviated or
+    // negated) are refused up front: perf would leave no file under -o to
+    // merge into; as a workload's argument or another option's value they
+    // are not.
     #[test]
     fn switch_output_refused() {
         for args in [
             &["--switch-output", "-a"][..],
             &["--switch-output=1s", "-a"],
             &["--switch-output-event", "syscalls:sys_enter_getpid", "-a"],
+            &["--timestamp-filename", "-a"],
+            &["--timestamp-f", "-a"],
+            &["--no-switch-output", "-a"],
         ] {
             let Err(e) = target(args) else {
                 panic!("{args:?} not refused")
             };
-            assert!(e.to_string().contains("--switch-output"), "{args:?}: {e}");
+            assert!(e.to_string().contains("timestamped files"), "{args:?}: {e}");
         }
-        assert!(target(&["--no-switch-output", "-a"]).is_ok());
         assert!(target(&["-a", "--", "prog", "--switch-output"]).is_ok());
+        assert!(target(&["-o", "--switch-output", "prog"]).is_ok());
     }
 
     // perf record's -o, -a and -p are read; the workload's own flags are not.
