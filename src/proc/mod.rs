@@ -2,7 +2,7 @@
 //! (PROCMAP_QUERY with a text fallback), build ids, clocks and host facts.
 //! `parse`, `maps_text` and `elf` are pure parsers over bytes; `scan`,
 //! `source`, `buildid`, `clock` and `host` are the thin layers that read files
-//! and call into `sys`.
+//! and call into `sys`; `window` orders the workers' results for the writer.
 //!
 //! May import: `bytes`, `model`, `sys`. Knows nothing of perf.data.
 
@@ -16,6 +16,7 @@ pub mod parse;
 pub mod scan;
 pub mod source;
 pub mod watch;
+mod window;
 
 pub use host::HostFacts;
 pub use scan::{

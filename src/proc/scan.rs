@@ -8,12 +8,11 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rayon::prelude::*;
-
 use super::buildid::{BuildIdCache, LocalBuildIds};
 use super::parse::{self, ProcParseError, PF_KTHREAD};
 pub use super::source::SourceChoice;
 use super::source::{self, BuildIdPolicy};
+use super::window::Window;
 use crate::model::{Process, Selection, Source, Thread, Vma};
 
 /// Which processes to snapshot.
@@ -132,10 +131,15 @@ enum Outcome<T> {
     NotSelected,
 }
 
-/// Processes handed to the workers at a time by [`scan_each`]: enough to keep
-/// every worker busy, few enough that memory stays bounded by the chunk, not
-/// by the host.
-pub const CHUNK: usize = 64;
+/// Processes [`scan_each`] reads ahead of the one it hands on next: enough
+/// to keep every worker busy while the caller writes (which it does in
+/// batches of half this), a bound on what is held for ordinary processes.
+pub const AHEAD: usize = 64;
+
+/// VMAs of the processes read and waiting to be handed on beyond which no
+/// worker starts another: the bound for big processes (with `-d`, 65,530
+/// VMAs of one process hold ~15 MB), whatever their number.
+pub const AHEAD_VMAS: usize = 1 << 16;
 
 /// What [`scan_each`] reports besides the processes it handed on.
 #[derive(Debug, Default)]
@@ -166,11 +170,13 @@ pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> 
     })
 }
 
-/// Reads the selected processes in parallel, [`CHUNK`] at a time, without
-/// holding them all: each one read is passed through `map` on the worker
-/// that read it (encode it there), and the results go to `sink` on the
-/// calling thread in pid order, whatever the number of workers. The first
-/// error `sink` returns stops the scan.
+/// Reads the selected processes in parallel without holding them all: each
+/// one read is passed through `map` on the worker that read it (encode it
+/// there), and the results go to `sink` on the calling thread in pid order,
+/// whatever the number of workers, while the workers read on: at most
+/// [`AHEAD`] processes ahead of the one `sink` gets next, and none while
+/// those waiting hold more than [`AHEAD_VMAS`] VMAs. The first error `sink`
+/// returns stops the scan.
 pub fn scan_each<T: Send, E: From<ScanError>>(
     target: &Target,
     opts: &Options,
@@ -208,31 +214,50 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
         .num_threads(workers)
         .build()
         .map_err(ScanError::from)?;
+    let window = Window::new(pids.len(), AHEAD, AHEAD_VMAS);
     let mut scanned = Scanned::default();
-    for chunk in pids.chunks(CHUNK) {
-        let outcomes: Vec<Outcome<T>> = pool.install(|| {
-            chunk
-                .par_iter()
-                .map_init(LocalBuildIds::default, |local, &pid| {
-                    match read_process(pid, uid, opts, (&cache, local), &no_ioctl) {
-                        Outcome::Read(p) => Outcome::Read(map(p)),
-                        Outcome::Skipped(s) => Outcome::Skipped(s),
-                        Outcome::NotSelected => Outcome::NotSelected,
-                    }
-                })
-                .collect()
-        });
-        if opts.source == SourceChoice::Ioctl && no_ioctl.load(Ordering::Relaxed) {
-            return Err(ScanError::NoIoctl.into());
+    // an outcome and its weight (the VMAs and threads it holds)
+    let read = |i: usize, local: &mut LocalBuildIds| match read_process(
+        pids[i],
+        uid,
+        opts,
+        (&cache, local),
+        &no_ioctl,
+    ) {
+        Outcome::Read(p) => {
+            let weight = 1 + p.vmas.len() + p.threads.len();
+            (Outcome::Read(map(p)), weight)
         }
-        for o in outcomes {
+        Outcome::Skipped(s) => (Outcome::Skipped(s), 1),
+        Outcome::NotSelected => (Outcome::NotSelected, 1),
+    };
+    let result = pool.in_place_scope(|s| -> Result<(), E> {
+        for _ in 0..workers {
+            s.spawn(|_| {
+                // a worker that panics stops the scan (the scope re-raises)
+                let _stop = window.stop_on_drop(true);
+                let mut local = LocalBuildIds::default();
+                while let Some(i) = window.next() {
+                    let (outcome, weight) = read(i, &mut local);
+                    window.done(i, outcome, weight);
+                }
+            });
+        }
+        // however this loop ends (done, an error, a panic), the workers stop
+        let _stop = window.stop_on_drop(false);
+        while let Some(o) = window.take() {
+            if opts.source == SourceChoice::Ioctl && no_ioctl.load(Ordering::Relaxed) {
+                return Err(ScanError::NoIoctl.into());
+            }
             match o {
                 Outcome::Read(t) => sink(t)?,
                 Outcome::Skipped(s) => scanned.skipped.push(s),
                 Outcome::NotSelected => {}
             }
         }
-    }
+        Ok(())
+    });
+    result?;
     scanned.unverified_build_ids = cache.unverified();
     Ok(scanned)
 }
@@ -415,4 +440,111 @@ fn read_vmas(
         }
     }
     fallback.unwrap_or_else(|| Err(io::Error::from_raw_os_error(libc::ESRCH)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// A fake /proc of `n` one-thread processes (pids 100..) whose maps are
+    /// regular files (read as text).
+    fn fake_proc(n: u32) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for pid in 100..100 + n {
+            let d = dir.path().join(pid.to_string());
+            std::fs::create_dir_all(&d).unwrap();
+            let stat = format!("{pid} (p{pid}) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 1 0 0\n");
+            std::fs::write(d.join("stat"), stat).unwrap();
+            let maps = format!(
+                "{:x}-{:x} r-xp 00000000 08:01 7 /bin/x\n",
+                pid << 12,
+                (pid + 1) << 12
+            );
+            std::fs::write(d.join("maps"), maps).unwrap();
+        }
+        dir
+    }
+
+    fn options(root: &Path) -> Options {
+        Options {
+            source: SourceChoice::Text,
+            build_ids: false,
+            jobs: Some(2),
+            proc_root: root.to_path_buf(),
+            ..Options::default()
+        }
+    }
+
+    /// Runs `f` on a thread, failing the test if it takes over 60 s (a
+    /// deadlocked scan must fail, not hang the suite).
+    fn bounded<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || tx.send(f()).unwrap());
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("the scan finished within 60 s")
+    }
+
+    // Every process reaches the sink, in pid order, and never more than
+    // AHEAD plus the one being handed on are read and not yet handed on.
+    #[test]
+    fn scan_is_ordered_and_bounded() {
+        let root = fake_proc(300);
+        let (seen, max) = bounded(move || {
+            let opts = options(root.path());
+            let live = AtomicUsize::new(0);
+            let max = AtomicUsize::new(0);
+            let mut seen = Vec::new();
+            scan_each(
+                &Target::Pids((100..400).rev().collect()),
+                &opts,
+                |p| {
+                    let now = live.fetch_add(1, Ordering::SeqCst) + 1;
+                    max.fetch_max(now, Ordering::SeqCst);
+                    p.pid
+                },
+                |pid| {
+                    live.fetch_sub(1, Ordering::SeqCst);
+                    seen.push(pid);
+                    Ok::<(), ScanError>(())
+                },
+            )
+            .unwrap();
+            (seen, max.into_inner())
+        });
+        assert_eq!(seen, (100..400).collect::<Vec<_>>());
+        assert!(max <= AHEAD + 1, "{max} processes held");
+    }
+
+    // The sink's first error ends the scan at once: the workers stop within
+    // the window, nothing waits forever.
+    #[test]
+    fn sink_error_stops_the_scan() {
+        let root = fake_proc(300);
+        let (err, read) = bounded(move || {
+            let opts = options(root.path());
+            let read = AtomicUsize::new(0);
+            let mut n = 0;
+            let r = scan_each(
+                &Target::Pids((100..400).collect()),
+                &opts,
+                |p| {
+                    read.fetch_add(1, Ordering::SeqCst);
+                    p.pid
+                },
+                |_| {
+                    n += 1;
+                    match n {
+                        10 => Err(ScanError::NoIoctl),
+                        _ => Ok(()),
+                    }
+                },
+            );
+            (r.is_err(), read.into_inner())
+        });
+        assert!(err);
+        assert!(read <= 10 + AHEAD + 2, "{read} read after the error");
+    }
 }

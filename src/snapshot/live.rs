@@ -1,7 +1,9 @@
 //! A live snapshot streamed to its output: the scan reads processes in
-//! parallel, [`CHUNK`](crate::proc::scan::CHUNK) at a time, each is encoded
-//! on the worker that read it, and the writer takes them in pid order. Memory
-//! is bounded by a chunk of processes, whatever the size of the host.
+//! parallel, each is encoded on the worker that read it, and the writer
+//! takes them in pid order while the workers read on, at most
+//! [`AHEAD`](crate::proc::scan::AHEAD) processes and
+//! [`AHEAD_VMAS`](crate::proc::scan::AHEAD_VMAS) VMAs ahead. Memory is
+//! bounded by that, whatever the size of the host.
 
 use super::file::{Out, WriteOptions};
 use super::stats::Stats;
