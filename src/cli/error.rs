@@ -46,6 +46,10 @@ pub(crate) enum CliError {
     /// The pprof conversion failed.
     #[error(transparent)]
     Pprof(#[from] mmap2_synth::pprof::PprofError),
+    /// `record` could not run or follow perf (a FIFO, a timeout, a wait):
+    /// the system's failure, not a bad argument.
+    #[error("{0}")]
+    Record(String),
     /// `perf record` failed: its exit status is ours.
     #[error("perf record failed (exit status {0})")]
     Child(u8),

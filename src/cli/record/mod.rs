@@ -53,7 +53,7 @@ fn poll<T>(
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
-            return Err(CliError::Usage(format!(
+            return Err(CliError::Record(format!(
                 "record: perf did not {what} within 30 s"
             )));
         }
@@ -71,7 +71,7 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
     let pt = perf_target(&r.perf_args, stdout_is_pipe)?;
     let tmp = std::env::temp_dir().join(format!("mmap2-synth-record-{}", std::process::id()));
     std::fs::create_dir(&tmp)
-        .map_err(|e| CliError::Usage(format!("record: {}: {e}", tmp.display())))?;
+        .map_err(|e| CliError::Record(format!("record: {}: {e}", tmp.display())))?;
     let result = record_in(r, &pt, &tmp);
     let _ = std::fs::remove_dir_all(&tmp);
     if !r.scan.quiet {
@@ -85,7 +85,7 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
 
 fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError> {
     let (ctl, ack) = (tmp.join("ctl"), tmp.join("ack"));
-    let fifo_err = |e: std::io::Error| CliError::Usage(format!("record: making a FIFO: {e}"));
+    let fifo_err = |e: std::io::Error| CliError::Record(format!("record: making a FIFO: {e}"));
     mmap2_synth::sys::mkfifo(&ctl).map_err(fifo_err)?;
     mmap2_synth::sys::mkfifo(&ack).map_err(fifo_err)?;
     // Opened first, non-blocking: perf opens it for writing and would wait.
@@ -101,7 +101,7 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
         .args(&r.perf_args)
         .spawn()
         .map_err(|e| {
-            CliError::Usage(format!(
+            CliError::Record(format!(
                 "record: cannot run perf (apt-get install linux-perf): {e}"
             ))
         })?;
@@ -117,7 +117,7 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
     };
     ctl_w
         .write_all(b"enable\n")
-        .map_err(|e| CliError::Usage(format!("record: writing to perf's control FIFO: {e}")))?;
+        .map_err(|e| CliError::Record(format!("record: writing to perf's control FIFO: {e}")))?;
     let mut got = Vec::new();
     let acked = poll(&mut perf, "acknowledge enable", || {
         let mut b = [0u8; 64];
@@ -138,7 +138,7 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
     let live = snapshot_to(r, &target, &snap);
     let status = perf
         .wait()
-        .map_err(|e| CliError::Usage(format!("record: waiting for perf: {e}")))?;
+        .map_err(|e| CliError::Record(format!("record: waiting for perf: {e}")))?;
     super::RECORDING.store(false, std::sync::atomic::Ordering::SeqCst);
     let live = live?;
     merge_into(r, pt, snap, status, &live)
@@ -202,7 +202,7 @@ fn snapshot_to(
     };
     let scan = scan_options(&r.scan)?;
     snapshot::write_live(target, &scan, Out::File(&mut f), &wopts)
-        .map_err(|e| CliError::Usage(format!("record: snapshot: {e}")))
+        .map_err(|e| CliError::Record(format!("record: snapshot: {e}")))
 }
 
 /// perf's failure as ours (None when it succeeded).
