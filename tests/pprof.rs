@@ -660,9 +660,6 @@ mod synthetic {
 #[test]
 fn maps_change_per_process() {
     use mmap2_synth::perf::consts::{attr_flags, sample_type as st};
-    use mmap2_synth::pprof::proto::Profile;
-    use prost::Message;
-    use std::io::Read;
     use synthetic::*;
     let d = scratch("pprof-generations");
     let mut data = Vec::new();
@@ -703,11 +700,7 @@ fn maps_change_per_process() {
         "-o".as_ref(),
         out.as_os_str(),
     ]);
-    let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(&out).unwrap())
-        .read_to_end(&mut raw)
-        .unwrap();
-    let p = Profile::decode(raw.as_slice()).unwrap();
+    let p = read_profile(&out);
     let s = |i: i64| p.string_table[usize::try_from(i).unwrap()].clone();
     let pid_key = p.string_table.iter().position(|x| x == "pid").unwrap() as i64;
     let mut got = std::collections::BTreeMap::new();
@@ -737,4 +730,99 @@ fn maps_change_per_process() {
     .map(|((p, f), n)| ((p, f.to_string()), n))
     .collect();
     assert_eq!(got, want);
+}
+
+/// The profile in a gzipped pprof file, decoded with our own schema.
+fn read_profile(path: &Path) -> mmap2_synth::pprof::proto::Profile {
+    use prost::Message;
+    use std::io::Read;
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_end(&mut raw)
+        .unwrap();
+    mmap2_synth::pprof::proto::Profile::decode(raw.as_slice()).unwrap()
+}
+
+// Kernel frames of a recording of this kernel, this boot, are named from
+// /proc/kallsyms: every named kernel location lies in the symbol of that
+// name (the last one at or below its address), the kernel's mapping says it
+// has functions, and a mapping no location of which was named says not.
+#[test]
+#[ignore = "needs root and perf"]
+fn kernel_frames_named_from_kallsyms() {
+    needs_perf_record();
+    let d = scratch("pprof-kernel");
+    let rec = d.join("k.data");
+    perf_record_to(
+        &rec,
+        &["-g", "-e", "cpu-clock", "-F", "2000"],
+        &[
+            "dd",
+            "if=/dev/zero",
+            "of=/dev/null",
+            "bs=64k",
+            "count=100000",
+        ],
+    );
+    let out = d.join("k.pb.gz");
+    let summary = pprof(&rec, &out, &[]);
+    assert!(summary.contains("/proc/kallsyms"), "{summary}");
+    // kallsyms, sorted: (address, name) of text symbols
+    let text = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    let mut syms: Vec<(u64, &str)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let addr = u64::from_str_radix(f.next()?, 16).ok()?;
+            let kind = f.next()?;
+            let name = f.next()?;
+            (matches!(kind, "t" | "T" | "w" | "W") && addr != 0).then_some((addr, name))
+        })
+        .collect();
+    syms.sort_unstable();
+    assert!(!syms.is_empty(), "kallsyms shows no addresses to root?");
+    let p = read_profile(&out);
+    let s = |i: i64| p.string_table[usize::try_from(i).unwrap()].as_str();
+    let kernel: Vec<_> = p
+        .mapping
+        .iter()
+        .filter(|m| s(m.filename).starts_with("[kernel.kallsyms]"))
+        .collect();
+    assert_eq!(kernel.len(), 1, "one kernel mapping");
+    assert!(kernel[0].has_functions);
+    let mut named = 0;
+    for loc in p.location.iter().filter(|l| l.mapping_id == kernel[0].id) {
+        let Some(line) = loc.line.last() else {
+            continue;
+        };
+        let f = p
+            .function
+            .iter()
+            .find(|f| f.id == line.function_id)
+            .unwrap();
+        let at = syms.partition_point(|&(a, _)| a <= loc.address);
+        assert!(at > 0, "{:#x} below every symbol", loc.address);
+        let start = syms[at - 1].0;
+        let covering: Vec<&str> = syms
+            .iter()
+            .filter(|&&(a, _)| a == start)
+            .map(|&(_, n)| n)
+            .collect();
+        assert!(
+            covering.contains(&s(f.name)),
+            "{:#x} named {} but kallsyms has {covering:?} there",
+            loc.address,
+            s(f.name)
+        );
+        named += 1;
+    }
+    assert!(named > 0, "no kernel location was named: {summary}");
+    // a mapping none of whose locations got a name does not claim functions
+    for m in &p.mapping {
+        let any_named = p
+            .location
+            .iter()
+            .any(|l| l.mapping_id == m.id && !l.line.is_empty());
+        assert_eq!(m.has_functions, any_named, "{}", s(m.filename));
+    }
 }
