@@ -117,6 +117,78 @@ const PERF_RECORD_OPTIONS: &[(Option<char>, &str, Takes)] = {
     ]
 };
 
+/// The options `perf record -h` lists (its usage text on stderr): short
+/// name, long name ("" for none) and what each takes, read from the
+/// option lines (indented at most 8 spaces, starting with `-`): `<arg>`
+/// after the name is a value, `[=<arg>]` an optional glued one.
+fn help_options(help: &str) -> Vec<(Option<char>, String, Takes)> {
+    let takes_of = |rest: &str| {
+        if rest.starts_with("[=") || rest.starts_with('[') {
+            Takes::Optional
+        } else if rest.trim_start().starts_with('<') || rest.starts_with("=<") {
+            Takes::Value
+        } else {
+            Takes::Nothing
+        }
+    };
+    let mut out = Vec::new();
+    for line in help.lines() {
+        let spec = line.trim_start_matches(' ');
+        if line.len() - spec.len() > 8 || !spec.starts_with('-') {
+            continue;
+        }
+        // the spec ends where the description starts (two spaces) or at
+        // the end of the line
+        let spec = spec.split("  ").next().unwrap_or_default();
+        let (short, rest) = match spec.strip_prefix('-') {
+            Some(r) if !r.starts_with('-') => {
+                let mut chars = r.chars();
+                let c = chars.next();
+                let rest = chars.as_str();
+                (c, rest.strip_prefix(", ").unwrap_or(rest))
+            }
+            _ => (None, spec),
+        };
+        match rest.strip_prefix("--") {
+            Some(l) => {
+                let end = l.find([' ', '[', '=', '<']).unwrap_or(l.len());
+                out.push((short, l[..end].to_string(), takes_of(&l[end..])));
+            }
+            None => out.push((short, String::new(), takes_of(rest))),
+        }
+    }
+    out
+}
+
+/// What an option this table does not know takes, by what `help` (perf
+/// record -h of the perf that will run) says: a newer perf's option with a
+/// separate value must not have its value taken for the workload. `long`:
+/// the name as typed (exact, or the one option it abbreviates, `no-`
+/// negations taking nothing); else the short option `short`.
+fn learned_takes(help: &str, long: Option<&str>, short: Option<char>) -> Option<Takes> {
+    let opts = help_options(help);
+    match long {
+        Some(name) => {
+            if let Some(o) = opts.iter().find(|o| o.1 == name) {
+                return Some(o.2);
+            }
+            if let Some(n) = name.strip_prefix("no-") {
+                if opts.iter().any(|o| o.1 == n) {
+                    return Some(Takes::Nothing);
+                }
+            }
+            let mut abbreviated = opts
+                .iter()
+                .filter(|o| !o.1.is_empty() && o.1.starts_with(name));
+            match (abbreviated.next(), abbreviated.next()) {
+                (Some(o), None) => Some(o.2),
+                _ => None,
+            }
+        }
+        None => opts.iter().find(|o| o.0 == short).map(|o| o.2),
+    }
+}
+
 /// One option of perf record's command line, as perf's parse-options reads
 /// it: its long name ("" for `-g`, which has none), its value, and
 /// whether it was negated (`--no-output`: back to the default).
@@ -159,8 +231,19 @@ fn long_option(name: &str) -> Option<(&'static str, Takes, bool)> {
 /// `--name=value` and abbreviations of long names; clusters of short ones
 /// (`-ag`), whose first option that takes a value takes the rest of the
 /// word (`-F999`, `-gecycles`) or, when none is left and the value is not
-/// optional, the next word. Unknown options are skipped (perf refuses them).
-fn perf_options(args: &[String]) -> Result<Vec<PerfOption<'_>>, CliError> {
+/// optional, the next word. An option 6.1 did not have is looked up in
+/// `help()` (the running perf's `perf record -h`, asked at most once): a
+/// separate value it takes is skipped; unknown there too, it is skipped
+/// alone (perf refuses it).
+fn perf_options<'a>(
+    args: &'a [String],
+    help: &mut dyn FnMut() -> String,
+) -> Result<Vec<PerfOption<'a>>, CliError> {
+    let mut text: Option<String> = None;
+    let mut learned = |long: Option<&str>, short: Option<char>| {
+        let t = text.get_or_insert_with(&mut *help);
+        learned_takes(t, long, short)
+    };
     fn next<'a>(
         what: &str,
         words: &mut impl Iterator<Item = &'a str>,
@@ -181,6 +264,9 @@ fn perf_options(args: &[String]) -> Result<Vec<PerfOption<'_>>, CliError> {
                 None => (l, None),
             };
             let Some((long, takes, negated)) = long_option(name) else {
+                if glued.is_none() && learned(Some(name), None) == Some(Takes::Value) {
+                    next(a, &mut words)?;
+                }
                 continue;
             };
             let value = match (takes, glued) {
@@ -198,6 +284,10 @@ fn perf_options(args: &[String]) -> Result<Vec<PerfOption<'_>>, CliError> {
         for (at, c) in a.char_indices().skip(1) {
             let Some(&(_, long, takes)) = PERF_RECORD_OPTIONS.iter().find(|o| o.0 == Some(c))
             else {
+                let glued = a.len() > at + c.len_utf8();
+                if !glued && learned(None, Some(c)) == Some(Takes::Value) {
+                    next(&format!("-{c}"), &mut words)?;
+                }
                 break;
             };
             let rest = &a[at + c.len_utf8()..];
@@ -227,9 +317,29 @@ fn perf_options(args: &[String]) -> Result<Vec<PerfOption<'_>>, CliError> {
 /// workload. As in perf, the last of an option counts. Without `-o`, perf
 /// writes a stream to its stdout when that is a pipe (`stdout_is_pipe`).
 pub(crate) fn perf_target(args: &[String], stdout_is_pipe: bool) -> Result<PerfTarget, CliError> {
+    perf_target_with(args, stdout_is_pipe, &mut running_perf_help)
+}
+
+/// `perf record -h` of the perf on the PATH (its usage goes to stderr);
+/// empty when it cannot run (then options 6.1 did not have stay unknown).
+fn running_perf_help() -> String {
+    std::process::Command::new("perf")
+        .args(["record", "-h"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+        .unwrap_or_default()
+}
+
+/// [`perf_target`] with `help` standing for `perf record -h`.
+fn perf_target_with(
+    args: &[String],
+    stdout_is_pipe: bool,
+    help: &mut dyn FnMut() -> String,
+) -> Result<PerfTarget, CliError> {
     let (mut output, mut all, mut pid) = (None, false, None);
     let (mut cpu, mut tid, mut uid) = (None, None, None);
-    for o in perf_options(args)? {
+    for o in perf_options(args, help)? {
         let v = if o.negated { None } else { o.value };
         if o.long.starts_with("switch-output") || o.long == "timestamp-filename" {
             // perf renames its output (at every switch and) at exit: there
@@ -291,8 +401,110 @@ pub(crate) fn perf_target(args: &[String], stdout_is_pipe: bool) -> Result<PerfT
 mod tests {
     use super::*;
 
+    /// perf 6.1's `perf record -h`, as captured.
+    const HELP_6_1: &str = include_str!("../../../fixtures/perf-help/record-6.1.txt");
+
     fn target(v: &[&str]) -> Result<PerfTarget, CliError> {
-        perf_target(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>(), false)
+        let args: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+        perf_target_with(&args, false, &mut || HELP_6_1.to_string())
+    }
+
+    // The help parser reads perf 6.1's own usage text as the table has it:
+    // every option there with the same short name and what it takes.
+    #[test]
+    fn help_of_6_1_agrees_with_the_table() {
+        let help = help_options(HELP_6_1);
+        assert!(
+            help.len() >= PERF_RECORD_OPTIONS.len() - 1,
+            "{} options read",
+            help.len()
+        );
+        for &(short, long, takes) in PERF_RECORD_OPTIONS {
+            let found = help.iter().find(|o| match long {
+                "" => o.0 == short && o.1.is_empty(),
+                _ => o.1 == long,
+            });
+            let Some(found) = found else {
+                assert_eq!(long, "pfm-events", "{long} missing from the help");
+                continue;
+            };
+            assert_eq!((found.0, found.2), (short, takes), "--{long}");
+        }
+    }
+
+    // Options a newer perf added are learned from its help: a separate
+    // value is not taken for the workload, so -a after it is still read;
+    // glued values and unknown-everywhere options stay one word.
+    #[test]
+    fn newer_options_learned_from_help() {
+        let newer = format!(
+            "{HELP_6_1}        --setup-filter <pin|unpin>\n                          BPF filter\n        \
+             --off-cpu-thresh <ms>\n    -X, --xnew <n>        a new short one\n"
+        );
+        let t = |v: &[&str]| {
+            let args: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+            perf_target_with(&args, false, &mut || newer.clone()).unwrap()
+        };
+        assert_eq!(
+            t(&["--setup-filter", "pin", "-a", "-o", "F"]),
+            pt("F", Some(Target::All))
+        );
+        assert_eq!(
+            t(&["--off-cpu-thresh", "5", "-a"]),
+            pt("perf.data", Some(Target::All))
+        );
+        assert_eq!(
+            t(&["--setup-f", "pin", "-a"]),
+            pt("perf.data", Some(Target::All))
+        );
+        assert_eq!(t(&["-X", "3", "-a"]), pt("perf.data", Some(Target::All)));
+        assert_eq!(
+            t(&["--setup-filter=pin", "-a"]),
+            pt("perf.data", Some(Target::All))
+        );
+        // unknown to the help too: skipped alone (perf refuses it)
+        assert_eq!(t(&["--bogus", "prog", "-a"]), pt("perf.data", None));
+        // and a refused option after a learned one is still seen
+        let args: Vec<String> = ["--setup-filter", "pin", "--switch-output", "-a"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert!(perf_target_with(&args, false, &mut || newer.clone()).is_err());
+    }
+
+    // The help is asked for only when an option 6.1 did not have appears.
+    #[test]
+    fn help_asked_only_when_needed() {
+        let mut asked = 0;
+        let args: Vec<String> = ["-a", "-g", "-o", "F", "prog"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        perf_target_with(&args, false, &mut || {
+            asked += 1;
+            String::new()
+        })
+        .unwrap();
+        assert_eq!(asked, 0);
+    }
+
+    // The perf on this machine lists the options the table has, taking
+    // the same (a newer perf in CI would show here first).
+    #[test]
+    #[ignore = "needs perf"]
+    fn running_perf_help_agrees_with_the_table() {
+        let help = help_options(&running_perf_help());
+        for &(short, long, takes) in PERF_RECORD_OPTIONS {
+            if long == "pfm-events" {
+                continue;
+            }
+            let found = help.iter().find(|o| match long {
+                "" => o.0 == short && o.1.is_empty(),
+                _ => o.1 == long,
+            });
+            let found = found.unwrap_or_else(|| panic!("--{long} not in perf record -h"));
+            assert_eq!((found.0, found.2), (short, takes), "--{long}");
+        }
     }
 
     fn pt(output: &str, target: Option<Target>) -> PerfTarget {
