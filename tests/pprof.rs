@@ -549,6 +549,18 @@ fn stdout_and_bad_input() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("junk.data"), "{err}");
     assert!(!out_path.exists());
+    // a --buildid-dir that is not a directory is refused, nothing written
+    let out = synth([
+        "pprof".as_ref(),
+        pin("snap-le.data").as_os_str(),
+        "--buildid-dir".as_ref(),
+        dir.join("no-such-cache").as_os_str(),
+        "-o".as_ref(),
+        out_path.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-such-cache"));
+    assert!(!out_path.exists());
     // a snapshot (maps, no samples) converts to an empty profile on stdout
     let snap = pin("snap-le.data");
     let out = synth([

@@ -16,6 +16,15 @@ use super::snapshot::open_stdout;
 
 pub(crate) fn run_pprof(a: &PprofArgs) -> Result<(), CliError> {
     let started = Instant::now();
+    if let Some(dir) = &a.buildid_dir {
+        // a mistyped cache would quietly leave every frame unnamed
+        if !dir.is_dir() {
+            return Err(CliError::Usage(format!(
+                "--buildid-dir {}: not a directory",
+                dir.display()
+            )));
+        }
+    }
     let input = Input::open(&a.recording).map_err(pprof::PprofError::from)?;
     let opts = PprofOptions {
         event: a.event.clone(),
