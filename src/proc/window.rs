@@ -191,28 +191,35 @@ mod tests {
     }
 
     /// Runs `workers` threads over `len` items weighing `weight(i)`, the
-    /// consumer taking `take` items; returns what it got and the most
-    /// results held (started and not yet taken) and weight waiting.
+    /// consumer taking `take` items; returns what it got, the most results
+    /// held (started and not yet taken) and the most weight they held (a
+    /// result's weight counts from its start, as a worker's memory would).
     fn run(
         len: usize,
         workers: usize,
         (ahead, budget): (usize, usize),
         weight: fn(usize) -> usize,
         take: usize,
-    ) -> (Vec<usize>, usize) {
+    ) -> (Vec<usize>, usize, usize) {
         bounded(move || {
             let w = Window::new(len, ahead, budget);
             let held = AtomicUsize::new(0);
             let most = AtomicUsize::new(0);
+            let held_weight = AtomicUsize::new(0);
+            let most_weight = AtomicUsize::new(0);
             let mut got = Vec::new();
             std::thread::scope(|s| {
                 for k in 0..workers {
                     let (w, held, most) = (&w, &held, &most);
+                    let (held_weight, most_weight) = (&held_weight, &most_weight);
                     s.spawn(move || {
                         let _stop = w.stop_on_drop(true);
                         while let Some(i) = w.next() {
                             let now = held.fetch_add(1, Ordering::SeqCst) + 1;
                             most.fetch_max(now, Ordering::SeqCst);
+                            let now =
+                                held_weight.fetch_add(weight(i), Ordering::SeqCst) + weight(i);
+                            most_weight.fetch_max(now, Ordering::SeqCst);
                             // uneven work, so results finish out of order
                             if (i + k) % 3 == 0 {
                                 std::thread::yield_now();
@@ -225,10 +232,11 @@ mod tests {
                 while got.len() < take {
                     let Some(i) = w.take() else { break };
                     held.fetch_sub(1, Ordering::SeqCst);
+                    held_weight.fetch_sub(weight(i), Ordering::SeqCst);
                     got.push(i);
                 }
             });
-            (got, most.into_inner())
+            (got, most.into_inner(), most_weight.into_inner())
         })
     }
 
@@ -237,32 +245,36 @@ mod tests {
     #[test]
     fn ordered_and_bounded_by_count() {
         for workers in [1, 2, 5] {
-            let (got, most) = run(1000, workers, (8, usize::MAX), |_| 1, usize::MAX);
+            let (got, most, _) = run(1000, workers, (8, usize::MAX), |_| 1, usize::MAX);
             assert_eq!(got, (0..1000).collect::<Vec<_>>(), "{workers} workers");
+            // `ahead`, plus the one the consumer took and has not counted yet
             assert!(most <= 8 + 1, "{most} held with {workers} workers");
         }
     }
 
-    // Heavy results stop new work: while they wait for the consumer, at
-    // most one per worker more is started beyond the budget.
+    // Heavy results stop new work: the weight held never exceeds the budget
+    // plus one result per worker in progress and the one the consumer is
+    // counting (without the budget, 64 ahead would hold about 350).
     #[test]
     fn bounded_by_weight() {
-        let (got, most) = run(
-            200,
-            3,
-            (64, 10),
-            |i| if i % 2 == 0 { 10 } else { 1 },
-            usize::MAX,
-        );
-        assert_eq!(got, (0..200).collect::<Vec<_>>());
-        // the budget's worth (two heavy), plus one per worker started
-        assert!(most <= 2 + 3 + 1, "{most} held");
+        for workers in [1, 3] {
+            let (got, _, most_weight) = run(
+                200,
+                workers,
+                (64, 10),
+                |i| if i % 2 == 0 { 10 } else { 1 },
+                usize::MAX,
+            );
+            assert_eq!(got, (0..200).collect::<Vec<_>>());
+            let bound = 10 + (workers + 1) * 10;
+            assert!(most_weight <= bound, "{most_weight} held, bound {bound}");
+        }
     }
 
     // A consumer that stops early (its sink failed) ends the workers too.
     #[test]
     fn consumer_stop_ends_workers() {
-        let (got, _) = run(100_000, 2, (16, usize::MAX), |_| 1, 10);
+        let (got, _, _) = run(100_000, 2, (16, usize::MAX), |_| 1, 10);
         assert_eq!(got, (0..10).collect::<Vec<_>>());
     }
 }
