@@ -26,8 +26,8 @@ pub(crate) fn copy_range(from: &File, off: u64, len: u64, to: &mut File) -> io::
 }
 
 /// [`copy_range`] without a progress line, for copies made beside a walk
-/// (which shows its own: two would overwrite each other), stopping with
-/// [`io::ErrorKind::Interrupted`] within [`STOP_CHECK`] bytes once `stop`
+/// (which shows its own: two would overwrite each other), stopping with an
+/// error (kind [`io::ErrorKind::Other`]: not a retryable EINTR) within [`STOP_CHECK`] bytes once `stop`
 /// is set (the walk failed: its error is the one to report, now, not after
 /// the rest of a large file is copied).
 pub(crate) fn copy_range_beside(
@@ -38,6 +38,22 @@ pub(crate) fn copy_range_beside(
     stop: &AtomicBool,
 ) -> io::Result<()> {
     copy_range_shown(from, off, len, to, Some(stop))
+}
+
+/// Runs `walk` beside a copy watching `stop`, and sets `stop` unless the walk
+/// returns `Ok` -- when it fails *or panics*, so a copy of a large file ends
+/// within [`STOP_CHECK`] bytes instead of finishing before the failure is
+/// seen. A panic is caught and returned for the caller to tidy up (drop
+/// what others wait on) and then resume with [`std::panic::resume_unwind`].
+pub(crate) fn walk_beside<T, E>(
+    stop: &AtomicBool,
+    walk: impl FnOnce() -> Result<T, E>,
+) -> std::thread::Result<Result<T, E>> {
+    let walked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(walk));
+    if !matches!(walked, Ok(Ok(_))) {
+        stop.store(true, Ordering::Relaxed);
+    }
+    walked
 }
 
 /// Bytes copied between two looks at a copy's stop flag.
@@ -63,10 +79,7 @@ fn copy_range_shown(
     };
     while done < len {
         if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
-            return Err(io::Error::new(
-                io::ErrorKind::Interrupted,
-                "copy stopped: the walk beside it failed",
-            ));
+            return Err(io::Error::other("copy stopped: the walk beside it failed"));
         }
         let n = if dest.abs_diff(off) % PAGE == 0 {
             let mut f = from;
@@ -77,7 +90,10 @@ fn copy_range_shown(
                 buf = vec![0u8; (1 << 20).min(len as usize)];
             }
             let want = (len - done).min(buf.len() as u64) as usize;
-            let n = from.read_at(&mut buf[..want], off + done)?;
+            let n = match from.read_at(&mut buf[..want], off + done) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => r?,
+            };
             to.write_all(&buf[..n])?;
             n as u64
         };
@@ -111,7 +127,7 @@ mod tests {
         let stop = AtomicBool::new(true);
         let len = data.len() as u64;
         let e = copy_range_beside(&src, 0, len, &mut out, &stop).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::Interrupted);
+        assert_eq!(e.kind(), io::ErrorKind::Other);
         assert_eq!(out.metadata().unwrap().len(), 0);
         stop.store(false, Ordering::Relaxed);
         copy_range_beside(&src, 0, len, &mut out, &stop).unwrap();
@@ -119,5 +135,22 @@ mod tests {
         out.seek(SeekFrom::Start(0)).unwrap();
         out.read_to_end(&mut back).unwrap();
         assert!(back == data, "copied bytes differ");
+    }
+
+    // The stop flag is set when the walk beside a copy fails or panics (the
+    // panic handed back, not swallowed), and left clear when it succeeds.
+    #[test]
+    fn walk_beside_stops_the_copy_unless_the_walk_succeeds() {
+        let stop = AtomicBool::new(false);
+        let ok = walk_beside(&stop, || Ok::<u8, ()>(7));
+        assert!(matches!(ok, Ok(Ok(7))));
+        assert!(!stop.load(Ordering::Relaxed));
+        let failed = walk_beside(&stop, || Err::<u8, ()>(()));
+        assert!(matches!(failed, Ok(Err(()))));
+        assert!(stop.swap(false, Ordering::Relaxed));
+        let panicked = walk_beside(&stop, || -> Result<u8, ()> { panic!("walk") });
+        let payload = panicked.unwrap_err();
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"walk"));
+        assert!(stop.load(Ordering::Relaxed));
     }
 }

@@ -50,6 +50,10 @@ pub trait Visitor {
 impl Input {
     /// Walks every record.
     pub fn walk(&self, visitor: &mut impl Visitor) -> Result<Walk, InputError> {
+        #[cfg(test)]
+        if self.path.file_name() == Some(tests::PANICKING_WALK.as_ref()) {
+            panic!("injected: a walk of {} panics", tests::PANICKING_WALK);
+        }
         let mut w = Walk {
             attrs: match &self.layout {
                 Layout::File { header, .. } => self.file_attrs(header)?,
@@ -186,9 +190,13 @@ fn compressed_payload<'b>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::bytes::PutExt;
+
+    /// An input of this file name makes [`Input::walk`] panic (unit tests
+    /// only), so the tests of the engines around it see a panicking walk.
+    pub(crate) const PANICKING_WALK: &str = "walk-panics.data";
 
     // COMPRESSED2's data_size is checked without overflow: u64::MAX or more
     // than the record holds is an error at the record's offset, never a panic.

@@ -91,7 +91,7 @@ impl<T> Window<T> {
             if st.stopped || st.next >= self.len {
                 return None;
             }
-            if st.next < st.taken + self.ahead && st.weight <= self.budget {
+            if st.next < st.taken.saturating_add(self.ahead) && st.weight <= self.budget {
                 st.next += 1;
                 return Some(st.next - 1);
             }
@@ -130,7 +130,11 @@ impl<T> Window<T> {
                 return None;
             }
             if st.in_order > 0 {
-                let (t, weight) = st.ready.pop_front().flatten()?;
+                let (t, weight) = st
+                    .ready
+                    .pop_front()
+                    .flatten()
+                    .expect("in_order counts filled slots at the front");
                 st.in_order -= 1;
                 st.taken += 1;
                 st.weight -= weight;

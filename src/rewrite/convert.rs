@@ -24,7 +24,7 @@ use super::write::{
 use crate::bytes::Endian;
 use crate::output::AtomicFile;
 use crate::perf::consts::{feature, types};
-use crate::perf::copy::{copy_range, copy_range_beside};
+use crate::perf::copy::{copy_range, copy_range_beside, walk_beside};
 use crate::perf::events::MMAP2_ID_AT;
 use crate::perf::{Attrs, FormatError, Input, InputError, Layout, RecordHeader, Visitor};
 use std::sync::mpsc::SyncSender;
@@ -291,13 +291,13 @@ fn patch_copy(
     let stop = std::sync::atomic::AtomicBool::new(false);
     let (walked, tail) = std::thread::scope(|s| {
         let walker = s.spawn(|| {
-            let walked = input.walk(&mut ed).map(|_| ());
-            if walked.is_err() {
-                // its error is the one reported: the copy stops early
-                stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            ed.prefix = None; // a walk without samples: the receiver stops waiting
-            walked
+            // a failed or panicking walk stops the copy: its error is the
+            // one reported
+            let walked = walk_beside(&stop, || input.walk(&mut ed).map(|_| ()));
+            // a walk without samples (or one that panicked before its
+            // first): the receiver stops waiting
+            ed.prefix = None;
+            walked.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         });
         // The prefix's end and growth, then the rest of the data copied to
         // where it will be (a page-congruent kernel copy).
@@ -309,7 +309,11 @@ fn patch_copy(
                 .and_then(|_| copy_range_beside(&input.file, p, end - p, f, &stop));
             (p, shift, copied)
         });
-        (walker.join().expect("the walk does not panic"), tail)
+        let walked = walker.join();
+        (
+            walked.unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            tail,
+        )
     });
     walked?;
     if ed.compressed {

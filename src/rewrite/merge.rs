@@ -14,6 +14,7 @@ use crate::bytes::Endian;
 use crate::model::{KernelMap, Process};
 use crate::output::AtomicFile;
 use crate::perf::consts::{feature, types};
+use crate::perf::copy::walk_beside;
 use crate::perf::features::{encode_build_id_entries, parse_string_feature};
 use crate::perf::record::split_records;
 use crate::perf::{Input, InputError, Layout, RecordTooLarge};
@@ -315,13 +316,16 @@ fn walk_and_copy(
             }
             Layout::Pipe(_) => None,
         };
-        let walk = input.walk(facts);
-        if walk.is_err() {
-            // its error is the one reported: do not copy the rest first
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-        let copied = copier.map(|c| c.join().expect("the copy does not panic"));
-        (walk, copied)
+        // The walk reads only with pread: the copier owns the file
+        // cursors. A failed or panicking walk stops the copy (its error is
+        // the one reported: the rest is not copied first).
+        let walk = walk_beside(&stop, || input.walk(facts));
+        let copied = copier.map(|c| c.join());
+        let copied = copied.map(|c| c.unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        (
+            walk.unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            copied,
+        )
     });
     write::check_unchanged(input, before, "changed while being merged")?;
     let walk = walk?;

@@ -360,3 +360,59 @@ fn v1_maps_convert_before_and_after_the_first_sample() {
         }
     }
 }
+
+/// Runs `f` on its own thread and returns whether it panicked, failing if
+/// it has not ended within 30 s (a hang).
+fn panics_without_hanging(f: impl FnOnce() + Send + 'static) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        let _ = tx.send(r.is_err());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(30))
+        .expect("hung after the walk panicked")
+}
+
+// A walk that panics before the synthesized prefix is known ends convert
+// with that panic (the copy waiting for the prefix is released), no hang,
+// and no output left behind.
+#[test]
+fn convert_walk_panic_is_not_a_hang() {
+    use super::convert::{convert, ConvertOptions};
+    use crate::perf::walk::tests::PANICKING_WALK;
+    let tmp = tempfile::tempdir().unwrap();
+    let (inp, out) = (tmp.path().join(PANICKING_WALK), tmp.path().join("out.data"));
+    std::fs::write(&inp, v1_recording(Endian::Little, true)).unwrap();
+    let opts = ConvertOptions {
+        buildid_mmap2: true,
+        ..Default::default()
+    };
+    let o = out.clone();
+    assert!(panics_without_hanging(move || {
+        let _ = convert(&inp, &o, &opts);
+    }));
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert_eq!(left.len(), 1, "only the input remains: {left:?}");
+}
+
+// A walk that panics beside merge's data copy ends merge with that panic,
+// no hang, and no output left behind.
+#[test]
+fn merge_walk_panic_is_not_a_hang() {
+    use crate::perf::walk::tests::PANICKING_WALK;
+    let tmp = tempfile::tempdir().unwrap();
+    let (inp, out) = (tmp.path().join(PANICKING_WALK), tmp.path().join("out.data"));
+    std::fs::write(&inp, recording(Endian::Little).0).unwrap();
+    let opts = MergeOptions {
+        which: Which::Needed,
+        maps: None,
+        snapshot: proc::Options::default(),
+        in_place: false,
+        kernel: false,
+    };
+    assert!(panics_without_hanging(move || {
+        let _ = merge(&inp, &out, &opts);
+    }));
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert_eq!(left.len(), 1, "only the input remains: {left:?}");
+}
