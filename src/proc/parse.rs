@@ -95,13 +95,20 @@ pub fn parse_stat(text: &[u8]) -> Result<Stat<'_>, ProcParseError> {
         .iter()
         .position(|&b| b == b'(')
         .ok_or(ProcParseError::NoCommEnd)?;
-    let fields: Vec<&[u8]> = text[close + 1..]
+    // Fields 3..=22 only, in place: no list of every field per process.
+    let mut fields: [&[u8]; 20] = [&[]; 20];
+    let mut n = 0;
+    for f in text[close + 1..]
         .split(|&b| b == b' ' || b == b'\n')
         .filter(|f| !f.is_empty())
-        .collect();
+        .take(fields.len())
+    {
+        fields[n] = f;
+        n += 1;
+    }
     // fields[0] is field 3 (state)
     let num = |i: usize, what| -> Result<u64, ProcParseError> {
-        fields
+        fields[..n]
             .get(i)
             .and_then(|f| std::str::from_utf8(f).ok())
             .and_then(|s| s.parse().ok())
@@ -111,7 +118,7 @@ pub fn parse_stat(text: &[u8]) -> Result<Stat<'_>, ProcParseError> {
         comm: &text[open + 1..close],
         ppid: u32::try_from(num(1, "ppid")?).map_err(|_| ProcParseError::BadField("ppid"))?,
         num_threads: num(17, "num_threads")?,
-        state: *fields
+        state: *fields[..n]
             .first()
             .and_then(|f| f.first())
             .ok_or(ProcParseError::BadField("state"))?,
@@ -192,6 +199,11 @@ mod tests {
         assert!(s.flags & PF_KTHREAD != 0);
         assert_eq!(s.start_time, 7);
         assert!(parse_stat(b"1 (a) S 0").is_err());
+        // fields 3..=22 are enough; one fewer (no start time) is not
+        let upto22 = b"1 (a) S 0 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 3 0 9";
+        assert_eq!(parse_stat(upto22).unwrap().start_time, 9);
+        assert_eq!(parse_stat(upto22).unwrap().num_threads, 3);
+        assert!(parse_stat(&upto22[..upto22.len() - 2]).is_err());
     }
 
     // CPU lists count ranges and singles; garbage is refused.
