@@ -312,6 +312,33 @@ fn kallsyms(
 mod tests {
     use super::*;
 
+    // A [vdso] mapping whose id is not the running kernel's is found in the
+    // build-id directory, at the file `archive` writes for it (`[vdso]/ID/
+    // vdso`): a recording from another kernel symbolizes its vDSO frames
+    // from the archive. Without the archive it is not found.
+    #[test]
+    fn archived_vdso_of_another_kernel_is_found() {
+        let elf = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fuzz/elf_notes/libz.so.1");
+        let raw = crate::proc::buildid::read_build_id_from_file(&File::open(&elf).unwrap())
+            .unwrap()
+            .expect("the fixture has a build id");
+        let id = BuildId::new(&raw).unwrap();
+        assert_ne!(vdso_image().map(|(running, _)| running), Some(id));
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<Rc<[u8]>> = vec![Rc::from(VDSO_NAME)];
+        assert!(find_elf(&id, &paths, Some(dir.path())).is_err());
+        let archived = &cache_entry(VDSO_NAME, &id)
+            .unwrap()
+            .files(dir.path(), VDSO_NAME)[0];
+        assert!(archived.ends_with(format!("[vdso]/{}/vdso", id.to_hex())));
+        std::fs::create_dir_all(archived.parent().unwrap()).unwrap();
+        std::fs::copy(&elf, archived).unwrap();
+        let mut found = find_elf(&id, &paths, Some(dir.path())).expect("archived vdso");
+        let mut got = Vec::new();
+        std::io::Read::read_to_end(&mut found, &mut got).unwrap();
+        assert!(got == std::fs::read(&elf).unwrap(), "not the archived file");
+    }
+
     // Today's kallsyms only for the same build at the same `_text`; else
     // the archived one; else a reason.
     #[test]
