@@ -388,6 +388,40 @@ pub fn mkfifo(path: &std::path::Path) -> io::Result<()> {
     Ok(())
 }
 
+/// A pidfd for process `pid` (Linux 5.3+): signals sent through it reach
+/// that process or nobody, never a later process given the same pid.
+pub fn pidfd_open(pid: u32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: pidfd_open takes a pid and flags (0) and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this fd; nothing else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// Sends `sig` to the process of a pidfd from [`pidfd_open`]. A raw fd is
+/// taken (a signal handler's thread holds it in an atomic): one closed
+/// meanwhile fails with EBADF, one reused for something else with EINVAL.
+pub fn pidfd_send_signal(pidfd: std::os::fd::RawFd, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: no siginfo (NULL) and no flags; the kernel checks the fd.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd,
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Whether an open file lives on a pseudo filesystem (procfs, sysfs,
 /// debugfs, tracefs, securityfs, cgroup, bpf, configfs, efivarfs, pstore),
 /// whose "regular" files are kernel interfaces, not binaries.

@@ -31,6 +31,12 @@ pub enum InputError {
         /// The input.
         path: PathBuf,
     },
+    /// An input to be replaced in place is not a regular file.
+    #[error("{}: not a regular file (an input rewritten in place must be one)", path.display())]
+    NotRegular {
+        /// The input.
+        path: PathBuf,
+    },
     /// Reading failed.
     #[error("{op} {}", path.display())]
     Io {
@@ -51,7 +57,9 @@ impl InputError {
     /// such file), not the system: the CLI exits 2 for these.
     pub fn is_bad_input(&self) -> bool {
         match self {
-            InputError::Format { .. } | InputError::NotAFile { .. } => true,
+            InputError::Format { .. }
+            | InputError::NotAFile { .. }
+            | InputError::NotRegular { .. } => true,
             InputError::Io { op, source, .. } => {
                 *op == OPENING
                     && matches!(
@@ -94,7 +102,18 @@ impl Input {
     /// pipe-mode stream, which is first copied to an unlinked temporary
     /// file; opening never blocks and anything else is refused.
     pub fn open(path: &Path) -> Result<Input, InputError> {
-        let (file, len, streamed) = open_input_file(path)?;
+        Input::open_as(path, false)
+    }
+
+    /// [`Input::open`] for an input that is to be replaced in place: only a
+    /// regular file (a FIFO or `-` is refused, not read: `-o /dev/stdout`
+    /// with stdout a pipe would otherwise wait on our own pipe forever).
+    pub fn open_regular(path: &Path) -> Result<Input, InputError> {
+        Input::open_as(path, true)
+    }
+
+    fn open_as(path: &Path, regular_only: bool) -> Result<Input, InputError> {
+        let (file, len, streamed) = open_input_file(path, regular_only)?;
         let mut input = Input {
             path: path.to_path_buf(),
             file,
@@ -233,8 +252,9 @@ impl Input {
 }
 
 /// Opens an input without blocking: a regular file as it is; stdin (`-`) or
-/// a FIFO copied to an unlinked temporary file (returned with `true`).
-fn open_input_file(path: &Path) -> Result<(File, u64, bool), InputError> {
+/// a FIFO copied to an unlinked temporary file (returned with `true`),
+/// unless `regular_only`.
+fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool), InputError> {
     use std::os::fd::AsFd;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     let file = if path.as_os_str() == "-" {
@@ -251,6 +271,11 @@ fn open_input_file(path: &Path) -> Result<(File, u64, bool), InputError> {
     let ft = meta.file_type();
     if ft.is_file() {
         return Ok((file, meta.len(), false));
+    }
+    if regular_only {
+        return Err(InputError::NotRegular {
+            path: path.to_path_buf(),
+        });
     }
     if !(ft.is_fifo() || ft.is_socket() && path.as_os_str() == "-") {
         return Err(InputError::NotAFile {

@@ -142,12 +142,13 @@ pub(super) fn open_input(path: &Path, in_place: bool) -> Result<Input, MergeErro
     }
 }
 
-/// Opens `path` and locks it exclusively; when another rewrite replaced the
-/// file while we waited (the path names a new inode), opens it again.
+/// Opens `path`, a regular file, and locks it exclusively; when another
+/// rewrite replaced the file while we waited (the path names a new inode),
+/// opens it again.
 fn open_locked(path: &Path) -> Result<Input, MergeError> {
     use std::os::unix::fs::MetadataExt;
     for _ in 0..1000 {
-        let input = Input::open(path)?;
+        let input = Input::open_regular(path)?;
         input.file.lock().map_err(out_err("locking", path))?;
         let held = input.file.metadata().map_err(out_err("reading", path))?;
         let now = std::fs::metadata(path).map_err(out_err("reading", path))?;

@@ -416,3 +416,43 @@ fn merge_walk_panic_is_not_a_hang() {
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
     assert_eq!(left.len(), 1, "only the input remains: {left:?}");
 }
+
+// An input rewritten in place must be a regular file: merge and convert
+// (as `record` calls them, past the CLI's output checks) refuse a FIFO
+// without reading it, as bad input (`record -o /dev/stdout` with stdout a
+// pipe once waited on its own pipe forever).
+#[test]
+fn in_place_refuses_a_fifo_unread() {
+    use super::convert::{convert, ConvertOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("in.fifo");
+    crate::sys::mkfifo(&fifo).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let f = fifo.clone();
+    std::thread::spawn(move || {
+        let opts = MergeOptions {
+            which: Which::Needed,
+            maps: None,
+            snapshot: proc::Options::default(),
+            in_place: true,
+            kernel: false,
+        };
+        let merged = merge(&f, &f, &opts).map(|_| ()).map_err(|e| e.to_string());
+        let copts = ConvertOptions {
+            buildid_mmap2: true,
+            in_place: true,
+            ..Default::default()
+        };
+        let converted = convert(&f, &f, &copts)
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+        let _ = tx.send((merged, converted));
+    });
+    let (merged, converted) = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("an in-place rewrite read the FIFO");
+    for r in [merged, converted] {
+        let e = r.unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
+    }
+}

@@ -69,11 +69,23 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
         m.file_type().is_fifo()
     });
     let pt = perf_target(&r.perf_args, stdout_is_pipe)?;
+    // merged into in place afterwards: a regular file or nothing yet (a
+    // FIFO, `/dev/stdout` or a directory could not be)
+    if let Ok(m) = std::fs::metadata(&pt.output) {
+        if !m.is_file() {
+            return Err(CliError::Usage(format!(
+                "record: perf's output {} is not a regular file, so the maps cannot be \
+                 merged into it: give -o FILE",
+                pt.output.display()
+            )));
+        }
+    }
     let tmp = std::env::temp_dir().join(format!("mmap2-synth-record-{}", std::process::id()));
     std::fs::create_dir(&tmp)
         .map_err(|e| CliError::Record(format!("record: {}: {e}", tmp.display())))?;
+    *scratch() = Some(tmp.clone());
     let result = record_in(r, &pt, &tmp);
-    let _ = std::fs::remove_dir_all(&tmp);
+    remove_scratch();
     if !r.scan.quiet {
         eprintln!(
             "mmap2-synth record: {:.3} s",
@@ -81,6 +93,47 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
         );
     }
     result
+}
+
+/// `record`'s scratch directory (its FIFOs and the snapshot), removed
+/// when it ends, by a signal too.
+static SCRATCH: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+fn scratch() -> std::sync::MutexGuard<'static, Option<PathBuf>> {
+    SCRATCH.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Removes the scratch directory, if there is one.
+pub(crate) fn remove_scratch() {
+    if let Some(dir) = scratch().take() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// Routes the signals that would end us to perf while it runs (see
+/// [`super::RECORDING`]), until dropped.
+struct SignalsToPerf {
+    /// perf's pidfd, open while the signal thread may use its number.
+    _pidfd: Option<std::os::fd::OwnedFd>,
+}
+
+impl SignalsToPerf {
+    fn new(perf: &std::process::Child) -> SignalsToPerf {
+        use std::os::fd::AsRawFd;
+        let pidfd = mmap2_synth::sys::pidfd_open(perf.id()).ok();
+        let state = pidfd
+            .as_ref()
+            .map_or(super::RECORDING_NO_PIDFD, |fd| fd.as_raw_fd());
+        super::RECORDING.store(state, std::sync::atomic::Ordering::SeqCst);
+        SignalsToPerf { _pidfd: pidfd }
+    }
+}
+
+impl Drop for SignalsToPerf {
+    fn drop(&mut self) {
+        // before the pidfd closes (the field is dropped after this)
+        super::RECORDING.store(super::NOT_RECORDING, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError> {
@@ -95,16 +148,23 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
         .open(&ack)
         .map_err(fifo_err)?;
     let control = format!("fifo:{},{}", ctl.display(), ack.display());
-    super::RECORDING.store(true, std::sync::atomic::Ordering::SeqCst);
-    let mut perf = Command::new("perf")
+    // Ctrl-C until perf's pidfd is known: perf's (it has it too)
+    super::RECORDING.store(
+        super::RECORDING_NO_PIDFD,
+        std::sync::atomic::Ordering::SeqCst,
+    );
+    let perf = Command::new("perf")
         .args(["record", "--synth=no", "-D", "-1", "--control", &control])
         .args(&r.perf_args)
         .spawn()
         .map_err(|e| {
+            super::RECORDING.store(super::NOT_RECORDING, std::sync::atomic::Ordering::SeqCst);
             CliError::Record(format!(
                 "record: cannot run perf (apt-get install linux-perf): {e}"
             ))
         })?;
+    let mut perf = perf;
+    let signals = SignalsToPerf::new(&perf);
     let Some(mut ctl_w) = poll(&mut perf, "open its control FIFO", || {
         std::fs::OpenOptions::new()
             .write(true)
@@ -139,7 +199,7 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
     let status = perf
         .wait()
         .map_err(|e| CliError::Record(format!("record: waiting for perf: {e}")))?;
-    super::RECORDING.store(false, std::sync::atomic::Ordering::SeqCst);
+    drop(signals);
     let live = live?;
     merge_into(r, pt, snap, status, &live)
 }

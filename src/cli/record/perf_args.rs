@@ -331,6 +331,29 @@ fn running_perf_help() -> String {
         .unwrap_or_default()
 }
 
+/// Why `record` refuses perf option `long` (any form), if it does: the
+/// options it sets itself, which a second copy would silently override
+/// (perf takes the last), and `--threads`, with which perf writes a
+/// directory that nothing can be merged into.
+fn owned_by_record(long: &str) -> Option<&'static str> {
+    match long {
+        "control" => Some(
+            "record drives perf through its own control FIFO (perf keeps only the last \
+             --control: record could not enable the events, and would kill perf after 30 s)",
+        ),
+        "delay" => Some(
+            "record starts perf with its events off (-D -1) and enables them once it is \
+             ready; a delay of perf's own would replace that",
+        ),
+        "threads" => Some(
+            "perf then writes a directory of files, not a perf.data to merge into; record \
+             with `perf record --synth=no --threads`, snapshot with `mmap2-synth --all -o \
+             SNAP` and merge after `perf data convert` if needed",
+        ),
+        _ => None,
+    }
+}
+
 /// [`perf_target`] with `help` standing for `perf record -h`.
 fn perf_target_with(
     args: &[String],
@@ -351,6 +374,9 @@ fn perf_target_with(
                  and `mmap2-synth merge FILE --maps SNAP` each file",
                 o.long
             )));
+        }
+        if let Some(why) = owned_by_record(o.long) {
+            return Err(CliError::Usage(format!("record: --{}: {why}", o.long)));
         }
         match o.long {
             "output" => output = v,
@@ -537,6 +563,29 @@ mod tests {
         assert!(target(&["-o", "--switch-output", "prog"]).is_ok());
     }
 
+    // The options record sets itself (--control, -D/--delay) and --threads
+    // (perf writes a directory) are refused in every form; a workload's
+    // own flags of those names are not.
+    #[test]
+    fn options_record_owns_refused() {
+        for (args, name) in [
+            (&["--control", "fifo:c1", "-a"][..], "--control"),
+            (&["--control=fd:3", "-a"], "--control"),
+            (&["-D", "100", "-a"], "--delay"),
+            (&["-D100", "-a"], "--delay"),
+            (&["--delay=-1", "-a"], "--delay"),
+            (&["--threads", "-a"], "--threads"),
+            (&["--threads=cpu", "-a"], "--threads"),
+            (&["-ga", "--thread", "--", "true"], "--threads"),
+        ] {
+            match target(args) {
+                Err(CliError::Usage(m)) => assert!(m.contains(name), "{args:?}: {m}"),
+                other => panic!("{args:?} not refused: {other:?}"),
+            }
+        }
+        assert!(target(&["-a", "--", "prog", "--control", "-D", "1", "--threads"]).is_ok());
+    }
+
     // perf record's -o, -a and -p are read; the workload's own flags are not.
     #[test]
     fn perf_targets() {
@@ -572,7 +621,6 @@ mod tests {
         for (short, long) in [
             ("-c", "--count"),
             ("-C", "--cpu"),
-            ("-D", "--delay"),
             ("-e", "--event"),
             ("-F", "--freq"),
             ("-G", "--cgroup"),
@@ -586,7 +634,6 @@ mod tests {
             ("", "--call-graph"),
             ("", "--clang-opt"),
             ("", "--clang-path"),
-            ("", "--control"),
             ("", "--filter"),
             ("", "--max-size"),
             ("", "--mmap-flush"),
@@ -630,7 +677,6 @@ mod tests {
             "--aio",
             "--aux-sample",
             "--debuginfod",
-            "--threads",
         ] {
             assert_eq!(ok(&[opt, "-o", "F", "prog"]), pt("F", None), "{opt}");
             assert_eq!(
