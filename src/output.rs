@@ -53,30 +53,34 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> OutputError + '_ {
 /// Classifies an output path, following symlinks (a dangling link names the
 /// file it would create).
 pub fn classify(path: &Path) -> Result<Target, OutputError> {
-    let resolved = resolve_links(path).map_err(io_err(path))?;
-    let meta = match std::fs::metadata(&resolved) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Target::File(resolved)),
+    // What it is, as the kernel follows links (magic ones too: /dev/stdout
+    // is /proc/self/fd/1, whose text "pipe:[N]" names no path)...
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(io_err(path)(e)),
     };
-    let ft = meta.file_type();
-    let kind = if ft.is_file() {
-        return Ok(Target::File(resolved));
-    } else if ft.is_fifo() || ft.is_char_device() {
-        return Ok(Target::Stream(resolved));
-    } else if ft.is_dir() {
-        "directory"
-    } else if ft.is_block_device() {
-        "block device"
-    } else if ft.is_socket() {
-        "socket"
-    } else {
-        "special file"
+    let kind = match meta.map(|m| m.file_type()) {
+        None => "",
+        Some(ft) if ft.is_file() => "",
+        Some(ft) if ft.is_fifo() || ft.is_char_device() => {
+            return Ok(Target::Stream(path.to_path_buf()))
+        }
+        Some(ft) if ft.is_dir() => "directory",
+        Some(ft) if ft.is_block_device() => "block device",
+        Some(ft) if ft.is_socket() => "socket",
+        Some(_) => "special file",
     };
-    Err(OutputError::Unsupported {
-        path: path.to_path_buf(),
-        kind,
-    })
+    if !kind.is_empty() {
+        return Err(OutputError::Unsupported {
+            path: path.to_path_buf(),
+            kind,
+        });
+    }
+    // ...and, for a file (or nothing yet), where: the file a link names is
+    // replaced, never the link
+    let resolved = resolve_links(path).map_err(io_err(path))?;
+    Ok(Target::File(resolved))
 }
 
 /// Follows symlinks (at most 40, as the kernel) to the path they name.

@@ -261,10 +261,33 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
         let fd = io::stdin().as_fd().try_clone_to_owned();
         File::from(fd.map_err(io_err("reading", path))?)
     } else {
+        // Resolved once to a descriptor that opens nothing, looked at, and
+        // only a regular file or a FIFO is then opened, through that very
+        // descriptor: opening a device node has effects of its own (a
+        // watchdog starts), and a path looked at then opened again could
+        // have been swapped in between.
+        use std::os::fd::AsRawFd;
+        let at = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH)
+            .open(path)
+            .map_err(io_err(OPENING, path))?;
+        let ft = at.metadata().map_err(io_err("reading", path))?.file_type();
+        if !(ft.is_file() || ft.is_fifo() && !regular_only) {
+            return Err(if regular_only {
+                InputError::NotRegular {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                InputError::NotAFile {
+                    path: path.to_path_buf(),
+                }
+            });
+        }
         std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(path)
+            .open(format!("/proc/self/fd/{}", at.as_raw_fd()))
             .map_err(io_err(OPENING, path))?
     };
     let meta = file.metadata().map_err(io_err("reading", path))?;

@@ -95,25 +95,41 @@ pub enum Trust {
     Unverified,
 }
 
-/// Opens a file found through /proc without blocking (a FIFO planted at a
-/// mapped path cannot hang us) and keeps it only if it is a regular file and,
-/// when `want` is given, has that inode.
-fn open_checked(path: &Path, want: Option<FileKey>) -> Option<(File, Trust)> {
+/// Opens `path` for reading only if it names a regular file, without the
+/// effects of opening anything else (a watchdog starts, a tape rewinds, a
+/// FIFO blocks) and without a window in which a swapped path could make
+/// it so: the path is resolved once to an `O_PATH` descriptor (which opens
+/// nothing), that inode is checked, and the very same inode reopened
+/// through `/proc/self/fd` (a look with `stat` before opening by path let
+/// a link flipped in between reach a device node).
+pub fn open_if_regular(path: &Path) -> Option<File> {
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    // Look before opening: opening a device node has effects of its own
-    // (a watchdog starts, a tape rewinds), so only regular files are opened.
-    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+    let at = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(path)
+        .ok()?;
+    let held = at.metadata().ok()?;
+    if !held.is_file() {
         return None;
     }
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
+        .open(format!("/proc/self/fd/{}", at.as_raw_fd()))
         .ok()?;
     let m = f.metadata().ok()?;
-    if !m.is_file() {
-        return None;
-    }
+    (m.is_file() && (m.dev(), m.ino()) == (held.dev(), held.ino())).then_some(f)
+}
+
+/// Opens a file found through /proc without blocking (a FIFO planted at a
+/// mapped path cannot hang us) and keeps it only if it is a regular file and,
+/// when `want` is given, has that inode.
+fn open_checked(path: &Path, want: Option<FileKey>) -> Option<(File, Trust)> {
+    use std::os::unix::fs::MetadataExt;
+    let f = open_if_regular(path)?;
+    let m = f.metadata().ok()?;
     let Some(k) = want else {
         return Some((f, Trust::Verified));
     };
@@ -457,6 +473,29 @@ mod tests {
     // Debug links are found by section name; no sections is no links; a
     // section count of 0 with a section table (extended numbering, which
     // DWARF readers follow) or an unreadable table counts as links.
+    // Only regular files are opened, through links too; a device node, a
+    // FIFO (no writer: opening it would block) or a directory gives None.
+    #[test]
+    fn open_if_regular_opens_regular_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        let fifo = dir.path().join("fifo");
+        crate::sys::mkfifo(&fifo).unwrap();
+        let (to_file, to_null) = (dir.path().join("lf"), dir.path().join("ln"));
+        std::os::unix::fs::symlink(&file, &to_file).unwrap();
+        std::os::unix::fs::symlink("/dev/null", &to_null).unwrap();
+        for p in [&file, &to_file] {
+            let mut got = Vec::new();
+            let mut f = open_if_regular(p).expect("a regular file");
+            std::io::Read::read_to_end(&mut f, &mut got).unwrap();
+            assert_eq!(got, b"x");
+        }
+        for p in [Path::new("/dev/null"), &to_null, &fifo, dir.path()] {
+            assert!(open_if_regular(p).is_none(), "{}", p.display());
+        }
+    }
+
     #[test]
     fn debug_links_by_section_name() {
         let tmp = tempfile::tempdir().unwrap();

@@ -71,18 +71,15 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
     let pt = perf_target(&r.perf_args, stdout_is_pipe)?;
     // merged into in place afterwards: a regular file or nothing yet (a
     // FIFO, `/dev/stdout` or a directory could not be)
-    if let Ok(m) = std::fs::metadata(&pt.output) {
-        if !m.is_file() {
-            return Err(CliError::Usage(format!(
-                "record: perf's output {} is not a regular file, so the maps cannot be \
-                 merged into it: give -o FILE",
-                pt.output.display()
-            )));
-        }
-    }
-    let tmp = std::env::temp_dir().join(format!("mmap2-synth-record-{}", std::process::id()));
-    std::fs::create_dir(&tmp)
-        .map_err(|e| CliError::Record(format!("record: {}: {e}", tmp.display())))?;
+    merge_target(&pt.output)?;
+    // a fresh name (mode 0700): another user cannot squat on a name we
+    // would predict, nor see into it
+    let prefix = format!("mmap2-synth-record-{}-", std::process::id());
+    let tmp = tempfile::Builder::new()
+        .prefix(&prefix)
+        .tempdir()
+        .map_err(|e| CliError::Record(format!("record: a scratch directory: {e}")))?
+        .keep();
     *scratch() = Some(tmp.clone());
     let result = record_in(r, &pt, &tmp);
     remove_scratch();
@@ -204,6 +201,25 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
     merge_into(r, pt, snap, status, &live)
 }
 
+/// The file perf's output `-o` names, symlinks resolved (the in-place
+/// merge replaces that file, never the link), or a usage error when it is
+/// not a regular file (or nothing yet).
+fn merge_target(output: &Path) -> Result<PathBuf, CliError> {
+    use mmap2_synth::output::{classify, OutputError, Target as Out};
+    match classify(output) {
+        Ok(Out::File(resolved)) => Ok(resolved),
+        Ok(Out::Stream(_)) | Err(OutputError::Unsupported { .. }) => Err(CliError::Usage(format!(
+            "record: perf's output {} is not a regular file, so the maps cannot be \
+                 merged into it: give -o FILE",
+            output.display()
+        ))),
+        Err(e) => Err(CliError::Record(format!(
+            "record: {}",
+            super::error::chain(&e)
+        ))),
+    }
+}
+
 /// Merges the snapshot `snap` into perf's output; perf's status when it
 /// failed (a failing workload), else the merge's (when perf succeeded, a
 /// missing output is the merge's error too).
@@ -225,7 +241,9 @@ fn merge_into(
         in_place: true,
         kernel: true,
     };
-    let report = match rewrite::merge(&pt.output, &pt.output, &opts) {
+    // where the output is now (perf has written it; a link is followed)
+    let target = merge_target(&pt.output)?;
+    let report = match rewrite::merge(&target, &target, &opts) {
         Ok(report) => report,
         Err(e) => match perf_failed {
             None => return Err(e.into()),
