@@ -7,9 +7,11 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// What an output path names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,27 +112,38 @@ pub fn open_stream(path: &Path) -> Result<File, OutputError> {
         .map_err(io_err(path))
 }
 
+/// A temporary file being written: its directory (held open) and name.
+type Temporary = (Arc<OwnedFd>, Vec<u8>);
+
 /// Temporary files being written, removed by [`remove_temporaries`] when a
 /// signal ends the process.
-static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+static TEMPORARIES: Mutex<Vec<Temporary>> = Mutex::new(Vec::new());
 
-fn temporaries() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+fn temporaries() -> std::sync::MutexGuard<'static, Vec<Temporary>> {
     TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Removes every temporary file still registered (for a signal handler
 /// thread, before the process exits).
 pub fn remove_temporaries() {
-    for p in temporaries().drain(..) {
-        let _ = std::fs::remove_file(p);
+    for (dir, name) in temporaries().drain(..) {
+        let _ = crate::sys::unlink_at(dir.as_fd(), &name);
     }
 }
 
-/// An output file being written.
+/// An output file being written. Its directory is resolved once, when it is
+/// created, and held open: the temporary file is made, renamed and removed
+/// relative to it, so a directory on the path swapped for a link meanwhile
+/// (by whoever owns it) cannot send the file anywhere else.
 #[derive(Debug)]
 pub struct AtomicFile {
     file: Option<File>,
-    tmp: PathBuf,
+    dir: Arc<OwnedFd>,
+    /// The temporary file's name in `dir`; empty once renamed or removed.
+    tmp: Vec<u8>,
+    /// The target's name in `dir`.
+    name: Vec<u8>,
+    /// The target's path, for messages.
     target: PathBuf,
     /// Mode, uid and gid to give the new file (from the file it replaces,
     /// for `--in-place`).
@@ -145,28 +158,30 @@ impl AtomicFile {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        if target.file_name().is_none() {
+        let Some(name) = target.file_name() else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "output has no file name",
             ));
-        }
+        };
+        let dir_fd: OwnedFd = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY)
+            .open(&dir)?
+            .into();
+        let dir_fd = Arc::new(dir_fd);
         let mut n = 0u32;
         loop {
             // Short and fixed-length, so it fits wherever the target's name does.
-            let tmp = dir.join(format!(".m2s-{}-{n}.tmp", std::process::id()));
-            let opened = OpenOptions::new()
-                .write(true)
-                .read(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp);
-            match opened {
+            let tmp = format!(".m2s-{}-{n}.tmp", std::process::id()).into_bytes();
+            match crate::sys::create_at(dir_fd.as_fd(), &tmp, 0o600) {
                 Ok(file) => {
-                    temporaries().push(tmp.clone());
+                    temporaries().push((dir_fd.clone(), tmp.clone()));
                     return Ok(AtomicFile {
                         file: Some(file),
+                        dir: dir_fd,
                         tmp,
+                        name: name.as_bytes().to_vec(),
                         target: target.to_path_buf(),
                         keep: None,
                     });
@@ -183,14 +198,24 @@ impl AtomicFile {
         self.keep = Some((meta.mode() & 0o7777, meta.uid(), meta.gid()));
     }
 
+    /// Whether the file the commit will replace is `meta`'s (same device
+    /// and inode, not through a link): for `--in-place`, that the directory
+    /// held is the one the input was opened in.
+    pub fn replaces(&self, meta: &std::fs::Metadata) -> bool {
+        crate::sys::identity_at(self.dir.as_fd(), &self.name)
+            .is_ok_and(|id| id == (meta.dev(), meta.ino()))
+    }
+
     /// The open temporary file.
     pub fn file(&mut self) -> &mut File {
         self.file.as_mut().expect("file present until commit")
     }
 
-    /// Path of the temporary file.
-    pub fn tmp_path(&self) -> &Path {
-        &self.tmp
+    /// Path of the temporary file (as its directory was named; for tests
+    /// and messages).
+    pub fn tmp_path(&self) -> PathBuf {
+        let dir = self.target.parent().unwrap_or(Path::new(""));
+        dir.join(std::ffi::OsStr::from_bytes(&self.tmp))
     }
 
     /// Renames into place. When an existing file is replaced, the data is
@@ -203,22 +228,27 @@ impl AtomicFile {
                 std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
                 f.set_permissions(std::fs::Permissions::from_mode(mode))?;
             }
-            if self.target.exists() {
+            if crate::sys::exists_at(self.dir.as_fd(), &self.name) {
                 f.sync_all()?;
             }
         }
-        std::fs::rename(&self.tmp, &self.target)?;
-        temporaries().retain(|p| p != &self.tmp);
-        self.tmp = PathBuf::new();
+        crate::sys::rename_at(self.dir.as_fd(), &self.tmp, &self.name)?;
+        self.forget_tmp();
         Ok(())
+    }
+
+    /// Takes the temporary file off the signal handler's list.
+    fn forget_tmp(&mut self) {
+        let tmp = std::mem::take(&mut self.tmp);
+        temporaries().retain(|(d, n)| !(Arc::ptr_eq(d, &self.dir) && *n == tmp));
     }
 }
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
-        if !self.tmp.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.tmp);
-            temporaries().retain(|p| p != &self.tmp);
+        if !self.tmp.is_empty() {
+            let _ = crate::sys::unlink_at(self.dir.as_fd(), &self.tmp);
+            self.forget_tmp();
         }
     }
 }
@@ -250,6 +280,48 @@ mod tests {
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(dir).unwrap().count(), 1);
         assert!(temporaries().is_empty());
+    }
+
+    // The directory is resolved once, at create: a link on the path
+    // repointed before the commit (or the drop) cannot move the file, or
+    // the removal of the temporary one, into the directory it names now.
+    #[test]
+    fn directory_held_from_create_to_commit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let link = tmp.path().join("link");
+        let repoint = |to: &Path| {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(to, &link).unwrap();
+        };
+        repoint(&a);
+        let mut f = AtomicFile::create(&link.join("out.data")).unwrap();
+        f.file().write_all(b"new").unwrap();
+        repoint(&b);
+        f.commit().unwrap();
+        assert_eq!(std::fs::read(a.join("out.data")).unwrap(), b"new");
+        assert_eq!(std::fs::read_dir(&b).unwrap().count(), 0);
+        repoint(&a);
+        let f = AtomicFile::create(&link.join("gone.data")).unwrap();
+        repoint(&b);
+        std::fs::write(
+            b.join(f.tmp.iter().map(|&c| c as char).collect::<String>()),
+            b"theirs",
+        )
+        .unwrap();
+        drop(f);
+        assert_eq!(std::fs::read_dir(&a).unwrap().count(), 1, "only out.data");
+        assert_eq!(
+            std::fs::read_dir(&b).unwrap().count(),
+            1,
+            "theirs untouched"
+        );
+        // replaces: the file at the name in the held directory
+        let f = AtomicFile::create(&a.join("out.data")).unwrap();
+        assert!(f.replaces(&std::fs::metadata(a.join("out.data")).unwrap()));
+        assert!(!f.replaces(&std::fs::metadata(tmp.path()).unwrap()));
     }
 
     // A 255-byte name works (the temporary name is short), and symlinks,

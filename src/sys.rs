@@ -308,28 +308,35 @@ pub fn dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<std::os::fd::Owned
 
 /// Whether `name` exists in `dir` (a symlink counts, and is not followed).
 pub fn exists_at(dir: BorrowedFd<'_>, name: &[u8]) -> bool {
-    let Some(c) = component(name) else {
-        return false;
-    };
+    identity_at(dir, name).is_ok()
+}
+
+/// The device and inode of `name` in `dir` (a symlink's own, not followed).
+pub fn identity_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<(u64, u64)> {
+    let c = component(name).ok_or_else(bad_name)?;
     // SAFETY: plain-data out struct; `c` valid; `dir` open for the call.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: as above; fstatat writes only into `st`.
-    unsafe {
+    let rc = unsafe {
         libc::fstatat(
             dir.as_raw_fd(),
             c.as_ptr(),
             &mut st,
             libc::AT_SYMLINK_NOFOLLOW,
-        ) == 0
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
     }
+    Ok((st.st_dev, st.st_ino))
 }
 
 /// Creates the new file `name` in `dir` (never existing before, never
-/// through a symlink), mode `mode`, for writing.
+/// through a symlink), mode `mode`, for reading and writing.
 pub fn create_at(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> io::Result<std::fs::File> {
     use std::os::fd::FromRawFd;
     let c = component(name).ok_or_else(bad_name)?;
-    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: `c` valid, `dir` open; the kernel returns a new descriptor or -1.
     let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags, mode as libc::c_uint) };
     if fd < 0 {

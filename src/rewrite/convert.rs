@@ -207,15 +207,8 @@ pub fn convert(
         Layout::File { header, .. } => header.features.contains(feature::COMPRESSED),
         Layout::Pipe(_) => false,
     };
-    let mut out =
-        AtomicFile::create(output).map_err(out_err("creating a temporary file for", output))?;
-    if opts.in_place {
-        let meta = input
-            .file
-            .metadata()
-            .map_err(out_err("reading", &input.path))?;
-        out.keep_mode_and_owner(&meta);
-    }
+    let mut out = super::write::create_output(&input, output, opts.in_place)
+        .map_err(out_err("creating a temporary file for", output))?;
     let patchable = opts.buildid_mmap2
         && !opts.buildid_all
         && !from_pipe

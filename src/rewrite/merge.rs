@@ -339,15 +339,8 @@ fn walk_and_copy(
 /// The temporary output, its mode and owner taken from the input for
 /// `--in-place`, prepared for the scan's copy in file mode.
 fn prepare_output(input: &Input, output: &Path, in_place: bool) -> Result<AtomicFile, MergeError> {
-    let mut out =
-        AtomicFile::create(output).map_err(out_err("creating a temporary file for", output))?;
-    if in_place {
-        let meta = input
-            .file
-            .metadata()
-            .map_err(out_err("reading", &input.path))?;
-        out.keep_mode_and_owner(&meta);
-    }
+    let mut out = write::create_output(input, output, in_place)
+        .map_err(out_err("creating a temporary file for", output))?;
     if let Layout::File { header, .. } = &input.layout {
         write::start_file_mode(input, header, out.file()).map_err(out_err("writing", output))?;
     }

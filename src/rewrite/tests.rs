@@ -456,3 +456,29 @@ fn in_place_refuses_a_fifo_unread() {
         assert!(e.contains("not a regular file"), "{e}");
     }
 }
+
+// --in-place refuses to write when the input is no longer in the directory
+// the output's path leads to now (a directory on it swapped for a link
+// after the input was opened): nothing is written in either directory.
+#[test]
+fn in_place_output_must_sit_beside_the_input_opened() {
+    use crate::perf::Input;
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    std::fs::write(a.join("perf.data"), recording(Endian::Little).0).unwrap();
+    std::fs::write(b.join("perf.data"), b"root's").unwrap();
+    let link = tmp.path().join("proj");
+    std::os::unix::fs::symlink(&a, &link).unwrap();
+    let path = link.join("perf.data");
+    let input = Input::open_regular(&path).unwrap();
+    assert!(super::write::create_output(&input, &path, true).is_ok());
+    std::fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink(&b, &link).unwrap();
+    let e = super::write::create_output(&input, &path, true).unwrap_err();
+    assert!(e.to_string().contains("no longer at that path"), "{e}");
+    assert_eq!(std::fs::read(b.join("perf.data")).unwrap(), b"root's");
+    assert_eq!(std::fs::read_dir(&b).unwrap().count(), 1);
+    assert_eq!(std::fs::read_dir(&a).unwrap().count(), 1);
+}

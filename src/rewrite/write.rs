@@ -14,6 +14,30 @@ use crate::perf::{
     FeatureTable, FileHeader, FormatError, FormatErrorKind, Input, InputError, Section,
 };
 
+/// The temporary file for a rewrite's `output`. For `--in-place` (the
+/// output is the input) it gets the input's mode and owner, and must sit
+/// in the directory the input was opened from: a directory on the path
+/// swapped for a link in between (by whoever owns it) is an error, not a
+/// file of theirs written, with their ownership, wherever the link points.
+pub fn create_output(
+    input: &Input,
+    output: &std::path::Path,
+    in_place: bool,
+) -> io::Result<crate::output::AtomicFile> {
+    let mut out = crate::output::AtomicFile::create(output)?;
+    if in_place {
+        let meta = input.file.metadata()?;
+        if !out.replaces(&meta) {
+            return Err(io::Error::other(
+                "the input is no longer at that path (a directory on it replaced while it \
+                 was opened?): not replacing whatever is there now",
+            ));
+        }
+        out.keep_mode_and_owner(&meta);
+    }
+    Ok(out)
+}
+
 /// Room left before the copied data section for the inserted records. A
 /// merge that inserts more rewrites the data section once more.
 pub const RESERVE: u64 = 256 << 10;
