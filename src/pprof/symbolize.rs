@@ -195,24 +195,35 @@ const MAX_COPY: u64 = 4 << 30;
 
 /// A private copy of a verified file, checked again: blazesym maps what it
 /// reads, and the owner of the original could truncate it under the map
-/// (SIGBUS) or rewrite it meanwhile. Sparse files and files over
-/// [`MAX_COPY`] are not copied.
+/// (SIGBUS) or rewrite it meanwhile.
 fn private_copy(f: &File, id: &BuildId) -> Result<File, String> {
+    let copy = bounded_copy(f, MAX_COPY)?;
+    match read_build_id_from_file(&copy) {
+        Ok(Some(raw)) if raw.as_slice() == id.as_bytes() => Ok(copy),
+        _ => Err("changed while it was copied".into()),
+    }
+}
+
+/// A copy of `f` in an unlinked temporary file; sparse files (a 6 GiB
+/// hole costs nothing to make and all of it to read) and files over `max`
+/// bytes are refused.
+fn bounded_copy(f: &File, max: u64) -> Result<File, String> {
     use std::os::unix::fs::MetadataExt;
     let m = f.metadata().map_err(|e| e.to_string())?;
-    if m.len() > MAX_COPY {
-        return Err(format!("{} bytes, more than {MAX_COPY}", m.len()));
+    if m.len() > max {
+        return Err(format!("{} bytes, more than {max}", m.len()));
     }
     if m.blocks().saturating_mul(512) + (1 << 20) < m.len() {
         return Err("sparse file".into());
     }
     let mut copy = tempfile::tempfile().map_err(|e| format!("temporary copy: {e}"))?;
     copy_range(f, 0, m.len(), &mut copy).map_err(|e| format!("copying: {e}"))?;
-    match read_build_id_from_file(&copy) {
-        Ok(Some(raw)) if raw.as_slice() == id.as_bytes() => Ok(copy),
-        _ => Err("changed while it was copied".into()),
-    }
+    Ok(copy)
 }
+
+/// Largest archived kallsyms read (this kernel's, modules and all, is a
+/// few MiB).
+const MAX_KALLSYMS: u64 = 256 << 20;
 
 /// The file with build id `id`: in the build-id directory (perf's cache
 /// layout, [`cache_entry`]), else a recorded path whose file has that id
@@ -305,12 +316,39 @@ fn kallsyms(
         }
     };
     let f = open_regular(&path).ok_or_else(|| format!("{shown}: not a readable regular file"))?;
-    Ok((f, shown))
+    if path == proc_kallsyms {
+        return Ok((f, shown));
+    }
+    // an archived one: bounded, and read from a copy its owner cannot
+    // change meanwhile
+    let copy = bounded_copy(&f, MAX_KALLSYMS).map_err(|why| format!("{shown}: {why}"))?;
+    Ok((copy, shown))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Archived kallsyms and files to symbolize are copied only when whole
+    // and bounded: a 6 GiB hole (instant to make, 46 s and 6 GiB of memory
+    // to read, as seen) and a file over the bound are refused.
+    #[test]
+    fn bounded_copy_refuses_holes_and_oversize() {
+        let dir = tempfile::tempdir().unwrap();
+        let sparse = File::create(dir.path().join("sparse")).unwrap();
+        sparse.set_len(6 << 30).unwrap();
+        let e = bounded_copy(&sparse, u64::MAX).unwrap_err();
+        assert!(e.contains("sparse"), "{e}");
+        let small = dir.path().join("small");
+        std::fs::write(&small, b"ffffffff81000000 T _text\n").unwrap();
+        let e = bounded_copy(&File::open(&small).unwrap(), 8).unwrap_err();
+        assert!(e.contains("more than 8"), "{e}");
+        let mut copy = bounded_copy(&File::open(&small).unwrap(), MAX_KALLSYMS).unwrap();
+        std::io::Seek::rewind(&mut copy).unwrap();
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut copy, &mut got).unwrap();
+        assert_eq!(got, "ffffffff81000000 T _text\n");
+    }
 
     // A [vdso] mapping whose id is not the running kernel's is found in the
     // build-id directory, at the file `archive` writes for it (`[vdso]/ID/
