@@ -268,6 +268,15 @@ pub struct Process {
 }
 
 impl Process {
+    /// Roughly the bytes this process and its encoded records hold: about
+    /// 128 per VMA and 64 per thread, plus their names (which a user can
+    /// make 4 KiB each: the count alone would not bound memory).
+    pub fn held_bytes(&self) -> usize {
+        let vmas: usize = self.vmas.iter().map(|v| 128 + v.name.len()).sum();
+        let threads: usize = self.threads.iter().map(|t| 64 + t.comm.len()).sum();
+        64 + vmas + threads
+    }
+
     /// A process known only by its pid (filled in from a snapshot file).
     pub fn empty(pid: u32) -> Process {
         Process {

@@ -136,10 +136,12 @@ enum Outcome<T> {
 /// batches of half this), a bound on what is held for ordinary processes.
 pub const AHEAD: usize = 64;
 
-/// VMAs of the processes read and waiting to be handed on beyond which no
-/// worker starts another: the bound for big processes (with `-d`, 65,530
-/// VMAs of one process hold ~15 MB), whatever their number.
-pub const AHEAD_VMAS: usize = 1 << 16;
+/// Bytes held by the processes read and waiting to be handed on (as
+/// [`Process::held_bytes`] counts them) beyond which no worker starts
+/// another: the bound for big processes, whatever their number. (A budget
+/// of VMAs did not bound it: 6 processes of 60,000 VMAs with 3.8 KB names
+/// held 1.3 GB.)
+pub const AHEAD_BYTES: usize = 16 << 20;
 
 /// What [`scan_each`] reports besides the processes it handed on.
 #[derive(Debug, Default)]
@@ -175,7 +177,7 @@ pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> 
 /// there), and the results go to `sink` on the calling thread in pid order,
 /// whatever the number of workers, while the workers read on: at most
 /// [`AHEAD`] processes ahead of the one `sink` gets next, and none while
-/// those waiting hold more than [`AHEAD_VMAS`] VMAs. The first error `sink`
+/// those waiting hold more than [`AHEAD_BYTES`]. The first error `sink`
 /// returns stops the scan.
 pub fn scan_each<T: Send, E: From<ScanError>>(
     target: &Target,
@@ -214,9 +216,9 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
         .num_threads(workers)
         .build()
         .map_err(ScanError::from)?;
-    let window = Window::new(pids.len(), AHEAD, AHEAD_VMAS);
+    let window = Window::new(pids.len(), AHEAD, AHEAD_BYTES);
     let mut scanned = Scanned::default();
-    // an outcome and its weight (the VMAs and threads it holds)
+    // an outcome and its weight (the bytes it holds)
     let read = |i: usize, local: &mut LocalBuildIds| match read_process(
         pids[i],
         uid,
@@ -225,11 +227,11 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
         &no_ioctl,
     ) {
         Outcome::Read(p) => {
-            let weight = 1 + p.vmas.len() + p.threads.len();
+            let weight = p.held_bytes();
             (Outcome::Read(map(p)), weight)
         }
-        Outcome::Skipped(s) => (Outcome::Skipped(s), 1),
-        Outcome::NotSelected => (Outcome::NotSelected, 1),
+        Outcome::Skipped(s) => (Outcome::Skipped(s), 64),
+        Outcome::NotSelected => (Outcome::NotSelected, 64),
     };
     let result = pool.in_place_scope(|s| -> Result<(), E> {
         for _ in 0..workers {

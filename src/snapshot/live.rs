@@ -2,8 +2,9 @@
 //! parallel, each is encoded on the worker that read it, and the writer
 //! takes them in pid order while the workers read on, at most
 //! [`AHEAD`](crate::proc::scan::AHEAD) processes and
-//! [`AHEAD_VMAS`](crate::proc::scan::AHEAD_VMAS) VMAs ahead. Memory is
-//! bounded by that, whatever the size of the host.
+//! [`AHEAD_BYTES`](crate::proc::scan::AHEAD_BYTES) ahead. Memory is
+//! bounded by that and the processes in the workers' hands, whatever the
+//! size of the host.
 
 use super::file::{Out, WriteOptions};
 use super::stats::Stats;

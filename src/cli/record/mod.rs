@@ -44,21 +44,39 @@ fn poll<T>(
             return failed(st).map_or(Ok(None), Err);
         }
         if Instant::now() > deadline {
-            // SIGKILL, then reap it (for 5 s at most: a perf stuck in the
-            // kernel is left to init rather than hang us)
-            let _ = perf.kill();
-            for _ in 0..500 {
-                if !matches!(perf.try_wait(), Ok(None)) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            stop_perf(perf);
             return Err(CliError::Record(format!(
                 "record: perf did not {what} within 30 s"
             )));
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Stops a perf that does not answer: SIGTERM first (perf then stops its
+/// workload and finishes its file), SIGKILL after 5 s (the workload is then
+/// orphaned), and reaps it, for 5 s more at most (a perf stuck in the
+/// kernel is left to init rather than hang us).
+fn stop_perf(perf: &mut std::process::Child) {
+    use std::os::fd::AsRawFd;
+    let exited = |perf: &mut std::process::Child| {
+        for _ in 0..500 {
+            if !matches!(perf.try_wait(), Ok(None)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    };
+    // not reaped yet: the pid is still perf's
+    if let Ok(fd) = mmap2_synth::sys::pidfd_open(perf.id()) {
+        let _ = mmap2_synth::sys::pidfd_send_signal(fd.as_raw_fd(), libc::SIGTERM);
+        if exited(perf) {
+            return;
+        }
+    }
+    let _ = perf.kill();
+    exited(perf);
 }
 
 pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
