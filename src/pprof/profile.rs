@@ -123,7 +123,15 @@ pub struct Builder {
     chain: Vec<usize>,
     hasher: foldhash::fast::RandomState,
     samples: Vec<(SampleKey, Vec<Counts>)>,
+    /// (aggregate, slot) -> position in its counts, for aggregates with
+    /// more than [`LINEAR_COUNTS`] events (a file of 400,000 events all on
+    /// one stack made each sample's linear search quadratic).
+    count_at: HashMap<(usize, usize), usize>,
 }
+
+/// Counts of an aggregate searched linearly (the usual one or two events);
+/// beyond, through [`Builder::count_at`].
+const LINEAR_COUNTS: usize = 16;
 
 /// One event's share of an aggregate: (event slot, samples, periods). Kept
 /// sparse (a stack usually has one or two events), so memory follows the
@@ -199,12 +207,27 @@ impl Builder {
     /// (an index [`Builder::add`] returned).
     pub fn add_to(&mut self, i: usize, slot: usize, period: u64) {
         let values = &mut self.samples[i].1;
-        let at = match values.iter().position(|c| c.0 == slot) {
-            Some(at) => at,
-            None => {
-                values.push((slot, 0, 0));
-                values.len() - 1
+        let at = if values.len() <= LINEAR_COUNTS {
+            match values.iter().position(|c| c.0 == slot) {
+                Some(at) => at,
+                None => {
+                    values.push((slot, 0, 0));
+                    if values.len() > LINEAR_COUNTS {
+                        // found through the index from now on
+                        for (j, c) in values.iter().enumerate() {
+                            self.count_at.insert((i, c.0), j);
+                        }
+                    }
+                    values.len() - 1
+                }
             }
+        } else {
+            let next = values.len();
+            let at = *self.count_at.entry((i, slot)).or_insert(next);
+            if at == next {
+                values.push((slot, 0, 0));
+            }
+            at
         };
         let c = &mut values[at];
         c.1 = c.1.saturating_add(1);
@@ -351,14 +374,21 @@ impl Builder {
             str,
             ..Default::default()
         };
+        // slot -> its column: each aggregate's counts placed once, not
+        // searched for every event
+        let column: HashMap<usize, usize> = events
+            .iter()
+            .enumerate()
+            .map(|(j, &(slot, _))| (slot, j))
+            .collect();
         for (key, values) in std::mem::take(&mut self.samples) {
-            let value: Vec<i64> = events
-                .iter()
-                .flat_map(|&(slot, _)| {
-                    let c = values.iter().find(|c| c.0 == slot);
-                    c.map_or([0, 0], |c| [c.1, c.2])
-                })
-                .collect();
+            let mut value = vec![0i64; 2 * events.len()];
+            for &(slot, n, period) in &values {
+                if let Some(&j) = column.get(&slot) {
+                    value[2 * j] = n;
+                    value[2 * j + 1] = period;
+                }
+            }
             if value.iter().all(|&v| v == 0) {
                 continue;
             }
@@ -590,6 +620,29 @@ mod tests {
             values,
             vec![vec![1, 7, 0, 0], vec![1, 7, 0, 0], vec![1, 7, 1, 5]]
         );
+    }
+
+    // One stack with many events (in falling slot order, twice each) sums
+    // each event in its own columns, past the linear search and into the
+    // index alike, in time linear in the samples (was quadratic: 129 s for
+    // a 48 MB file).
+    #[test]
+    fn many_events_on_one_stack() {
+        let mut b = Builder::default();
+        let n = 20_000;
+        for round in 0..2 {
+            for slot in (0..n).rev() {
+                b.add(&[], (1, 1), (0, 0), slot, (slot + round) as u64 + 1);
+            }
+        }
+        let events: Vec<(usize, String)> = (0..n).map(|s| (s, s.to_string())).collect();
+        let p = b.finish(&events, &[], &[], 0);
+        assert_eq!(p.sample.len(), 1);
+        let v = &p.sample[0].value;
+        for slot in 0..n {
+            let want = [2, (2 * slot + 3) as i64];
+            assert_eq!(v[2 * slot..2 * slot + 2], want, "slot {slot}");
+        }
     }
 
     // Keeping one event drops the samples that only the others had.
