@@ -279,11 +279,17 @@ pub fn strict(enabled: bool, skipped: &[Skip]) -> Result<(), StrictFailure> {
 
 /// The summary of `pprof`.
 pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<String> {
+    // the first few by name; a file can declare hundreds of thousands
+    const SHOWN: usize = 8;
     let mut events: Vec<String> = r
         .events
         .iter()
+        .take(SHOWN)
         .map(|(n, c)| format!("{n} ({c} samples)"))
         .collect();
+    if r.events.len() > SHOWN {
+        events.push(format!("{} more events", r.events.len() - SHOWN));
+    }
     if events.is_empty() {
         events.push("no event (the recording has no samples)".into());
     }
@@ -339,6 +345,19 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
 mod tests {
     use super::*;
     use crate::proc::SkipReason;
+
+    // pprof's line names the first 8 events and counts the rest (a file
+    // declaring 400,000 events made it megabytes long).
+    #[test]
+    fn pprof_line_shows_a_few_events() {
+        let r = crate::pprof::PprofReport {
+            events: (0..10).map(|i| (format!("ev{i}"), i)).collect(),
+            ..Default::default()
+        };
+        let line = &pprof(&r, Duration::ZERO, "p.pb.gz")[0];
+        assert!(line.contains("ev7 (7 samples), 2 more events"), "{line}");
+        assert!(!line.contains("ev8"), "{line}");
+    }
 
     // --strict fails only when enabled and something was skipped; skips get a line each.
     #[test]
