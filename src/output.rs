@@ -34,6 +34,18 @@ pub enum OutputError {
         /// What it is.
         kind: &'static str,
     },
+    /// A regular file reached through a link whose text names no path to
+    /// it (a /proc fd link to a deleted file or a memfd): it cannot be
+    /// replaced by renaming.
+    #[error(
+        "{}: a file reached through a link that names no path to it (a /proc fd link?): \
+         it cannot be replaced",
+        path.display()
+    )]
+    Unreachable {
+        /// The output.
+        path: PathBuf,
+    },
     /// An I/O error on the output.
     #[error("{}", path.display())]
     Io {
@@ -62,7 +74,7 @@ pub fn classify(path: &Path) -> Result<Target, OutputError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(io_err(path)(e)),
     };
-    let kind = match meta.map(|m| m.file_type()) {
+    let kind = match meta.as_ref().map(|m| m.file_type()) {
         None => "",
         Some(ft) if ft.is_file() => "",
         Some(ft) if ft.is_fifo() || ft.is_char_device() => {
@@ -80,8 +92,20 @@ pub fn classify(path: &Path) -> Result<Target, OutputError> {
         });
     }
     // ...and, for a file (or nothing yet), where: the file a link names is
-    // replaced, never the link
+    // replaced, never the link. A link of /proc (/proc/self/fd/1 for
+    // /dev/stdout) reads as text that need not name the file ("/f
+    // (deleted)", "/memfd:x", another namespace's path): the path reached
+    // must be the very file the kernel found, or nothing is replaced.
     let resolved = resolve_links(path).map_err(io_err(path))?;
+    if let Some(m) = meta {
+        let same = std::fs::symlink_metadata(&resolved)
+            .is_ok_and(|r| (r.dev(), r.ino()) == (m.dev(), m.ino()));
+        if !same {
+            return Err(OutputError::Unreachable {
+                path: path.to_path_buf(),
+            });
+        }
+    }
     Ok(Target::File(resolved))
 }
 
@@ -174,9 +198,11 @@ impl AtomicFile {
         loop {
             // Short and fixed-length, so it fits wherever the target's name does.
             let tmp = format!(".m2s-{}-{n}.tmp", std::process::id()).into_bytes();
+            // listed before a signal can see it made (the handler waits)
+            let mut list = temporaries();
             match crate::sys::create_at(dir_fd.as_fd(), &tmp, 0o600) {
                 Ok(file) => {
-                    temporaries().push((dir_fd.clone(), tmp.clone()));
+                    list.push((dir_fd.clone(), tmp.clone()));
                     return Ok(AtomicFile {
                         file: Some(file),
                         dir: dir_fd,
@@ -232,23 +258,27 @@ impl AtomicFile {
                 f.sync_all()?;
             }
         }
+        // renamed and off the list at once for a signal (which would
+        // otherwise remove a name that is not ours any more)
+        let mut list = temporaries();
         crate::sys::rename_at(self.dir.as_fd(), &self.tmp, &self.name)?;
-        self.forget_tmp();
+        self.forget_tmp(&mut list);
         Ok(())
     }
 
     /// Takes the temporary file off the signal handler's list.
-    fn forget_tmp(&mut self) {
+    fn forget_tmp(&mut self, list: &mut Vec<Temporary>) {
         let tmp = std::mem::take(&mut self.tmp);
-        temporaries().retain(|(d, n)| !(Arc::ptr_eq(d, &self.dir) && *n == tmp));
+        list.retain(|(d, n)| !(Arc::ptr_eq(d, &self.dir) && *n == tmp));
     }
 }
 
 impl Drop for AtomicFile {
     fn drop(&mut self) {
         if !self.tmp.is_empty() {
+            let mut list = temporaries();
             let _ = crate::sys::unlink_at(self.dir.as_fd(), &self.tmp);
-            self.forget_tmp();
+            self.forget_tmp(&mut list);
         }
     }
 }
@@ -275,11 +305,14 @@ mod tests {
         let mut f = AtomicFile::create(&target).unwrap();
         f.file().write_all(b"partial").unwrap();
         let tmp_path = f.tmp_path().to_path_buf();
+        let held = f.dir.clone();
+        assert!(temporaries().iter().any(|(d, _)| Arc::ptr_eq(d, &held)));
         drop(f);
         assert!(!tmp_path.exists());
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(dir).unwrap().count(), 1);
-        assert!(temporaries().is_empty());
+        // off the signal handler's list (other tests' files may be on it)
+        assert!(!temporaries().iter().any(|(d, _)| Arc::ptr_eq(d, &held)));
     }
 
     // The directory is resolved once, at create: a link on the path
@@ -322,6 +355,25 @@ mod tests {
         let f = AtomicFile::create(&a.join("out.data")).unwrap();
         assert!(f.replaces(&std::fs::metadata(a.join("out.data")).unwrap()));
         assert!(!f.replaces(&std::fs::metadata(tmp.path()).unwrap()));
+    }
+
+    // A /proc fd link (what /dev/stdout is) to a file with a path resolves
+    // to that path; to a deleted file its text ("/x (deleted)") names no
+    // path to it, so it is refused, not created at that text.
+    #[test]
+    fn proc_fd_links_are_resolved_only_to_the_file_itself() {
+        use std::os::fd::AsRawFd;
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("out.data");
+        let f = File::create(&path).unwrap();
+        let link = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+        assert_eq!(classify(&link).unwrap(), Target::File(path.clone()));
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(
+            classify(&link),
+            Err(OutputError::Unreachable { .. })
+        ));
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
     }
 
     // A 255-byte name works (the temporary name is short), and symlinks,

@@ -429,6 +429,19 @@ pub fn pidfd_send_signal(pidfd: std::os::fd::RawFd, sig: libc::c_int) -> io::Res
     Ok(())
 }
 
+/// Opens for reading, non-blocking and without taking a terminal, the very
+/// inode an `O_PATH` descriptor holds, through `/proc/self/fd` (Linux has
+/// no other way to turn such a descriptor into a readable one). Fails when
+/// `/proc` is not this process's (not mounted, another PID namespace's).
+pub fn reopen_for_reading(at: &std::fs::File) -> io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(format!("/proc/self/fd/{}", at.as_raw_fd()))
+}
+
 /// Whether an open file lives on a pseudo filesystem (procfs, sysfs,
 /// debugfs, tracefs, securityfs, cgroup, bpf, configfs, efivarfs, pstore),
 /// whose "regular" files are kernel interfaces, not binaries.

@@ -136,6 +136,29 @@ fn fifos_stdin_and_non_files() {
     );
 }
 
+// Without this process's /proc (a chroot, a tmpfs over it) an input that
+// exists cannot be reopened from its checked descriptor: a system failure
+// (exit 1) that says so, not "no such file" (exit 2, the input's fault).
+#[test]
+#[ignore = "needs root (a private mount namespace)"]
+fn input_without_proc_is_a_system_failure() {
+    let rec = pin("rec-file.data");
+    let script = format!(
+        "mount -t tmpfs none /proc && exec '{}' dump '{}'",
+        bin(),
+        rec.display()
+    );
+    let o = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("is /proc mounted?"), "{err}");
+    assert!(err.contains(rec.to_str().unwrap()), "{err}");
+}
+
 // One COMPRESSED record that expands to 256 MiB is refused at its offset
 // (over the 64 MiB cap), with memory bounded by a record plus a chunk.
 #[test]

@@ -455,6 +455,15 @@ fn output_rules_and_in_place() {
     assert!(e.contains("-o OUT.data") && e.contains("--in-place"), "{e}");
     let o = run_merge(&[rec.as_os_str(), "-o".as_ref(), rec.as_os_str()]);
     assert_eq!(o.status.code(), Some(2));
+    // stdin cannot be rewritten in place (was: "reading -: No such file", 1)
+    let o = Command::new(bin())
+        .args(["merge", "-", "--in-place"])
+        .stdin(std::fs::File::open(&rec).unwrap())
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("not stdin"), "{e}");
     let copy = dir.join("copy.data");
     std::fs::copy(&rec, &copy).unwrap();
     let err = merge(&[rec.as_os_str(), "--in-place".as_ref()]);

@@ -61,7 +61,10 @@ pub(crate) enum CliError {
 impl CliError {
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
-            CliError::Usage(_) | CliError::Output(OutputError::Unsupported { .. }) => 2,
+            CliError::Usage(_)
+            | CliError::Output(OutputError::Unsupported { .. } | OutputError::Unreachable { .. }) => {
+                2
+            }
             CliError::Merge(e) if e.is_bad_input() => 2,
             CliError::Dump(e) if e.is_bad_input() => 2,
             CliError::Convert(e) if e.is_bad_input() => 2,

@@ -48,30 +48,18 @@ pub(crate) fn print(lines: &[String]) {
 }
 
 /// On SIGINT, SIGTERM or SIGHUP: remove the temporary output files, then
-/// exit with 128 + the signal, as a shell reports it. While `record` waits
-/// for perf, the signal is perf's instead (see [`RECORDING`]).
+/// exit with 128 + the signal, as a shell reports it. While `record` runs
+/// perf, the signal is perf's instead ([`record::on_signal`]): perf stops,
+/// and its output is still merged.
 fn remove_temporaries_on_signals() {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    use std::sync::atomic::Ordering::SeqCst;
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
         return;
     };
     std::thread::spawn(move || {
         for sig in signals.forever() {
-            match RECORDING.load(SeqCst) {
-                // perf is told to stop (SIGHUP as SIGTERM, which perf
-                // handles); it finishes its output, and the merge into it
-                // still happens. (Ctrl-C reaches perf anyway, through the
-                // process group; a second SIGINT changes nothing.)
-                pidfd if pidfd >= 0 => {
-                    let to = if sig == SIGHUP { SIGTERM } else { sig };
-                    if mmap2_synth::sys::pidfd_send_signal(pidfd, to).is_ok() {
-                        continue;
-                    }
-                }
-                // no pidfd: Ctrl-C is left to perf, which has it too
-                RECORDING_NO_PIDFD if sig == SIGINT => continue,
-                _ => {}
+            if record::on_signal(sig) {
+                continue;
             }
             output::remove_temporaries();
             record::remove_scratch();
@@ -79,15 +67,3 @@ fn remove_temporaries_on_signals() {
         }
     });
 }
-
-/// While `record` waits for perf: perf's pidfd, through which the signal
-/// thread forwards SIGINT, SIGTERM and SIGHUP to it (else perf would record
-/// on with nobody to merge its output), or [`RECORDING_NO_PIDFD`] on a
-/// kernel without pidfds; [`NOT_RECORDING`] otherwise.
-pub(crate) static RECORDING: std::sync::atomic::AtomicI32 =
-    std::sync::atomic::AtomicI32::new(NOT_RECORDING);
-/// [`RECORDING`] outside `record`'s wait for perf.
-pub(crate) const NOT_RECORDING: i32 = -1;
-/// [`RECORDING`] while waiting for a perf without a pidfd: SIGINT is
-/// ignored (perf, in the same process group, has it too).
-pub(crate) const RECORDING_NO_PIDFD: i32 = -2;

@@ -36,6 +36,11 @@ pub(crate) fn rewrite_output(m: &RewriteTarget, cmd: &str) -> Result<PathBuf, Cl
             )))
         }
         (Some(o), false) => o,
+        (None, true) if m.recording.as_os_str() == "-" => {
+            return Err(CliError::Usage(format!(
+                "{cmd} --in-place needs a file to rewrite, not stdin (-)"
+            )))
+        }
         (None, true) => &m.recording,
         _ => {
             return Err(CliError::Usage(format!(

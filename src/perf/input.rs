@@ -52,6 +52,10 @@ pub enum InputError {
 /// names nothing there is the user's mistake, not the system's).
 const OPENING: &str = "opening";
 
+/// The `op` of an [`InputError::Io`] when the input, found and checked,
+/// cannot be reopened (a system failure, not the input's).
+const REOPENING: &str = "reopening (through /proc/self/fd: is /proc mounted?)";
+
 impl InputError {
     /// Whether the input itself is at fault (malformed, not a file, or no
     /// such file), not the system: the CLI exits 2 for these.
@@ -266,7 +270,6 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
         // descriptor: opening a device node has effects of its own (a
         // watchdog starts), and a path looked at then opened again could
         // have been swapped in between.
-        use std::os::fd::AsRawFd;
         let at = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_PATH)
@@ -284,11 +287,7 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
                 }
             });
         }
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(format!("/proc/self/fd/{}", at.as_raw_fd()))
-            .map_err(io_err(OPENING, path))?
+        crate::sys::reopen_for_reading(&at).map_err(io_err(REOPENING, path))?
     };
     let meta = file.metadata().map_err(io_err("reading", path))?;
     let ft = meta.file_type();

@@ -103,7 +103,6 @@ pub enum Trust {
 /// through `/proc/self/fd` (a look with `stat` before opening by path let
 /// a link flipped in between reach a device node).
 pub fn open_if_regular(path: &Path) -> Option<File> {
-    use std::os::fd::AsRawFd;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let at = std::fs::OpenOptions::new()
         .read(true)
@@ -114,11 +113,9 @@ pub fn open_if_regular(path: &Path) -> Option<File> {
     if !held.is_file() {
         return None;
     }
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(format!("/proc/self/fd/{}", at.as_raw_fd()))
-        .ok()?;
+    // (without this process's /proc, nothing is opened: no build ids
+    // from files then, rather than a window for a swapped path)
+    let f = crate::sys::reopen_for_reading(&at).ok()?;
     let m = f.metadata().ok()?;
     (m.is_file() && (m.dev(), m.ino()) == (held.dev(), held.ino())).then_some(f)
 }

@@ -142,6 +142,30 @@ pub(super) fn open_input(path: &Path, in_place: bool) -> Result<Input, MergeErro
     }
 }
 
+/// How long an `--in-place` rewrite waits for another's lock on the file
+/// (whoever owns the file can hold one for ever).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Locks `file` exclusively, waiting at most `wait`.
+pub(super) fn lock_within(file: &std::fs::File, wait: std::time::Duration) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!("held by another process for {} s", wait.as_secs()),
+                ))
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+    }
+}
+
 /// Opens `path`, a regular file, and locks it exclusively; when another
 /// rewrite replaced the file while we waited (the path names a new inode),
 /// opens it again.
@@ -149,7 +173,7 @@ fn open_locked(path: &Path) -> Result<Input, MergeError> {
     use std::os::unix::fs::MetadataExt;
     for _ in 0..1000 {
         let input = Input::open_regular(path)?;
-        input.file.lock().map_err(out_err("locking", path))?;
+        lock_within(&input.file, LOCK_WAIT).map_err(out_err("locking", path))?;
         let held = input.file.metadata().map_err(out_err("reading", path))?;
         let now = std::fs::metadata(path).map_err(out_err("reading", path))?;
         if (held.dev(), held.ino()) == (now.dev(), now.ino()) {

@@ -482,3 +482,19 @@ fn in_place_output_must_sit_beside_the_input_opened() {
     assert_eq!(std::fs::read_dir(&b).unwrap().count(), 1);
     assert_eq!(std::fs::read_dir(&a).unwrap().count(), 1);
 }
+
+// An --in-place lock held by someone else is waited for a bounded time,
+// then reported (the file's owner can hold a lock for ever).
+#[test]
+fn lock_wait_is_bounded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("f");
+    std::fs::write(&path, b"x").unwrap();
+    let holder = std::fs::File::open(&path).unwrap();
+    holder.lock().unwrap();
+    let other = std::fs::File::open(&path).unwrap();
+    let e = super::merge::lock_within(&other, std::time::Duration::from_millis(100)).unwrap_err();
+    assert!(e.to_string().contains("held by another process"), "{e}");
+    drop(holder);
+    super::merge::lock_within(&other, std::time::Duration::from_millis(100)).unwrap();
+}

@@ -93,12 +93,17 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
     // a fresh name (mode 0700): another user cannot squat on a name we
     // would predict, nor see into it
     let prefix = format!("mmap2-synth-record-{}-", std::process::id());
-    let tmp = tempfile::Builder::new()
-        .prefix(&prefix)
-        .tempdir()
-        .map_err(|e| CliError::Record(format!("record: a scratch directory: {e}")))?
-        .keep();
-    *scratch() = Some(tmp.clone());
+    let tmp = {
+        // made and noted at once for a signal (its handler waits)
+        let mut noted = scratch();
+        let tmp = tempfile::Builder::new()
+            .prefix(&prefix)
+            .tempdir()
+            .map_err(|e| CliError::Record(format!("record: a scratch directory: {e}")))?
+            .keep();
+        *noted = Some(tmp.clone());
+        tmp
+    };
     let result = record_in(r, &pt, &tmp);
     remove_scratch();
     if !r.scan.quiet {
@@ -125,29 +130,94 @@ pub(crate) fn remove_scratch() {
     }
 }
 
-/// Routes the signals that would end us to perf while it runs (see
-/// [`super::RECORDING`]), until dropped.
-struct SignalsToPerf {
-    /// perf's pidfd, open while the signal thread may use its number.
-    _pidfd: Option<std::os::fd::OwnedFd>,
+/// Where `record` is with perf, for the signal thread ([`on_signal`]).
+enum PerfState {
+    /// No perf to hand signals to: they end mmap2-synth.
+    Idle,
+    /// perf is being started: a signal waits for it (the first one).
+    Spawning(Option<i32>),
+    /// perf runs: signals go to it, through its pidfd when the kernel has
+    /// them (held here, so it cannot close while a signal is sent).
+    Running(Option<std::os::fd::OwnedFd>),
 }
 
+static PERF: std::sync::Mutex<PerfState> = std::sync::Mutex::new(PerfState::Idle);
+
+fn perf_state() -> std::sync::MutexGuard<'static, PerfState> {
+    PERF.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What perf is sent for a signal mmap2-synth got: SIGHUP as SIGTERM,
+/// which perf handles (it finishes its file; SIGHUP would kill it).
+fn for_perf(sig: i32) -> i32 {
+    if sig == libc::SIGHUP {
+        libc::SIGTERM
+    } else {
+        sig
+    }
+}
+
+/// Takes SIGINT, SIGTERM or SIGHUP for perf while `record` runs it: true
+/// when it was passed on (or kept for a perf being started), so the
+/// signal thread must not end the process; false when it should.
+pub(crate) fn on_signal(sig: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    match &mut *perf_state() {
+        PerfState::Idle => false,
+        PerfState::Spawning(pending) => {
+            pending.get_or_insert(sig);
+            true
+        }
+        PerfState::Running(Some(pidfd)) => {
+            mmap2_synth::sys::pidfd_send_signal(pidfd.as_raw_fd(), for_perf(sig)).is_ok()
+        }
+        // no pidfd (Linux < 5.3): Ctrl-C reaches perf through the process
+        // group; anything else ends us
+        PerfState::Running(None) => sig == libc::SIGINT,
+    }
+}
+
+/// Routes the signals that would end us to perf while it runs (see
+/// [`on_signal`]), from [`SignalsToPerf::spawning`] until dropped.
+struct SignalsToPerf;
+
 impl SignalsToPerf {
-    fn new(perf: &std::process::Child) -> SignalsToPerf {
+    /// Holds signals back while perf is started.
+    fn spawning() -> SignalsToPerf {
+        *perf_state() = PerfState::Spawning(None);
+        SignalsToPerf
+    }
+
+    /// perf started: signals go to it from now on, and one that came while
+    /// it was being started goes now (without a pidfd, anything but Ctrl-C
+    /// kills it: it would be recording on, with nobody to merge its file).
+    fn started(&self, perf: &mut std::process::Child) {
         use std::os::fd::AsRawFd;
         let pidfd = mmap2_synth::sys::pidfd_open(perf.id()).ok();
-        let state = pidfd
-            .as_ref()
-            .map_or(super::RECORDING_NO_PIDFD, |fd| fd.as_raw_fd());
-        super::RECORDING.store(state, std::sync::atomic::Ordering::SeqCst);
-        SignalsToPerf { _pidfd: pidfd }
+        let mut st = perf_state();
+        let pending = match &*st {
+            PerfState::Spawning(p) => *p,
+            _ => None,
+        };
+        if let Some(sig) = pending {
+            match &pidfd {
+                Some(fd) => {
+                    let _ = mmap2_synth::sys::pidfd_send_signal(fd.as_raw_fd(), for_perf(sig));
+                }
+                None if sig != libc::SIGINT => {
+                    let _ = perf.kill();
+                }
+                None => {}
+            }
+        }
+        *st = PerfState::Running(pidfd);
     }
 }
 
 impl Drop for SignalsToPerf {
     fn drop(&mut self) {
-        // before the pidfd closes (the field is dropped after this)
-        super::RECORDING.store(super::NOT_RECORDING, std::sync::atomic::Ordering::SeqCst);
+        // the pidfd closes here, under the lock
+        *perf_state() = PerfState::Idle;
     }
 }
 
@@ -163,23 +233,17 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
         .open(&ack)
         .map_err(fifo_err)?;
     let control = format!("fifo:{},{}", ctl.display(), ack.display());
-    // Ctrl-C until perf's pidfd is known: perf's (it has it too)
-    super::RECORDING.store(
-        super::RECORDING_NO_PIDFD,
-        std::sync::atomic::Ordering::SeqCst,
-    );
-    let perf = Command::new("perf")
+    let signals = SignalsToPerf::spawning();
+    let mut perf = Command::new("perf")
         .args(["record", "--synth=no", "-D", "-1", "--control", &control])
         .args(&r.perf_args)
         .spawn()
         .map_err(|e| {
-            super::RECORDING.store(super::NOT_RECORDING, std::sync::atomic::Ordering::SeqCst);
             CliError::Record(format!(
                 "record: cannot run perf (apt-get install linux-perf): {e}"
             ))
         })?;
-    let mut perf = perf;
-    let signals = SignalsToPerf::new(&perf);
+    signals.started(&mut perf);
     let Some(mut ctl_w) = poll(&mut perf, "open its control FIFO", || {
         std::fs::OpenOptions::new()
             .write(true)
@@ -226,11 +290,14 @@ fn merge_target(output: &Path) -> Result<PathBuf, CliError> {
     use mmap2_synth::output::{classify, OutputError, Target as Out};
     match classify(output) {
         Ok(Out::File(resolved)) => Ok(resolved),
-        Ok(Out::Stream(_)) | Err(OutputError::Unsupported { .. }) => Err(CliError::Usage(format!(
-            "record: perf's output {} is not a regular file, so the maps cannot be \
+        Ok(Out::Stream(_))
+        | Err(OutputError::Unsupported { .. } | OutputError::Unreachable { .. }) => {
+            Err(CliError::Usage(format!(
+                "record: perf's output {} is not a regular file, so the maps cannot be \
                  merged into it: give -o FILE",
-            output.display()
-        ))),
+                output.display()
+            )))
+        }
         Err(e) => Err(CliError::Record(format!(
             "record: {}",
             super::error::chain(&e)
@@ -356,5 +423,21 @@ mod tests {
         assert!(matches!(failed(st(3 << 8)), Some(CliError::Child(3))));
         assert_eq!(exit_code(st(255 << 8)), 255);
         assert_eq!(exit_code(st(libc::SIGINT)), 130);
+    }
+
+    // A signal that comes while perf is being started is kept and sent to
+    // it once started (SIGHUP as SIGTERM), not taken as ours to die of
+    // (which orphaned perf); once perf is done, signals are ours again.
+    #[test]
+    fn signal_while_spawning_reaches_the_child() {
+        use std::os::unix::process::ExitStatusExt;
+        let signals = SignalsToPerf::spawning();
+        assert!(on_signal(libc::SIGHUP), "kept for the child");
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        signals.started(&mut child);
+        let st = child.wait().unwrap();
+        assert_eq!(st.signal(), Some(libc::SIGTERM));
+        drop(signals);
+        assert!(!on_signal(libc::SIGTERM), "ours once perf is done");
     }
 }
