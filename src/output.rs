@@ -67,6 +67,17 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> OutputError + '_ {
 /// Classifies an output path, following symlinks (a dangling link names the
 /// file it would create).
 pub fn classify(path: &Path) -> Result<Target, OutputError> {
+    // "dir/", "dir/." or "..": a directory to the kernel even when nothing
+    // is there yet, whatever Path::file_name makes of it (it drops a
+    // trailing "/" or "/.", and a file would be made at "dir")
+    let bytes = path.as_os_str().as_bytes();
+    let last = bytes.rsplit(|&c| c == b'/').next().unwrap_or_default();
+    if bytes.ends_with(b"/") || last == b"." || last == b".." {
+        return Err(OutputError::Unsupported {
+            path: path.to_path_buf(),
+            kind: "directory",
+        });
+    }
     // What it is, as the kernel follows links (magic ones too: /dev/stdout
     // is /proc/self/fd/1, whose text "pipe:[N]" names no path)...
     let meta = match std::fs::metadata(path) {
@@ -147,10 +158,17 @@ fn temporaries() -> std::sync::MutexGuard<'static, Vec<Temporary>> {
     TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Set (under the [`TEMPORARIES`] lock) once [`remove_temporaries`] ran:
+/// the process is ending, and no temporary file may be made after the
+/// list was emptied (it would be left behind).
+static CLOSING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Removes every temporary file still registered (for a signal handler
-/// thread, before the process exits).
+/// thread, before the process exits); none can be made after it.
 pub fn remove_temporaries() {
-    for (dir, name) in temporaries().drain(..) {
+    let mut list = temporaries();
+    CLOSING.store(true, std::sync::atomic::Ordering::SeqCst);
+    for (dir, name) in list.drain(..) {
         let _ = crate::sys::unlink_at(dir.as_fd(), &name);
     }
 }
@@ -200,6 +218,12 @@ impl AtomicFile {
             let tmp = format!(".m2s-{}-{n}.tmp", std::process::id()).into_bytes();
             // listed before a signal can see it made (the handler waits)
             let mut list = temporaries();
+            if CLOSING.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(io::Error::new(
+                    io::ErrorKind::Interrupted,
+                    "the process is ending (a signal)",
+                ));
+            }
             match crate::sys::create_at(dir_fd.as_fd(), &tmp, 0o600) {
                 Ok(file) => {
                     list.push((dir_fd.clone(), tmp.clone()));
@@ -374,6 +398,33 @@ mod tests {
             Err(OutputError::Unreachable { .. })
         ));
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    }
+
+    // A path the kernel takes for a directory ("new/", "new/.", "..") is
+    // refused even when nothing is there, not made into a file at "new".
+    #[test]
+    fn directory_forms_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let new = tmp.path().join("new");
+        for p in [
+            format!("{}/", new.display()),
+            format!("{}/.", new.display()),
+            "..".into(),
+        ] {
+            let r = classify(Path::new(&p));
+            assert!(
+                matches!(
+                    r,
+                    Err(OutputError::Unsupported {
+                        kind: "directory",
+                        ..
+                    })
+                ),
+                "{p}: {r:?}"
+            );
+        }
+        assert!(!new.exists());
+        assert_eq!(classify(&new).unwrap(), Target::File(new.clone()));
     }
 
     // A 255-byte name works (the temporary name is short), and symlinks,

@@ -158,7 +158,10 @@ pub(super) fn lock_within(file: &std::fs::File, wait: std::time::Duration) -> io
             Err(std::fs::TryLockError::WouldBlock) => {
                 return Err(io::Error::new(
                     io::ErrorKind::WouldBlock,
-                    format!("held by another process for {} s", wait.as_secs()),
+                    format!(
+                        "held by another process (waited {} s in all)",
+                        LOCK_WAIT.as_secs()
+                    ),
                 ))
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(e),
@@ -171,9 +174,13 @@ pub(super) fn lock_within(file: &std::fs::File, wait: std::time::Duration) -> io
 /// opens it again.
 fn open_locked(path: &Path) -> Result<Input, MergeError> {
     use std::os::unix::fs::MetadataExt;
+    // one wait for all the tries (a file swapped for a new, locked one
+    // each time would otherwise restart it)
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
     for _ in 0..1000 {
         let input = Input::open_regular(path)?;
-        lock_within(&input.file, LOCK_WAIT).map_err(out_err("locking", path))?;
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        lock_within(&input.file, left).map_err(out_err("locking", path))?;
         let held = input.file.metadata().map_err(out_err("reading", path))?;
         let now = std::fs::metadata(path).map_err(out_err("reading", path))?;
         if (held.dev(), held.ino()) == (now.dev(), now.ino()) {

@@ -217,7 +217,14 @@ impl SignalsToPerf {
 impl Drop for SignalsToPerf {
     fn drop(&mut self) {
         // the pidfd closes here, under the lock
-        *perf_state() = PerfState::Idle;
+        let was = std::mem::replace(&mut *perf_state(), PerfState::Idle);
+        // a signal held for a perf that never started (its start failed):
+        // ours to end with, as it would have been
+        if let PerfState::Spawning(Some(sig)) = was {
+            mmap2_synth::output::remove_temporaries();
+            remove_scratch();
+            std::process::exit(128 + sig);
+        }
     }
 }
 
@@ -254,9 +261,13 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
     else {
         return Ok(());
     };
-    ctl_w
-        .write_all(b"enable\n")
-        .map_err(|e| CliError::Record(format!("record: writing to perf's control FIFO: {e}")))?;
+    if let Err(e) = ctl_w.write_all(b"enable\n") {
+        // perf would wait for ever, its events off: stopped, not left
+        stop_perf(&mut perf);
+        return Err(CliError::Record(format!(
+            "record: writing to perf's control FIFO: {e}"
+        )));
+    }
     let mut got = Vec::new();
     let acked = poll(&mut perf, "acknowledge enable", || {
         let mut b = [0u8; 64];
