@@ -2,8 +2,9 @@
 //! temporary file in the target's directory, mode 0600 as perf writes, then
 //! renamed into place; on error, drop or a signal the temporary file is
 //! removed. A FIFO or character device is written straight into (pipe-mode
-//! streams only). Anything else is refused. A symlink is followed: the link
-//! itself is never replaced.
+//! streams only). Anything else is refused. A symlink to a file is
+//! followed: the link itself is never replaced; a symlink to nothing is
+//! refused.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -64,8 +65,8 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> OutputError + '_ {
     }
 }
 
-/// Classifies an output path, following symlinks (a dangling link names the
-/// file it would create).
+/// Classifies an output path, following symlinks to an existing file (a
+/// link to nothing is refused).
 pub fn classify(path: &Path) -> Result<Target, OutputError> {
     // "dir/", "dir/." or "..": a directory to the kernel even when nothing
     // is there yet, whatever Path::file_name makes of it (it drops a
@@ -85,16 +86,33 @@ pub fn classify(path: &Path) -> Result<Target, OutputError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(io_err(path)(e)),
     };
-    let kind = match meta.as_ref().map(|m| m.file_type()) {
-        None => "",
-        Some(ft) if ft.is_file() => "",
-        Some(ft) if ft.is_fifo() || ft.is_char_device() => {
-            return Ok(Target::Stream(path.to_path_buf()))
+    let Some(meta) = meta else {
+        // Nothing there, as the kernel follows links: the file is made at
+        // the name as given (a link planted there meanwhile is replaced by
+        // the rename, never followed). A link to nothing is refused:
+        // following it by hand would follow whatever a user swaps in after
+        // the kernel looked, past fs.protected_symlinks.
+        if std::fs::symlink_metadata(path).is_ok_and(|l| l.file_type().is_symlink()) {
+            return Err(OutputError::Unsupported {
+                path: path.to_path_buf(),
+                kind: "dangling symlink",
+            });
         }
-        Some(ft) if ft.is_dir() => "directory",
-        Some(ft) if ft.is_block_device() => "block device",
-        Some(ft) if ft.is_socket() => "socket",
-        Some(_) => "special file",
+        return Ok(Target::File(path.to_path_buf()));
+    };
+    let ft = meta.file_type();
+    let kind = if ft.is_file() {
+        ""
+    } else if ft.is_fifo() || ft.is_char_device() {
+        return Ok(Target::Stream(path.to_path_buf()));
+    } else if ft.is_dir() {
+        "directory"
+    } else if ft.is_block_device() {
+        "block device"
+    } else if ft.is_socket() {
+        "socket"
+    } else {
+        "special file"
     };
     if !kind.is_empty() {
         return Err(OutputError::Unsupported {
@@ -108,14 +126,12 @@ pub fn classify(path: &Path) -> Result<Target, OutputError> {
     // (deleted)", "/memfd:x", another namespace's path): the path reached
     // must be the very file the kernel found, or nothing is replaced.
     let resolved = resolve_links(path).map_err(io_err(path))?;
-    if let Some(m) = meta {
-        let same = std::fs::symlink_metadata(&resolved)
-            .is_ok_and(|r| (r.dev(), r.ino()) == (m.dev(), m.ino()));
-        if !same {
-            return Err(OutputError::Unreachable {
-                path: path.to_path_buf(),
-            });
-        }
+    let same = std::fs::symlink_metadata(&resolved)
+        .is_ok_and(|r| (r.dev(), r.ino()) == (meta.dev(), meta.ino()));
+    if !same {
+        return Err(OutputError::Unreachable {
+            path: path.to_path_buf(),
+        });
     }
     Ok(Target::File(resolved))
 }
@@ -439,6 +455,16 @@ mod tests {
         assert!(long.exists());
         let real = dir.join("real.data");
         std::os::unix::fs::symlink("real.data", dir.join("link")).unwrap();
+        // a link to nothing: refused (its target could be swapped after
+        // the look); to a file: that file
+        assert!(matches!(
+            classify(&dir.join("link")),
+            Err(OutputError::Unsupported {
+                kind: "dangling symlink",
+                ..
+            })
+        ));
+        std::fs::write(&real, b"x").unwrap();
         assert_eq!(classify(&dir.join("link")).unwrap(), Target::File(real));
         assert_eq!(
             classify(Path::new("/dev/null")).unwrap(),

@@ -442,6 +442,20 @@ pub fn reopen_for_reading(at: &std::fs::File) -> io::Result<std::fs::File> {
         .open(format!("/proc/self/fd/{}", at.as_raw_fd()))
 }
 
+/// Makes the program `cmd` runs start with SIGHUP ignored (a disposition
+/// that survives exec, unlike a handler).
+pub fn ignore_sighup_on_exec(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec; it only
+    // calls signal(2), which is async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+}
+
 /// Whether an open file lives on a pseudo filesystem (procfs, sysfs,
 /// debugfs, tracefs, securityfs, cgroup, bpf, configfs, efivarfs, pstore),
 /// whose "regular" files are kernel interfaces, not binaries.

@@ -235,6 +235,32 @@ fn error_exits() {
     synth_ok(["-q", "-p", &m.pid.to_string(), "-o", good.to_str().unwrap()]);
     assert_eq!(&std::fs::read(&good).unwrap()[..8], b"PERFILE2");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    // a rewrite's usage and input faults exit 2: --force without
+    // --in-place, an output named as a directory, a dangling link as the
+    // output (its target could be swapped after the look), an input path
+    // that loops
+    let rec = pin("rec-file.data");
+    let dangling = dir.join("dangling");
+    std::os::unix::fs::symlink(dir.join("nowhere"), &dangling).unwrap();
+    let looped = dir.join("loop");
+    std::os::unix::fs::symlink(&looped, &looped).unwrap();
+    let new_dir = format!("{}/", dir.join("new").display());
+    let rec_s = rec.to_str().unwrap();
+    for (args, what) in [
+        (vec!["merge", rec_s, "-o", "y.data", "--force"], "--force"),
+        (vec!["merge", rec_s, "-o", &new_dir], "directory"),
+        (
+            vec!["merge", rec_s, "-o", dangling.to_str().unwrap()],
+            "dangling symlink",
+        ),
+        (vec!["dump", looped.to_str().unwrap()], "symbolic links"),
+    ] {
+        let o = Command::new(bin()).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(what), "{args:?}: {err}");
+    }
+    assert!(!dir.join("nowhere").exists() && !dir.join("new").exists());
 }
 
 // Without CAP_SYS_ADMIN (/proc/PID/map_files closed) the text source still

@@ -252,6 +252,47 @@ fn signals_to_record_alone_stop_perf_and_still_merge() {
     }
 }
 
+// A terminal's hangup (SIGHUP to the whole process group): perf ignores
+// it and gets SIGTERM from mmap2-synth instead, so its file is finished
+// and merged (perf died of the SIGHUP with its file unfinished).
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn hangup_of_the_group_still_merges() {
+    use std::os::unix::process::CommandExt;
+    needs_perf_record();
+    let dir = scratch("record-hup");
+    let (out, mark) = (dir.join("h.data"), dir.join("started"));
+    let work = format!("echo > '{}'; exec sleep 30", mark.display());
+    let mut child = Command::new(bin())
+        .args([
+            "record",
+            "--",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &work,
+        ])
+        .process_group(0)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the workload", || mark.exists());
+    let group = format!("-{}", child.id());
+    let st = Command::new("kill")
+        .args(["-HUP", "--", &group])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    wait_until("mmap2-synth to end", || child.try_wait().unwrap().is_some());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("mmap2-synth merge: "), "{err}");
+    assert_eq!(o.status.code(), Some(143), "{err}");
+    perf(&["script".as_ref(), "-i".as_ref(), out.as_os_str()]);
+}
+
 // An -o that is a symlink: perf writes through it, the maps are merged
 // into the file it names, and the link stays a link (it was replaced by a
 // regular file holding the merge, the file perf wrote left unmerged).

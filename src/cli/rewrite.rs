@@ -23,6 +23,12 @@ pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
 /// Where a merge writes, from `-o` / `--in-place`: a regular file (or a new
 /// one), symlinks resolved. A merge seeks in its output, so streams are refused.
 pub(crate) fn rewrite_output(m: &RewriteTarget, cmd: &str) -> Result<PathBuf, CliError> {
+    // (clap's `requires` is met by the flag's default, so it is checked here)
+    if m.force && !m.in_place {
+        return Err(CliError::Usage(format!(
+            "{cmd}: --force only goes with --in-place"
+        )));
+    }
     let path = match (&m.output, m.in_place) {
         (Some(o), false) if o.as_os_str() == "-" => {
             return Err(CliError::Usage(format!(

@@ -66,10 +66,13 @@ impl InputError {
             | InputError::NotRegular { .. } => true,
             InputError::Io { op, source, .. } => {
                 *op == OPENING
-                    && matches!(
+                    && (matches!(
                         source.kind(),
                         io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                    )
+                    ) || matches!(
+                        source.raw_os_error(),
+                        Some(libc::ELOOP | libc::ENAMETOOLONG)
+                    ))
             }
         }
     }
@@ -287,7 +290,16 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
                 }
             });
         }
-        crate::sys::reopen_for_reading(&at).map_err(io_err(REOPENING, path))?
+        crate::sys::reopen_for_reading(&at).map_err(|e| {
+            // no /proc/self/fd: ours to report; anything else (no read
+            // permission, found only now) is the open's
+            let op = if e.kind() == io::ErrorKind::NotFound {
+                REOPENING
+            } else {
+                OPENING
+            };
+            io_err(op, path)(e)
+        })?
     };
     let meta = file.metadata().map_err(io_err("reading", path))?;
     let ft = meta.file_type();

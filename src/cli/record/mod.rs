@@ -88,8 +88,14 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
     });
     let pt = perf_target(&r.perf_args, stdout_is_pipe)?;
     // merged into in place afterwards: a regular file or nothing yet (a
-    // FIFO, `/dev/stdout` or a directory could not be)
-    merge_target(&pt.output)?;
+    // FIFO, `/dev/stdout` or a directory could not be), as the kernel
+    // follows links (perf writes through a link to nothing: the file it
+    // names is checked again, and merged, once perf made it)
+    if std::fs::metadata(&pt.output).is_ok_and(|m| !m.is_file())
+        || pt.output.as_os_str().as_encoded_bytes().ends_with(b"/")
+    {
+        return Err(not_a_file(&pt.output));
+    }
     // a fresh name (mode 0700): another user cannot squat on a name we
     // would predict, nor see into it
     let prefix = format!("mmap2-synth-record-{}-", std::process::id());
@@ -104,8 +110,11 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
         *noted = Some(tmp.clone());
         tmp
     };
-    let result = record_in(r, &pt, &tmp);
-    remove_scratch();
+    let result = {
+        // removed however record_in ends (a panic too)
+        let _scratch = RemoveScratch;
+        record_in(r, &pt, &tmp)
+    };
     if !r.scan.quiet {
         eprintln!(
             "mmap2-synth record: {:.3} s",
@@ -121,6 +130,15 @@ static SCRATCH: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
 
 fn scratch() -> std::sync::MutexGuard<'static, Option<PathBuf>> {
     SCRATCH.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Removes the scratch directory when dropped.
+struct RemoveScratch;
+
+impl Drop for RemoveScratch {
+    fn drop(&mut self) {
+        remove_scratch();
+    }
 }
 
 /// Removes the scratch directory, if there is one.
@@ -241,17 +259,23 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
         .map_err(fifo_err)?;
     let control = format!("fifo:{},{}", ctl.display(), ack.display());
     let signals = SignalsToPerf::spawning();
-    let mut perf = Command::new("perf")
-        .args(["record", "--synth=no", "-D", "-1", "--control", &control])
-        .args(&r.perf_args)
-        .spawn()
-        .map_err(|e| {
-            CliError::Record(format!(
-                "record: cannot run perf (apt-get install linux-perf): {e}"
-            ))
-        })?;
-    signals.started(&mut perf);
-    let Some(mut ctl_w) = poll(&mut perf, "open its control FIFO", || {
+    let mut cmd = Command::new("perf");
+    cmd.args(["record", "--synth=no", "-D", "-1", "--control", &control])
+        .args(&r.perf_args);
+    // a terminal's hangup reaches the whole process group: perf would die
+    // of it with its file unfinished; we pass it on as SIGTERM instead
+    mmap2_synth::sys::ignore_sighup_on_exec(&mut cmd);
+    let perf = cmd.spawn().map_err(|e| {
+        CliError::Record(format!(
+            "record: cannot run perf (apt-get install linux-perf): {e}"
+        ))
+    })?;
+    let mut perf = Perf {
+        child: perf,
+        waited: false,
+    };
+    signals.started(&mut perf.child);
+    let Some(mut ctl_w) = poll(&mut perf.child, "open its control FIFO", || {
         std::fs::OpenOptions::new()
             .write(true)
             .custom_flags(libc::O_NONBLOCK)
@@ -261,15 +285,13 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
     else {
         return Ok(());
     };
-    if let Err(e) = ctl_w.write_all(b"enable\n") {
-        // perf would wait for ever, its events off: stopped, not left
-        stop_perf(&mut perf);
-        return Err(CliError::Record(format!(
-            "record: writing to perf's control FIFO: {e}"
-        )));
-    }
+    // (on failure perf, waiting for ever with its events off, is stopped
+    // as the guard goes)
+    ctl_w
+        .write_all(b"enable\n")
+        .map_err(|e| CliError::Record(format!("record: writing to perf's control FIFO: {e}")))?;
     let mut got = Vec::new();
-    let acked = poll(&mut perf, "acknowledge enable", || {
+    let acked = poll(&mut perf.child, "acknowledge enable", || {
         let mut b = [0u8; 64];
         if let Ok(n) = ack_r.read(&mut b) {
             got.extend_from_slice(&b[..n]);
@@ -282,16 +304,49 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
     // Events are on: every map made from now on is in perf's stream.
     let target = match &pt.target {
         Some(t) => t.clone(),
-        None => Target::Pids(children_of(perf.id())),
+        None => Target::Pids(children_of(perf.child.id())),
     };
     let snap = tmp.join("snap.data");
     let live = snapshot_to(r, &target, &snap);
-    let status = perf
-        .wait()
-        .map_err(|e| CliError::Record(format!("record: waiting for perf: {e}")))?;
+    let status = perf.wait()?;
     drop(signals);
     let live = live?;
     merge_into(r, pt, snap, status, &live)
+}
+
+/// perf as started: stopped (SIGTERM, then SIGKILL) and reaped if
+/// dropped before it was waited for, so that no early return or panic of
+/// ours leaves it recording with nobody to enable it or merge its file.
+struct Perf {
+    child: std::process::Child,
+    waited: bool,
+}
+
+impl Perf {
+    fn wait(&mut self) -> Result<ExitStatus, CliError> {
+        let st = self
+            .child
+            .wait()
+            .map_err(|e| CliError::Record(format!("record: waiting for perf: {e}")))?;
+        self.waited = true;
+        Ok(st)
+    }
+}
+
+impl Drop for Perf {
+    fn drop(&mut self) {
+        if !self.waited && matches!(self.child.try_wait(), Ok(None)) {
+            stop_perf(&mut self.child);
+        }
+    }
+}
+
+fn not_a_file(output: &Path) -> CliError {
+    CliError::Usage(format!(
+        "record: perf's output {} is not a regular file, so the maps cannot be merged \
+         into it: give -o FILE",
+        output.display()
+    ))
 }
 
 /// The file perf's output `-o` names, symlinks resolved (the in-place
@@ -303,11 +358,7 @@ fn merge_target(output: &Path) -> Result<PathBuf, CliError> {
         Ok(Out::File(resolved)) => Ok(resolved),
         Ok(Out::Stream(_))
         | Err(OutputError::Unsupported { .. } | OutputError::Unreachable { .. }) => {
-            Err(CliError::Usage(format!(
-                "record: perf's output {} is not a regular file, so the maps cannot be \
-                 merged into it: give -o FILE",
-                output.display()
-            )))
+            Err(not_a_file(output))
         }
         Err(e) => Err(CliError::Record(format!(
             "record: {}",
