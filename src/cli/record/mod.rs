@@ -502,4 +502,27 @@ mod tests {
         drop(signals);
         assert!(!on_signal(libc::SIGTERM), "ours once perf is done");
     }
+
+    // An unanswering perf is asked to stop with SIGTERM (it then finishes
+    // its file and its workload), and killed 5 s later if it ignores that;
+    // either way it is reaped.
+    #[test]
+    fn stop_perf_terms_then_kills() {
+        use std::os::unix::process::ExitStatusExt;
+        let mut polite = Command::new("sleep").arg("30").spawn().unwrap();
+        stop_perf(&mut polite);
+        let st = polite.try_wait().unwrap().expect("reaped");
+        assert_eq!(st.signal(), Some(libc::SIGTERM));
+        let mut stubborn = Command::new("sh")
+            .args(["-c", "trap '' TERM; echo ready; while :; do sleep 1; done"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // its trap is set once it says so
+        let mut line = [0u8; 6];
+        std::io::Read::read_exact(stubborn.stdout.as_mut().unwrap(), &mut line).unwrap();
+        stop_perf(&mut stubborn);
+        let st = stubborn.try_wait().unwrap().expect("reaped");
+        assert_eq!(st.signal(), Some(libc::SIGKILL));
+    }
 }
