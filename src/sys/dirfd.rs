@@ -1,0 +1,119 @@
+//! Files named relative to a directory held open (`*at` calls on one path
+//! component, never through a symlink): what a user cannot redirect by
+//! swapping a directory on the path.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// A path component as a C string; None when it holds a NUL or a `/`, or
+/// is empty, `.` or `..` (so it names one entry of one directory).
+fn component(name: &[u8]) -> Option<std::ffi::CString> {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
+        return None;
+    }
+    std::ffi::CString::new(name).ok()
+}
+
+pub(super) fn bad_name() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, "not a single path component")
+}
+
+/// Opens (creating it first, mode 0755, if missing) the directory `name`
+/// inside `dir`, never through a symlink (ELOOP/ENOTDIR then).
+pub fn dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let c = component(name).ok_or_else(bad_name)?;
+    // SAFETY: `c` is a valid C string and `dir` an open descriptor for the call.
+    let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o755) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EEXIST) {
+            return Err(e);
+        }
+    }
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: as above; the kernel returns a new descriptor or -1.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether `name` exists in `dir` (a symlink counts, and is not followed).
+pub fn exists_at(dir: BorrowedFd<'_>, name: &[u8]) -> bool {
+    identity_at(dir, name).is_ok()
+}
+
+/// The device and inode of `name` in `dir` (a symlink's own, not followed).
+pub fn identity_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<(u64, u64)> {
+    let c = component(name).ok_or_else(bad_name)?;
+    // SAFETY: plain-data out struct; `c` valid; `dir` open for the call.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; fstatat writes only into `st`.
+    let rc = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// Creates the new file `name` in `dir` (never existing before, never
+/// through a symlink), mode `mode`, for reading and writing.
+pub fn create_at(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    let c = component(name).ok_or_else(bad_name)?;
+    let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `c` valid, `dir` open; the kernel returns a new descriptor or -1.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags, mode as libc::c_uint) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Renames `from` to `to`, both in `dir` (replacing `to`).
+pub fn rename_at(dir: BorrowedFd<'_>, from: &[u8], to: &[u8]) -> io::Result<()> {
+    let (a, b) = (
+        component(from).ok_or_else(bad_name)?,
+        component(to).ok_or_else(bad_name)?,
+    );
+    // SAFETY: valid C strings; `dir` open for the call.
+    let rc = unsafe { libc::renameat(dir.as_raw_fd(), a.as_ptr(), dir.as_raw_fd(), b.as_ptr()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Removes the file `name` from `dir`.
+pub fn unlink_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
+    let c = component(name).ok_or_else(bad_name)?;
+    // SAFETY: valid C string; `dir` open for the call.
+    let rc = unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Creates the symlink `name` in `dir` pointing at `target`.
+pub fn symlink_at(target: &[u8], dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
+    let t = std::ffi::CString::new(target).map_err(|_| bad_name())?;
+    let c = component(name).ok_or_else(bad_name)?;
+    // SAFETY: valid C strings; `dir` open for the call.
+    let rc = unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), c.as_ptr()) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

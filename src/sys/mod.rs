@@ -1,0 +1,19 @@
+//! Every call into the C library and the kernel that Rust's std does not
+//! make: the only module allowed `unsafe` (each block says why it is
+//! sound), by concern: the PROCMAP_QUERY ioctl, clocks and system
+//! constants, perf events, directory-relative file calls, open files, and
+//! processes.
+
+mod clock;
+mod dirfd;
+mod file;
+mod perf_event;
+mod process;
+mod procmap;
+
+pub use clock::*;
+pub use dirfd::*;
+pub use file::*;
+pub use perf_event::*;
+pub use process::*;
+pub use procmap::*;

@@ -1,0 +1,84 @@
+//! Child processes and users: pidfds and their signals, dispositions a
+//! child starts with, and user lookup.
+
+use std::io;
+
+/// A pidfd for process `pid` (Linux 5.3+): signals sent through it reach
+/// that process or nobody, never a later process given the same pid.
+pub fn pidfd_open(pid: u32) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let pid = libc::pid_t::try_from(pid).map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
+    // SAFETY: pidfd_open takes a pid and flags (0) and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this fd; nothing else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as libc::c_int) })
+}
+
+/// Sends `sig` to the process of a pidfd from [`pidfd_open`]. A raw fd is
+/// taken (a signal handler's thread holds it in an atomic): one closed
+/// meanwhile fails with EBADF, one reused for something else with EINVAL.
+pub fn pidfd_send_signal(pidfd: std::os::fd::RawFd, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: no siginfo (NULL) and no flags; the kernel checks the fd.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd,
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Makes the program `cmd` runs start with SIGHUP ignored (a disposition
+/// that survives exec, unlike a handler).
+pub fn ignore_sighup_on_exec(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec; it only
+    // calls signal(2), which is async-signal-safe, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+}
+
+/// Looks a user up through the C library (`getpwnam_r`: /etc/passwd, and
+/// NSS sources such as LDAP or sssd); `None` when there is no such user.
+pub fn uid_of_user(name: &str) -> io::Result<Option<u32>> {
+    let cname = std::ffi::CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "user name with a NUL byte"))?;
+    let mut buf = vec![0u8; 1024];
+    loop {
+        // SAFETY: an all-zero passwd is a valid value of this plain C struct;
+        // getpwnam_r overwrites it.
+        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: `cname` is NUL-terminated; `pwd`, `buf` (with its true
+        // length) and `found` are exclusively borrowed and outlive the call,
+        // which writes only within them.
+        let rc = unsafe {
+            libc::getpwnam_r(
+                cname.as_ptr(),
+                &mut pwd,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        match rc {
+            0 if found.is_null() => return Ok(None),
+            0 => return Ok(Some(pwd.pw_uid)),
+            libc::ERANGE if buf.len() < 1 << 20 => buf.resize(buf.len() * 2, 0),
+            e => return Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+}
