@@ -2,7 +2,8 @@
 # Every benchmark in one run, each printing its ratios side by side (medians):
 # the snapshot against the raw PROCMAP_QUERY walk and perf's synthesis
 # (run.sh), merge/convert/pprof against `cp` and perf (merge.py), and
-# `record`'s start-up against `perf record` (record_startup.py).
+# `record`'s start-up against `perf record` (record_startup.py), and what
+# hostile inputs cost in memory and time (hostile.sh).
 #
 #   benches/all.sh [REPS]     (default 5; needs root, gcc and perf;
 #                              M2S_BENCH_SMOKE=1: tiny workloads, for CI)
@@ -21,3 +22,5 @@ section "merge, convert, pprof: benches/merge.py $secs $REPS"
 "$here/merge.py" "$secs" "$REPS"
 section "record start-up: benches/record_startup.py $REPS"
 "$here/record_startup.py" "$REPS"
+section "hostile inputs: benches/hostile.sh"
+"$here/hostile.sh"

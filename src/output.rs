@@ -65,15 +65,20 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> OutputError + '_ {
     }
 }
 
+/// Whether `path` has a directory's form ("dir/", "dir/.", ".."): a
+/// directory to the kernel even when nothing is there yet, whatever
+/// `Path::file_name` makes of it (it drops a trailing "/" or "/.", and a
+/// file would be made at "dir").
+pub fn names_a_directory(path: &Path) -> bool {
+    let bytes = path.as_os_str().as_bytes();
+    let last = bytes.rsplit(|&c| c == b'/').next().unwrap_or_default();
+    bytes.ends_with(b"/") || last == b"." || last == b".."
+}
+
 /// Classifies an output path, following symlinks to an existing file (a
 /// link to nothing is refused).
 pub fn classify(path: &Path) -> Result<Target, OutputError> {
-    // "dir/", "dir/." or "..": a directory to the kernel even when nothing
-    // is there yet, whatever Path::file_name makes of it (it drops a
-    // trailing "/" or "/.", and a file would be made at "dir")
-    let bytes = path.as_os_str().as_bytes();
-    let last = bytes.rsplit(|&c| c == b'/').next().unwrap_or_default();
-    if bytes.ends_with(b"/") || last == b"." || last == b".." {
+    if names_a_directory(path) {
         return Err(OutputError::Unsupported {
             path: path.to_path_buf(),
             kind: "directory",
@@ -168,23 +173,28 @@ type Temporary = (Arc<OwnedFd>, Vec<u8>);
 
 /// Temporary files being written, removed by [`remove_temporaries`] when a
 /// signal ends the process.
-static TEMPORARIES: Mutex<Vec<Temporary>> = Mutex::new(Vec::new());
-
-fn temporaries() -> std::sync::MutexGuard<'static, Vec<Temporary>> {
-    TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner())
+struct Temporaries {
+    list: Vec<Temporary>,
+    /// [`remove_temporaries`] ran: the process is ending, and no temporary
+    /// file may be made after the list was emptied (it would be left).
+    closing: bool,
 }
 
-/// Set (under the [`TEMPORARIES`] lock) once [`remove_temporaries`] ran:
-/// the process is ending, and no temporary file may be made after the
-/// list was emptied (it would be left behind).
-static CLOSING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static TEMPORARIES: Mutex<Temporaries> = Mutex::new(Temporaries {
+    list: Vec::new(),
+    closing: false,
+});
+
+fn temporaries() -> std::sync::MutexGuard<'static, Temporaries> {
+    TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Removes every temporary file still registered (for a signal handler
 /// thread, before the process exits); none can be made after it.
 pub fn remove_temporaries() {
-    let mut list = temporaries();
-    CLOSING.store(true, std::sync::atomic::Ordering::SeqCst);
-    for (dir, name) in list.drain(..) {
+    let mut t = temporaries();
+    t.closing = true;
+    for (dir, name) in t.list.drain(..) {
         let _ = crate::sys::unlink_at(dir.as_fd(), &name);
     }
 }
@@ -201,8 +211,6 @@ pub struct AtomicFile {
     tmp: Vec<u8>,
     /// The target's name in `dir`.
     name: Vec<u8>,
-    /// The target's path, for messages.
-    target: PathBuf,
     /// Mode, uid and gid to give the new file (from the file it replaces,
     /// for `--in-place`).
     keep: Option<(u32, u32, u32)>,
@@ -233,8 +241,8 @@ impl AtomicFile {
             // Short and fixed-length, so it fits wherever the target's name does.
             let tmp = format!(".m2s-{}-{n}.tmp", std::process::id()).into_bytes();
             // listed before a signal can see it made (the handler waits)
-            let mut list = temporaries();
-            if CLOSING.load(std::sync::atomic::Ordering::SeqCst) {
+            let mut t = temporaries();
+            if t.closing {
                 return Err(io::Error::new(
                     io::ErrorKind::Interrupted,
                     "the process is ending (a signal)",
@@ -242,13 +250,12 @@ impl AtomicFile {
             }
             match crate::sys::create_at(dir_fd.as_fd(), &tmp, 0o600) {
                 Ok(file) => {
-                    list.push((dir_fd.clone(), tmp.clone()));
+                    t.list.push((dir_fd.clone(), tmp.clone()));
                     return Ok(AtomicFile {
                         file: Some(file),
                         dir: dir_fd,
                         tmp,
                         name: name.as_bytes().to_vec(),
-                        target: target.to_path_buf(),
                         keep: None,
                     });
                 }
@@ -277,13 +284,6 @@ impl AtomicFile {
         self.file.as_mut().expect("file present until commit")
     }
 
-    /// Path of the temporary file (as its directory was named; for tests
-    /// and messages).
-    pub fn tmp_path(&self) -> PathBuf {
-        let dir = self.target.parent().unwrap_or(Path::new(""));
-        dir.join(std::ffi::OsStr::from_bytes(&self.tmp))
-    }
-
     /// Renames into place. When an existing file is replaced, the data is
     /// flushed to disk first, so a crash leaves the old file or the new one,
     /// never a torn one; a new file needs no flush (nothing is lost if it is
@@ -300,9 +300,9 @@ impl AtomicFile {
         }
         // renamed and off the list at once for a signal (which would
         // otherwise remove a name that is not ours any more)
-        let mut list = temporaries();
+        let mut t = temporaries();
         crate::sys::rename_at(self.dir.as_fd(), &self.tmp, &self.name)?;
-        self.forget_tmp(&mut list);
+        self.forget_tmp(&mut t.list);
         Ok(())
     }
 
@@ -316,9 +316,9 @@ impl AtomicFile {
 impl Drop for AtomicFile {
     fn drop(&mut self) {
         if !self.tmp.is_empty() {
-            let mut list = temporaries();
+            let mut t = temporaries();
             let _ = crate::sys::unlink_at(self.dir.as_fd(), &self.tmp);
-            self.forget_tmp(&mut list);
+            self.forget_tmp(&mut t.list);
         }
     }
 }
@@ -344,15 +344,21 @@ mod tests {
         assert_eq!(mode, 0o600);
         let mut f = AtomicFile::create(&target).unwrap();
         f.file().write_all(b"partial").unwrap();
-        let tmp_path = f.tmp_path().to_path_buf();
+        let tmp_path = dir.join(std::ffi::OsStr::from_bytes(&f.tmp));
         let held = f.dir.clone();
-        assert!(temporaries().iter().any(|(d, _)| Arc::ptr_eq(d, &held)));
+        assert!(temporaries()
+            .list
+            .iter()
+            .any(|(d, _)| Arc::ptr_eq(d, &held)));
         drop(f);
         assert!(!tmp_path.exists());
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(dir).unwrap().count(), 1);
         // off the signal handler's list (other tests' files may be on it)
-        assert!(!temporaries().iter().any(|(d, _)| Arc::ptr_eq(d, &held)));
+        assert!(!temporaries()
+            .list
+            .iter()
+            .any(|(d, _)| Arc::ptr_eq(d, &held)));
     }
 
     // The directory is resolved once, at create: a link on the path

@@ -97,11 +97,7 @@ fn rounds_compressed(n: usize) -> Vec<u8> {
 fn fifos_stdin_and_non_files() {
     let dir = scratch("in-fifo");
     let fifo = dir.join("in.fifo");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&fifo);
     let feed = |src: PathBuf, fifo: PathBuf| {
         std::thread::spawn(move || {
             let mut w = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();

@@ -65,11 +65,7 @@ fn devices_and_fifos_are_written_into_never_replaced() {
         .file_type()
         .is_char_device());
     let fifo = dir.join("fifo");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&fifo);
     let reader = Command::new("cat")
         .arg(&fifo)
         .stdout(Stdio::piped())
@@ -180,11 +176,7 @@ fn closed_stdout_and_unusable_merge_outputs() {
     assert_eq!(o.status.code(), Some(1), "pprof: {err}");
     assert!(err.contains("error: writing stdout"), "pprof: {err}");
     let fifo = dir.join("fifo");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&fifo);
     for out in [Path::new("-"), &fifo, &dir] {
         let o = synth([
             "merge".as_ref(),

@@ -142,11 +142,7 @@ fn swapped_files_neither_hang_nor_mislead() {
     assert_eq!(snapshot_id(&m.pid, &lib, &out, true), Some(want.clone()));
 
     let fifo = dir.join("plant.fifo");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&fifo);
     // bind mounts keep the mapped path's name (no " (deleted)"), so the
     // fallback opens whatever is there now: a FIFO must not hang it, another
     // file must not lend its id

@@ -140,44 +140,51 @@ fn record_keeps_perfs_exit_status() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-// Ctrl-C (SIGINT to the process group, as a terminal sends it) stops perf
-// as it stops `perf record`, and the maps are still merged into the output.
+// What a terminal sends the whole process group stops perf as it stops
+// `perf record`, and the maps are still merged into the output: Ctrl-C
+// (SIGINT), and a hangup (SIGHUP: perf ignores it and gets SIGTERM from
+// mmap2-synth instead; it died of it with its file unfinished, exit 143).
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
-fn ctrl_c_stops_perf_and_still_merges() {
+fn terminal_signals_stop_perf_and_still_merge() {
     use std::os::unix::process::CommandExt;
     needs_perf_record();
-    let dir = scratch("record-int");
-    let (out, mark) = (dir.join("i.data"), dir.join("started"));
-    let work = format!("echo > '{}'; exec sleep 30", mark.display());
-    let mut child = Command::new(bin())
-        .args([
-            "record",
-            "--",
-            "-o",
-            out.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            &work,
-        ])
-        .process_group(0)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the workload", || mark.exists());
-    // the group of our own child: mmap2-synth, perf and the workload
-    let group = format!("-{}", child.id());
-    let st = Command::new("kill")
-        .args(["-INT", "--", &group])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    wait_until("mmap2-synth to end", || child.try_wait().unwrap().is_some());
-    let o = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("mmap2-synth merge: "), "{err}");
-    perf(&["script".as_ref(), "-i".as_ref(), out.as_os_str()]);
+    for (sig, code) in [("INT", None), ("HUP", Some(143))] {
+        let dir = scratch(&format!("record-group-{sig}"));
+        let (out, mark) = (dir.join("i.data"), dir.join("started"));
+        let work = format!("echo > '{}'; exec sleep 30", mark.display());
+        let mut child = Command::new(bin())
+            .args([
+                "record",
+                "--",
+                "-o",
+                out.to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                &work,
+            ])
+            .process_group(0)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_until("the workload", || mark.exists());
+        // the group of our own child: mmap2-synth, perf and the workload
+        let group = format!("-{}", child.id());
+        let st = Command::new("kill")
+            .args([&format!("-{sig}"), "--", &group])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        wait_until("mmap2-synth to end", || child.try_wait().unwrap().is_some());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("mmap2-synth merge: "), "SIG{sig}: {err}");
+        if let Some(code) = code {
+            assert_eq!(o.status.code(), Some(code), "SIG{sig}: {err}");
+        }
+        perf(&["script".as_ref(), "-i".as_ref(), out.as_os_str()]);
+    }
 }
 
 // A signal sent to mmap2-synth record alone (a supervisor's SIGTERM, a
@@ -252,47 +259,6 @@ fn signals_to_record_alone_stop_perf_and_still_merge() {
     }
 }
 
-// A terminal's hangup (SIGHUP to the whole process group): perf ignores
-// it and gets SIGTERM from mmap2-synth instead, so its file is finished
-// and merged (perf died of the SIGHUP with its file unfinished).
-#[test]
-#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
-fn hangup_of_the_group_still_merges() {
-    use std::os::unix::process::CommandExt;
-    needs_perf_record();
-    let dir = scratch("record-hup");
-    let (out, mark) = (dir.join("h.data"), dir.join("started"));
-    let work = format!("echo > '{}'; exec sleep 30", mark.display());
-    let mut child = Command::new(bin())
-        .args([
-            "record",
-            "--",
-            "-o",
-            out.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            &work,
-        ])
-        .process_group(0)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the workload", || mark.exists());
-    let group = format!("-{}", child.id());
-    let st = Command::new("kill")
-        .args(["-HUP", "--", &group])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    wait_until("mmap2-synth to end", || child.try_wait().unwrap().is_some());
-    let o = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("mmap2-synth merge: "), "{err}");
-    assert_eq!(o.status.code(), Some(143), "{err}");
-    perf(&["script".as_ref(), "-i".as_ref(), out.as_os_str()]);
-}
-
 // An -o that is a symlink: perf writes through it, the maps are merged
 // into the file it names, and the link stays a link (it was replaced by a
 // regular file holding the merge, the file perf wrote left unmerged).
@@ -328,11 +294,7 @@ fn record_merges_through_a_symlinked_output() {
 fn record_refuses_an_output_that_is_not_a_file() {
     let dir = scratch("record-not-a-file");
     let fifo = dir.join("fifo");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&fifo);
     for o in ["/dev/stdout", fifo.to_str().unwrap(), dir.to_str().unwrap()] {
         let out = Command::new(bin())
             .args(["record", "--", "-e", "cpu-clock", "-o", o, "--", "true"])

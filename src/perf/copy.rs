@@ -27,7 +27,8 @@ pub(crate) fn copy_range(from: &File, off: u64, len: u64, to: &mut File) -> io::
 
 /// [`copy_range`] without a progress line, for copies made beside a walk
 /// (which shows its own: two would overwrite each other), stopping with an
-/// error (kind [`io::ErrorKind::Other`]: not a retryable EINTR) within [`STOP_CHECK`] bytes once `stop`
+/// error (kind [`io::ErrorKind::Other`]: not a retryable EINTR) within
+/// [`STOP_CHECK`] bytes once `stop`
 /// is set (the walk failed: its error is the one to report, now, not after
 /// the rest of a large file is copied).
 pub(crate) fn copy_range_beside(

@@ -263,7 +263,7 @@ impl Input {
 /// unless `regular_only`.
 fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool), InputError> {
     use std::os::fd::AsFd;
-    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    use std::os::unix::fs::FileTypeExt;
     let file = if path.as_os_str() == "-" {
         let fd = io::stdin().as_fd().try_clone_to_owned();
         File::from(fd.map_err(io_err("reading", path))?)
@@ -273,12 +273,8 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
         // descriptor: opening a device node has effects of its own (a
         // watchdog starts), and a path looked at then opened again could
         // have been swapped in between.
-        let at = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH)
-            .open(path)
-            .map_err(io_err(OPENING, path))?;
-        let ft = at.metadata().map_err(io_err("reading", path))?.file_type();
+        let (at, held) = crate::sys::locate(path).map_err(io_err(OPENING, path))?;
+        let ft = held.file_type();
         if !(ft.is_file() || ft.is_fifo() && !regular_only) {
             return Err(if regular_only {
                 InputError::NotRegular {
@@ -290,7 +286,7 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
                 }
             });
         }
-        crate::sys::reopen_for_reading(&at).map_err(|e| {
+        crate::sys::reopen_for_reading(&at, &held).map_err(|e| {
             // no /proc/self/fd: ours to report; anything else (no read
             // permission, found only now) is the open's
             let op = if e.kind() == io::ErrorKind::NotFound {

@@ -103,21 +103,12 @@ pub enum Trust {
 /// through `/proc/self/fd` (a look with `stat` before opening by path let
 /// a link flipped in between reach a device node).
 pub fn open_if_regular(path: &Path) -> Option<File> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let at = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH)
-        .open(path)
-        .ok()?;
-    let held = at.metadata().ok()?;
-    if !held.is_file() {
-        return None;
-    }
+    let (at, held) = crate::sys::locate(path).ok()?;
     // (without this process's /proc, nothing is opened: no build ids
     // from files then, rather than a window for a swapped path)
-    let f = crate::sys::reopen_for_reading(&at).ok()?;
-    let m = f.metadata().ok()?;
-    (m.is_file() && (m.dev(), m.ino()) == (held.dev(), held.ino())).then_some(f)
+    held.is_file()
+        .then(|| crate::sys::reopen_for_reading(&at, &held).ok())
+        .flatten()
 }
 
 /// Opens a file found through /proc without blocking (a FIFO planted at a

@@ -146,9 +146,8 @@ pub(super) fn open_input(path: &Path, in_place: bool) -> Result<Input, MergeErro
 /// (whoever owns the file can hold one for ever).
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Locks `file` exclusively, waiting at most `wait`.
-pub(super) fn lock_within(file: &std::fs::File, wait: std::time::Duration) -> io::Result<()> {
-    let deadline = std::time::Instant::now() + wait;
+/// Locks `file` exclusively, waiting until `deadline` at most.
+pub(super) fn lock_by(file: &std::fs::File, deadline: std::time::Instant) -> io::Result<()> {
     loop {
         match file.try_lock() {
             Ok(()) => return Ok(()),
@@ -158,10 +157,7 @@ pub(super) fn lock_within(file: &std::fs::File, wait: std::time::Duration) -> io
             Err(std::fs::TryLockError::WouldBlock) => {
                 return Err(io::Error::new(
                     io::ErrorKind::WouldBlock,
-                    format!(
-                        "held by another process (waited {} s in all)",
-                        LOCK_WAIT.as_secs()
-                    ),
+                    "held by another process until the wait ran out",
                 ))
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(e),
@@ -179,8 +175,7 @@ fn open_locked(path: &Path) -> Result<Input, MergeError> {
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     for _ in 0..1000 {
         let input = Input::open_regular(path)?;
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        lock_within(&input.file, left).map_err(out_err("locking", path))?;
+        lock_by(&input.file, deadline).map_err(out_err("locking", path))?;
         let held = input.file.metadata().map_err(out_err("reading", path))?;
         let now = std::fs::metadata(path).map_err(out_err("reading", path))?;
         if (held.dev(), held.ino()) == (now.dev(), now.ino()) {

@@ -361,60 +361,61 @@ fn v1_maps_convert_before_and_after_the_first_sample() {
     }
 }
 
-/// Runs `f` on its own thread and returns whether it panicked, failing if
-/// it has not ended within 30 s (a hang).
-fn panics_without_hanging(f: impl FnOnce() + Send + 'static) -> bool {
+/// Runs `f` on its own thread and returns what it returned or its panic,
+/// failing the test if it has not ended within 30 s (a hang).
+fn without_hanging<R: Send + 'static>(
+    f: impl FnOnce() -> R + Send + 'static,
+) -> std::thread::Result<R> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-        let _ = tx.send(r.is_err());
+        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
     });
     rx.recv_timeout(std::time::Duration::from_secs(30))
-        .expect("hung after the walk panicked")
+        .expect("hung")
 }
 
-// A walk that panics before the synthesized prefix is known ends convert
-// with that panic (the copy waiting for the prefix is released), no hang,
-// and no output left behind.
-#[test]
-fn convert_walk_panic_is_not_a_hang() {
-    use super::convert::{convert, ConvertOptions};
-    use crate::perf::walk::tests::PANICKING_WALK;
-    let tmp = tempfile::tempdir().unwrap();
-    let (inp, out) = (tmp.path().join(PANICKING_WALK), tmp.path().join("out.data"));
-    std::fs::write(&inp, v1_recording(Endian::Little, true)).unwrap();
-    let opts = ConvertOptions {
-        buildid_mmap2: true,
-        ..Default::default()
-    };
-    let o = out.clone();
-    assert!(panics_without_hanging(move || {
-        let _ = convert(&inp, &o, &opts);
-    }));
-    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
-    assert_eq!(left.len(), 1, "only the input remains: {left:?}");
-}
-
-// A walk that panics beside merge's data copy ends merge with that panic,
-// no hang, and no output left behind.
-#[test]
-fn merge_walk_panic_is_not_a_hang() {
-    use crate::perf::walk::tests::PANICKING_WALK;
-    let tmp = tempfile::tempdir().unwrap();
-    let (inp, out) = (tmp.path().join(PANICKING_WALK), tmp.path().join("out.data"));
-    std::fs::write(&inp, recording(Endian::Little).0).unwrap();
-    let opts = MergeOptions {
+/// Merge options of these tests: the maps of the pids the recording needs,
+/// live, no kernel map.
+fn merge_opts(in_place: bool) -> MergeOptions {
+    MergeOptions {
         which: Which::Needed,
         maps: None,
         snapshot: proc::Options::default(),
-        in_place: false,
+        in_place,
         kernel: false,
-    };
-    assert!(panics_without_hanging(move || {
-        let _ = merge(&inp, &out, &opts);
-    }));
-    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
-    assert_eq!(left.len(), 1, "only the input remains: {left:?}");
+    }
+}
+
+/// `convert --buildid-mmap2`, in place or not.
+fn convert_opts(in_place: bool) -> super::convert::ConvertOptions {
+    super::convert::ConvertOptions {
+        buildid_mmap2: true,
+        in_place,
+        ..Default::default()
+    }
+}
+
+// A walk that panics ends convert (before the synthesized prefix is known:
+// the copy waiting for it is released) and merge (beside its data copy)
+// with that panic: no hang, and no output left behind.
+#[test]
+fn walk_panic_is_not_a_hang() {
+    use super::convert::convert;
+    use crate::perf::walk::tests::PANICKING_WALK;
+    for tool in ["convert", "merge"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (inp, out) = (tmp.path().join(PANICKING_WALK), tmp.path().join("out.data"));
+        let run: Box<dyn FnOnce() + Send> = if tool == "convert" {
+            std::fs::write(&inp, v1_recording(Endian::Little, true)).unwrap();
+            Box::new(move || drop(convert(&inp, &out, &convert_opts(false))))
+        } else {
+            std::fs::write(&inp, recording(Endian::Little).0).unwrap();
+            Box::new(move || drop(merge(&inp, &out, &merge_opts(false))))
+        };
+        assert!(without_hanging(run).is_err(), "{tool}: no panic");
+        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "{tool}: only the input remains: {left:?}");
+    }
 }
 
 // An input rewritten in place must be a regular file: merge and convert
@@ -423,34 +424,20 @@ fn merge_walk_panic_is_not_a_hang() {
 // pipe once waited on its own pipe forever).
 #[test]
 fn in_place_refuses_a_fifo_unread() {
-    use super::convert::{convert, ConvertOptions};
+    use super::convert::convert;
     let tmp = tempfile::tempdir().unwrap();
     let fifo = tmp.path().join("in.fifo");
     crate::sys::mkfifo(&fifo).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
     let f = fifo.clone();
-    std::thread::spawn(move || {
-        let opts = MergeOptions {
-            which: Which::Needed,
-            maps: None,
-            snapshot: proc::Options::default(),
-            in_place: true,
-            kernel: false,
-        };
-        let merged = merge(&f, &f, &opts).map(|_| ()).map_err(|e| e.to_string());
-        let copts = ConvertOptions {
-            buildid_mmap2: true,
-            in_place: true,
-            ..Default::default()
-        };
-        let converted = convert(&f, &f, &copts)
-            .map(|_| ())
-            .map_err(|e| e.to_string());
-        let _ = tx.send((merged, converted));
-    });
-    let (merged, converted) = rx
-        .recv_timeout(std::time::Duration::from_secs(30))
-        .expect("an in-place rewrite read the FIFO");
+    let (merged, converted) = without_hanging(move || {
+        let merged = merge(&f, &f, &merge_opts(true)).map(|_| ());
+        let converted = convert(&f, &f, &convert_opts(true)).map(|_| ());
+        (
+            merged.map_err(|e| e.to_string()),
+            converted.map_err(|e| e.to_string()),
+        )
+    })
+    .expect("no panic");
     for r in [merged, converted] {
         let e = r.unwrap_err();
         assert!(e.contains("not a regular file"), "{e}");
@@ -493,8 +480,9 @@ fn lock_wait_is_bounded() {
     let holder = std::fs::File::open(&path).unwrap();
     holder.lock().unwrap();
     let other = std::fs::File::open(&path).unwrap();
-    let e = super::merge::lock_within(&other, std::time::Duration::from_millis(100)).unwrap_err();
+    let soon = || std::time::Instant::now() + std::time::Duration::from_millis(100);
+    let e = super::merge::lock_by(&other, soon()).unwrap_err();
     assert!(e.to_string().contains("held by another process"), "{e}");
     drop(holder);
-    super::merge::lock_within(&other, std::time::Duration::from_millis(100)).unwrap();
+    super::merge::lock_by(&other, soon()).unwrap();
 }

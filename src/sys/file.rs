@@ -18,17 +18,44 @@ pub fn mkfifo(path: &std::path::Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Opens for reading, non-blocking and without taking a terminal, the very
-/// inode an `O_PATH` descriptor holds, through `/proc/self/fd` (Linux has
-/// no other way to turn such a descriptor into a readable one). Fails when
-/// `/proc` is not this process's (not mounted, another PID namespace's).
-pub fn reopen_for_reading(at: &std::fs::File) -> io::Result<std::fs::File> {
-    use std::os::fd::AsRawFd;
+/// What `path` names, resolved once to an `O_PATH` descriptor (which opens
+/// nothing: no device's open effects, no FIFO wait) and its status, for
+/// [`reopen_for_reading`] to open if it is wanted: looking at a path and
+/// then opening it again by name would let a link swapped in between
+/// reach something else.
+pub fn locate(path: &std::path::Path) -> io::Result<(std::fs::File, std::fs::Metadata)> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    let at = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(path)?;
+    let meta = at.metadata()?;
+    Ok((at, meta))
+}
+
+/// Opens for reading, non-blocking and without taking a terminal, the very
+/// inode a [`locate`]d descriptor holds (`held` its status), through
+/// `/proc/self/fd`: Linux has no other way to turn such a descriptor into
+/// a readable one. Fails with NotFound when `/proc` is not this process's
+/// (not mounted, another PID namespace's), and when what opened is not
+/// that inode.
+pub fn reopen_for_reading(
+    at: &std::fs::File,
+    held: &std::fs::Metadata,
+) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(format!("/proc/self/fd/{}", at.as_raw_fd()))
+        .open(format!("/proc/self/fd/{}", at.as_raw_fd()))?;
+    let m = f.metadata()?;
+    if (m.dev(), m.ino()) != (held.dev(), held.ino()) {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "/proc/self/fd opened another file (a /proc not this process's?)",
+        ));
+    }
+    Ok(f)
 }
 
 /// Whether an open file lives on a pseudo filesystem (procfs, sysfs,

@@ -136,6 +136,13 @@ pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30
 
 /// Polls `cond` every 10 ms until it holds; fails the test naming `what`
 /// after `READY_TIMEOUT`.
+/// Makes a FIFO at `path` (with the system's `mkfifo`), failing the test
+/// if it cannot.
+pub fn mkfifo(path: &Path) {
+    let st = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(st.success(), "mkfifo {}", path.display());
+}
+
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + READY_TIMEOUT;
     while !cond() {

@@ -92,7 +92,7 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
     // follows links (perf writes through a link to nothing: the file it
     // names is checked again, and merged, once perf made it)
     if std::fs::metadata(&pt.output).is_ok_and(|m| !m.is_file())
-        || pt.output.as_os_str().as_encoded_bytes().ends_with(b"/")
+        || mmap2_synth::output::names_a_directory(&pt.output)
     {
         return Err(not_a_file(&pt.output));
     }

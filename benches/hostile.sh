@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# What hostile inputs cost: peak memory of a snapshot of processes mapping
+# one file at many addresses under a long path (any user can make them), and
+# pprof's time on a recording of many events all on one stack.
+#
+#   benches/hostile.sh           (needs gcc and python3; M2S_BENCH_SMOKE=1:
+#                                 tiny sizes, for CI)
+# Prints GNU time's peak RSS (KiB) and wall time of each run.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${BENCH_OUT:-$root/bench-out}/hostile
+bin="$root/target/release/mmap2-synth"
+if [ -n "${M2S_BENCH_SMOKE:-}" ]; then
+    vmas=200 events=(2000)
+else
+    vmas=60000 events=(100000 400000)
+fi
+mkdir -p "$out"
+(cd "$root" && cargo build --release --quiet)
+gcc -O2 -o "$out/manymaps" "$root/fixtures/manymaps.c"
+# a 3.8 KB path (15 components of 250 bytes) and a short one, to one file
+long="$out/long"
+for _ in $(seq 1 15); do long="$long/$(printf 'd%.0s' $(seq 1 250))"; done
+mkdir -p "$long"
+cp /bin/true "$long/f"
+cp /bin/true "$out/f"
+# (60,000 VMAs fit under the default vm.max_map_count, 65,530)
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+snapshot() { # FILE NPROCS LABEL
+    local pids=()
+    for _ in $(seq 1 "$2"); do
+        "$out/manymaps" "$1" "$vmas" 2>"$out/made.$_" &
+        pids+=($!)
+    done
+    # each says how many VMAs it made once it has made them
+    local deadline=$((SECONDS + 120))
+    while [ "$(cat "$out"/made.* | grep -c VMAs)" -lt "$2" ]; do
+        [ $SECONDS -lt $deadline ] || { echo "manymaps did not start" >&2; exit 1; }
+        sleep 0.1
+    done
+    local list
+    list=$(IFS=,; echo "${pids[*]}")
+    /usr/bin/time -f "$3: %M KiB peak, %e s" "$bin" -q -p "$list" -o "$out/s.data" 2>&1 | tail -1
+    kill "${pids[@]}"
+    wait "${pids[@]}" 2>/dev/null || true
+    rm -f "$out"/made.* "$out/s.data"
+}
+echo "snapshot of processes with $vmas VMAs each of one file (-j default):"
+snapshot "$out/f" 6 "6 processes, short path"
+snapshot "$long/f" 6 "6 processes, 3.8 KB path"
+snapshot "$long/f" 1 "1 process, 3.8 KB path"
+echo "pprof --no-symbolize of N events with one sample each, on one stack:"
+for n in "${events[@]}"; do
+    python3 "$root/benches/gen_many_events.py" "$n" "$out/ev.data"
+    /usr/bin/time -f "$n events ($(stat -c %s "$out/ev.data") bytes): %M KiB peak, %e s" \
+        "$bin" pprof -q "$out/ev.data" -o "$out/ev.pb.gz" --no-symbolize 2>&1 | tail -1
+done
+rm -rf "$out"
