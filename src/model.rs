@@ -249,6 +249,28 @@ pub struct Thread {
     pub comm: Vec<u8>,
 }
 
+/// Which piece of a process a [`Process`] value is. A process whose maps
+/// would hold too much to keep whole is handed on in pieces as they are
+/// read: each piece its run of VMAs in address order, the first with the
+/// leader (its FORK and COMM come before the maps) and the last with every
+/// thread (the other threads' records come after). Most processes are one
+/// piece, [`Part::WHOLE`]; the pieces' records in order are the same bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    /// The leader's records and the process's counts go with this piece.
+    pub first: bool,
+    /// The other threads' records go with this piece; none follows.
+    pub last: bool,
+}
+
+impl Part {
+    /// A process in one piece.
+    pub const WHOLE: Part = Part {
+        first: true,
+        last: true,
+    };
+}
+
 /// What was read of one process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Process {

@@ -5,6 +5,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::process::Command;
 
 use common::*;
 
@@ -353,4 +354,90 @@ fn comm_is_written_raw() {
     assert_eq!(names.len(), 2, "{names:?}");
     assert_eq!(names[0], (m.pid as i32, b"m2s\\a\tb".to_vec()));
     assert_eq!(names[1].1, b"worker-0");
+}
+
+// A process with 20,000 maps of a library under a 3.8 KB path (about 78 MB
+// of VMAs, held whole before: 160 MB peak) is written in pieces with
+// bounded memory; perf sees every one of its maps with its build id and
+// every thread's COMM (the last piece's), and the bytes do not depend on
+// the number of workers.
+#[test]
+#[ignore = "needs perf"]
+fn huge_process_is_written_in_bounded_memory() {
+    needs_perf();
+    let dir = scratch("huge");
+    let mut long = dir.to_path_buf();
+    for _ in 0..15 {
+        long.push("d".repeat(250));
+    }
+    std::fs::create_dir_all(&long).unwrap();
+    let lib = long.join("libsha1.so");
+    std::fs::copy(&fixtures().lib_sha1, &lib).unwrap();
+    let m = Mapper::start(&[
+        "--threads".as_ref(),
+        "2".as_ref(),
+        "--exec-maps".as_ref(),
+        "20000".as_ref(),
+        lib.as_os_str(),
+    ]);
+    let out = dir.join("snap.data");
+    let o = Command::new("/usr/bin/time")
+        .args(["-f", "maxrss=%M"])
+        .arg(bin())
+        .args(["-q", "-p", &m.pid.to_string(), "-o"])
+        .arg(&out)
+        .output()
+        .expect("GNU time (/usr/bin/time, Debian package time)");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let rss: u64 = err
+        .lines()
+        .find_map(|l| l.strip_prefix("maxrss="))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("GNU time's maxrss line");
+    eprintln!("20,000 maps under a 3.8 KB path: peak RSS {rss} KiB");
+    assert!(rss < 48 * 1024, "peak RSS {rss} KiB");
+
+    let mut want = expected(&m, &dir);
+    assert!(want.len() > 20_000, "{} maps", want.len());
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "--show-task-events".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let mut got = perf_script_mmaps(&script);
+    want.sort();
+    got.sort();
+    assert!(
+        got == want,
+        "{} maps seen, {} expected",
+        got.len(),
+        want.len()
+    );
+    for name in ["mapper", "worker-0", "worker-1"] {
+        let comm = format!("PERF_RECORD_COMM: {name}:{}/", m.pid);
+        assert!(script.contains(&comm), "no COMM for {name}");
+    }
+
+    // with another process beside it, one worker or two write the same bytes
+    let other = Mapper::with_all_libs(1);
+    let pids = format!("{},{}", m.pid, other.pid);
+    let runs: Vec<Vec<u8>> = ["1", "2"]
+        .iter()
+        .map(|j| {
+            let f = dir.join(format!("j{j}.data"));
+            synth_ok([
+                "-j".as_ref(),
+                j.as_ref(),
+                "-p".as_ref(),
+                pids.as_ref(),
+                "-o".as_ref(),
+                f.as_os_str(),
+            ]);
+            std::fs::read(&f).unwrap()
+        })
+        .collect();
+    assert_same_but_cmdline(&runs[0], &runs[1]);
 }

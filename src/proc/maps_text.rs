@@ -48,10 +48,27 @@ use MapsErrorKind as K;
 /// Parses a whole maps file. Lines are kept when `keep(perms, name)` says so.
 pub fn parse_maps(
     text: &[u8],
-    mut keep: impl FnMut(Perms, &[u8]) -> bool,
+    keep: impl FnMut(Perms, &[u8]) -> bool,
 ) -> Result<Vec<Vma>, MapsError> {
     let mut out = Vec::new();
-    let mut offset = 0;
+    each_vma(text, (0, 0), keep, |v| {
+        out.push(v);
+        Ok::<(), MapsError>(())
+    })?;
+    Ok(out)
+}
+
+/// Parses whole lines of a maps file that start at 0-based line `at.0`
+/// and byte offset `at.1` of it (for the error's position), handing each
+/// VMA `keep(perms, name)` keeps to `f` as it is parsed: the VMAs before a
+/// malformed line are all handed on.
+pub fn each_vma<E: From<MapsError>>(
+    text: &[u8],
+    at: (usize, usize),
+    mut keep: impl FnMut(Perms, &[u8]) -> bool,
+    mut f: impl FnMut(Vma) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut offset = at.1;
     for (i, line) in text.split(|&b| b == b'\n').enumerate() {
         let line_offset = offset;
         offset += line.len() + 1;
@@ -59,15 +76,21 @@ pub fn parse_maps(
             continue;
         }
         let vma = parse_line(line).map_err(|kind| MapsError {
-            line: i + 1,
+            line: at.0 + i + 1,
             offset: line_offset,
             kind,
         })?;
         if keep(vma.perms, &vma.name) {
-            out.push(vma);
+            f(vma)?;
         }
     }
-    Ok(out)
+    Ok(())
+}
+
+impl From<MapsError> for std::io::Error {
+    fn from(e: MapsError) -> Self {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+    }
 }
 
 fn hex(field: &[u8], what: &'static str) -> Result<u64, MapsErrorKind> {

@@ -13,7 +13,7 @@ use super::parse::{self, ProcParseError, PF_KTHREAD};
 pub use super::source::SourceChoice;
 use super::source::{self, BuildIdPolicy};
 use super::window::Window;
-use crate::model::{Process, Selection, Source, Thread, Vma};
+use crate::model::{Part, Process, Selection, Thread, Vma};
 
 /// Which processes to snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +63,9 @@ pub enum SkipReason {
     Denied,
     /// Any other error reading it.
     Failed,
+    /// It failed (vanished, mostly) after the first pieces of its maps were
+    /// written: it is written with the maps read until then.
+    CutShort,
 }
 
 impl SkipReason {
@@ -82,6 +85,7 @@ impl std::fmt::Display for SkipReason {
             SkipReason::Vanished => "vanished",
             SkipReason::Denied => "denied",
             SkipReason::Failed => "failed",
+            SkipReason::CutShort => "cut short",
         })
     }
 }
@@ -127,6 +131,9 @@ pub enum ScanError {
 
 enum Outcome<T> {
     Read(T),
+    /// Its first pieces were handed on, then reading it failed: the last
+    /// piece (the VMAs read since, every thread) and why.
+    CutShort(T, Skip),
     Skipped(Skip),
     NotSelected,
 }
@@ -143,6 +150,13 @@ pub const AHEAD: usize = 64;
 /// held 1.3 GB.)
 pub const AHEAD_BYTES: usize = 16 << 20;
 
+/// Bytes of VMAs (as [`Process::held_bytes`] counts them) past which a
+/// process's VMAs read so far are handed on as a piece ([`Part`]) while the
+/// rest are read, so no process is held whole however many maps it has.
+/// Ordinary processes (up to a few thousand VMAs) are one piece, so this
+/// costs them nothing.
+pub const PART_BYTES: usize = 1 << 20;
+
 /// What [`scan_each`] reports besides the processes it handed on.
 #[derive(Debug, Default)]
 pub struct Scanned {
@@ -155,13 +169,20 @@ pub struct Scanned {
 /// Reads the selected processes in parallel. The result is ordered by pid,
 /// whatever the number of workers.
 pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> {
-    let mut processes = Vec::new();
+    let mut processes: Vec<Process> = Vec::new();
     let scanned = scan_each(
         target,
         opts,
-        |p| p,
-        |p| {
-            processes.push(p);
+        |p, part| (p, part),
+        |(p, part)| {
+            match processes.last_mut() {
+                // a later piece of the process before it: put it back together
+                Some(whole) if !part.first => {
+                    whole.vmas.extend(p.vmas);
+                    whole.threads = p.threads;
+                }
+                _ => processes.push(p),
+            }
             Ok::<(), ScanError>(())
         },
     )?;
@@ -177,12 +198,16 @@ pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> 
 /// there), and the results go to `sink` on the calling thread in pid order,
 /// whatever the number of workers, while the workers read on: at most
 /// [`AHEAD`] processes ahead of the one `sink` gets next, and none while
-/// those waiting hold more than [`AHEAD_BYTES`]. The first error `sink`
-/// returns stops the scan.
+/// those waiting hold more than [`AHEAD_BYTES`]. A process is passed on in
+/// pieces of about [`PART_BYTES`] as its maps are read ([`Part`]; most are
+/// one piece), and a piece waits for room like a process, so no process is
+/// held whole either. A process that fails after its first pieces were
+/// passed on gets a last piece with what was read and is reported as
+/// [`SkipReason::CutShort`]. The first error `sink` returns stops the scan.
 pub fn scan_each<T: Send, E: From<ScanError>>(
     target: &Target,
     opts: &Options,
-    map: impl Fn(Process) -> T + Sync,
+    map: impl Fn(Process, Part) -> T + Sync,
     mut sink: impl FnMut(T) -> Result<(), E>,
 ) -> Result<Scanned, E> {
     let me = std::process::id();
@@ -218,20 +243,25 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
         .map_err(ScanError::from)?;
     let window = Window::new(pids.len(), AHEAD, AHEAD_BYTES);
     let mut scanned = Scanned::default();
-    // an outcome and its weight (the bytes it holds)
-    let read = |i: usize, local: &mut LocalBuildIds| match read_process(
-        pids[i],
-        uid,
-        opts,
-        (&cache, local),
-        &no_ioctl,
-    ) {
-        Outcome::Read(p) => {
+    // an outcome and its weight (the bytes it holds); earlier pieces go to
+    // the window as they are read
+    let read = |i: usize, local: &mut LocalBuildIds| {
+        let mut piece = |p: Process, part: Part| {
             let weight = p.held_bytes();
-            (Outcome::Read(map(p)), weight)
+            window.part(i, Outcome::Read(map(p, part)), weight)
+        };
+        match read_process(pids[i], uid, opts, (&cache, local), &no_ioctl, &mut piece) {
+            Outcome::Read((p, part)) => {
+                let weight = p.held_bytes();
+                (Outcome::Read(map(p, part)), weight)
+            }
+            Outcome::CutShort((p, part), skip) => {
+                let weight = p.held_bytes();
+                (Outcome::CutShort(map(p, part), skip), weight)
+            }
+            Outcome::Skipped(s) => (Outcome::Skipped(s), 64),
+            Outcome::NotSelected => (Outcome::NotSelected, 64),
         }
-        Outcome::Skipped(s) => (Outcome::Skipped(s), 64),
-        Outcome::NotSelected => (Outcome::NotSelected, 64),
     };
     let result = pool.in_place_scope(|s| -> Result<(), E> {
         for _ in 0..workers {
@@ -253,6 +283,10 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
             }
             match o {
                 Outcome::Read(t) => sink(t)?,
+                Outcome::CutShort(t, s) => {
+                    sink(t)?;
+                    scanned.skipped.push(s);
+                }
                 Outcome::Skipped(s) => scanned.skipped.push(s),
                 Outcome::NotSelected => {}
             }
@@ -267,45 +301,147 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
 /// The shared build-id cache and this worker's copy of its answers.
 type Caches<'a> = (&'a BuildIdCache, &'a mut LocalBuildIds);
 
+/// Where the pieces of a process before its last go: false when the scan
+/// stopped.
+type PieceSink<'a> = dyn FnMut(Process, Part) -> bool + 'a;
+
 fn read_process(
     pid: u32,
     uid: Option<u32>,
     opts: &Options,
     cache: Caches<'_>,
     no_ioctl: &AtomicBool,
-) -> Outcome<Process> {
-    match try_read_process(pid, uid, opts, cache, no_ioctl) {
-        Ok(Some(p)) => Outcome::Read(p),
-        Ok(None) => Outcome::NotSelected,
-        Err(e) => {
-            let mut reason = SkipReason::of(&e);
-            // gone before we read anything of it, or gone while we read it
-            let dir = opts.proc_root.join(pid.to_string());
-            if reason == SkipReason::Vanished
-                && !dir.exists()
-                && e.kind() == io::ErrorKind::NotFound
-            {
-                reason = SkipReason::NotFound;
-            }
-            Outcome::Skipped(Skip {
-                pid,
-                reason,
-                detail: e.to_string(),
-            })
+    piece: &mut PieceSink<'_>,
+) -> Outcome<(Process, Part)> {
+    let skip = |e: io::Error| {
+        let mut reason = SkipReason::of(&e);
+        // gone before we read anything of it, or gone while we read it
+        let dir = opts.proc_root.join(pid.to_string());
+        if reason == SkipReason::Vanished && !dir.exists() && e.kind() == io::ErrorKind::NotFound {
+            reason = SkipReason::NotFound;
         }
+        Skip {
+            pid,
+            reason,
+            detail: e.to_string(),
+        }
+    };
+    let mut pieces = match read_head(pid, uid, opts) {
+        Ok(Some(p)) => Pieces::new(p, piece),
+        Ok(None) => return Outcome::NotSelected,
+        Err(e) => return Outcome::Skipped(skip(e)),
+    };
+    if pieces.head.kernel_thread {
+        return Outcome::Read((pieces.head, Part::WHOLE));
+    }
+    match read_vmas(opts, cache, no_ioctl, &mut pieces) {
+        Ok(()) => Outcome::Read(pieces.last()),
+        Err(e) if pieces.emitted => {
+            let read = pieces.pushed;
+            let detail = format!("{e}; the {read} maps read before are written");
+            let reason = SkipReason::CutShort;
+            let last = pieces.last();
+            Outcome::CutShort(
+                last,
+                Skip {
+                    pid,
+                    reason,
+                    detail,
+                },
+            )
+        }
+        Err(e) => Outcome::Skipped(skip(e)),
+    }
+}
+
+/// A process's VMAs as they are read, handed on as a piece each time they
+/// hold [`PART_BYTES`].
+struct Pieces<'p, 's> {
+    /// The process without VMAs (every thread, the source once known).
+    head: Process,
+    /// VMAs read and not yet handed on.
+    vmas: Vec<Vma>,
+    /// Their bytes, as [`Process::held_bytes`] counts them.
+    bytes: usize,
+    /// VMAs read in all.
+    pushed: usize,
+    /// A piece was handed on: the next is not the first.
+    emitted: bool,
+    sink: &'p mut PieceSink<'s>,
+}
+
+impl<'p, 's> Pieces<'p, 's> {
+    fn new(head: Process, sink: &'p mut PieceSink<'s>) -> Self {
+        Pieces {
+            head,
+            vmas: Vec::new(),
+            bytes: 0,
+            pushed: 0,
+            emitted: false,
+            sink,
+        }
+    }
+
+    /// The process with `vmas` and these threads.
+    fn with(&self, vmas: Vec<Vma>, threads: Vec<Thread>) -> Process {
+        let h = &self.head;
+        Process {
+            pid: h.pid,
+            ppid: h.ppid,
+            kernel_thread: h.kernel_thread,
+            start_time: h.start_time,
+            threads,
+            vmas,
+            source: h.source,
+        }
+    }
+
+    fn push(&mut self, v: Vma) -> io::Result<()> {
+        self.bytes += 128 + v.name.len();
+        self.pushed += 1;
+        self.vmas.push(v);
+        if self.bytes < PART_BYTES {
+            return Ok(());
+        }
+        let vmas = std::mem::take(&mut self.vmas);
+        let leader = self.head.threads.first().cloned().into_iter().collect();
+        let p = self.with(vmas, leader);
+        let part = Part {
+            first: !self.emitted,
+            last: false,
+        };
+        self.emitted = true;
+        self.bytes = 0;
+        match (self.sink)(p, part) {
+            true => Ok(()),
+            false => Err(io::Error::other("the scan stopped")),
+        }
+    }
+
+    /// Drops the VMAs read of a file that is not used after all (before
+    /// any piece was handed on).
+    fn restart(&mut self) {
+        self.pushed -= self.vmas.len();
+        self.vmas.clear();
+        self.bytes = 0;
+    }
+
+    /// The last piece: the VMAs not yet handed on and every thread.
+    fn last(mut self) -> (Process, Part) {
+        let part = Part {
+            first: !self.emitted,
+            last: true,
+        };
+        self.head.vmas = std::mem::take(&mut self.vmas);
+        (self.head, part)
     }
 }
 
 /// Reads one process from `stat` alone (comm, ppid, flags, thread count,
-/// start time), plus `status` only to select by uid, the task directory and
-/// each thread's `comm` only when it has more than one thread, and its maps.
-fn try_read_process(
-    pid: u32,
-    uid: Option<u32>,
-    opts: &Options,
-    cache: Caches<'_>,
-    no_ioctl: &AtomicBool,
-) -> io::Result<Option<Process>> {
+/// start time), plus `status` only to select by uid, and the task directory
+/// and each thread's `comm` only when it has more than one thread: all but
+/// its maps.
+fn read_head(pid: u32, uid: Option<u32>, opts: &Options) -> io::Result<Option<Process>> {
     let dir = opts.proc_root.join(pid.to_string());
     if let Some(want) = uid {
         let path = dir.join("status");
@@ -342,20 +478,14 @@ fn try_read_process(
             }
         }
     }
-    let (vmas, source) = if kernel_thread {
-        (Vec::new(), None)
-    } else {
-        let (v, s) = read_vmas(pid, &threads, opts, cache, no_ioctl)?;
-        (v, Some(s))
-    };
     Ok(Some(Process {
         pid,
         ppid,
         kernel_thread,
         start_time,
         threads,
-        vmas,
-        source,
+        vmas: Vec::new(),
+        source: None,
     }))
 }
 
@@ -404,44 +534,64 @@ fn invalid(path: &Path, source: ProcParseError) -> io::Error {
     )
 }
 
-/// Reads the leader's VMAs; when the leader is a zombie (empty maps or ESRCH)
-/// a live thread's maps are used instead.
+/// Reads the leader's VMAs into `pieces`; when the leader is a zombie
+/// (empty maps or ESRCH) a live thread's maps are used instead.
 fn read_vmas(
-    pid: u32,
-    threads: &[Thread],
     opts: &Options,
     (cache, local): Caches<'_>,
     no_ioctl: &AtomicBool,
-) -> io::Result<(Vec<Vma>, Source)> {
+    pieces: &mut Pieces<'_, '_>,
+) -> io::Result<()> {
+    let pid = pieces.head.pid;
     let ids = BuildIdPolicy {
         cache: opts.build_ids.then_some(cache),
         pid,
         tid: pid,
         proc_root: &opts.proc_root,
     };
+    let tids: Vec<u32> = pieces.head.threads.iter().map(|t| t.tid).collect();
     let mut fallback = None; // first empty or vanished result, if no thread has VMAs
-    for t in threads {
+    for &tid in &tids {
         let dir = opts.proc_root.join(pid.to_string());
-        let path = if t.tid == pid {
+        let path = if tid == pid {
             dir.join("maps")
         } else {
-            dir.join("task").join(t.tid.to_string()).join("maps")
+            dir.join("task").join(tid.to_string()).join("maps")
         };
-        let ids = BuildIdPolicy { tid: t.tid, ..ids };
-        let result =
-            source::read_maps_file(&path, opts.selection, opts.source, ids, local, no_ioctl);
+        let ids = BuildIdPolicy { tid, ..ids };
+        pieces.restart();
+        let result = source::read_maps_file(
+            &path,
+            opts.selection,
+            opts.source,
+            ids,
+            local,
+            no_ioctl,
+            // the source goes with the first piece, whenever it is handed on
+            &mut |s, v| {
+                pieces.head.source = Some(s);
+                pieces.push(v)
+            },
+        );
         match result {
-            Ok((v, s)) if !v.is_empty() || threads.len() == 1 => return Ok((v, s)),
-            Ok((v, s)) => {
-                fallback.get_or_insert(Ok((v, s)));
+            Ok(s) if pieces.pushed > 0 || tids.len() == 1 => {
+                pieces.head.source = Some(s);
+                return Ok(());
             }
+            Ok(s) => {
+                fallback.get_or_insert(Ok(s));
+            }
+            Err(e) if pieces.emitted => return Err(e),
             Err(e) if SkipReason::of(&e) == SkipReason::Vanished => {
                 fallback.get_or_insert(Err(e));
             }
             Err(e) => return Err(e),
         }
     }
-    fallback.unwrap_or_else(|| Err(io::Error::from_raw_os_error(libc::ESRCH)))
+    pieces.restart();
+    let s = fallback.unwrap_or_else(|| Err(io::Error::from_raw_os_error(libc::ESRCH)))?;
+    pieces.head.source = Some(s);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -502,7 +652,7 @@ mod tests {
             scan_each(
                 &Target::Pids((100..400).rev().collect()),
                 &opts,
-                |p| {
+                |p, _| {
                     let now = live.fetch_add(1, Ordering::SeqCst) + 1;
                     max.fetch_max(now, Ordering::SeqCst);
                     p.pid
@@ -532,7 +682,7 @@ mod tests {
             let r = scan_each(
                 &Target::Pids((100..400).collect()),
                 &opts,
-                |p| {
+                |p, _| {
                     read.fetch_add(1, Ordering::SeqCst);
                     p.pid
                 },
@@ -548,5 +698,122 @@ mod tests {
         });
         assert!(err);
         assert!(read <= 10 + AHEAD + 2, "{read} read after the error");
+    }
+
+    /// Makes pid 101 of a [`fake_proc`] a two-thread process of `n` VMAs
+    /// with 200-byte names (about 330 bytes each as held), the line after
+    /// `bad_after` of them malformed when given; returns its maps text.
+    fn big_process(root: &Path, n: usize, bad_after: Option<usize>) -> Vec<u8> {
+        let d = root.join("101");
+        let stat = "101 (big) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 2 0 1 0 0\n";
+        std::fs::write(d.join("stat"), stat).unwrap();
+        std::fs::create_dir_all(d.join("task/102")).unwrap();
+        std::fs::create_dir_all(d.join("task/101")).unwrap();
+        std::fs::write(d.join("task/102/comm"), "worker\n").unwrap();
+        let mut maps = Vec::new();
+        for i in 0..n as u64 {
+            if bad_after == Some(i as usize) {
+                maps.extend_from_slice(b"not a maps line\n");
+            }
+            let name = format!("/lib/{:0>195}", i);
+            let line = format!(
+                "{:x}-{:x} r-xp 00000000 08:01 {} {name}\n",
+                (i + 16) << 12,
+                (i + 17) << 12,
+                i + 1
+            );
+            maps.extend_from_slice(line.as_bytes());
+        }
+        std::fs::write(d.join("maps"), &maps).unwrap();
+        maps
+    }
+
+    /// Scans pids 100..103 of `root`, returning each piece handed on as
+    /// (pid, part, VMAs, held bytes, threads) and the skips.
+    #[allow(clippy::type_complexity)]
+    fn pieces_of(root: &Path) -> (Vec<(u32, Part, Vec<Vma>, usize, usize)>, Vec<Skip>) {
+        let root = root.to_path_buf();
+        bounded(move || {
+            let mut got = Vec::new();
+            let scanned = scan_each(
+                &Target::Pids(vec![100, 101, 103]),
+                &options(&root),
+                |p, part| {
+                    let held = p.held_bytes();
+                    (p.pid, part, p.vmas, held, p.threads.len())
+                },
+                |piece| {
+                    got.push(piece);
+                    Ok::<(), ScanError>(())
+                },
+            )
+            .unwrap();
+            (got, scanned.skipped)
+        })
+    }
+
+    // A process too big to hold whole is handed on in pieces of about
+    // PART_BYTES, in order, first and last marked, the leader with every
+    // piece and every thread with the last, and its VMAs, put back
+    // together, are exactly those of its maps file (held whole, it was one
+    // 6.6 MB piece).
+    #[test]
+    fn big_process_comes_in_pieces() {
+        let root = fake_proc(4);
+        let maps = big_process(root.path(), 20_000, None);
+        let (got, skipped) = pieces_of(root.path());
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let pids: Vec<u32> = got.iter().map(|g| g.0).collect();
+        let big: Vec<_> = got.iter().filter(|g| g.0 == 101).collect();
+        assert!(big.len() >= 6, "{} pieces", big.len());
+        assert_eq!(pids.first(), Some(&100));
+        assert_eq!(pids.last(), Some(&103));
+        assert!(pids.windows(2).all(|w| w[0] <= w[1]), "{pids:?}");
+        for (k, (_, part, _, held, threads)) in big.iter().enumerate() {
+            let last = k + 1 == big.len();
+            assert_eq!(
+                *part,
+                Part {
+                    first: k == 0,
+                    last
+                },
+                "piece {k}"
+            );
+            assert!(*held <= PART_BYTES + 512, "piece {k} holds {held}");
+            assert_eq!(*threads, if last { 2 } else { 1 }, "piece {k}");
+        }
+        let vmas: Vec<Vma> = big.iter().flat_map(|g| g.2.clone()).collect();
+        let whole = super::super::maps_text::parse_maps(&maps, |_, _| true).unwrap();
+        assert_eq!(vmas, whole);
+        // and the collecting scan puts it back together
+        let snap = snapshot(&Target::Pids(vec![101]), &options(root.path())).unwrap();
+        assert_eq!(snap.processes.len(), 1);
+        assert_eq!(snap.processes[0].vmas, whole);
+        assert_eq!(snap.processes[0].threads.len(), 2);
+    }
+
+    // A process that fails after its first pieces were handed on still gets
+    // a last piece (the VMAs read since and every thread, so its records
+    // stay whole), and is reported as cut short, naming why.
+    #[test]
+    fn failure_after_pieces_is_cut_short() {
+        let root = fake_proc(4);
+        big_process(root.path(), 20_000, Some(15_000));
+        let (got, skipped) = pieces_of(root.path());
+        let big: Vec<_> = got.iter().filter(|g| g.0 == 101).collect();
+        let last = big.last().unwrap();
+        assert!(last.1.last && !last.1.first);
+        assert_eq!(last.4, 2, "every thread goes with the last piece");
+        let read: usize = big.iter().map(|g| g.2.len()).sum();
+        assert_eq!(read, 15_000);
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert_eq!(skipped[0].pid, 101);
+        assert_eq!(skipped[0].reason, SkipReason::CutShort);
+        assert!(
+            skipped[0].detail.contains("line 15001"),
+            "{}",
+            skipped[0].detail
+        );
+        assert!(got.iter().any(|g| g.0 == 103), "the scan went on");
     }
 }

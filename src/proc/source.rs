@@ -39,14 +39,20 @@ pub struct BuildIdPolicy<'a> {
 /// Longest name buffer tried; longer names become `//toolong` (as perf).
 const MAX_NAME: usize = 4096;
 
-/// Walks the VMAs of an open maps file with PROCMAP_QUERY. Errors are the
-/// ioctl's: ENOTTY means the kernel lacks it, ESRCH that the memory is gone.
+/// What each VMA read is handed to, in address order, as it is read; an
+/// error it returns ends the walk with that error.
+pub type VmaSink<'a> = dyn FnMut(Vma) -> io::Result<()> + 'a;
+
+/// Walks the VMAs of an open maps file with PROCMAP_QUERY, handing each to
+/// `push`. Errors are the ioctl's: ENOTTY means the kernel lacks it (it
+/// comes before any VMA), ESRCH that the memory is gone.
 pub fn walk_ioctl(
     file: &File,
     sel: Selection,
     ids: BuildIdPolicy<'_>,
     local: &mut LocalBuildIds,
-) -> io::Result<Vec<Vma>> {
+    push: &mut VmaSink<'_>,
+) -> io::Result<()> {
     let fd = file.as_fd();
     let filter = match sel {
         Selection::Exec => sys::PROCMAP_QUERY_VMA_EXECUTABLE,
@@ -55,10 +61,6 @@ pub fn walk_ioctl(
     // on the stack: a heap buffer this size per process made the allocator
     // consolidate its small free chunks once per process
     let mut name = [0u8; MAX_NAME];
-    let mut out = Vec::with_capacity(match sel {
-        Selection::Exec => 32,
-        Selection::ExecAndData => 128,
-    });
     let mut addr = 0u64;
     loop {
         let mut q = ProcmapQuery {
@@ -123,9 +125,9 @@ pub fn walk_ioctl(
                 }
             });
         }
-        out.push(vma);
+        push(vma)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Resolves a VMA's build id through the cache; on a miss asks `kernel`
@@ -167,31 +169,72 @@ fn resolve(
     }
 }
 
-/// Reads and parses a text maps file. `[vsyscall]` is dropped, as the ioctl
-/// never reports it.
+/// Bytes of text maps parsed at a time: the file is read in pieces of
+/// whole lines, so its size (which a process can make hundreds of MB with
+/// long names) is never held.
+const TEXT_CHUNK: usize = 64 * 1024;
+
+/// Longest maps line accepted: a 4 KiB path with every byte escaped as
+/// `\ooo`, and the fields before it.
+const MAX_LINE: usize = 4 * 4096 + 256;
+
+/// Reads and parses a text maps file a piece at a time, handing each VMA to
+/// `push`. `[vsyscall]` is dropped, as the ioctl never reports it.
 pub fn walk_text(
     file: &mut File,
     sel: Selection,
     ids: BuildIdPolicy<'_>,
     local: &mut LocalBuildIds,
-) -> io::Result<Vec<Vma>> {
-    let mut text = Vec::with_capacity(16 * 1024);
-    file.read_to_end(&mut text)?;
-    let mut vmas = super::maps_text::parse_maps(&text, |perms, name| {
-        sel.wants(perms) && name != VSYSCALL_NAME
-    })
-    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-    if let Some(cache) = ids.cache {
-        for vma in &mut vmas {
-            vma.build_id = resolve(vma, cache, local, ids, || None);
+    push: &mut VmaSink<'_>,
+) -> io::Result<()> {
+    let mut text: Vec<u8> = Vec::with_capacity(TEXT_CHUNK + MAX_LINE);
+    // where `text` starts in the file, in bytes and lines
+    let (mut offset, mut line) = (0usize, 0usize);
+    loop {
+        let have = text.len();
+        text.resize(have + TEXT_CHUNK, 0);
+        let n = loop {
+            match file.read(&mut text[have..]) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => break r,
+            }
+        };
+        text.truncate(have + n.as_ref().map_or(0, |&n| n));
+        let n = n?;
+        let end = match n {
+            0 => text.len(),
+            _ => text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1),
+        };
+        if end == 0 && text.len() > MAX_LINE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "line {} (byte offset {offset}): longer than {MAX_LINE} bytes",
+                    line + 1
+                ),
+            ));
+        }
+        let keep = |perms, name: &[u8]| sel.wants(perms) && name != VSYSCALL_NAME;
+        super::maps_text::each_vma(&text[..end], (line, offset), keep, |mut vma| {
+            if let Some(cache) = ids.cache {
+                vma.build_id = resolve(&vma, cache, local, ids, || None);
+            }
+            push(vma)
+        })?;
+        line += text[..end].iter().filter(|&&b| b == b'\n').count();
+        offset += end;
+        text.drain(..end);
+        if n == 0 {
+            return Ok(());
         }
     }
-    Ok(vmas)
 }
 
-/// Reads one maps file with the chosen source. The first ENOTTY (a kernel
-/// without PROCMAP_QUERY) sets `no_ioctl`, so every later file goes straight
-/// to the text parser; with [`SourceChoice::Ioctl`] it is returned instead.
+/// Reads one maps file with the chosen source, handing each VMA to `push`
+/// with the source it came from as it is read; returns the source used.
+/// The first ENOTTY (a kernel without PROCMAP_QUERY, before any VMA) sets
+/// `no_ioctl`, so every later file goes straight to the text parser; with
+/// [`SourceChoice::Ioctl`] it is returned instead.
 pub fn read_maps_file(
     path: &Path,
     sel: Selection,
@@ -199,11 +242,12 @@ pub fn read_maps_file(
     ids: BuildIdPolicy<'_>,
     local: &mut LocalBuildIds,
     no_ioctl: &AtomicBool,
-) -> io::Result<(Vec<Vma>, Source)> {
+    push: &mut dyn FnMut(Source, Vma) -> io::Result<()>,
+) -> io::Result<Source> {
     let mut file = File::open(path)?;
     if !no_ioctl.load(Ordering::Relaxed) {
-        match walk_ioctl(&file, sel, ids, local) {
-            Ok(v) => return Ok((v, Source::Ioctl)),
+        match walk_ioctl(&file, sel, ids, local, &mut |v| push(Source::Ioctl, v)) {
+            Ok(()) => return Ok(Source::Ioctl),
             Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => {
                 no_ioctl.store(true, Ordering::Relaxed);
                 if choice == SourceChoice::Ioctl {
@@ -213,5 +257,6 @@ pub fn read_maps_file(
             Err(e) => return Err(e),
         }
     }
-    Ok((walk_text(&mut file, sel, ids, local)?, Source::Text))
+    walk_text(&mut file, sel, ids, local, &mut |v| push(Source::Text, v))?;
+    Ok(Source::Text)
 }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::bytes::Endian;
-use crate::model::{BuildId, KernelMap, Perms, Process, Vma};
+use crate::model::{BuildId, KernelMap, Part, Perms, Process, Thread, Vma};
 use crate::perf::consts::misc;
 use crate::perf::events::{self, Fork, Mmap2, Mmap2Id};
 use crate::perf::{BuildIdEntry, RecordTooLarge, SampleId, SampleIdLayout};
@@ -60,66 +60,97 @@ pub fn encode_process(
     enc: &Encoding,
     out: &mut Vec<u8>,
 ) -> Result<(), RecordTooLarge> {
+    encode_part(p, Part::WHOLE, enc, out)
+}
+
+/// Encodes one piece of a process (see [`Part`]): the leader's FORK and
+/// COMM if it is the first, its MMAP2s, the other threads' FORK and COMM if
+/// it is the last. The pieces' bytes in order are [`encode_process`]'s.
+pub fn encode_part(
+    p: &Process,
+    part: Part,
+    enc: &Encoding,
+    out: &mut Vec<u8>,
+) -> Result<(), RecordTooLarge> {
+    if part.first {
+        if let Some(leader) = p.threads.first() {
+            encode_thread(p, leader, true, enc, out)?;
+        }
+    }
     let e = enc.endian;
-    for (i, t) in p.threads.iter().enumerate() {
-        let leader = i == 0;
-        let sid = SampleId {
-            pid: if enc.fill_tid { p.pid } else { 0 },
-            tid: if enc.fill_tid { t.tid } else { 0 },
-            id: enc.id,
-            ..Default::default()
+    let sid = SampleId {
+        pid: if enc.fill_tid { p.pid } else { 0 },
+        tid: if enc.fill_tid { p.pid } else { 0 },
+        id: enc.id,
+        ..Default::default()
+    };
+    for vma in &p.vmas {
+        let (filename, extra_flags) = mmap_filename(vma);
+        let mut m = misc::USER;
+        if !vma.perms.contains(Perms::EXEC) {
+            m |= misc::MMAP_DATA;
+        }
+        let id = match vma.build_id {
+            Some(b) => Mmap2Id::BuildId(b),
+            None => Mmap2Id::Inode {
+                maj: vma.dev_major,
+                min: vma.dev_minor,
+                ino: vma.inode,
+                ino_generation: 0,
+            },
         };
-        if enc.forks {
-            let parent = if leader { p.ppid } else { p.pid };
-            let f = Fork {
-                pid: p.pid,
-                ppid: parent,
-                tid: t.tid,
-                ptid: parent,
-                time: 0,
-            };
-            events::encode_fork(out, e, &f, &enc.layout, &sid)?;
+        let mm = Mmap2 {
+            misc: m,
+            pid: p.pid,
+            tid: p.pid,
+            addr: vma.start,
+            len: vma.len(),
+            pgoff: vma.offset,
+            id,
+            prot: vma.perms.prot(),
+            flags: vma.perms.map_flags() | extra_flags,
+            filename,
+        };
+        events::encode_mmap2(out, e, &mm, &enc.layout, &sid)?;
+    }
+    if part.last {
+        for t in p.threads.iter().skip(1) {
+            encode_thread(p, t, false, enc, out)?;
         }
-        // A thread whose name is unknown (a snapshot file without its COMM)
-        // gets none rather than an empty one that would rename it.
-        if !t.comm.is_empty() {
-            events::encode_comm(out, e, p.pid, t.tid, &t.comm, &enc.layout, &sid)?;
-        }
-        if leader {
-            for vma in &p.vmas {
-                let (filename, extra_flags) = mmap_filename(vma);
-                let mut m = misc::USER;
-                if !vma.perms.contains(Perms::EXEC) {
-                    m |= misc::MMAP_DATA;
-                }
-                let id = match vma.build_id {
-                    Some(b) => Mmap2Id::BuildId(b),
-                    None => Mmap2Id::Inode {
-                        maj: vma.dev_major,
-                        min: vma.dev_minor,
-                        ino: vma.inode,
-                        ino_generation: 0,
-                    },
-                };
-                let mm = Mmap2 {
-                    misc: m,
-                    pid: p.pid,
-                    tid: p.pid,
-                    addr: vma.start,
-                    len: vma.len(),
-                    pgoff: vma.offset,
-                    id,
-                    prot: vma.perms.prot(),
-                    flags: vma.perms.map_flags() | extra_flags,
-                    filename,
-                };
-                let sid = SampleId {
-                    tid: if enc.fill_tid { p.pid } else { 0 },
-                    ..sid
-                };
-                events::encode_mmap2(out, e, &mm, &enc.layout, &sid)?;
-            }
-        }
+    }
+    Ok(())
+}
+
+/// A thread's FORK (system-wide) and COMM.
+fn encode_thread(
+    p: &Process,
+    t: &Thread,
+    leader: bool,
+    enc: &Encoding,
+    out: &mut Vec<u8>,
+) -> Result<(), RecordTooLarge> {
+    let e = enc.endian;
+    let sid = SampleId {
+        pid: if enc.fill_tid { p.pid } else { 0 },
+        tid: if enc.fill_tid { t.tid } else { 0 },
+        id: enc.id,
+        ..Default::default()
+    };
+    if enc.forks {
+        let parent = if leader { p.ppid } else { p.pid };
+        let f = Fork {
+            pid: p.pid,
+            ppid: parent,
+            tid: t.tid,
+            ptid: parent,
+            time: 0,
+        };
+        events::encode_fork(out, e, &f, &enc.layout, &sid)?;
+    }
+    // A thread whose name is unknown (a snapshot file without its COMM)
+    // gets none rather than an empty one that would rename it.
+    if !t.comm.is_empty() {
+        events::encode_comm(out, e, p.pid, t.tid, &t.comm, &enc.layout, &sid)?;
     }
     Ok(())
 }
@@ -226,7 +257,7 @@ pub fn build_id_entries(snap: &Snapshot) -> Vec<BuildIdEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Source, Thread};
+    use crate::model::Source;
 
     fn vma(start: u64, name: &[u8], id: Option<BuildId>, perms: Perms) -> Vma {
         Vma {
@@ -283,6 +314,53 @@ mod tests {
         assert_eq!(&recs[3].1[64..70], b"//anon");
         use crate::perf::consts::types::*;
         assert_eq!(types, vec![FORK, COMM, MMAP2, MMAP2, FORK, COMM]);
+    }
+
+    // A process encoded in pieces gives the same bytes as encoded whole.
+    #[test]
+    fn pieces_encode_as_whole() {
+        let id = BuildId::new(&[1; 20]);
+        let t = |tid, c: &[u8]| Thread {
+            tid,
+            comm: c.to_vec(),
+        };
+        let whole = Process {
+            pid: 10,
+            ppid: 1,
+            kernel_thread: false,
+            start_time: 0,
+            threads: vec![t(10, b"a"), t(11, b"b"), t(12, b"c")],
+            vmas: (0..5)
+                .map(|i| vma(0x1000 * (i + 1), b"/bin/a", id, Perms::EXEC))
+                .collect(),
+            source: Some(Source::Ioctl),
+        };
+        let enc = Encoding {
+            endian: Endian::Big,
+            layout: SampleIdLayout::default(),
+            id: 3,
+            forks: true,
+            fill_tid: true,
+        };
+        let mut want = Vec::new();
+        encode_process(&whole, &enc, &mut want).unwrap();
+        let mut got = Vec::new();
+        for (range, first, last) in [
+            (0..2, true, false),
+            (2..3, false, false),
+            (3..5, false, true),
+        ] {
+            let piece = Process {
+                vmas: whole.vmas[range].to_vec(),
+                threads: match last {
+                    true => whole.threads.clone(),
+                    false => whole.threads[..1].to_vec(),
+                },
+                ..whole.clone()
+            };
+            encode_part(&piece, Part { first, last }, &enc, &mut got).unwrap();
+        }
+        assert_eq!(got, want);
     }
 
     // perf's name rules: nameless -> //anon, hugetlb -> //anon + MAP_HUGETLB, huge -> //toolong.

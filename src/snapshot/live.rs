@@ -51,7 +51,7 @@ pub fn write_live(
     let scanned = proc::scan_each(
         target,
         scan,
-        |p| encode_keyed(&p, &enc, keyed),
+        |p, part| encode_keyed(&p, part, &enc, keyed),
         |e| -> Result<(), LiveError> { Ok(w.write(e.map_err(WriteError::from)?)?) },
     )?;
     let (recs, notes) = watch.finish();

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::model::{Process, Source};
+use crate::model::{Part, Process, Source};
 use crate::proc::{Skip, SkipReason, Snapshot};
 
 /// Counts for the summary.
@@ -54,6 +54,8 @@ pub struct Stats {
 /// it so the writer only adds numbers.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ProcessSummary {
+    /// 1 for a process's first piece ([`Part`]), else 0.
+    processes: usize,
     kernel_thread: bool,
     threads: usize,
     vmas: usize,
@@ -65,6 +67,12 @@ pub struct ProcessSummary {
 impl ProcessSummary {
     /// The counts of one process.
     pub fn of(p: &Process) -> ProcessSummary {
+        ProcessSummary::of_part(p, Part::WHOLE)
+    }
+
+    /// The counts of one piece of a process: the process itself with its
+    /// first piece, its threads with its last, its VMAs with each.
+    pub fn of_part(p: &Process, part: Part) -> ProcessSummary {
         // A file's VMAs are mostly neighbours: merge runs first, so the
         // sort sees about one entry per file.
         let mut dsos: Vec<(&[u8], bool)> = Vec::new();
@@ -84,10 +92,11 @@ impl ProcessSummary {
             }
         }
         ProcessSummary {
-            kernel_thread: p.kernel_thread,
-            threads: p.threads.len(),
+            processes: usize::from(part.first),
+            kernel_thread: part.first && p.kernel_thread,
+            threads: if part.last { p.threads.len() } else { 0 },
             vmas: p.vmas.len(),
-            source: p.source,
+            source: if part.first { p.source } else { None },
             dsos: distinct,
         }
     }
@@ -106,7 +115,7 @@ impl Stats {
 
     /// Adds one process.
     pub fn add(&mut self, p: ProcessSummary) {
-        self.processes += 1;
+        self.processes += p.processes;
         self.kernel_threads += usize::from(p.kernel_thread);
         self.threads += p.threads;
         self.vmas += p.vmas;

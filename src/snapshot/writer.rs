@@ -9,7 +9,7 @@ use super::encode::{self, table_entries, Encoding};
 use super::file::{host_features, snapshot_attr, snapshot_encoding, Out, WriteOptions, EVENT_ID};
 use super::stats::{ProcessSummary, Stats};
 use super::watched::{map_key, WatchFilter};
-use crate::model::{BuildId, Process};
+use crate::model::{BuildId, Part, Process};
 use crate::perf::consts::{feature, misc, types};
 use crate::perf::features::encode_build_id_entries;
 use crate::perf::features::event_desc_feature;
@@ -38,14 +38,20 @@ pub struct Encoded {
 
 /// Encodes one process for a [`SnapshotWriter`] (pure; runs on any thread).
 pub fn encode_for_writer(p: &Process, enc: &Encoding) -> Result<Encoded, RecordTooLarge> {
-    encode_keyed(p, enc, false)
+    encode_keyed(p, Part::WHOLE, enc, false)
 }
 
-/// [`encode_for_writer`], with the keys of its maps when `keys` (a watched
-/// snapshot drops watched maps the scan saw too).
-pub fn encode_keyed(p: &Process, enc: &Encoding, keys: bool) -> Result<Encoded, RecordTooLarge> {
+/// [`encode_for_writer`] of one piece of a process ([`Part`]), with the
+/// keys of its maps when `keys` (a watched snapshot drops watched maps the
+/// scan saw too).
+pub fn encode_keyed(
+    p: &Process,
+    part: Part,
+    enc: &Encoding,
+    keys: bool,
+) -> Result<Encoded, RecordTooLarge> {
     let mut records = Vec::with_capacity(64 + 160 * p.vmas.len());
-    encode::encode_process(p, enc, &mut records)?;
+    encode::encode_part(p, part, enc, &mut records)?;
     let map_keys = match keys {
         true => p
             .vmas
@@ -65,7 +71,7 @@ pub fn encode_keyed(p: &Process, enc: &Encoding, keys: bool) -> Result<Encoded, 
     Ok(Encoded {
         records,
         build_ids: encode::process_build_ids(p),
-        summary: ProcessSummary::of(p),
+        summary: ProcessSummary::of_part(p, part),
         map_keys,
         pid: p.pid,
     })

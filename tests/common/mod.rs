@@ -427,6 +427,21 @@ pub fn perf_record_to(out: &Path, args: &[&str], what: &[&str]) {
     );
 }
 
+/// Asserts two snapshots made with different command lines (`-j`) are the
+/// same bytes but for the CMDLINE feature, which must differ.
+pub fn assert_same_but_cmdline(a: &[u8], b: &[u8]) {
+    let cmdline = feature_range(a, 11).expect("CMDLINE present");
+    assert_eq!(a.len(), b.len());
+    let diff: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
+    assert!(!diff.is_empty(), "the command lines differ in CMDLINE");
+    assert!(
+        diff.iter().all(|i| cmdline.contains(i)),
+        "bytes differ outside CMDLINE: {} of them, the first at {}",
+        diff.len(),
+        diff[0]
+    );
+}
+
 /// Runs perf with the arguments and returns stdout (asserting success).
 pub fn perf(args: &[&std::ffi::OsStr]) -> String {
     let out = Command::new("perf").args(args).output().expect("run perf");
