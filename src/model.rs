@@ -159,6 +159,12 @@ pub struct Vma {
 pub const VSYSCALL_NAME: &[u8] = b"[vsyscall]";
 /// Name of the vDSO VMA.
 pub const VDSO_NAME: &[u8] = b"[vdso]";
+/// Names this long or longer (PATH_MAX, the NUL included) are not
+/// written: PROCMAP_QUERY refuses them into a PATH_MAX buffer, perf
+/// writes `//toolong` for them, and both sources name them [`TOOLONG_NAME`].
+pub const PATH_MAX: usize = libc::PATH_MAX as usize;
+/// What perf and both VMA sources call a VMA whose name is too long.
+pub const TOOLONG_NAME: &[u8] = b"//toolong";
 
 impl Vma {
     /// Length in bytes.

@@ -254,7 +254,7 @@ fn linux_perf_data_and_pipe_mode_agree_with_perf() {
 }
 
 // The text source and the ioctl source give byte-identical records, with odd
-// paths (space, newline, non-UTF-8, deleted) and with --data.
+// paths (space, newline, non-UTF-8, deleted, a 75 KB path) and with --data.
 #[test]
 #[ignore = "needs root and PROCMAP_QUERY (Linux 6.11+)"]
 fn text_and_ioctl_sources_agree() {
@@ -269,6 +269,10 @@ fn text_and_ioctl_sources_agree() {
     std::fs::copy(&f.lib_sha1, &odd).unwrap();
     let deleted = dir.join("deleted.so");
     std::fs::copy(&f.lib_md5, &deleted).unwrap();
+    let moved = dir.join("moved");
+    std::fs::create_dir_all(&moved).unwrap();
+    let deep = moved.join("libdeep.so");
+    std::fs::copy(&f.lib_hex8, &deep).unwrap();
     let m = Mapper::start(&[
         "--threads".as_ref(),
         "1".as_ref(),
@@ -276,10 +280,24 @@ fn text_and_ioctl_sources_agree() {
         "5".as_ref(),
         odd.as_os_str(),
         deleted.as_os_str(),
-        f.lib_hex8.as_os_str(),
+        deep.as_os_str(),
         f.lib_none.as_os_str(),
     ]);
     std::fs::remove_file(&deleted).unwrap();
+    // moved, once mapped, under 300 directories of 250 bytes: a 75 KB path
+    // (d_path has no PATH_MAX limit), so a 75 KB text maps line; both
+    // sources call it //toolong
+    let mut top = moved;
+    for i in 0..300 {
+        // inside out, so no path handed to the kernel is long
+        let wrap = dir.join(format!("w{i}"));
+        std::fs::create_dir(&wrap).unwrap();
+        std::fs::rename(&top, wrap.join("d".repeat(250))).unwrap();
+        top = wrap;
+    }
+    let maps = std::fs::read(format!("/proc/{}/maps", m.pid)).unwrap();
+    let longest = maps.split(|&b| b == b'\n').map(<[u8]>::len).max();
+    assert!(longest > Some(75_000), "longest maps line {longest:?}");
     let pid = m.pid.to_string();
     for data in [false, true] {
         let mut outs = Vec::new();
@@ -325,6 +343,15 @@ fn text_and_ioctl_sources_agree() {
             .any(|r| matches!(r, Rec::Mmap2(m) if !m.perms.contains('x')));
         assert_eq!(has_data, data);
         assert!(!paths.contains("[vsyscall]"));
+        let toolong = recs.iter().find_map(|r| match r {
+            Rec::Mmap2(m) if m.path == "//toolong" && m.perms.contains('x') => Some(m.clone()),
+            _ => None,
+        });
+        // and the file under the long path keeps its build id
+        assert_eq!(
+            toolong.expect("the 75 KB path as //toolong").build_id,
+            readelf_build_id(&f.lib_hex8)
+        );
     }
 }
 

@@ -4,7 +4,7 @@
 //! kept; the kernel escapes only `\n` (as `\012`), which is turned back into a
 //! newline so that both sources give the same name.
 
-use crate::model::{Perms, Vma};
+use crate::model::{Perms, Vma, PATH_MAX, TOOLONG_NAME};
 
 /// A malformed maps line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -163,7 +163,11 @@ pub fn parse_line(line: &[u8]) -> Result<Vma, MapsErrorKind> {
     let (ino_f, rest) = field(rest);
     let inode = dec(ino_f, "inode")?;
     let first = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
-    let name = unescape_newlines(&rest[first..]);
+    let mut name = unescape_newlines(&rest[first..]);
+    if name.len() >= PATH_MAX {
+        // as PROCMAP_QUERY (ENAMETOOLONG) and perf name it
+        name = TOOLONG_NAME.to_vec();
+    }
     Ok(Vma {
         start,
         end,
@@ -231,6 +235,19 @@ mod tests {
         assert_eq!(v.name, b"/tmp/a b\tc\xff\\x\ny  (deleted)".to_vec());
         let v = parse_line(b"1000-2000 r-xp 00000000 08:01 42 /tmp/trailing  ").unwrap();
         assert_eq!(v.name, b"/tmp/trailing  ");
+    }
+
+    // A name of PATH_MAX bytes or more (after unescaping) is //toolong, as the ioctl names it; one byte less is kept.
+    #[test]
+    fn overlong_names_are_toolong() {
+        let line = |name: &[u8]| [&b"1000-2000 r-xp 00000000 08:01 42 "[..], name].concat();
+        let fits = vec![b'a'; PATH_MAX - 1];
+        assert_eq!(parse_line(&line(&fits)).unwrap().name, fits);
+        let long = parse_line(&line(&vec![b'a'; PATH_MAX])).unwrap();
+        assert_eq!((long.name.as_slice(), long.inode), (TOOLONG_NAME, 42));
+        // escaped newlines count once: 1024 of them is a 1024-byte name
+        let escaped = b"\\012".repeat(1024);
+        assert_eq!(parse_line(&line(&escaped)).unwrap().name, vec![b'\n'; 1024]);
     }
 
     // Malformed lines are rejected with the line number and byte offset.

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::buildid::{BuildIdCache, LocalBuildIds};
 use super::parse::{self, ProcParseError, PF_KTHREAD};
 pub use super::source::SourceChoice;
-use super::source::{self, BuildIdPolicy};
+use super::source::{self, BuildIdPolicy, TooManyMaps, Walk};
 use super::window::Window;
 use crate::model::{Part, Process, Selection, Thread, Vma};
 
@@ -37,6 +37,9 @@ pub struct Options {
     pub jobs: Option<usize>,
     /// Root of the proc filesystem (normally `/proc`).
     pub proc_root: PathBuf,
+    /// VMAs one walk of a maps file visits before the process is cut
+    /// short; None: [`source::walk_limit`], from vm.max_map_count.
+    pub max_vmas: Option<usize>,
 }
 
 impl Default for Options {
@@ -47,6 +50,7 @@ impl Default for Options {
             build_ids: true,
             jobs: None,
             proc_root: PathBuf::from("/proc"),
+            max_vmas: None,
         }
     }
 }
@@ -210,29 +214,18 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
     map: impl Fn(Process, Part) -> T + Sync,
     mut sink: impl FnMut(T) -> Result<(), E>,
 ) -> Result<Scanned, E> {
-    let me = std::process::id();
-    let pids = match target {
-        Target::Pids(p) => {
-            let mut p = p.clone();
-            p.sort_unstable();
-            p.dedup();
-            p
-        }
-        Target::All | Target::Uid(_) => {
-            let mut p = parse::list_ids(&opts.proc_root).map_err(|source| ScanError::ListProc {
-                path: opts.proc_root.clone(),
-                source,
-            })?;
-            p.retain(|&pid| pid != me);
-            p
-        }
-    };
+    let pids = pids_of(target, opts)?;
     let uid = match target {
         Target::Uid(u) => Some(*u),
         _ => None,
     };
     let cache = BuildIdCache::new();
     let no_ioctl = AtomicBool::new(opts.source == SourceChoice::Text);
+    let walk = Walk {
+        selection: opts.selection,
+        source: opts.source,
+        max_vmas: (opts.max_vmas).unwrap_or_else(|| source::walk_limit(&opts.proc_root)),
+    };
     // No more workers than processes: a merge that needs one pid should not
     // start a thread per core.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -250,7 +243,8 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
             let weight = p.held_bytes();
             window.part(i, Outcome::Read(map(p, part)), weight)
         };
-        match read_process(pids[i], uid, opts, (&cache, local), &no_ioctl, &mut piece) {
+        let caches = (&cache, local);
+        match read_process(pids[i], uid, opts, walk, caches, &no_ioctl, &mut piece) {
             Outcome::Read((p, part)) => {
                 let weight = p.held_bytes();
                 (Outcome::Read(map(p, part)), weight)
@@ -298,6 +292,27 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
     Ok(scanned)
 }
 
+/// The pids `target` selects, sorted, without duplicates or this tool.
+fn pids_of(target: &Target, opts: &Options) -> Result<Vec<u32>, ScanError> {
+    let me = std::process::id();
+    Ok(match target {
+        Target::Pids(p) => {
+            let mut p = p.clone();
+            p.sort_unstable();
+            p.dedup();
+            p
+        }
+        Target::All | Target::Uid(_) => {
+            let mut p = parse::list_ids(&opts.proc_root).map_err(|source| ScanError::ListProc {
+                path: opts.proc_root.clone(),
+                source,
+            })?;
+            p.retain(|&pid| pid != me);
+            p
+        }
+    })
+}
+
 /// The shared build-id cache and this worker's copy of its answers.
 type Caches<'a> = (&'a BuildIdCache, &'a mut LocalBuildIds);
 
@@ -309,6 +324,7 @@ fn read_process(
     pid: u32,
     uid: Option<u32>,
     opts: &Options,
+    walk: Walk,
     cache: Caches<'_>,
     no_ioctl: &AtomicBool,
     piece: &mut PieceSink<'_>,
@@ -334,9 +350,10 @@ fn read_process(
     if pieces.head.kernel_thread {
         return Outcome::Read((pieces.head, Part::WHOLE));
     }
-    match read_vmas(opts, cache, no_ioctl, &mut pieces) {
+    match read_vmas(opts, walk, cache, no_ioctl, &mut pieces) {
         Ok(()) => Outcome::Read(pieces.last()),
-        Err(e) if pieces.emitted => {
+        // a walk stretched without end keeps what it read, piece or not
+        Err(e) if pieces.emitted || TooManyMaps::is(&e) => {
             let read = pieces.pushed;
             let detail = format!("{e}; the {read} maps read before are written");
             let reason = SkipReason::CutShort;
@@ -538,6 +555,7 @@ fn invalid(path: &Path, source: ProcParseError) -> io::Error {
 /// (empty maps or ESRCH) a live thread's maps are used instead.
 fn read_vmas(
     opts: &Options,
+    walk: Walk,
     (cache, local): Caches<'_>,
     no_ioctl: &AtomicBool,
     pieces: &mut Pieces<'_, '_>,
@@ -562,8 +580,7 @@ fn read_vmas(
         pieces.restart();
         let result = source::read_maps_file(
             &path,
-            opts.selection,
-            opts.source,
+            walk,
             ids,
             local,
             no_ioctl,
@@ -815,5 +832,71 @@ mod tests {
             skipped[0].detail
         );
         assert!(got.iter().any(|g| g.0 == 103), "the scan went on");
+    }
+
+    // A walk that goes on past the cap (a process mapping ahead of the walk
+    // as fast as it is read) stops there: the VMAs read are kept, in pieces
+    // or not, and the process is reported cut short, naming why.
+    #[test]
+    fn endless_walk_is_cut_short() {
+        let root = fake_proc(4);
+        let maps = big_process(root.path(), 20_000, None);
+        let whole = super::super::maps_text::parse_maps(&maps, |_, _| true).unwrap();
+        for cap in [100, 12_345] {
+            let opts = Options {
+                max_vmas: Some(cap),
+                ..options(root.path())
+            };
+            let snap = snapshot(&Target::Pids(vec![100, 101, 103]), &opts).unwrap();
+            let pids: Vec<u32> = snap.processes.iter().map(|p| p.pid).collect();
+            assert_eq!(pids, [100, 101, 103], "cap {cap}");
+            assert_eq!(snap.processes[1].vmas, whole[..cap], "cap {cap}");
+            assert_eq!(snap.processes[1].threads.len(), 2);
+            assert_eq!(snap.skipped.len(), 1, "{:?}", snap.skipped);
+            assert_eq!(snap.skipped[0].reason, SkipReason::CutShort);
+            let detail = &snap.skipped[0].detail;
+            assert!(
+                detail.contains(&format!("stopped after {cap} maps")),
+                "{detail}"
+            );
+        }
+    }
+
+    // A maps line too long to hold (d_path has no length limit) is read from
+    // its start and named //toolong, as the ioctl names it, whether it fits
+    // a read or spans many, and the lines after it are read as usual.
+    #[test]
+    fn overlong_lines_are_toolong() {
+        let root = fake_proc(2);
+        let line = |i: u64, name: &[u8]| {
+            let head = format!("{:x}-{:x} r-xp 00000000 08:01 {i} ", i << 12, (i + 1) << 12);
+            [head.as_bytes(), name].concat()
+        };
+        let mut maps = Vec::new();
+        for (i, len) in [
+            (1u64, 10usize),
+            (2, 20_000),
+            (3, 100_000),
+            (4, 4095),
+            (5, 300_000),
+        ] {
+            maps.extend(line(i, &[b'/'; 1].repeat(len)));
+            if i < 5 {
+                maps.push(b'\n');
+            }
+        }
+        std::fs::write(root.path().join("101/maps"), &maps).unwrap();
+        let snap = snapshot(&Target::Pids(vec![100, 101]), &options(root.path())).unwrap();
+        assert!(snap.skipped.is_empty(), "{:?}", snap.skipped);
+        let got: Vec<(u64, u64, usize)> = snap.processes[1]
+            .vmas
+            .iter()
+            .map(|v| match v.name.as_slice() {
+                b"//toolong" => (v.start >> 12, v.inode, 0),
+                n => (v.start >> 12, v.inode, n.len()),
+            })
+            .collect();
+        let want = [(1, 1, 10), (2, 2, 0), (3, 3, 0), (4, 4, 4095), (5, 5, 0)];
+        assert_eq!(got, want);
     }
 }

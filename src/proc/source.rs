@@ -8,7 +8,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::buildid::{self, BuildIdCache, LocalBuildIds};
-use crate::model::{BuildId, Perms, Selection, Source, Vma, MAX_BUILD_ID, VSYSCALL_NAME};
+use crate::model::{
+    BuildId, Perms, Selection, Source, Vma, MAX_BUILD_ID, PATH_MAX, TOOLONG_NAME, VSYSCALL_NAME,
+};
 use crate::sys::{self, ProcmapQuery};
 
 /// Which VMA source to use.
@@ -36,8 +38,9 @@ pub struct BuildIdPolicy<'a> {
     pub proc_root: &'a Path,
 }
 
-/// Longest name buffer tried; longer names become `//toolong` (as perf).
-const MAX_NAME: usize = 4096;
+/// The name buffer: PATH_MAX, so longer names (ENAMETOOLONG) are the ones
+/// the text parser also names `//toolong`.
+const MAX_NAME: usize = PATH_MAX;
 
 /// What each VMA read is handed to, in address order, as it is read; an
 /// error it returns ends the walk with that error.
@@ -49,6 +52,7 @@ pub type VmaSink<'a> = dyn FnMut(Vma) -> io::Result<()> + 'a;
 pub fn walk_ioctl(
     file: &File,
     sel: Selection,
+    max_vmas: usize,
     ids: BuildIdPolicy<'_>,
     local: &mut LocalBuildIds,
     push: &mut VmaSink<'_>,
@@ -62,7 +66,10 @@ pub fn walk_ioctl(
     // consolidate its small free chunks once per process
     let mut name = [0u8; MAX_NAME];
     let mut addr = 0u64;
-    loop {
+    for visited in 0.. {
+        if visited == max_vmas {
+            return Err(TooManyMaps(max_vmas).into());
+        }
         let mut q = ProcmapQuery {
             query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA | filter,
             query_addr: addr,
@@ -103,7 +110,7 @@ pub fn walk_ioctl(
             dev_minor: q.dev_minor,
             inode: q.inode,
             name: if toolong {
-                b"//toolong".to_vec()
+                TOOLONG_NAME.to_vec()
             } else {
                 name[..name_len].to_vec()
             },
@@ -174,15 +181,19 @@ fn resolve(
 /// long names) is never held.
 const TEXT_CHUNK: usize = 64 * 1024;
 
-/// Longest maps line accepted: a 4 KiB path with every byte escaped as
-/// `\ooo`, and the fields before it.
-const MAX_LINE: usize = 4 * 4096 + 256;
+/// Bytes of a line held at most: a PATH_MAX path with every byte escaped
+/// as `\ooo`, and the fields before it. A longer line (`d_path` has no
+/// limit) has its fields read from this much of its start and is named
+/// `//toolong`; the rest of it is skipped unread into memory.
+const MAX_LINE: usize = 4 * PATH_MAX + 256;
 
 /// Reads and parses a text maps file a piece at a time, handing each VMA to
-/// `push`. `[vsyscall]` is dropped, as the ioctl never reports it.
+/// `push`. `[vsyscall]` is dropped, as the ioctl never reports it. Stops
+/// with [`TooManyMaps`] after `max_vmas` lines.
 pub fn walk_text(
     file: &mut File,
     sel: Selection,
+    max_vmas: usize,
     ids: BuildIdPolicy<'_>,
     local: &mut LocalBuildIds,
     push: &mut VmaSink<'_>,
@@ -190,6 +201,16 @@ pub fn walk_text(
     let mut text: Vec<u8> = Vec::with_capacity(TEXT_CHUNK + MAX_LINE);
     // where `text` starts in the file, in bytes and lines
     let (mut offset, mut line) = (0usize, 0usize);
+    // in the rest of an over-long line, already handed on: drop to its end
+    let mut skipping = false;
+    let keep = |perms, name: &[u8]| sel.wants(perms) && name != VSYSCALL_NAME;
+    let mut each = |vma: Vma| -> io::Result<()> {
+        let mut vma = vma;
+        if let Some(cache) = ids.cache {
+            vma.build_id = resolve(&vma, cache, local, ids, || None);
+        }
+        push(vma)
+    };
     loop {
         let have = text.len();
         text.resize(have + TEXT_CHUNK, 0);
@@ -201,33 +222,101 @@ pub fn walk_text(
         };
         text.truncate(have + n.as_ref().map_or(0, |&n| n));
         let n = n?;
-        let end = match n {
+        if skipping {
+            let Some(nl) = text.iter().position(|&b| b == b'\n') else {
+                offset += text.len();
+                text.clear();
+                if n == 0 {
+                    return Ok(());
+                }
+                continue;
+            };
+            offset += nl + 1;
+            line += 1;
+            text.drain(..=nl);
+            skipping = false;
+        }
+        let mut end = match n {
             0 => text.len(),
             _ => text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1),
         };
-        if end == 0 && text.len() > MAX_LINE {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "line {} (byte offset {offset}): longer than {MAX_LINE} bytes",
-                    line + 1
-                ),
-            ));
+        let mut lines = text[..end].iter().filter(|&&b| b == b'\n').count();
+        if line + lines >= max_vmas {
+            // only the lines up to the cap, then stop
+            lines = max_vmas - line;
+            end = text[..end]
+                .iter()
+                .enumerate()
+                .filter(|&(_, &b)| b == b'\n')
+                .nth(lines - 1)
+                .map_or(end, |(i, _)| i + 1);
         }
-        let keep = |perms, name: &[u8]| sel.wants(perms) && name != VSYSCALL_NAME;
-        super::maps_text::each_vma(&text[..end], (line, offset), keep, |mut vma| {
-            if let Some(cache) = ids.cache {
-                vma.build_id = resolve(&vma, cache, local, ids, || None);
-            }
-            push(vma)
-        })?;
-        line += text[..end].iter().filter(|&&b| b == b'\n').count();
+        super::maps_text::each_vma(&text[..end], (line, offset), keep, &mut each)?;
+        line += lines;
         offset += end;
         text.drain(..end);
+        if line >= max_vmas && !(n == 0 && text.is_empty()) {
+            return Err(TooManyMaps(max_vmas).into());
+        }
         if n == 0 {
             return Ok(());
         }
+        if text.len() > MAX_LINE {
+            // the start of a line too long to hold: its fields are here
+            let at = (line, offset);
+            super::maps_text::each_vma(&text[..MAX_LINE], at, keep, |mut vma: Vma| {
+                vma.name = TOOLONG_NAME.to_vec();
+                each(vma)
+            })?;
+            offset += text.len();
+            text.clear();
+            skipping = true;
+        }
     }
+}
+
+/// How each maps file is walked.
+#[derive(Debug, Clone, Copy)]
+pub struct Walk {
+    pub selection: Selection,
+    pub source: SourceChoice,
+    /// VMAs one walk visits (kept or not) before it stops with
+    /// [`TooManyMaps`]; see [`walk_limit`].
+    pub max_vmas: usize,
+}
+
+/// A walk went on past the VMAs a process can have at once: it maps new
+/// ones ahead of the walk (and unmaps behind it) as fast as they are read,
+/// which would otherwise stretch the walk, and the output, for as long as
+/// the process lives. What was read is kept.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped after {0} maps, more than vm.max_map_count allows at once: the process maps them as fast as they are read")]
+pub struct TooManyMaps(pub usize);
+
+impl From<TooManyMaps> for io::Error {
+    fn from(e: TooManyMaps) -> Self {
+        io::Error::other(e)
+    }
+}
+
+impl TooManyMaps {
+    /// Whether `e` is this.
+    pub fn is(e: &io::Error) -> bool {
+        e.get_ref().is_some_and(|e| e.is::<TooManyMaps>())
+    }
+}
+
+/// The VMAs one walk may visit: vm.max_map_count (read under `proc_root`;
+/// 65,530, the kernel's default, when unreadable) and a quarter more, plus
+/// 1,024, room for a process that maps while it is read.
+pub fn walk_limit(proc_root: &Path) -> usize {
+    let mut text = String::new();
+    let max = File::open(proc_root.join("sys/vm/max_map_count"))
+        .and_then(|f| f.take(32).read_to_string(&mut text))
+        .ok()
+        .and_then(|_| text.trim().parse::<usize>().ok())
+        .unwrap_or(65_530);
+    max.saturating_add(max / 4).saturating_add(1024)
 }
 
 /// Reads one maps file with the chosen source, handing each VMA to `push`
@@ -237,26 +326,34 @@ pub fn walk_text(
 /// [`SourceChoice::Ioctl`] it is returned instead.
 pub fn read_maps_file(
     path: &Path,
-    sel: Selection,
-    choice: SourceChoice,
+    walk: Walk,
     ids: BuildIdPolicy<'_>,
     local: &mut LocalBuildIds,
     no_ioctl: &AtomicBool,
     push: &mut dyn FnMut(Source, Vma) -> io::Result<()>,
 ) -> io::Result<Source> {
+    let (sel, max) = (walk.selection, walk.max_vmas);
     let mut file = File::open(path)?;
     if !no_ioctl.load(Ordering::Relaxed) {
-        match walk_ioctl(&file, sel, ids, local, &mut |v| push(Source::Ioctl, v)) {
+        let mut pushed = false;
+        let mut each = |v| {
+            pushed = true;
+            push(Source::Ioctl, v)
+        };
+        match walk_ioctl(&file, sel, max, ids, local, &mut each) {
             Ok(()) => return Ok(Source::Ioctl),
-            Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => {
+            // only before the first VMA: after it, a text walk would repeat them
+            Err(e) if e.raw_os_error() == Some(libc::ENOTTY) && !pushed => {
                 no_ioctl.store(true, Ordering::Relaxed);
-                if choice == SourceChoice::Ioctl {
+                if walk.source == SourceChoice::Ioctl {
                     return Err(e);
                 }
             }
             Err(e) => return Err(e),
         }
     }
-    walk_text(&mut file, sel, ids, local, &mut |v| push(Source::Text, v))?;
+    walk_text(&mut file, sel, max, ids, local, &mut |v| {
+        push(Source::Text, v)
+    })?;
     Ok(Source::Text)
 }

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::bytes::Endian;
-use crate::model::{BuildId, KernelMap, Part, Perms, Process, Thread, Vma};
+use crate::model::{BuildId, KernelMap, Part, Perms, Process, Thread, Vma, PATH_MAX, TOOLONG_NAME};
 use crate::perf::consts::misc;
 use crate::perf::events::{self, Fork, Mmap2, Mmap2Id};
 use crate::perf::{BuildIdEntry, RecordTooLarge, SampleId, SampleIdLayout};
@@ -13,8 +13,6 @@ use crate::proc::Snapshot;
 
 /// `MAP_HUGETLB`, set by perf for hugetlbfs mappings.
 pub const MAP_HUGETLB: u32 = libc::MAP_HUGETLB as u32;
-/// Longest file name perf writes; longer ones become `//toolong`.
-pub const PATH_MAX: usize = libc::PATH_MAX as usize;
 
 /// The file name and extra flags perf writes for a VMA.
 pub fn mmap_filename(vma: &Vma) -> (&[u8], u32) {
@@ -23,7 +21,7 @@ pub fn mmap_filename(vma: &Vma) -> (&[u8], u32) {
     } else if vma.name.starts_with(b"/anon_hugepage") {
         (b"//anon", MAP_HUGETLB)
     } else if vma.name.len() >= PATH_MAX {
-        (b"//toolong", 0)
+        (TOOLONG_NAME, 0)
     } else {
         (&vma.name, 0)
     }
