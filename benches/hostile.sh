@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What hostile inputs cost: peak memory of a snapshot of processes mapping
-# one file at many addresses under a long path (any user can make them), and
-# pprof's time on a recording of many events all on one stack.
+# one file at many addresses under a long path, or many hard links to it,
+# each under its own long name (any user can make them), and pprof's time on
+# a recording of many events all on one stack.
 #
 #   benches/hostile.sh           (needs gcc and python3; M2S_BENCH_SMOKE=1:
 #                                 tiny sizes, for CI)
@@ -11,9 +12,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${BENCH_OUT:-$root/bench-out}/hostile
 bin="$root/target/release/mmap2-synth"
 if [ -n "${M2S_BENCH_SMOKE:-}" ]; then
-    vmas=200 events=(2000)
+    vmas=200 names=200 events=(2000)
 else
-    vmas=60000 events=(100000 400000)
+    vmas=60000 names=15000 events=(100000 400000)
 fi
 mkdir -p "$out"
 (cd "$root" && cargo build --release --quiet)
@@ -26,10 +27,10 @@ cp /bin/true "$long/f"
 cp /bin/true "$out/f"
 # (60,000 VMAs fit under the default vm.max_map_count, 65,530)
 trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
-snapshot() { # FILE NPROCS LABEL
+snapshot() { # FILE NPROCS LABEL [VMAS each]
     local pids=()
     for _ in $(seq 1 "$2"); do
-        "$out/manymaps" "$1" "$vmas" 2>"$out/made.$_" &
+        "$out/manymaps" "$1" "${4:-$vmas}" ${5:-} 2>"$out/made.$_" &
         pids+=($!)
     done
     # each says how many VMAs it made once it has made them
@@ -49,6 +50,10 @@ echo "snapshot of processes with $vmas VMAs each of one file (-j default):"
 snapshot "$out/f" 6 "6 processes, short path"
 snapshot "$long/f" 6 "6 processes, 3.8 KB path"
 snapshot "$long/f" 1 "1 process, 3.8 KB path"
+# every name is kept once for the BUILD_ID table (written last, in file mode)
+python3 -c 'import os, sys; [os.link(sys.argv[1], "%s.%d" % (sys.argv[1], i)) for i in range(int(sys.argv[2]))]' \
+    "$long/f" "$names"
+snapshot "$long/f" 1 "1 process, $names hard links each under a 3.8 KB name" "$names" each
 echo "pprof --no-symbolize of N events with one sample each, on one stack:"
 for n in "${events[@]}"; do
     python3 "$root/benches/gen_many_events.py" "$n" "$out/ev.data"

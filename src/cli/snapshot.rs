@@ -115,7 +115,7 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     notes.apply(&mut stats);
     let table = snapshot::kernel_table_entries(&kernel.maps)
         .into_iter()
-        .chain(mmap2_synth::snapshot::encode::table_entries(&ids));
+        .chain(mmap2_synth::snapshot::encode::table_entries(ids));
     for b in table {
         printer.line(dump::Line::of_build_id(&b));
     }

@@ -127,7 +127,12 @@ fn lay_out(meta: &RawMeta, data_len: u64) -> Layout {
 impl Metadata {
     /// The same metadata as bytes (BUILD_ID encoded into the features).
     pub fn raw(&self) -> Result<RawMeta, WriteError> {
-        let mut features = self.features.clone();
+        self.clone().into_raw()
+    }
+
+    /// [`Metadata::raw`], the feature payloads moved rather than copied.
+    pub fn into_raw(self) -> Result<RawMeta, WriteError> {
+        let mut features = self.features;
         if !self.build_ids.is_empty() {
             let ids = build_id_feature(self.endian, &self.build_ids)?;
             features.push((feature::BUILD_ID, ids));
@@ -176,11 +181,24 @@ pub fn raw_file_head(meta: &RawMeta, data_len: u64) -> Vec<u8> {
 /// What follows `data_len` bytes of records: the feature table and the
 /// feature payloads.
 pub fn raw_file_tail(meta: &RawMeta, data_len: u64) -> Vec<u8> {
-    let mut tail = lay_out(meta, data_len).table.encode(meta.endian);
-    for (_, payload) in &meta.features {
-        tail.extend_from_slice(payload);
-    }
+    let mut tail = Vec::new();
+    // a Vec takes every write
+    let _ = write_raw_file_tail(&mut tail, meta, data_len);
     tail
+}
+
+/// Writes [`raw_file_tail`] without gathering it first (the BUILD_ID
+/// payload of a big host is tens of MB).
+pub fn write_raw_file_tail(
+    out: &mut (impl Write + ?Sized),
+    meta: &RawMeta,
+    data_len: u64,
+) -> io::Result<()> {
+    out.write_all(&lay_out(meta, data_len).table.encode(meta.endian))?;
+    for (_, payload) in &meta.features {
+        out.write_all(payload)?;
+    }
+    Ok(())
 }
 
 /// The file header of an output with `data_len` bytes of records.
@@ -320,7 +338,7 @@ pub fn write_file_tail(
     meta: &Metadata,
     data_len: u64,
 ) -> Result<(), WriteError> {
-    out.write_all(&raw_file_tail(&meta.raw()?, data_len))?;
+    write_raw_file_tail(out, &meta.raw()?, data_len)?;
     Ok(())
 }
 

@@ -22,7 +22,8 @@ use crate::bytes::{PutExt, Rd};
 use crate::perf::consts::{feature, types};
 use crate::perf::features::encode_build_id_entries;
 use crate::perf::writer::{
-    is_known_feature, raw_file_head, raw_file_header, raw_file_tail, raw_pipe_prologue, RawMeta,
+    is_known_feature, raw_file_head, raw_file_header, raw_pipe_prologue, write_raw_file_tail,
+    RawMeta,
 };
 use crate::perf::{Input, InputError, Layout, RecordTooLarge};
 
@@ -207,7 +208,7 @@ fn finish_file(
     if !aux.is_empty() || meta.feature(feature::AUXTRACE).is_some() {
         meta.set_feature(feature::AUXTRACE, auxtrace_index(meta.endian, aux));
     }
-    out.write_all(&raw_file_tail(meta, data_len))?;
+    write_raw_file_tail(out, meta, data_len)?;
     out.write_all_at(&raw_file_header(meta, data_len), 0)?;
     out.seek(SeekFrom::End(0))?;
     Ok(())

@@ -227,17 +227,27 @@ pub fn process_build_ids(p: &Process) -> Vec<(Vec<u8>, BuildId)> {
 }
 
 /// BUILD_ID table entries for these ids: one per (file name, id), sorted.
-pub fn table_entries(ids: &BTreeMap<Vec<u8>, BTreeSet<BuildId>>) -> Vec<BuildIdEntry> {
-    ids.iter()
-        .flat_map(|(name, set)| {
-            set.iter().map(move |&build_id| BuildIdEntry {
+pub fn table_entries(
+    ids: BTreeMap<Vec<u8>, BTreeSet<BuildId>>,
+) -> impl Iterator<Item = BuildIdEntry> {
+    ids.into_iter().flat_map(|(name, set)| {
+        // the name moves into its last entry, so a table of long names
+        // taken an entry at a time is never held twice
+        let n = set.len();
+        let mut name = Some(name);
+        set.into_iter().enumerate().map(move |(i, build_id)| {
+            let filename = match i + 1 == n {
+                true => name.take().unwrap_or_default(),
+                false => name.clone().unwrap_or_default(),
+            };
+            BuildIdEntry {
                 cpumode: misc::USER,
                 pid: -1,
                 build_id,
-                filename: name.clone(),
-            })
+                filename,
+            }
         })
-        .collect()
+    })
 }
 
 /// The BUILD_ID table for a snapshot: one entry per distinct (file name,
@@ -249,7 +259,7 @@ pub fn build_id_entries(snap: &Snapshot) -> Vec<BuildIdEntry> {
             set.entry(name).or_default().insert(id);
         }
     }
-    table_entries(&set)
+    table_entries(set).collect()
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The counts a snapshot's summary reports.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::OnceLock;
 
 use crate::model::{Part, Process, Source};
 use crate::proc::{Skip, SkipReason, Snapshot};
@@ -45,9 +46,23 @@ pub struct Stats {
     pub watch_window: Option<(u64, u64)>,
     /// The scan was watched.
     pub watched: bool,
-    /// Whether each DSO seen so far has a build id (names are a process's
-    /// choice: randomly seeded hash).
-    dso_ids: HashMap<Vec<u8>, bool, foldhash::fast::RandomState>,
+    /// Whether each DSO seen so far has a build id, by [`name_key`] (names
+    /// are a process's choice: randomly seeded hash).
+    dso_ids: HashMap<NameKey, bool, foldhash::fast::RandomState>,
+}
+
+/// A DSO name as the summary tells names apart: two randomly seeded 64-bit
+/// hashes of it, so counting a host's distinct names does not hold them (a
+/// process can map 15,000 hard links of one file, each under a 3.8 KB
+/// name). Two names that collide are counted as one DSO, which only the
+/// summary line would show.
+type NameKey = u128;
+
+fn name_key(name: &[u8]) -> NameKey {
+    use std::hash::BuildHasher;
+    static SEEDS: OnceLock<[foldhash::fast::RandomState; 2]> = OnceLock::new();
+    let [a, b] = SEEDS.get_or_init(Default::default);
+    (u128::from(a.hash_one(name)) << 64) | u128::from(b.hash_one(name))
 }
 
 /// What the summary counts of one process, computed on the worker that read
@@ -60,8 +75,9 @@ pub struct ProcessSummary {
     threads: usize,
     vmas: usize,
     source: Option<Source>,
-    /// Its distinct DSO names, each with whether one of its VMAs has a build id.
-    dsos: Vec<(Vec<u8>, bool)>,
+    /// Its distinct DSO names ([`name_key`]), each with whether one of its
+    /// VMAs has a build id.
+    dsos: Vec<(NameKey, bool)>,
 }
 
 impl ProcessSummary {
@@ -83,12 +99,14 @@ impl ProcessSummary {
                 _ => dsos.push((name, found)),
             }
         }
-        dsos.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut distinct: Vec<(Vec<u8>, bool)> = Vec::with_capacity(dsos.len());
-        for (name, found) in dsos {
+        let mut keyed: Vec<(NameKey, bool)> =
+            dsos.into_iter().map(|(n, f)| (name_key(n), f)).collect();
+        keyed.sort_unstable_by_key(|d| d.0);
+        let mut distinct: Vec<(NameKey, bool)> = Vec::with_capacity(keyed.len());
+        for (key, found) in keyed {
             match distinct.last_mut() {
-                Some((n, f)) if n.as_slice() == name => *f |= found,
-                _ => distinct.push((name.to_vec(), found)),
+                Some((k, f)) if *k == key => *f |= found,
+                _ => distinct.push((key, found)),
             }
         }
         ProcessSummary {
@@ -128,17 +146,17 @@ impl Stats {
                 }
             }
         }
-        for (name, found) in p.dsos {
-            let had = self.dso_ids.get(name.as_slice()).copied();
+        for (key, found) in p.dsos {
+            let had = self.dso_ids.get(&key).copied();
             match had {
                 None => {
                     self.dsos += 1;
                     self.build_ids_found += usize::from(found);
-                    self.dso_ids.insert(name, found);
+                    self.dso_ids.insert(key, found);
                 }
                 Some(false) if found => {
                     self.build_ids_found += 1;
-                    self.dso_ids.insert(name, true);
+                    self.dso_ids.insert(key, true);
                 }
                 Some(_) => {}
             }

