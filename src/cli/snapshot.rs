@@ -85,7 +85,7 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     let scanned = proc::scan_each(
         target,
         &scan,
-        |p, part| snapshot::encode_keyed(&p, part, &enc, keyed),
+        |p, part| snapshot::weighed(snapshot::encode_keyed(&p, part, &enc, keyed)),
         |encoded| -> Result<(), CliError> {
             let encoded = encoded.map_err(|e| CliError::write(Path::new("stdout"), e))?;
             printer.records(&encoded.records, enc.endian, enc.layout);

@@ -148,7 +148,7 @@ enum Outcome<T> {
 pub const AHEAD: usize = 64;
 
 /// Bytes held by the processes read and waiting to be handed on (as
-/// [`Process::held_bytes`] counts them) beyond which no worker starts
+/// [`scan_each`]'s `map` weighs them) beyond which no worker starts
 /// another: the bound for big processes, whatever their number. (A budget
 /// of VMAs did not bound it: 6 processes of 60,000 VMAs with 3.8 KB names
 /// held 1.3 GB.)
@@ -177,7 +177,10 @@ pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> 
     let scanned = scan_each(
         target,
         opts,
-        |p, part| (p, part),
+        |p, part| {
+            let weight = p.held_bytes();
+            ((p, part), weight)
+        },
         |(p, part)| {
             match processes.last_mut() {
                 // a later piece of the process before it: put it back together
@@ -199,7 +202,8 @@ pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> 
 
 /// Reads the selected processes in parallel without holding them all: each
 /// one read is passed through `map` on the worker that read it (encode it
-/// there), and the results go to `sink` on the calling thread in pid order,
+/// there), which returns the result and the bytes it holds (its weight
+/// against [`AHEAD_BYTES`]), and the results go to `sink` on the calling thread in pid order,
 /// whatever the number of workers, while the workers read on: at most
 /// [`AHEAD`] processes ahead of the one `sink` gets next, and none while
 /// those waiting hold more than [`AHEAD_BYTES`]. A process is passed on in
@@ -211,7 +215,7 @@ pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> 
 pub fn scan_each<T: Send, E: From<ScanError>>(
     target: &Target,
     opts: &Options,
-    map: impl Fn(Process, Part) -> T + Sync,
+    map: impl Fn(Process, Part) -> (T, usize) + Sync,
     mut sink: impl FnMut(T) -> Result<(), E>,
 ) -> Result<Scanned, E> {
     let pids = pids_of(target, opts)?;
@@ -240,18 +244,18 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
     // the window as they are read
     let read = |i: usize, local: &mut LocalBuildIds| {
         let mut piece = |p: Process, part: Part| {
-            let weight = p.held_bytes();
-            window.part(i, Outcome::Read(map(p, part)), weight)
+            let (t, weight) = map(p, part);
+            window.part(i, Outcome::Read(t), weight)
         };
         let caches = (&cache, local);
         match read_process(pids[i], uid, opts, walk, caches, &no_ioctl, &mut piece) {
             Outcome::Read((p, part)) => {
-                let weight = p.held_bytes();
-                (Outcome::Read(map(p, part)), weight)
+                let (t, weight) = map(p, part);
+                (Outcome::Read(t), weight)
             }
             Outcome::CutShort((p, part), skip) => {
-                let weight = p.held_bytes();
-                (Outcome::CutShort(map(p, part), skip), weight)
+                let (t, weight) = map(p, part);
+                (Outcome::CutShort(t, skip), weight)
             }
             Outcome::Skipped(s) => (Outcome::Skipped(s), 64),
             Outcome::NotSelected => (Outcome::NotSelected, 64),
@@ -672,7 +676,7 @@ mod tests {
                 |p, _| {
                     let now = live.fetch_add(1, Ordering::SeqCst) + 1;
                     max.fetch_max(now, Ordering::SeqCst);
-                    p.pid
+                    (p.pid, 64)
                 },
                 |pid| {
                     live.fetch_sub(1, Ordering::SeqCst);
@@ -701,7 +705,7 @@ mod tests {
                 &opts,
                 |p, _| {
                     read.fetch_add(1, Ordering::SeqCst);
-                    p.pid
+                    (p.pid, 64)
                 },
                 |_| {
                     n += 1;
@@ -757,7 +761,7 @@ mod tests {
                 &options(&root),
                 |p, part| {
                     let held = p.held_bytes();
-                    (p.pid, part, p.vmas, held, p.threads.len())
+                    ((p.pid, part, p.vmas, held, p.threads.len()), held)
                 },
                 |piece| {
                     got.push(piece);

@@ -9,7 +9,7 @@
 use super::file::{Out, WriteOptions};
 use super::stats::Stats;
 use super::watched::ScanWatch;
-use super::writer::{encode_keyed, SnapshotWriter};
+use super::writer::{encode_keyed, weighed, SnapshotWriter};
 use crate::perf::WriteError;
 use crate::proc::{self, ScanError, Skip, Target};
 
@@ -51,7 +51,7 @@ pub fn write_live(
     let scanned = proc::scan_each(
         target,
         scan,
-        |p, part| encode_keyed(&p, part, &enc, keyed),
+        |p, part| weighed(encode_keyed(&p, part, &enc, keyed)),
         |e| -> Result<(), LiveError> { Ok(w.write(e.map_err(WriteError::from)?)?) },
     )?;
     let (recs, notes) = watch.finish();

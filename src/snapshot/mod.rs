@@ -23,4 +23,4 @@ pub use live::{write_live, LiveError, LiveReport};
 pub use read::{is_kernel_map, read_snapshot, read_snapshot_with_kernel};
 pub use stats::Stats;
 pub use watched::{ScanWatch, WatchFilter, WatchNotes};
-pub use writer::{encode_for_writer, encode_keyed, write_snapshot, SnapshotWriter};
+pub use writer::{encode_for_writer, encode_keyed, weighed, write_snapshot, SnapshotWriter};

@@ -81,6 +81,11 @@ pub struct ProcessSummary {
 }
 
 impl ProcessSummary {
+    /// Bytes it holds, roughly.
+    pub fn held_bytes(&self) -> usize {
+        64 + 32 * self.dsos.len()
+    }
+
     /// The counts of one process.
     pub fn of(p: &Process) -> ProcessSummary {
         ProcessSummary::of_part(p, Part::WHOLE)

@@ -38,6 +38,23 @@ pub struct Encoded {
     pub pid: u32,
 }
 
+impl Encoded {
+    /// Bytes it holds, roughly: its weight in the scan's window. (The
+    /// process it came from counted half as much with long names: each
+    /// name is here twice, in a record and in `build_ids`.)
+    pub fn held_bytes(&self) -> usize {
+        let ids: usize = self.build_ids.iter().map(|(n, _)| 64 + n.len()).sum();
+        128 + self.records.capacity() + ids + 8 * self.map_keys.len() + self.summary.held_bytes()
+    }
+}
+
+/// An encoded process and its [`Encoded::held_bytes`] (64 for an error),
+/// as [`crate::proc::scan_each`]'s `map` returns them.
+pub fn weighed(e: Result<Encoded, RecordTooLarge>) -> (Result<Encoded, RecordTooLarge>, usize) {
+    let weight = e.as_ref().map_or(64, Encoded::held_bytes);
+    (e, weight)
+}
+
 /// Encodes one process for a [`SnapshotWriter`] (pure; runs on any thread).
 pub fn encode_for_writer(p: &Process, enc: &Encoding) -> Result<Encoded, RecordTooLarge> {
     encode_keyed(p, Part::WHOLE, enc, false)
