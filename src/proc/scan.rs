@@ -868,7 +868,8 @@ mod tests {
 
     // A maps line too long to hold (d_path has no length limit) is read from
     // its start and named //toolong, as the ioctl names it, whether it fits
-    // a read or spans many, and the lines after it are read as usual.
+    // a read or spans many, and the lines after it are read as usual; a cap
+    // reached as such a line ends cuts the walk short there.
     #[test]
     fn overlong_lines_are_toolong() {
         let root = fake_proc(2);
@@ -902,5 +903,15 @@ mod tests {
             .collect();
         let want = [(1, 1, 10), (2, 2, 0), (3, 3, 0), (4, 4, 4095), (5, 5, 0)];
         assert_eq!(got, want);
+        // the cap reached as an over-long line ends: cut short there
+        for cap in [2, 3] {
+            let opts = Options {
+                max_vmas: Some(cap),
+                ..options(root.path())
+            };
+            let snap = snapshot(&Target::Pids(vec![101]), &opts).unwrap();
+            assert_eq!(snap.processes[0].vmas.len(), cap, "cap {cap}");
+            assert_eq!(snap.skipped[0].reason, SkipReason::CutShort, "cap {cap}");
+        }
     }
 }

@@ -243,13 +243,17 @@ pub fn walk_text(
         let mut lines = text[..end].iter().filter(|&&b| b == b'\n').count();
         if line + lines >= max_vmas {
             // only the lines up to the cap, then stop
+            // (none when an over-long line just ended at the cap)
             lines = max_vmas - line;
-            end = text[..end]
-                .iter()
-                .enumerate()
-                .filter(|&(_, &b)| b == b'\n')
-                .nth(lines - 1)
-                .map_or(end, |(i, _)| i + 1);
+            end = match lines.checked_sub(1) {
+                None => 0,
+                Some(last) => text[..end]
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &b)| b == b'\n')
+                    .nth(last)
+                    .map_or(end, |(i, _)| i + 1),
+            };
         }
         super::maps_text::each_vma(&text[..end], (line, offset), keep, &mut each)?;
         line += lines;
