@@ -484,6 +484,9 @@ mod tests {
         }
     }
 
+    // Debug links are found by section name (.gnu_debuglink, .gnu_debugaltlink,
+    // .debug_sup), assumed when the section table cannot be read whole, and
+    // not claimed for a file with no sections.
     #[test]
     fn debug_links_by_section_name() {
         let tmp = tempfile::tempdir().unwrap();
