@@ -346,19 +346,13 @@ fn merge_keeps_big_endian() {
     ]);
     let bytes = std::fs::read(&merged).unwrap();
     assert_eq!(&bytes[..8], b"2ELIFREP");
-    let script = perf(&[
-        "script".as_ref(),
-        "--show-mmap-events".as_ref(),
-        "-i".as_ref(),
-        merged.as_os_str(),
-    ]);
-    let maps = perf_script_mmaps(&script);
+    let maps = perf_mmaps_of(&merged);
     let want = readelf_build_id(&f.lib_sha1);
     assert!(
         maps.iter().any(|m| m.pid == m2.pid
             && m.path == f.lib_sha1.to_str().unwrap()
             && m.build_id == want),
-        "{script}"
+        "{maps:?}"
     );
     assert!(
         maps.iter().any(|m| m.pid == m1.pid),
@@ -563,13 +557,7 @@ fn merge_larger_than_reserve() {
         "{err}"
     );
     check_merged(&rec, &merged, b.pid, &err);
-    let script = perf(&[
-        "script".as_ref(),
-        "--show-mmap-events".as_ref(),
-        "-i".as_ref(),
-        merged.as_os_str(),
-    ]);
-    let n = perf_script_mmaps(&script)
+    let n = perf_mmaps_of(&merged)
         .iter()
         .filter(|m| m.pid == big.pid)
         .count();

@@ -205,13 +205,7 @@ fn linux_perf_data_and_pipe_mode_agree_with_perf() {
     synth_ok(["-p", pid.as_str(), "-o", out.to_str().unwrap()]);
     let recs = read_file_mode(&out);
 
-    let script = perf(&[
-        "script".as_ref(),
-        "--show-mmap-events".as_ref(),
-        "-i".as_ref(),
-        out.as_os_str(),
-    ]);
-    let mut from_perf = perf_script_mmaps(&script);
+    let mut from_perf = perf_mmaps_of(&out);
     let mut from_lpd: Vec<Map> = recs
         .iter()
         .filter_map(|r| match r {

@@ -31,13 +31,7 @@ fn snapshot_ids(
 /// The build ids `perf script --show-mmap-events` shows for maps of paths
 /// starting with `prefix`.
 fn ids_of(data: &Path, prefix: &str) -> Vec<(String, Option<String>)> {
-    let script = perf(&[
-        "script".as_ref(),
-        "--show-mmap-events".as_ref(),
-        "-i".as_ref(),
-        data.as_os_str(),
-    ]);
-    perf_script_mmaps(&script)
+    perf_mmaps_of(data)
         .into_iter()
         .filter(|m| m.path.starts_with(prefix))
         .map(|m| (m.path, m.build_id))

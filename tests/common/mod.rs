@@ -537,6 +537,18 @@ pub fn vdso_build_id(pid: u32, dir: &Path) -> Option<String> {
     readelf_build_id(&dump)
 }
 
+/// The process maps of a recording, as `perf script --show-mmap-events`
+/// shows them (parsed by [`perf_script_mmaps`]).
+pub fn perf_mmaps_of(data: &Path) -> Vec<Map> {
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ]);
+    perf_script_mmaps(&script)
+}
+
 /// Parses `perf script --show-mmap-events` MMAP2 lines of processes (the
 /// kernel's, pid -1, are left out).
 pub fn perf_script_mmaps(text: &str) -> Vec<Map> {
