@@ -77,8 +77,15 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
             "mmap2-synth: {why}; maps made during the scan{window} may be missing"
         )),
         (None, true) => lines.push(format!(
-            "mmap2-synth: watched during the scan: {} records added, {} maps the scan had too, {} lost{window}",
-            stats.watched_added, stats.watched_duplicates, stats.watch_lost
+            "mmap2-synth: watched during the scan: {} records added, {} maps the scan had too, {} lost{window}{}",
+            stats.watched_added,
+            stats.watched_duplicates,
+            stats.watch_lost,
+            if stats.watch_lost > 0 {
+                "; maps made during the scan may be missing (a bigger -m keeps more)"
+            } else {
+                ""
+            }
         )),
         (None, false) if stats.watch_window.is_some() => lines.push(format!(
             "mmap2-synth: not watched: maps made during the scan{window} may be missing"

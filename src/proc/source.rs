@@ -227,7 +227,7 @@ pub fn walk_text(
                 offset += text.len();
                 text.clear();
                 if n == 0 {
-                    return Ok(());
+                    return memory_still_there(file);
                 }
                 continue;
             };
@@ -263,7 +263,7 @@ pub fn walk_text(
             return Err(TooManyMaps(max_vmas).into());
         }
         if n == 0 {
-            return Ok(());
+            return memory_still_there(file);
         }
         if text.len() > MAX_LINE {
             // the start of a line too long to hold: its fields are here
@@ -276,6 +276,23 @@ pub fn walk_text(
             text.clear();
             skipping = true;
         }
+    }
+}
+
+/// At the end of a text walk: ESRCH if the memory the file was opened on
+/// is gone. A process that execs (or exits) mid-walk leaves its old maps
+/// file reading as a plain end of file, where the ioctl says ESRCH; one
+/// query on the same descriptor tells the two apart, so the process is
+/// counted cut short as the ioctl walk counts it. A kernel without the
+/// ioctl (ENOTTY) cannot tell: the walk stands as complete.
+fn memory_still_there(file: &File) -> io::Result<()> {
+    let mut q = ProcmapQuery {
+        query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+        ..Default::default()
+    };
+    match sys::procmap_query(file.as_fd(), &mut q, &mut [], &mut []) {
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err(e),
+        _ => Ok(()),
     }
 }
 

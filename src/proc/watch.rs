@@ -1,15 +1,21 @@
 //! Watching for maps made while a scan runs: software dummy perf events
 //! opened before the scan (system-wide, one per online CPU, or per thread
 //! of the selected processes with inherit) report every mmap, comm, fork
-//! and exit meanwhile; drained after the scan. The records are returned as
-//! the kernel wrote them; [`parse_watched`] splits them (pure).
+//! and exit meanwhile. A thread drains their rings every few milliseconds
+//! while the scan runs (so a long scan does not fill them), up to a cap;
+//! what the kernel could not write is counted by the events themselves
+//! (PERF_FORMAT_LOST), so no loss goes unreported. The records are
+//! returned as the kernel wrote them; [`parse_watched`] splits them (pure).
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
 
 use super::parse::cpu_list;
 use super::scan::Target;
 use crate::bytes::{Endian, PutExt, Rd};
-use crate::sys::{perf_event_open, perf_set_output, PerfRing};
+use crate::sys::{perf_event_open, perf_read_lost, perf_set_output, PerfRing};
 
 /// perf_event_attr bits used here (kernel ABI).
 mod bits {
@@ -28,9 +34,22 @@ mod bits {
 /// Bytes of the sample_id trailer the watch asks for: TID then TIME.
 pub const TRAILER: usize = 16;
 
+/// `read_format` PERF_FORMAT_LOST: reading the event gives the records
+/// the kernel could not write (Linux 6.0+).
+const FORMAT_LOST: u64 = 1 << 4;
+
+/// How often the drainer empties the rings during the scan.
+const DRAIN_EVERY: Duration = Duration::from_millis(5);
+
+/// Bytes the drainer keeps at most before it stops emptying the rings (a
+/// process mapping without pause cannot grow our memory without bound;
+/// what no longer fits the rings is then counted as lost).
+const DRAIN_CAP: usize = 64 << 20;
+
 /// The attr of a watch event: software dummy, mmap2/comm/task with build
-/// ids, trailer TID|TIME, times on CLOCK_MONOTONIC.
-pub fn watch_attr(inherit: bool, data: bool) -> Vec<u8> {
+/// ids, trailer TID|TIME, times on CLOCK_MONOTONIC; `lost`: readable lost
+/// count.
+pub fn watch_attr(inherit: bool, data: bool, lost: bool) -> Vec<u8> {
     let e = Endian::NATIVE;
     let mut a = Vec::with_capacity(128);
     a.put_u32(e, 1); // PERF_TYPE_SOFTWARE
@@ -38,7 +57,7 @@ pub fn watch_attr(inherit: bool, data: bool) -> Vec<u8> {
     a.put_u64(e, 9); // PERF_COUNT_SW_DUMMY
     a.put_u64(e, 1); // sample_period
     a.put_u64(e, 2 | 4); // PERF_SAMPLE_TID | PERF_SAMPLE_TIME
-    a.put_u64(e, 0); // read_format
+    a.put_u64(e, if lost { FORMAT_LOST } else { 0 }); // read_format
     let mut flags = bits::MMAP
         | bits::COMM
         | bits::TASK
@@ -60,39 +79,129 @@ pub fn watch_attr(inherit: bool, data: bool) -> Vec<u8> {
     a
 }
 
-/// Open watch events; drain them after the scan.
+/// Open watch events, drained by a thread until [`Watch::finish`].
 pub struct Watch {
+    stop: mpsc::Sender<()>,
+    drainer: std::thread::JoinHandle<Drained>,
+}
+
+/// What a watch saw: every record drained, in ring order, and what was
+/// lost.
+#[derive(Debug, Default)]
+pub struct Drained {
+    pub bytes: Vec<u8>,
+    /// Records the kernel could not write, as the events count them (None
+    /// on kernels before 6.0: then only PERF_RECORD_LOST records tell).
+    pub lost: Option<u64>,
+    /// A ring had no room left for a big record when last drained: on a
+    /// kernel that does not count losses, records may have been dropped
+    /// with no PERF_RECORD_LOST written.
+    pub was_full: bool,
+}
+
+/// The events while they are open: rings, events writing into another's
+/// ring, and whether their lost counts can be read.
+struct Events {
     rings: Vec<PerfRing>,
-    /// Events whose records go to another event's ring (kept open).
-    _extra: Vec<std::os::fd::OwnedFd>,
+    extra: Vec<OwnedFd>,
+    counts_lost: bool,
+}
+
+impl Events {
+    /// Opens one event of `attr` for `pid` on `cpu`; on a kernel that
+    /// rejects the lost count, from then on without it.
+    fn open(&mut self, inherit: bool, data: bool, pid: i32, cpu: i32) -> std::io::Result<OwnedFd> {
+        let r = perf_event_open(&watch_attr(inherit, data, self.counts_lost), pid, cpu);
+        match r {
+            Err(e) if self.counts_lost && e.raw_os_error() == Some(libc::EINVAL) => {
+                self.counts_lost = false;
+                perf_event_open(&watch_attr(inherit, data, false), pid, cpu)
+            }
+            r => r,
+        }
+    }
+
+    /// Empties every ring into `out`; true when one was nearly full.
+    fn drain(&mut self, out: &mut Vec<u8>) -> bool {
+        let mut full = false;
+        for r in &mut self.rings {
+            let n = r.drain(out);
+            full |= n + 8192 > r.data_size();
+        }
+        full
+    }
+
+    /// The sum of the events' lost counts (None when they cannot be read).
+    fn lost(&self) -> Option<u64> {
+        if !self.counts_lost {
+            return None;
+        }
+        let fds = self
+            .rings
+            .iter()
+            .map(|r| r.fd())
+            .chain(self.extra.iter().map(|f| f.as_fd()));
+        let mut sum = 0u64;
+        for fd in fds {
+            sum = sum.saturating_add(perf_read_lost(fd).ok()?);
+        }
+        Some(sum)
+    }
+
+    /// The drainer: empties the rings every [`DRAIN_EVERY`] (while under
+    /// [`DRAIN_CAP`]) until told to stop, then reads the lost counts and
+    /// takes what is left.
+    fn run(mut self, stop: mpsc::Receiver<()>) -> Drained {
+        let mut bytes = Vec::new();
+        // A test hook: drain only this often, so a test can fill a ring.
+        let every = std::env::var("MMAP2_SYNTH_TEST_DRAIN_EVERY_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(DRAIN_EVERY, Duration::from_millis);
+        while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(every) {
+            if bytes.len() < DRAIN_CAP {
+                self.drain(&mut bytes);
+            }
+        }
+        let lost = self.lost();
+        let was_full = self.drain(&mut bytes);
+        Drained {
+            bytes,
+            lost,
+            was_full,
+        }
+    }
 }
 
 impl Watch {
-    /// Opens the events for `target` (`data`: data maps too, as `-d`). The
-    /// error says why watching is not possible here.
-    /// `pages`: data pages of each ring (a power of two; default 128 per
-    /// CPU system-wide, 32 per CPU for `-p`).
+    /// Opens the events for `target` (`data`: data maps too, as `-d`) and
+    /// starts draining them. The error says why watching is not possible
+    /// here. `pages`: data pages of each ring (a power of two; default 128
+    /// per CPU system-wide, 32 per CPU for `-p`).
     pub fn start(
         target: &Target,
         proc_root: &Path,
         data: bool,
         pages: Option<usize>,
     ) -> Result<Watch, String> {
-        let mut rings: Vec<PerfRing> = Vec::new();
-        let mut extra = Vec::new();
+        let mut ev = Events {
+            rings: Vec::new(),
+            extra: Vec::new(),
+            counts_lost: true,
+        };
         let why =
             |what: &str, e: std::io::Error| format!("cannot watch for new maps ({what}: {e})");
+        let online = std::fs::read("/sys/devices/system/cpu/online").unwrap_or_default();
+        let cpus = cpu_list(&online)
+            .filter(|c| !c.is_empty())
+            .ok_or("no online CPU list")?;
         match target {
             Target::All | Target::Uid(_) => {
-                let online = std::fs::read("/sys/devices/system/cpu/online").unwrap_or_default();
-                let cpus = cpu_list(&online)
-                    .filter(|c| !c.is_empty())
-                    .ok_or("no online CPU list")?;
-                let attr = watch_attr(false, data);
                 for cpu in cpus {
-                    let fd = perf_event_open(&attr, -1, cpu as i32)
+                    let fd = ev
+                        .open(false, data, -1, cpu as i32)
                         .map_err(|e| why("system-wide perf event", e))?;
-                    rings.push(
+                    ev.rings.push(
                         PerfRing::map(fd, pages.unwrap_or(128))
                             .map_err(|e| why("ring buffer", e))?,
                     );
@@ -101,11 +210,6 @@ impl Watch {
             Target::Pids(pids) => {
                 // Inherited per-task events can be mapped only per CPU: one
                 // event per (thread, CPU), each CPU's into one ring.
-                let online = std::fs::read("/sys/devices/system/cpu/online").unwrap_or_default();
-                let cpus = cpu_list(&online)
-                    .filter(|c| !c.is_empty())
-                    .ok_or("no online CPU list")?;
-                let attr = watch_attr(true, data);
                 let mut ring_of: Vec<Option<usize>> = vec![None; cpus.len()];
                 for &pid in pids {
                     let tasks = std::fs::read_dir(proc_root.join(pid.to_string()).join("task"));
@@ -116,7 +220,7 @@ impl Watch {
                             continue;
                         };
                         for (i, &cpu) in cpus.iter().enumerate() {
-                            let fd = match perf_event_open(&attr, tid, cpu as i32) {
+                            let fd = match ev.open(true, data, tid, cpu as i32) {
                                 Ok(fd) => fd,
                                 // the thread exited meanwhile
                                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => break,
@@ -124,14 +228,13 @@ impl Watch {
                             };
                             match ring_of[i] {
                                 Some(r) => {
-                                    use std::os::fd::AsFd;
-                                    perf_set_output(fd.as_fd(), rings[r].fd())
+                                    perf_set_output(fd.as_fd(), ev.rings[r].fd())
                                         .map_err(|e| why("sharing a ring", e))?;
-                                    extra.push(fd);
+                                    ev.extra.push(fd);
                                 }
                                 None => {
-                                    ring_of[i] = Some(rings.len());
-                                    rings.push(
+                                    ring_of[i] = Some(ev.rings.len());
+                                    ev.rings.push(
                                         PerfRing::map(fd, pages.unwrap_or(32))
                                             .map_err(|e| why("ring buffer", e))?,
                                     );
@@ -142,19 +245,19 @@ impl Watch {
                 }
             }
         }
-        Ok(Watch {
-            rings,
-            _extra: extra,
-        })
+        let (stop, stopped) = mpsc::channel();
+        let drainer = std::thread::Builder::new()
+            .name("watch".into())
+            .spawn(move || ev.run(stopped))
+            .map_err(|e| why("drainer thread", e))?;
+        Ok(Watch { stop, drainer })
     }
 
-    /// Every record written since the start, ring by ring.
-    pub fn drain(mut self) -> Vec<u8> {
-        let mut out = Vec::new();
-        for r in &mut self.rings {
-            r.drain(&mut out);
-        }
-        out
+    /// Stops watching: every record written since the start, ring by ring,
+    /// and what was lost.
+    pub fn finish(self) -> Drained {
+        let _ = self.stop.send(());
+        self.drainer.join().unwrap_or_default()
     }
 }
 

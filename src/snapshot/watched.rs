@@ -100,7 +100,17 @@ impl ScanWatch {
         let recs = match self.watch {
             Some(watch) => {
                 hold_for_tests();
-                parse_watched(&watch.drain(), &mut notes.lost)
+                let drained = watch.finish();
+                let mut reported = 0;
+                let recs = parse_watched(&drained.bytes, &mut reported);
+                // The events' counts include what PERF_RECORD_LOST reported;
+                // without them, a ring left full may have dropped records
+                // with no PERF_RECORD_LOST written: count one at least.
+                notes.lost = match drained.lost {
+                    Some(n) => n.max(reported),
+                    None => reported.max(u64::from(drained.was_full)),
+                };
+                recs
             }
             None => Vec::new(),
         };

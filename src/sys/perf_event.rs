@@ -54,6 +54,24 @@ pub fn perf_set_output(fd: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result
     Ok(())
 }
 
+/// The records the kernel could not write for `fd` (an event opened with
+/// `read_format` PERF_FORMAT_LOST alone: reading it gives the count, then
+/// the lost count; Linux 6.0+). For an inherited event, its children's
+/// losses are counted on it.
+pub fn perf_read_lost(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut v = [0u64; 2];
+    // SAFETY: reads at most 16 bytes into `v`, which holds 16.
+    let n = unsafe { libc::read(fd.as_raw_fd(), v.as_mut_ptr().cast(), 16) };
+    match n {
+        16 => Ok(v[1]),
+        n if n < 0 => Err(io::Error::last_os_error()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "short read of a perf event",
+        )),
+    }
+}
+
 /// A perf event's ring buffer mapped read-write (the reader moves
 /// `data_tail`), unmapped on drop.
 pub struct PerfRing {
@@ -96,30 +114,38 @@ impl PerfRing {
     }
 
     /// Appends every record the kernel has written since the last drain to
-    /// `out` (in order, unwrapped) and frees that room.
-    pub fn drain(&mut self, out: &mut Vec<u8>) {
+    /// `out` (in order, unwrapped), frees that room and returns how many
+    /// bytes it appended.
+    pub fn drain(&mut self, out: &mut Vec<u8>) -> usize {
         use std::sync::atomic::{fence, Ordering};
-        let size = (self.len - self.page) as u64;
+        let size = self.data_size();
         // SAFETY: `base` maps `len` bytes; the first page is the control
         // page, whose u64 data_head (offset 1024) the kernel updates and
         // data_tail (offset 1032) we write; volatile accesses and fences as
-        // the perf_event_mmap_page protocol requires.
+        // the perf_event_mmap_page protocol requires. The data area is the
+        // `size` bytes after the control page; the two slices read lie in
+        // it (`off + first <= size`, `n - first <= off`) and the kernel does
+        // not write there until data_tail moves past them.
         unsafe {
             let ctl = self.base.cast::<u8>();
             let head = std::ptr::read_volatile(ctl.add(1024).cast::<u64>());
             fence(Ordering::Acquire);
             let tail = std::ptr::read_volatile(ctl.add(1032).cast::<u64>());
             let data = ctl.add(self.page);
-            let n = head.saturating_sub(tail).min(size);
-            let start = out.len();
-            out.reserve(n as usize);
-            for i in 0..n {
-                out.push(*data.add(((tail + i) % size) as usize));
-            }
-            debug_assert_eq!(out.len() - start, n as usize);
+            let n = head.saturating_sub(tail).min(size as u64) as usize;
+            let off = (tail % size as u64) as usize;
+            let first = n.min(size - off);
+            out.extend_from_slice(std::slice::from_raw_parts(data.add(off), first));
+            out.extend_from_slice(std::slice::from_raw_parts(data, n - first));
             fence(Ordering::Release);
             std::ptr::write_volatile(ctl.add(1032).cast::<u64>(), head);
+            n
         }
+    }
+
+    /// Bytes of the ring's data area.
+    pub fn data_size(&self) -> usize {
+        self.len - self.page
     }
 
     /// The event's descriptor.

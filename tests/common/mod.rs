@@ -134,8 +134,6 @@ pub fn scratch(name: &str) -> Scratch {
 /// How long a fixture may take to say it is ready.
 pub const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Polls `cond` every 10 ms until it holds; fails the test naming `what`
-/// after `READY_TIMEOUT`.
 /// Makes a FIFO at `path` (with the system's `mkfifo`), failing the test
 /// if it cannot.
 pub fn mkfifo(path: &Path) {
@@ -143,6 +141,8 @@ pub fn mkfifo(path: &Path) {
     assert!(st.success(), "mkfifo {}", path.display());
 }
 
+/// Polls `cond` every 10 ms until it holds; fails the test naming `what`
+/// after `READY_TIMEOUT`.
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + READY_TIMEOUT;
     while !cond() {
