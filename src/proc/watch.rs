@@ -44,7 +44,7 @@ const DRAIN_EVERY: Duration = Duration::from_millis(5);
 /// Bytes the drainer keeps at most before it stops emptying the rings (a
 /// process mapping without pause cannot grow our memory without bound;
 /// what no longer fits the rings is then counted as lost).
-const DRAIN_CAP: usize = 64 << 20;
+const DRAIN_CAP: usize = 16 << 20;
 
 /// The attr of a watch event: software dummy, mmap2/comm/task with build
 /// ids, trailer TID|TIME, times on CLOCK_MONOTONIC; `lost`: readable lost
