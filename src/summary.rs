@@ -77,12 +77,13 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
             "mmap2-synth: {why}; maps made during the scan{window} may be missing"
         )),
         (None, true) => lines.push(format!(
-            "mmap2-synth: watched during the scan: {} records added, {} maps the scan had too, {} lost{window}{}",
+            "mmap2-synth: watched during the scan: {} records added, {} maps the scan had too, {}{} lost{window}{}",
             stats.watched_added,
             stats.watched_duplicates,
+            if stats.watch_lost_at_least { "at least " } else { "" },
             stats.watch_lost,
             if stats.watch_lost > 0 {
-                "; maps made during the scan may be missing (a bigger -m keeps more)"
+                "; maps made during the scan may be missing (a bigger -m keeps more, up to the 16 MiB the watch holds; with --all or -u every process's losses count)"
             } else {
                 ""
             }

@@ -93,9 +93,10 @@ pub struct Drained {
     /// Records the kernel could not write, as the events count them (None
     /// on kernels before 6.0: then only PERF_RECORD_LOST records tell).
     pub lost: Option<u64>,
-    /// A ring had no room left for a big record when last drained: on a
-    /// kernel that does not count losses, records may have been dropped
-    /// with no PERF_RECORD_LOST written.
+    /// A ring was found with little room left at some drain (or the cap
+    /// stopped the draining, or the drainer failed): on a kernel that does
+    /// not count losses, records may have been dropped with no
+    /// PERF_RECORD_LOST written.
     pub was_full: bool,
 }
 
@@ -121,12 +122,14 @@ impl Events {
         }
     }
 
-    /// Empties every ring into `out`; true when one was nearly full.
+    /// Empties every ring into `out`; true when one was nearly full (less
+    /// than 8 KiB, or half the ring, left: a big record may not have fit).
     fn drain(&mut self, out: &mut Vec<u8>) -> bool {
         let mut full = false;
         for r in &mut self.rings {
             let n = r.drain(out);
-            full |= n + 8192 > r.data_size();
+            let size = r.data_size();
+            full |= n > size - 8192.min(size / 2);
         }
         full
     }
@@ -153,6 +156,8 @@ impl Events {
     /// takes what is left.
     fn run(mut self, stop: mpsc::Receiver<()>) -> Drained {
         let mut bytes = Vec::new();
+        // sticky: a ring found full at any drain may have dropped records
+        let mut was_full = false;
         // A test hook: drain only this often, so a test can fill a ring.
         let every = std::env::var("MMAP2_SYNTH_TEST_DRAIN_EVERY_MS")
             .ok()
@@ -160,11 +165,13 @@ impl Events {
             .map_or(DRAIN_EVERY, Duration::from_millis);
         while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(every) {
             if bytes.len() < DRAIN_CAP {
-                self.drain(&mut bytes);
+                was_full |= self.drain(&mut bytes);
+            } else {
+                was_full = true;
             }
         }
         let lost = self.lost();
-        let was_full = self.drain(&mut bytes);
+        was_full |= self.drain(&mut bytes);
         Drained {
             bytes,
             lost,
@@ -257,7 +264,11 @@ impl Watch {
     /// and what was lost.
     pub fn finish(self) -> Drained {
         let _ = self.stop.send(());
-        self.drainer.join().unwrap_or_default()
+        // a drainer that panicked read nothing more: count that as a loss
+        self.drainer.join().unwrap_or(Drained {
+            was_full: true,
+            ..Drained::default()
+        })
     }
 }
 

@@ -39,6 +39,9 @@ pub struct Stats {
     pub watched_duplicates: usize,
     /// Records the watch lost (ring overflow).
     pub watch_lost: u64,
+    /// `watch_lost` is a lower bound (a kernel before 6.0 does not count
+    /// every loss).
+    pub watch_lost_at_least: bool,
     /// Why watching was not possible (None: watched, or not asked).
     pub watch_skipped: Option<String>,
     /// CLOCK_MONOTONIC ns when the watch started (would have) and when the

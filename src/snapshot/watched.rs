@@ -31,6 +31,7 @@ pub struct ScanWatch {
 #[derive(Debug, Default)]
 pub struct WatchNotes {
     lost: u64,
+    lost_at_least: bool,
     skipped: Option<String>,
     window: (u64, u64),
     watched: bool,
@@ -40,6 +41,7 @@ impl WatchNotes {
     /// Puts the notes into the snapshot's counts.
     pub fn apply(self, stats: &mut Stats) {
         stats.watch_lost = self.lost;
+        stats.watch_lost_at_least = self.lost_at_least;
         stats.watch_skipped = self.skipped;
         stats.watch_window = Some(self.window);
         stats.watched = self.watched;
@@ -110,6 +112,7 @@ impl ScanWatch {
                     Some(n) => n.max(reported),
                     None => reported.max(u64::from(drained.was_full)),
                 };
+                notes.lost_at_least = drained.lost.is_none();
                 recs
             }
             None => Vec::new(),
