@@ -1,5 +1,5 @@
 //! Samples aggregated into a pprof [`Profile`]: strings, mappings and
-//! locations interned, one [`Sample`] per distinct (stack, pid, tid, comm,
+//! locations interned, one [`Sample`](super::proto::Sample) per distinct (stack, pid, tid, comm,
 //! thread comm) with two values per event (`<event>_sample`: how many
 //! samples, `<event>_event`: their periods), as perf_to_profile writes
 //! them. Memory grows with distinct stacks, not samples. Pure.

@@ -38,7 +38,7 @@ pub struct ConvertReport {
     pub missing: u64,
     /// Kept: the file has no build id, or one longer than MMAP2 holds.
     pub no_id: u64,
-    /// Anonymous and special maps ([vdso], //anon, [heap]...), passed through.
+    /// Anonymous and special maps (`[vdso]`, `//anon`, `[heap]`...), passed through.
     pub special: u64,
     /// MMAP (v1) records kept as they are (no id known for them).
     pub mmap_v1: u64,
