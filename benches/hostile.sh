@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What hostile inputs cost: peak memory of a snapshot of processes mapping
 # one file at many addresses under a long path, or many hard links to it,
-# each under its own long name (any user can make them), and pprof's time on
-# a recording of many events all on one stack.
+# each under its own long name (any user can make them), of a process
+# flooding the watch with maps of a long path while the snapshot is held
+# after its scan, and pprof's time on a recording of many events all on one
+# stack.
 #
 #   benches/hostile.sh           (needs gcc and python3; M2S_BENCH_SMOKE=1:
 #                                 tiny sizes, for CI)
@@ -12,13 +14,14 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 out=${BENCH_OUT:-$root/bench-out}/hostile
 bin="$root/target/release/mmap2-synth"
 if [ -n "${M2S_BENCH_SMOKE:-}" ]; then
-    vmas=200 names=200 events=(2000)
+    vmas=200 names=200 events=(2000) churn=1
 else
-    vmas=60000 names=15000 events=(100000 400000)
+    vmas=60000 names=15000 events=(100000 400000) churn=3
 fi
 mkdir -p "$out"
 (cd "$root" && cargo build --release --quiet)
 gcc -O2 -o "$out/manymaps" "$root/fixtures/manymaps.c"
+gcc -O2 -o "$out/churnmap" "$root/fixtures/churnmap.c"
 # a 3.8 KB path (15 components of 250 bytes) and a short one, to one file
 long="$out/long"
 for _ in $(seq 1 15); do long="$long/$(printf 'd%.0s' $(seq 1 250))"; done
@@ -54,6 +57,27 @@ snapshot "$long/f" 1 "1 process, 3.8 KB path"
 python3 -c 'import os, sys; [os.link(sys.argv[1], "%s.%d" % (sys.argv[1], i)) for i in range(int(sys.argv[2]))]' \
     "$long/f" "$names"
 snapshot "$long/f" 1 "1 process, $names hard links each under a 3.8 KB name" "$names" each
+echo "watched snapshot held after its scan (the test hook) while a process maps and unmaps"
+echo "the file under the 3.8 KB path for $churn s (the drain holds at most 16 MiB, the rest is lost):"
+coproc CHURN { exec "$out/churnmap" "$long/f" "$churn" 2>"$out/churn.err"; }
+read -r _ cpid <&"${CHURN[0]}"
+hold="$out/hold"
+MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN="$hold" /usr/bin/time -f "flood: %M KiB peak, %e s" \
+    "$bin" -p "$cpid" -o "$out/s.data" 2>"$out/snap.err" &
+snap=$!
+deadline=$((SECONDS + 60))
+until [ -e "$hold" ]; do
+    [ $SECONDS -lt $deadline ] || { echo "the snapshot did not reach its hold" >&2; exit 1; }
+    sleep 0.05
+done
+echo go >&"${CHURN[1]}"
+sleep "$churn.5"
+rm -f "$hold"
+wait "$snap"
+echo "$(cat "$out/churn.err"); $(grep -o 'watched during the scan: [^(]*' "$out/snap.err")"
+tail -1 "$out/snap.err"
+kill "$cpid"; wait "$cpid" 2>/dev/null || true
+rm -f "$out/s.data"
 echo "pprof --no-symbolize of N events with one sample each, on one stack:"
 for n in "${events[@]}"; do
     python3 "$root/benches/gen_many_events.py" "$n" "$out/ev.data"

@@ -68,6 +68,13 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
     if let Some(why) = &stats.kernel_skipped {
         lines.push(format!("mmap2-synth: kernel maps not written: {why}"));
     }
+    let lost_hint = match stats.watch_lost {
+        0 => String::new(),
+        _ => format!(
+            "; maps made during the scan may be missing (a bigger -m keeps more, up to the {} MiB the watch holds; with --all or -u every process's losses count)",
+            crate::proc::watch::DRAIN_CAP >> 20
+        ),
+    };
     let window = stats
         .watch_window
         .map(|(from, to)| format!(" (CLOCK_MONOTONIC {from} to {to} ns)"))
@@ -82,11 +89,7 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
             stats.watched_duplicates,
             if stats.watch_lost_at_least { "at least " } else { "" },
             stats.watch_lost,
-            if stats.watch_lost > 0 {
-                "; maps made during the scan may be missing (a bigger -m keeps more, up to the 16 MiB the watch holds; with --all or -u every process's losses count)"
-            } else {
-                ""
-            }
+            lost_hint
         )),
         (None, false) if stats.watch_window.is_some() => lines.push(format!(
             "mmap2-synth: not watched: maps made during the scan{window} may be missing"
@@ -365,6 +368,36 @@ mod tests {
         let line = &pprof(&r, Duration::ZERO, "p.pb.gz")[0];
         assert!(line.contains("ev7 (7 samples), 2 more events"), "{line}");
         assert!(!line.contains("ev8"), "{line}");
+    }
+
+    // The watch line: "at least" only when the count is a lower bound, the
+    // hint (with the cap from the drainer's constant) only when something
+    // was lost.
+    #[test]
+    fn watch_line_says_what_was_lost() {
+        let line = |lost, at_least| {
+            let mut stats = Stats::default();
+            stats.watched = true;
+            stats.watch_lost = lost;
+            stats.watch_lost_at_least = at_least;
+            let lines = snapshot(&stats, &[], Duration::ZERO, "out");
+            lines
+                .into_iter()
+                .find(|l| l.contains("watched during the scan"))
+                .unwrap()
+        };
+        let none = line(0, false);
+        assert!(
+            none.contains(", 0 lost") && !none.contains("missing"),
+            "{none}"
+        );
+        let exact = line(3, false);
+        assert!(
+            exact.contains(", 3 lost") && exact.contains("up to the 16 MiB"),
+            "{exact}"
+        );
+        let bound = line(1, true);
+        assert!(bound.contains(", at least 1 lost; maps made"), "{bound}");
     }
 
     // --strict fails only when enabled and something was skipped; skips get a line each.

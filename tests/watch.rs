@@ -118,6 +118,18 @@ fn long_named_copies(lib: &Path, dir: &Path, n: usize) -> Vec<PathBuf> {
         .collect()
 }
 
+/// For the ring tests: the lazymap fixture started (ready to map), 100
+/// copies of a library under 200-byte names (~30 KB of MMAP2 records in
+/// all) and a scratch directory named `name`.
+fn long_named_libraries(name: &str) -> (Scratch, Vec<PathBuf>, Mapper) {
+    needs_perf_record();
+    let dir = scratch(name);
+    let prog = lazymap(&dir);
+    let libs = long_named_copies(&fixtures().lib_sha1, &dir, 100);
+    let m = Mapper::start_as(&prog, &[]);
+    (dir, libs, m)
+}
+
 /// The `N lost` of a watched snapshot's summary.
 fn lost_of(err: &str) -> u64 {
     let line = err
@@ -490,12 +502,7 @@ fn seccomp_without_perf_events_falls_back_to_the_plain_scan() {
 #[test]
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn a_full_ring_is_reported_lost() {
-    needs_perf_record();
-    let f = fixtures();
-    let dir = scratch("watch-full");
-    let prog = lazymap(&dir);
-    let libs = long_named_copies(&f.lib_sha1, &dir, 100);
-    let mut m = Mapper::start_as(&prog, &[]);
+    let (dir, libs, mut m) = long_named_libraries("watch-full");
     let out = dir.join("full.data");
     let o = run_with_maps_after_scan(
         &mut m,
@@ -528,12 +535,7 @@ fn a_full_ring_is_reported_lost() {
 #[test]
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn the_watch_is_drained_during_the_scan() {
-    needs_perf_record();
-    let f = fixtures();
-    let dir = scratch("watch-drained");
-    let prog = lazymap(&dir);
-    let libs = long_named_copies(&f.lib_sha1, &dir, 100);
-    let mut m = Mapper::start_as(&prog, &[]);
+    let (dir, libs, mut m) = long_named_libraries("watch-drained");
     let out = dir.join("drained.data");
     let o = run_with_maps_after_scan(
         &mut m,
@@ -553,19 +555,11 @@ fn the_watch_is_drained_during_the_scan() {
     }
 }
 
-/// Builds the shim that makes perf events look as before Linux 6.0 (no
-/// PERF_FORMAT_LOST); returns it and the environment that preloads it,
-/// marking `mark` when it refused a lost count.
-fn pre_6_0_env(dir: &Path, mark: &Path) -> (PathBuf, Vec<(String, String)>) {
-    let shim = build_fixture("nolost", dir, &["-shared", "-fPIC", "-ldl"]);
-    let env = vec![
-        ("LD_PRELOAD".to_string(), shim.to_str().unwrap().to_string()),
-        (
-            "NOLOST_MARK".to_string(),
-            mark.to_str().unwrap().to_string(),
-        ),
-    ];
-    (shim, env)
+/// Builds, in `dir`, the shim that makes perf events look as before Linux
+/// 6.0 (no PERF_FORMAT_LOST) when preloaded; it creates the file named by
+/// NOLOST_MARK when it refuses a lost count.
+fn nolost_shim(dir: &Path) -> PathBuf {
+    build_fixture("nolost", dir, &["-shared", "-fPIC", "-ldl"])
 }
 
 // On a kernel without the events' lost counts (before 6.0, simulated by a
@@ -577,17 +571,14 @@ fn pre_6_0_env(dir: &Path, mark: &Path) -> (PathBuf, Vec<(String, String)>) {
 #[test]
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn without_lost_counts_a_full_ring_still_fails_strict() {
-    needs_perf_record();
-    let f = fixtures();
-    let dir = scratch("watch-pre60-full");
-    let prog = lazymap(&dir);
-    let mark = dir.join("shim-used");
-    let (_shim, env) = pre_6_0_env(&dir, &mark);
-    let libs = long_named_copies(&f.lib_sha1, &dir, 100);
-    let mut m = Mapper::start_as(&prog, &[]);
+    let (dir, libs, mut m) = long_named_libraries("watch-pre60-full");
+    let (shim, mark) = (nolost_shim(&dir), dir.join("shim-used"));
     let out = dir.join("pre60.data");
-    let mut env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    env.push(("MMAP2_SYNTH_TEST_DRAIN_EVERY_MS", "1000"));
+    let env = [
+        ("LD_PRELOAD", shim.to_str().unwrap()),
+        ("NOLOST_MARK", mark.to_str().unwrap()),
+        ("MMAP2_SYNTH_TEST_DRAIN_EVERY_MS", "1000"),
+    ];
     // the burst, then 2.5 s held: a drain during the scan finds the ring
     // full, the last one finds it empty
     let o = run_with_maps_after_scan(
@@ -619,15 +610,15 @@ fn without_lost_counts_a_full_ring_still_fails_strict() {
 fn without_lost_counts_a_small_idle_ring_is_not_lost() {
     needs_perf_record();
     let dir = scratch("watch-pre60-idle");
-    let mark = dir.join("shim-used");
-    let (_shim, env) = pre_6_0_env(&dir, &mark);
+    let (shim, mark) = (nolost_shim(&dir), dir.join("shim-used"));
     let m = Mapper::start(&[]);
     let out = dir.join("idle.data");
     for pages in ["1", "2"] {
         let o = Command::new(bin())
             .args(["-p", &m.pid.to_string(), "-m", pages, "--strict"])
             .args(["-o", out.to_str().unwrap()])
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("LD_PRELOAD", &shim)
+            .env("NOLOST_MARK", &mark)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);

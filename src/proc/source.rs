@@ -227,7 +227,7 @@ pub fn walk_text(
                 offset += text.len();
                 text.clear();
                 if n == 0 {
-                    return memory_still_there(file);
+                    return Ok(());
                 }
                 continue;
             };
@@ -263,7 +263,7 @@ pub fn walk_text(
             return Err(TooManyMaps(max_vmas).into());
         }
         if n == 0 {
-            return memory_still_there(file);
+            return Ok(());
         }
         if text.len() > MAX_LINE {
             // the start of a line too long to hold: its fields are here
@@ -279,12 +279,13 @@ pub fn walk_text(
     }
 }
 
-/// At the end of a text walk: ESRCH if the memory the file was opened on
-/// is gone. A process that execs (or exits) mid-walk leaves its old maps
-/// file reading as a plain end of file, where the ioctl says ESRCH; one
-/// query on the same descriptor tells the two apart, so the process is
-/// counted cut short as the ioctl walk counts it. A kernel without the
-/// ioctl (ENOTTY) cannot tell: the walk stands as complete.
+/// After a text walk chosen with `--source text`: ESRCH if the memory the
+/// file was opened on is gone. A process that execs (or exits) mid-walk
+/// leaves its old maps file reading as a plain end of file, where the
+/// ioctl says ESRCH; one query on the same descriptor tells the two apart,
+/// so the process is counted cut short as the ioctl walk counts it. A
+/// kernel without the ioctl (ENOTTY, the fallback's case, where it is not
+/// asked) cannot tell: the walk stands as complete.
 fn memory_still_there(file: &File) -> io::Result<()> {
     let mut q = ProcmapQuery {
         query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
@@ -376,5 +377,8 @@ pub fn read_maps_file(
     walk_text(&mut file, sel, max, ids, local, &mut |v| {
         push(Source::Text, v)
     })?;
+    if walk.source == SourceChoice::Text {
+        memory_still_there(&file)?;
+    }
     Ok(Source::Text)
 }

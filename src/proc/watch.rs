@@ -44,7 +44,7 @@ const DRAIN_EVERY: Duration = Duration::from_millis(5);
 /// Bytes the drainer keeps at most before it stops emptying the rings (a
 /// process mapping without pause cannot grow our memory without bound;
 /// what no longer fits the rings is then counted as lost).
-const DRAIN_CAP: usize = 16 << 20;
+pub const DRAIN_CAP: usize = 16 << 20;
 
 /// The attr of a watch event: software dummy, mmap2/comm/task with build
 /// ids, trailer TID|TIME, times on CLOCK_MONOTONIC; `lost`: readable lost
@@ -85,8 +85,9 @@ pub struct Watch {
     drainer: std::thread::JoinHandle<Drained>,
 }
 
-/// What a watch saw: every record drained, in ring order, and what was
-/// lost.
+/// What a watch saw: every record drained (each ring's in its order, the
+/// rings' interleaved as drained; [`parse_watched`] sorts them by time),
+/// and what was lost.
 #[derive(Debug, Default)]
 pub struct Drained {
     pub bytes: Vec<u8>,
@@ -260,8 +261,8 @@ impl Watch {
         Ok(Watch { stop, drainer })
     }
 
-    /// Stops watching: every record written since the start, ring by ring,
-    /// and what was lost.
+    /// Stops watching: every record written since the start, and what was
+    /// lost.
     pub fn finish(self) -> Drained {
         let _ = self.stop.send(());
         // a drainer that panicked read nothing more: count that as a loss

@@ -106,8 +106,8 @@ impl ScanWatch {
                 let mut reported = 0;
                 let recs = parse_watched(&drained.bytes, &mut reported);
                 // The events' counts include what PERF_RECORD_LOST reported;
-                // without them, a ring left full may have dropped records
-                // with no PERF_RECORD_LOST written: count one at least.
+                // without them, a ring found full at a drain may have dropped
+                // records with no PERF_RECORD_LOST written: one at least.
                 notes.lost = match drained.lost {
                     Some(n) => n.max(reported),
                     None => reported.max(u64::from(drained.was_full)),
