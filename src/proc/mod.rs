@@ -1,8 +1,9 @@
 //! The live system: which processes, what /proc says about them, their VMAs
 //! (PROCMAP_QUERY with a text fallback), build ids, clocks and host facts.
-//! `parse`, `maps_text` and `elf` are pure parsers over bytes; `scan`,
-//! `process`, `source`, `buildid`, `clock` and `host` are the thin layers that read files
-//! and call into `sys`; `window` orders the workers' results for the writer.
+//! `parse`, `maps_text` and `elf` are pure parsers over bytes; `options`
+//! says what to scan; `scan`, `process`, `source`, `buildid`, `clock` and
+//! `host` are the thin layers that read files and call into `sys`; `window`
+//! orders the workers' results for the writer.
 //!
 //! May import: `bytes`, `model`, `sys`. Knows nothing of perf.data.
 
@@ -12,6 +13,7 @@ pub mod elf;
 pub mod host;
 pub mod kernel;
 pub mod maps_text;
+mod options;
 pub mod parse;
 mod process;
 pub mod scan;

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 use super::buildid::{BuildIdCache, LocalBuildIds};
+use super::options::Options;
 use super::parse::{self, ProcParseError, PF_KTHREAD};
-use super::scan::Options;
 use super::source::{self, BuildIdPolicy, TooManyMaps, Walk};
 use crate::model::{Part, Process, Thread, Vma};
 

@@ -8,53 +8,14 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::buildid::{BuildIdCache, LocalBuildIds};
+pub use super::options::{Options, Target};
 use super::parse;
 use super::process::{read_process, Outcome};
 pub use super::process::{Skip, SkipReason, PART_BYTES};
 pub use super::source::SourceChoice;
 use super::source::{self, Walk};
 use super::window::Window;
-use crate::model::{Part, Process, Selection};
-
-/// Which processes to snapshot.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// Every process in /proc (except this tool itself).
-    All,
-    /// These pids.
-    Pids(Vec<u32>),
-    /// Every process whose real uid is this.
-    Uid(u32),
-}
-
-/// Snapshot options.
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub selection: Selection,
-    pub source: SourceChoice,
-    /// Resolve build ids.
-    pub build_ids: bool,
-    /// Worker threads (None = all cores).
-    pub jobs: Option<usize>,
-    /// Root of the proc filesystem (normally `/proc`).
-    pub proc_root: PathBuf,
-    /// VMAs one walk of a maps file visits before the process is cut
-    /// short; None: [`source::walk_limit`], from vm.max_map_count.
-    pub max_vmas: Option<usize>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            selection: Selection::Exec,
-            source: SourceChoice::Auto,
-            build_ids: true,
-            jobs: None,
-            proc_root: PathBuf::from("/proc"),
-            max_vmas: None,
-        }
-    }
-}
+use crate::model::{Part, Process};
 
 /// The result of a scan.
 #[derive(Debug, Default)]
