@@ -132,6 +132,94 @@ fn all_in_pid_namespace_is_complete_and_deterministic() {
     }
 }
 
+// Files shared by many processes are reported once per worker (the memo
+// of what a worker already handed on): the BUILD_ID table still lists
+// every name a file is mapped under (a hard link in the middle of the pid
+// range, a build id first seen late), the pipe output puts each id before
+// the first map of its file, and both outputs are the same for -j 1 and 3.
+#[test]
+#[ignore = "needs root and perf"]
+fn shared_files_are_reported_once_whatever_the_workers() {
+    needs_root("unshare -fp");
+    needs_perf();
+    let f = fixtures();
+    let dir = scratch("shared");
+    let link = dir.join("linked-libsha1.so");
+    std::fs::hard_link(&f.lib_sha1, &link).unwrap();
+    let ready = dir.join("ready");
+    std::fs::create_dir_all(&ready).unwrap();
+    // 12 processes mapping libsha1 and libmd5; the 7th maps libsha1 only
+    // under its hard link, the 10th adds libhex8
+    let mut starts = String::new();
+    for i in 1..=12 {
+        let sha1 = if i == 7 { q(&link) } else { q(&f.lib_sha1) };
+        let more = if i == 10 {
+            q(&f.lib_hex8)
+        } else {
+            String::new()
+        };
+        starts += &format!(
+            "{m} --wait forever --ready {r}/{i} {sha1} {md5} {more} & ",
+            m = q(&f.mapper),
+            r = q(&ready),
+            md5 = q(&f.lib_md5),
+        );
+    }
+    let outs: Vec<_> = [1, 3].iter().map(|j| dir.join(format!("j{j}"))).collect();
+    let script = format!(
+        "{starts} n=0; while [ $(ls {r} | grep -vc tmp) -lt 12 ]; do \
+           n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'mappers not ready in 30 s' >&2; exit 1; }}; sleep 0.01; done; \
+         for j in 1 3; do \
+           {bin} -q --all -j $j -o {d}/j$j.data && {bin} -q --all -j $j -o - > {d}/j$j.pipe || exit 1; \
+         done",
+        r = q(&ready),
+        bin = bin(),
+        d = q(&dir),
+    );
+    in_pid_namespace(&script);
+    let file = |j: &std::path::Path, ext: &str| j.with_extension(ext);
+    let a = std::fs::read(file(&outs[0], "data")).unwrap();
+    assert_same_but_cmdline(&a, &std::fs::read(file(&outs[1], "data")).unwrap());
+    // the pipe's CMDLINE is a record: its dump (every record, in order)
+    let dump = |path: std::path::PathBuf| {
+        let out = Command::new(bin()).arg("dump").arg(&path).output().unwrap();
+        assert!(out.status.success(), "dump {}", path.display());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let piped = dump(file(&outs[0], "pipe"));
+    assert!(
+        piped == dump(file(&outs[1], "pipe")),
+        "pipe output differs between -j 1 and -j 3"
+    );
+    let ids = perf(&[
+        "buildid-list".as_ref(),
+        "-i".as_ref(),
+        file(&outs[0], "data").as_os_str(),
+    ]);
+    for lib in [&f.lib_sha1, &link, &f.lib_md5, &f.lib_hex8] {
+        assert_eq!(
+            ids.lines()
+                .filter(|l| l.ends_with(lib.to_str().unwrap()))
+                .count(),
+            1,
+            "{} once in the table:\n{ids}",
+            lib.display()
+        );
+    }
+    assert!(ids.lines().any(|l| l.ends_with(" [vdso]")), "{ids}");
+    // pipe mode: each file's HEADER_BUILD_ID before its first MMAP2
+    let dump = piped;
+    for lib in [&f.lib_sha1, &link, &f.lib_md5, &f.lib_hex8] {
+        let path = lib.to_str().unwrap();
+        let first = |kind: &str| {
+            dump.lines()
+                .position(|l| l.starts_with(kind) && l.ends_with(&format!("path={path}")))
+                .unwrap_or_else(|| panic!("no {kind} of {path}:\n{dump}"))
+        };
+        assert!(first("build_id") < first("mmap2"), "{path}:\n{dump}");
+    }
+}
+
 fn dead_pid() -> u32 {
     let mut c = Command::new("true").spawn().unwrap();
     let pid = c.id();

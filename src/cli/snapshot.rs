@@ -82,10 +82,12 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     stats.kernel_skipped = kernel.skipped;
     let keyed = watch.is_on();
     let mut filter = WatchFilter::default();
-    let scanned = proc::scan_each(
+    let scanned = proc::scan_each_with(
         target,
         &scan,
-        |p, part| snapshot::weighed(snapshot::encode_keyed(&p, part, &enc, keyed)),
+        |memo: &mut snapshot::Reported, p, part| {
+            snapshot::weighed(snapshot::encode_keyed(&p, part, &enc, keyed, Some(memo)))
+        },
         |encoded| -> Result<(), CliError> {
             let encoded = encoded.map_err(|e| CliError::write(Path::new("stdout"), e))?;
             printer.records(&encoded.records, enc.endian, enc.layout);

@@ -23,6 +23,6 @@ mod window;
 
 pub use host::HostFacts;
 pub use scan::{
-    scan_each, snapshot, Options, ScanError, Scanned, Skip, SkipReason, Snapshot, SourceChoice,
-    Target,
+    scan_each, scan_each_with, snapshot, Options, ScanError, Scanned, Skip, SkipReason, Snapshot,
+    SourceChoice, Target,
 };

@@ -115,6 +115,20 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
     target: &Target,
     opts: &Options,
     map: impl Fn(Process, Part) -> (T, usize) + Sync,
+    sink: impl FnMut(T) -> Result<(), E>,
+) -> Result<Scanned, E> {
+    scan_each_with(target, opts, |_: &mut (), p, part| map(p, part), sink)
+}
+
+/// [`scan_each`] whose `map` also gets state of its own on each worker (a
+/// `W::default()` per worker, per scan): what a worker already handed on,
+/// say, so that it is not handed on again with every process. Each worker
+/// takes processes in pid order, so the first process to carry something
+/// is mapped on a worker that has not seen it yet.
+pub fn scan_each_with<T: Send, E: From<ScanError>, W: Default>(
+    target: &Target,
+    opts: &Options,
+    map: impl Fn(&mut W, Process, Part) -> (T, usize) + Sync,
     mut sink: impl FnMut(T) -> Result<(), E>,
 ) -> Result<Scanned, E> {
     let pids = pids_of(target, opts)?;
@@ -141,19 +155,20 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
     let mut scanned = Scanned::default();
     // an outcome and its weight (the bytes it holds); earlier pieces go to
     // the window as they are read
-    let read = |i: usize, local: &mut LocalBuildIds| {
+    let read = |i: usize, local: &mut LocalBuildIds, own: &mut W| {
         let mut piece = |p: Process, part: Part| {
-            let (t, weight) = map(p, part);
+            let (t, weight) = map(own, p, part);
             window.part(i, Outcome::Read(t), weight)
         };
         let caches = (&cache, local);
-        match read_process(pids[i], uid, opts, walk, caches, &no_ioctl, &mut piece) {
+        let outcome = read_process(pids[i], uid, opts, walk, caches, &no_ioctl, &mut piece);
+        match outcome {
             Outcome::Read((p, part)) => {
-                let (t, weight) = map(p, part);
+                let (t, weight) = map(own, p, part);
                 (Outcome::Read(t), weight)
             }
             Outcome::CutShort((p, part), skip) => {
-                let (t, weight) = map(p, part);
+                let (t, weight) = map(own, p, part);
                 (Outcome::CutShort(t, skip), weight)
             }
             Outcome::Skipped(s) => (Outcome::Skipped(s), 64),
@@ -166,8 +181,9 @@ pub fn scan_each<T: Send, E: From<ScanError>>(
                 // a worker that panics stops the scan (the scope re-raises)
                 let _stop = window.stop_on_drop(true);
                 let mut local = LocalBuildIds::default();
+                let mut own = W::default();
                 while let Some(i) = window.next() {
-                    let (outcome, weight) = read(i, &mut local);
+                    let (outcome, weight) = read(i, &mut local, &mut own);
                     window.done(i, outcome, weight);
                 }
             });

@@ -210,11 +210,16 @@ pub fn kernel_table_entries(maps: &[KernelMap]) -> Vec<BuildIdEntry> {
 
 /// A process's distinct (file name as written, build id) pairs, sorted.
 pub fn process_build_ids(p: &Process) -> Vec<(Vec<u8>, BuildId)> {
+    build_ids_of(&p.vmas)
+}
+
+/// The distinct (file name as written, build id) pairs of these VMAs,
+/// sorted.
+pub fn build_ids_of<'a>(vmas: impl IntoIterator<Item = &'a Vma>) -> Vec<(Vec<u8>, BuildId)> {
     // neighbours first (a file's VMAs mostly are), then the sort
     let mut ids: Vec<(&[u8], BuildId)> = Vec::new();
-    for (name, id) in p
-        .vmas
-        .iter()
+    for (name, id) in vmas
+        .into_iter()
         .filter_map(|v| Some((mmap_filename(v).0, v.build_id?)))
     {
         if ids.last() != Some(&(name, id)) {

@@ -7,6 +7,7 @@
 //! size of the host.
 
 use super::file::{Out, WriteOptions};
+use super::reported::Reported;
 use super::stats::Stats;
 use super::watched::ScanWatch;
 use super::writer::{encode_keyed, weighed, SnapshotWriter};
@@ -48,10 +49,10 @@ pub fn write_live(
         w.write_kernel(&crate::proc::kernel::kernel_maps(roots))?;
     }
     let keyed = watch.is_on();
-    let scanned = proc::scan_each(
+    let scanned = proc::scan_each_with(
         target,
         scan,
-        |p, part| weighed(encode_keyed(&p, part, &enc, keyed)),
+        |memo: &mut Reported, p, part| weighed(encode_keyed(&p, part, &enc, keyed, Some(memo))),
         |e| -> Result<(), LiveError> { Ok(w.write(e.map_err(WriteError::from)?)?) },
     )?;
     let (recs, notes) = watch.finish();

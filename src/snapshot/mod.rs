@@ -1,6 +1,7 @@
 //! Snapshots as perf records: processes -> COMM/FORK/MMAP2 in perf's order
 //! (`encode`), what a snapshot file is (`file`), writing one (`writer`),
-//! reading one back (`read`), a live scan streamed to its output (`live`),
+//! reading one back (`read`), what a scan worker already reported
+//! (`reported`), a live scan streamed to its output (`live`),
 //! watching that scan, whatever the output (`watched`), and the counts of the summary (`stats`).
 //!
 //! May import: `bytes`, `model`, `perf`, `proc` (for the scan's result type
@@ -10,6 +11,7 @@ pub mod encode;
 pub mod file;
 pub mod live;
 pub mod read;
+pub mod reported;
 pub mod stats;
 pub mod watched;
 pub mod writer;
@@ -21,6 +23,7 @@ pub use encode::{
 pub use file::{snapshot_encoding, Out, WriteOptions, WriteSeek};
 pub use live::{write_live, LiveError, LiveReport};
 pub use read::{is_kernel_map, read_snapshot, read_snapshot_with_kernel};
+pub use reported::Reported;
 pub use stats::Stats;
 pub use watched::{ScanWatch, WatchFilter, WatchNotes};
 pub use writer::{encode_for_writer, encode_keyed, weighed, write_snapshot, SnapshotWriter};

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
-use crate::model::{Part, Process, Source};
+use crate::model::{Part, Process, Source, Vma};
 use crate::proc::{Skip, SkipReason, Snapshot};
 
 /// Counts for the summary.
@@ -97,10 +97,23 @@ impl ProcessSummary {
     /// The counts of one piece of a process: the process itself with its
     /// first piece, its threads with its last, its VMAs with each.
     pub fn of_part(p: &Process, part: Part) -> ProcessSummary {
+        ProcessSummary::of_part_with(p, part, &p.vmas)
+    }
+
+    /// [`ProcessSummary::of_part`] counting DSOs of `dso_vmas` only (the
+    /// VMAs of `p` that a worker has not yet reported).
+    pub fn of_part_with<'a>(
+        p: &Process,
+        part: Part,
+        dso_vmas: impl IntoIterator<Item = &'a Vma>,
+    ) -> ProcessSummary {
         // A file's VMAs are mostly neighbours: merge runs first, so the
         // sort sees about one entry per file.
         let mut dsos: Vec<(&[u8], bool)> = Vec::new();
-        for v in p.vmas.iter().filter(|v| v.is_file_backed() || v.is_vdso()) {
+        for v in dso_vmas
+            .into_iter()
+            .filter(|v| v.is_file_backed() || v.is_vdso())
+        {
             let (name, found) = (v.name.as_slice(), v.build_id.is_some());
             match dsos.last_mut() {
                 Some((n, f)) if *n == name => *f |= found,

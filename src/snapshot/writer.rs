@@ -7,9 +7,10 @@ use std::io::{SeekFrom, Write};
 
 use super::encode::{self, table_entries, Encoding};
 use super::file::{host_features, snapshot_attr, snapshot_encoding, Out, WriteOptions, EVENT_ID};
+use super::reported::Reported;
 use super::stats::{ProcessSummary, Stats};
 use super::watched::{map_key, WatchFilter};
-use crate::model::{BuildId, Part, Process};
+use crate::model::{BuildId, Part, Process, Vma};
 use crate::perf::consts::{feature, misc, types};
 use crate::perf::features::event_desc_feature;
 use crate::perf::features::{build_id_feature, encode_build_id_entries, encode_build_id_entry};
@@ -57,17 +58,19 @@ pub fn weighed(e: Result<Encoded, RecordTooLarge>) -> (Result<Encoded, RecordToo
 
 /// Encodes one process for a [`SnapshotWriter`] (pure; runs on any thread).
 pub fn encode_for_writer(p: &Process, enc: &Encoding) -> Result<Encoded, RecordTooLarge> {
-    encode_keyed(p, Part::WHOLE, enc, false)
+    encode_keyed(p, Part::WHOLE, enc, false, None)
 }
 
 /// [`encode_for_writer`] of one piece of a process ([`Part`]), with the
 /// keys of its maps when `keys` (a watched snapshot drops watched maps the
-/// scan saw too).
+/// scan saw too). With a scan worker's `memo`, the build ids and DSOs it
+/// already reported are left out (the writer has them).
 pub fn encode_keyed(
     p: &Process,
     part: Part,
     enc: &Encoding,
     keys: bool,
+    memo: Option<&mut Reported>,
 ) -> Result<Encoded, RecordTooLarge> {
     let mut records = Vec::with_capacity(64 + 160 * p.vmas.len());
     encode::encode_part(p, part, enc, &mut records)?;
@@ -87,10 +90,24 @@ pub fn encode_keyed(
             .collect(),
         false => Vec::new(),
     };
+    // with a worker's memo, only the VMAs that may bring something new
+    let (build_ids, summary) = match memo {
+        Some(memo) => {
+            let new: Vec<&Vma> = p.vmas.iter().filter(|v| memo.is_new(v)).collect();
+            (
+                encode::build_ids_of(new.iter().copied()),
+                ProcessSummary::of_part_with(p, part, new.iter().copied()),
+            )
+        }
+        None => (
+            encode::process_build_ids(p),
+            ProcessSummary::of_part(p, part),
+        ),
+    };
     Ok(Encoded {
         records,
-        build_ids: encode::process_build_ids(p),
-        summary: ProcessSummary::of_part(p, part),
+        build_ids,
+        summary,
         map_keys,
         pid: p.pid,
     })
