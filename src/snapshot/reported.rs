@@ -9,10 +9,13 @@ use std::collections::HashMap;
 
 use crate::model::{BuildId, FileKey, Vma};
 
-/// Names held at most, in bytes, before the memo starts over: it only
-/// saves work, so a host of many distinct long names costs time, not
-/// memory.
-const MAX_NAME_BYTES: usize = 1 << 20;
+/// Bytes held at most (names, and [`ENTRY_BYTES`] per file) before the
+/// memo starts over: it only saves work, so a host of many distinct files
+/// costs time, not memory, whether their names are long or short.
+const MAX_BYTES: usize = 1 << 20;
+
+/// What an entry holds besides its name: key, box, build id, table slot.
+const ENTRY_BYTES: usize = 64;
 
 /// See the module doc. Each worker has its own, for one scan: a worker
 /// takes processes in pid order, so the first process (in the order they
@@ -22,7 +25,7 @@ const MAX_NAME_BYTES: usize = 1 << 20;
 #[derive(Default)]
 pub struct Reported {
     files: HashMap<FileKey, Seen, foldhash::fast::RandomState>,
-    /// Bytes of the names in `files`.
+    /// Bytes `files` holds, as [`MAX_BYTES`] counts them.
     bytes: usize,
 }
 
@@ -62,11 +65,12 @@ impl Reported {
                 return true;
             }
         }
-        if self.bytes + v.name.len() > MAX_NAME_BYTES {
-            self.files.clear();
+        if self.bytes + ENTRY_BYTES + v.name.len() > MAX_BYTES {
+            // a new table: `clear` would keep the old one's slots
+            self.files = HashMap::default();
             self.bytes = 0;
         }
-        self.bytes += v.name.len();
+        self.bytes += ENTRY_BYTES + v.name.len();
         let old = self.files.insert(
             key,
             Seen {
@@ -75,7 +79,7 @@ impl Reported {
             },
         );
         if let Some(old) = old {
-            self.bytes -= old.name.len();
+            self.bytes -= ENTRY_BYTES + old.name.len();
         }
         true
     }
@@ -118,8 +122,8 @@ mod tests {
         assert!(!r.is_new(&vma(0, b"[heap]", None)));
     }
 
-    // Past its byte budget the memo starts over rather than grow: names
-    // are reported again, never lost.
+    // Past its byte budget the memo starts over rather than grow, with
+    // long names or many short ones: files are reported again, never lost.
     #[test]
     fn the_memo_is_bounded() {
         let mut r = Reported::default();
@@ -127,8 +131,15 @@ mod tests {
         for ino in 1..=1000 {
             assert!(r.is_new(&vma(ino, &long, Some(1))));
         }
-        assert!(r.bytes <= MAX_NAME_BYTES);
+        assert!(r.bytes <= MAX_BYTES);
         assert!(r.files.len() < 1000);
         assert!(r.is_new(&vma(1, &long, Some(1))));
+        let mut r = Reported::default();
+        for ino in 1..=100_000 {
+            assert!(r.is_new(&vma(ino, b"/a", Some(1))));
+            assert!(r.bytes <= MAX_BYTES);
+        }
+        assert!(r.files.len() <= MAX_BYTES / ENTRY_BYTES);
+        assert!(r.files.capacity() <= 2 * MAX_BYTES / ENTRY_BYTES);
     }
 }
