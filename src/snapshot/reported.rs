@@ -17,7 +17,8 @@ const MAX_BYTES: usize = 1 << 20;
 /// What an entry costs besides its name's bytes: a 56-byte slot, about two
 /// slots per entry in the table as it grows, and the name's own allocation
 /// (32 bytes at least). A helper's count with 100,000 two-byte names: at 64
-/// the memo peaked at 2.7 MiB; counted at this, within about 1.5 MiB.
+/// the memo peaked at 2.7 MiB; at this count the table holds 2.5x fewer
+/// entries (the peak is estimated, not measured).
 const ENTRY_BYTES: usize = 160;
 
 /// See the module doc. Each worker has its own, for one scan: a worker
