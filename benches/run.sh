@@ -10,6 +10,9 @@
 #   - the two shapes of issue 8: 200 x (100 exec + 1000 data VMAs) and
 #     2000 x (20 exec + 50 data), with the ratios the targets use (and the
 #     default run against --no-watch --no-kernel: the cost of watching);
+#   - threads: 500 processes x (20 + 50) x 8 more threads each, where the
+#     BPF task iterator replaces a comm file per thread (both shapes and this
+#     one are also run with --task-source proc, to show what it saves);
 #   - scaling: 200 / 2000 / 5000 processes x (20 + 50), and one process with
 #     1 / 1,000 / 100,000 executable VMAs (vm.max_map_count is raised for it
 #     and restored).
@@ -23,7 +26,7 @@ bin="$root/target/release/mmap2-synth"
 
 if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
     # Inside a namespace: start the workload, measure, print one result line.
-    read -r PROCS EXEC_MAPS DATA_MAPS MODE <<<"$M2S_BENCH_SHAPE"
+    read -r PROCS EXEC_MAPS DATA_MAPS MODE THREADS <<<"$M2S_BENCH_SHAPE"
     libs=()
     for l in libc.so.6 libm.so.6 libstdc++.so.6 libz.so.1 libgcc_s.so.1 libcrypto.so.3 libssl.so.3 libzstd.so.1; do
         p=/usr/lib/x86_64-linux-gnu/$l
@@ -32,7 +35,8 @@ if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
     [ "$MODE" = one ] && libs=("${libs[0]}")
     rm -rf "$out/ready" && mkdir -p "$out/ready"
     for i in $(seq 1 "$PROCS"); do
-        "$out/mapper" --wait forever --exec-maps "$EXEC_MAPS" --data-maps "$DATA_MAPS" \
+        "$out/mapper" --wait forever --threads "${THREADS:-0}" \
+            --exec-maps "$EXEC_MAPS" --data-maps "$DATA_MAPS" \
             --ready "$out/ready/$i" "${libs[@]}" >/dev/null &
     done
     deadline=$((SECONDS + 300))
@@ -52,6 +56,7 @@ if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
     f="$out/bench.data"
     names=(floor synth synth_nowatch synth_j1 synth_nobuildid perf_synth perf_nosynth)
     [ "$MODE" = shape ] && names+=(floor_all synth_d)
+    [ "$MODE" = shape ] || [ "$MODE" = threads ] && names+=(synth_proc)
     for n in "${names[@]}"; do : >"$out/$n.times"; done
     for _ in $(seq 1 "$REPS"); do
         # interleaved, so the machine's noise hits every command alike
@@ -62,6 +67,9 @@ if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
         measure synth_nobuildid "$bin" -q --all --no-buildid -o "$f"
         measure perf_synth perf record -q -a -e dummy -o "$f.perf" -- true
         measure perf_nosynth perf record -q -a -e dummy --synth=no -o "$f.perf" -- true
+        if [ "$MODE" = shape ] || [ "$MODE" = threads ]; then
+            measure synth_proc "$bin" -q --all --task-source proc -o "$f"
+        fi
         if [ "$MODE" = shape ]; then
             measure floor_all "$out/procmap_floor" all
             measure synth_d "$bin" -q --all -d -o "$f"
@@ -71,7 +79,7 @@ if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
     rss=$( { /usr/bin/time -f '%M' "$bin" -q --all -d -o "$f" >/dev/null; } 2>&1 | tail -1)
     rm -f "$f"
     median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-    line="$PROCS $EXEC_MAPS $DATA_MAPS $MODE $nexec $nall rss=$rss"
+    line="$PROCS $EXEC_MAPS $DATA_MAPS $MODE $nexec $nall rss=$rss threads=${THREADS:-0}"
     for n in "${names[@]}"; do
         line+=" $n=$(cut -d' ' -f1 "$out/$n.times" | median)/$(cut -d' ' -f2 "$out/$n.times" | median)"
     done
@@ -89,18 +97,20 @@ restore() { echo "$old_max" >/proc/sys/vm/max_map_count; }
 trap restore EXIT
 results="$out/results.txt"
 : >"$results"
-run_shape() { # PROCS EXEC DATA MODE
+run_shape() { # PROCS EXEC DATA MODE [THREADS]
     M2S_BENCH_SHAPE="$*" unshare -fp --mount-proc "$0" "$REPS" | tee -a "$results"
 }
 if [ -n "${M2S_BENCH_SMOKE:-}" ]; then
     # CI: every code path of the script on tiny workloads
     run_shape 5 10 10 shape
+    run_shape 5 10 10 threads 2
     run_shape 20 5 5 scale
     run_shape 1 1 0 one
     run_shape 1 100 0 one
 else
     run_shape 200 100 1000 shape
     run_shape 2000 20 50 shape
+    run_shape 500 20 50 threads 8
     run_shape 5000 20 50 scale
     echo 262144 >/proc/sys/vm/max_map_count
     run_shape 1 1 0 one

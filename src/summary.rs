@@ -58,6 +58,12 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
         took.as_secs_f64(),
         dest,
     )];
+    if stats.iterator_heads > 0 {
+        lines.push(format!(
+            "mmap2-synth: comm, parent and threads of {} processes from the BPF task iterator",
+            stats.iterator_heads
+        ));
+    }
     if stats.kernel_maps > 0 {
         lines.push(format!(
             "mmap2-synth: kernel: {} maps (the kernel and {} modules)",

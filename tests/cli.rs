@@ -220,6 +220,89 @@ fn shared_files_are_reported_once_whatever_the_workers() {
     }
 }
 
+// The BPF task iterator gives the same snapshot as /proc (comms with
+// spaces and parentheses, 15-byte names, named threads, a zombie leader)
+// at pid-namespace levels 1 and 2; it refuses --uid rather than guess.
+#[test]
+#[ignore = "needs root and BPF"]
+fn task_iterator_snapshot_is_the_proc_snapshot() {
+    needs_root("unshare -fp and BPF");
+    let f = fixtures();
+    let dir = scratch("tasks");
+    let script = dir.join("tasks.sh");
+    let body = format!(
+        "set -e\n\
+         r={d}/ready$1; mkdir -p $r\n\
+         {m} --wait forever --threads 3 --ready $r/1 {lib} >/dev/null &\n\
+         {m} --wait forever --threads 2 --ready $r/2 {lib} >/dev/null &\n\
+         {m} --wait zombie-leader --threads 2 --ready $r/3 {lib} >/dev/null &\n\
+         ( printf 'a b) (c' > /proc/self/comm; : > $r/4; sleep 1000; : ) &\n\
+         ( printf 'fifteen-chars-x' > /proc/self/comm; : > $r/5; sleep 1000; : ) &\n\
+         n=0; while [ $(ls $r | grep -vc tmp) -lt 5 ]; do \
+           n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'not ready in 30 s' >&2; exit 1; }}; sleep 0.01; done\n\
+         for s in bpf proc; do {bin} --all --no-watch --task-source $s -o {d}/$s$1.data 2> {d}/$s$1.err; done\n\
+         if {bin} -q --uid 0 --no-watch --task-source bpf -o {d}/uid.data 2> {d}/uid.err; then exit 1; fi\n",
+        d = q(&dir),
+        m = q(&f.mapper),
+        lib = q(&f.lib_sha1),
+        bin = bin(),
+    );
+    std::fs::write(&script, body).unwrap();
+    in_pid_namespace(&format!("sh {} 1", q(&script)));
+    in_pid_namespace(&format!("unshare -fp --mount-proc sh {} 2", q(&script)));
+    let err = std::fs::read_to_string(dir.join("uid.err")).unwrap();
+    assert!(err.contains("task iterator"), "{err}");
+    for level in 1..=2 {
+        let read = |s: &str| std::fs::read(dir.join(format!("{s}{level}.data"))).unwrap();
+        assert_same_but_cmdline(&read("bpf"), &read("proc"));
+        let out = Command::new(bin())
+            .arg("dump")
+            .arg(dir.join(format!("bpf{level}.data")))
+            .output()
+            .unwrap();
+        let dump = String::from_utf8(out.stdout).unwrap();
+        for comm in [
+            "a b) (c",
+            "fifteen-chars-x",
+            "worker-0",
+            "worker-2",
+            "mapper",
+        ] {
+            assert!(
+                dump.contains(&format!("comm={comm}\n")),
+                "level {level}, {comm}:\n{dump}"
+            );
+        }
+        // three mappers' leaders and their 3 + 2 + 2 threads
+        let mapper_comms = dump
+            .lines()
+            .filter(|l| {
+                l.starts_with("comm ") && (l.ends_with("comm=mapper") || l.contains("comm=worker-"))
+            })
+            .count();
+        assert_eq!(mapper_comms, 3 + 7, "level {level}:\n{dump}");
+        // every process's head came from the iterator: none fell back
+        let said = |s: &str| std::fs::read_to_string(dir.join(format!("{s}{level}.err"))).unwrap();
+        let processes = dump
+            .lines()
+            .filter(|l| {
+                l.starts_with("fork ") && {
+                    let f: Vec<&str> = l.split(' ').collect();
+                    f[1].strip_prefix("pid=") == f[3].strip_prefix("tid=")
+                }
+            })
+            .count();
+        let line =
+            format!("comm, parent and threads of {processes} processes from the BPF task iterator");
+        assert!(
+            said("bpf").contains(&line),
+            "level {level}, want {line:?}:\n{}",
+            said("bpf")
+        );
+        assert!(!said("proc").contains("task iterator"), "{}", said("proc"));
+    }
+}
+
 fn dead_pid() -> u32 {
     let mut c = Command::new("true").spawn().unwrap();
     let pid = c.id();

@@ -55,7 +55,7 @@ fn auto_falls_back_to_text_on_enotty() {
         build_ids: false,
         jobs: Some(1),
         proc_root: root.clone(),
-        max_vmas: None,
+        ..Options::default()
     };
     let snap = synth::snapshot(&Target::Pids(vec![4242]), &opts).unwrap();
     assert!(snap.skipped.is_empty(), "{:?}", snap.skipped);

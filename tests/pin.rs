@@ -173,7 +173,7 @@ fn snapshot_bytes_are_pinned() {
             build_ids: true,
             jobs: Some(2),
             proc_root: root.clone(),
-            max_vmas: None,
+            ..Options::default()
         };
         let snap = proc::snapshot(&Target::Pids(vec![200, 100]), &opts).unwrap();
         assert!(snap.skipped.is_empty(), "{:?}", snap.skipped);

@@ -60,6 +60,9 @@ pub(crate) struct ScanArgs {
     /// Where VMAs come from.
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
     pub(crate) source: SourceArg,
+    /// Where each process's comm, parent and threads come from.
+    #[arg(long, value_enum, default_value_t = TaskSourceArg::Auto)]
+    pub(crate) task_source: TaskSourceArg,
     /// Do not look up build ids (MMAP2 records get maj/min/ino instead).
     #[arg(long)]
     pub(crate) no_buildid: bool,
@@ -245,6 +248,17 @@ pub(crate) enum SourceArg {
     Ioctl,
     /// Text /proc/PID/maps only.
     Text,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum TaskSourceArg {
+    /// A BPF task iterator (root, Linux 5.11+ with BTF) for scans of 200
+    /// processes or more, else /proc.
+    Auto,
+    /// The BPF task iterator only (an error where it cannot be loaded).
+    Bpf,
+    /// /proc/PID/stat and each thread's comm only.
+    Proc,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]

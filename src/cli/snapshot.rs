@@ -10,13 +10,13 @@ use mmap2_synth::dump::{self, DumpOptions, Printer};
 use mmap2_synth::model::Selection;
 use mmap2_synth::output::{self, AtomicFile};
 use mmap2_synth::proc::kernel::KernelRoots;
-use mmap2_synth::proc::{self, HostFacts, Options, SourceChoice, Target};
+use mmap2_synth::proc::{self, HostFacts, Options, SourceChoice, Target, TaskSource};
 use mmap2_synth::snapshot::{
     self, LiveError, LiveReport, Out, ScanWatch, WatchFilter, WriteOptions,
 };
 use mmap2_synth::summary;
 
-use super::args::{ByteOrderArg, Cli, ScanArgs, SourceArg};
+use super::args::{ByteOrderArg, Cli, ScanArgs, SourceArg, TaskSourceArg};
 use super::error::CliError;
 use super::print;
 
@@ -43,6 +43,11 @@ pub(crate) fn scan_options(a: &ScanArgs) -> Result<Options, CliError> {
             SourceArg::Auto => SourceChoice::Auto,
             SourceArg::Ioctl => SourceChoice::Ioctl,
             SourceArg::Text => SourceChoice::Text,
+        },
+        tasks: match a.task_source {
+            TaskSourceArg::Auto => TaskSource::Auto,
+            TaskSourceArg::Bpf => TaskSource::Bpf,
+            TaskSourceArg::Proc => TaskSource::Proc,
         },
         build_ids: !a.no_buildid,
         jobs: a.jobs,
@@ -123,6 +128,7 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     }
     printer.finish()?;
     stats.add_skips(&scanned.skipped, scanned.unverified_build_ids);
+    stats.iterator_heads = scanned.iterator_heads;
     if !cli.scan.quiet {
         print(&summary::snapshot(
             &stats,

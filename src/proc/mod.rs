@@ -7,6 +7,7 @@
 //!
 //! May import: `bytes`, `model`, `sys`. Knows nothing of perf.data.
 
+pub mod btf;
 pub mod buildid;
 pub mod clock;
 pub mod elf;
@@ -18,11 +19,12 @@ pub mod parse;
 mod process;
 pub mod scan;
 pub mod source;
+pub mod tasks;
 pub mod watch;
 mod window;
 
 pub use host::HostFacts;
 pub use scan::{
     scan_each, scan_each_with, snapshot, Options, ScanError, Scanned, Skip, SkipReason, Snapshot,
-    SourceChoice, Target,
+    SourceChoice, Target, TaskSource,
 };

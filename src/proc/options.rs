@@ -18,6 +18,26 @@ pub enum Target {
     Uid(u32),
 }
 
+/// Where a scan reads each process's head (comm, parent, threads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TaskSource {
+    /// A BPF task iterator when the scan is big enough to repay loading
+    /// it ([`BPF_MIN_PROCESSES`]) and the kernel lets us, else /proc.
+    #[default]
+    Auto,
+    /// Only the BPF task iterator (an error where it cannot be loaded);
+    /// kernel threads and processes it did not see still come from /proc.
+    Bpf,
+    /// Only `/proc/PID/stat` and each thread's `comm`.
+    Proc,
+}
+
+/// Processes from which [`TaskSource::Auto`] uses the task iterator: it
+/// costs about 2 ms to set up (mapping and indexing the kernel's BTF,
+/// loading the program), and reading a process's head from /proc about
+/// 11 µs per process, more with threads.
+pub const BPF_MIN_PROCESSES: usize = 200;
+
 /// Snapshot options.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -29,6 +49,8 @@ pub struct Options {
     pub jobs: Option<usize>,
     /// Root of the proc filesystem (normally `/proc`).
     pub proc_root: PathBuf,
+    /// Where process heads come from.
+    pub tasks: TaskSource,
     /// VMAs one walk of a maps file visits before the process is cut
     /// short; None: [`walk_limit`](super::source::walk_limit), from vm.max_map_count.
     pub max_vmas: Option<usize>,
@@ -43,6 +65,7 @@ impl Default for Options {
             jobs: None,
             proc_root: PathBuf::from("/proc"),
             max_vmas: None,
+            tasks: TaskSource::Auto,
         }
     }
 }

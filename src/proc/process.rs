@@ -89,11 +89,20 @@ type Caches<'a> = (&'a BuildIdCache, &'a mut LocalBuildIds);
 /// stopped.
 type PieceSink<'a> = dyn FnMut(Process, Part) -> bool + 'a;
 
-/// Reads process `pid` (only if its real uid is `uid`, when given): its
-/// pieces before the last go to `piece`, the last is returned.
+/// Where a process's head (comm, parent, threads) comes from.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum HeadFrom<'a> {
+    /// Read ahead (by the task iterator).
+    Read(&'a Process),
+    /// /proc, keeping the process only if its real uid is this, when given.
+    Proc(Option<u32>),
+}
+
+/// Reads process `pid`, its head as `head` says: its pieces before the
+/// last go to `piece`, the last is returned.
 pub(super) fn read_process(
     pid: u32,
-    uid: Option<u32>,
+    head: HeadFrom<'_>,
     opts: &Options,
     walk: Walk,
     cache: Caches<'_>,
@@ -113,7 +122,11 @@ pub(super) fn read_process(
             detail: e.to_string(),
         }
     };
-    let mut pieces = match read_head(pid, uid, opts) {
+    let head = match head {
+        HeadFrom::Read(h) => Ok(Some(h.clone())),
+        HeadFrom::Proc(uid) => read_head(pid, uid, opts),
+    };
+    let mut pieces = match head {
         Ok(Some(p)) => Pieces::new(p, piece),
         Ok(None) => return Outcome::NotSelected,
         Err(e) => return Outcome::Skipped(skip(e)),

@@ -3,17 +3,19 @@
 //! workers, and what is read ahead is bounded in processes and bytes;
 //! processes that vanish or deny access are counted as skips, never fatal.
 
+use std::collections::BTreeMap;
 use std::io;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::buildid::{BuildIdCache, LocalBuildIds};
-pub use super::options::{Options, Target};
+pub use super::options::{Options, Target, TaskSource, BPF_MIN_PROCESSES};
 use super::parse;
-use super::process::{read_process, Outcome};
+use super::process::{read_process, HeadFrom, Outcome};
 pub use super::process::{Skip, SkipReason, PART_BYTES};
 pub use super::source::SourceChoice;
 use super::source::{self, Walk};
+use super::tasks;
 use super::window::Window;
 use crate::model::{Part, Process};
 
@@ -27,6 +29,8 @@ pub struct Snapshot {
     /// Build ids whose file matched the VMA by inode but not by device
     /// (overlayfs, btrfs subvolumes): kept, and counted here.
     pub unverified_build_ids: usize,
+    /// Processes whose head came from the BPF task iterator.
+    pub iterator_heads: usize,
 }
 
 /// A fatal scan error (not a per-process one).
@@ -43,6 +47,9 @@ pub enum ScanError {
     /// `--source ioctl` on a kernel without PROCMAP_QUERY.
     #[error("this kernel has no PROCMAP_QUERY ioctl (Linux 6.11+); use --source text or auto")]
     NoIoctl,
+    /// `--task-source bpf` where the task iterator cannot be used.
+    #[error("the BPF task iterator cannot be used (--task-source auto or proc reads /proc)")]
+    TaskIter(#[source] super::tasks::TaskIterError),
     /// The worker pool could not be built.
     #[error("cannot start worker threads")]
     Pool(#[from] rayon::ThreadPoolBuildError),
@@ -67,6 +74,8 @@ pub struct Scanned {
     pub skipped: Vec<Skip>,
     /// See [`Snapshot::unverified_build_ids`].
     pub unverified_build_ids: usize,
+    /// See [`Snapshot::iterator_heads`].
+    pub iterator_heads: usize,
 }
 
 /// Reads the selected processes in parallel. The result is ordered by pid,
@@ -96,6 +105,7 @@ pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> 
         processes,
         skipped: scanned.skipped,
         unverified_build_ids: scanned.unverified_build_ids,
+        iterator_heads: scanned.iterator_heads,
     })
 }
 
@@ -136,6 +146,7 @@ pub fn scan_each_with<T: Send, E: From<ScanError>, W: Default>(
         Target::Uid(u) => Some(*u),
         _ => None,
     };
+    let heads = Prefetched::new(prefetch_heads(&pids, uid, opts)?);
     let cache = BuildIdCache::new();
     let no_ioctl = AtomicBool::new(opts.source == SourceChoice::Text);
     let walk = Walk {
@@ -161,7 +172,9 @@ pub fn scan_each_with<T: Send, E: From<ScanError>, W: Default>(
             window.part(i, Outcome::Read(t), weight)
         };
         let caches = (&cache, local);
-        let outcome = read_process(pids[i], uid, opts, walk, caches, &no_ioctl, &mut piece);
+        let head = heads.of(pids[i], uid);
+        let outcome = read_process(pids[i], head, opts, walk, caches, &no_ioctl, &mut piece);
+        heads.count(head, &outcome);
         match outcome {
             Outcome::Read((p, part)) => {
                 let (t, weight) = map(own, p, part);
@@ -208,7 +221,74 @@ pub fn scan_each_with<T: Send, E: From<ScanError>, W: Default>(
     });
     result?;
     scanned.unverified_build_ids = cache.unverified();
+    scanned.iterator_heads = heads.used.into_inner();
     Ok(scanned)
+}
+
+/// Heads read ahead by the task iterator (maybe none), and how many of
+/// them went into processes read.
+struct Prefetched {
+    heads: BTreeMap<u32, Process>,
+    used: AtomicUsize,
+}
+
+impl Prefetched {
+    fn new(heads: BTreeMap<u32, Process>) -> Prefetched {
+        Prefetched {
+            heads,
+            used: AtomicUsize::new(0),
+        }
+    }
+
+    /// Where the head of `pid` comes from.
+    fn of(&self, pid: u32, uid: Option<u32>) -> HeadFrom<'_> {
+        match self.heads.get(&pid) {
+            Some(h) => HeadFrom::Read(h),
+            None => HeadFrom::Proc(uid),
+        }
+    }
+
+    /// Counts a process read with a head read ahead.
+    fn count<T>(&self, head: HeadFrom<'_>, outcome: &Outcome<T>) {
+        if matches!(head, HeadFrom::Read(_))
+            && matches!(outcome, Outcome::Read(_) | Outcome::CutShort(..))
+        {
+            self.used.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The heads of `pids` from the BPF task iterator where [`Options::tasks`]
+/// asks for it, or nothing (every head is then read from /proc). Only for
+/// the real /proc of this process's own pid namespace, and not when
+/// selecting by uid (which /proc answers).
+fn prefetch_heads(
+    pids: &[u32],
+    uid: Option<u32>,
+    opts: &Options,
+) -> Result<BTreeMap<u32, Process>, ScanError> {
+    let wanted = match opts.tasks {
+        TaskSource::Proc => false,
+        TaskSource::Bpf => true,
+        TaskSource::Auto => pids.len() >= BPF_MIN_PROCESSES,
+    };
+    let own_proc = || {
+        // /proc of another pid namespace names processes by other numbers
+        let me = std::fs::read_link(opts.proc_root.join("self"));
+        opts.proc_root == Path::new("/proc")
+            && me.is_ok_and(|p| p.as_os_str() == std::process::id().to_string().as_str())
+    };
+    if !wanted || uid.is_some() || !own_proc() {
+        return match opts.tasks {
+            TaskSource::Bpf => Err(ScanError::TaskIter(tasks::TaskIterError::NotHere)),
+            _ => Ok(BTreeMap::new()),
+        };
+    }
+    match tasks::read_records(Path::new(tasks::VMLINUX_BTF)) {
+        Ok(records) => Ok(tasks::heads_of(&records, tasks::StartClock::here())),
+        Err(e) if opts.tasks == TaskSource::Bpf => Err(ScanError::TaskIter(e)),
+        Err(_) => Ok(BTreeMap::new()),
+    }
 }
 
 /// The pids `target` selects, sorted, without duplicates or this tool.

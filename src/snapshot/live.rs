@@ -60,6 +60,7 @@ pub fn write_live(
     let mut stats = w.finish()?;
     notes.apply(&mut stats);
     stats.add_skips(&scanned.skipped, scanned.unverified_build_ids);
+    stats.iterator_heads = scanned.iterator_heads;
     Ok(LiveReport {
         stats,
         skipped: scanned.skipped,

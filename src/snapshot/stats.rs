@@ -27,6 +27,9 @@ pub struct Stats {
     pub build_ids_unverified: usize,
     /// Skips by reason.
     pub skipped: BTreeMap<SkipReason, usize>,
+    /// Processes whose comm, parent and threads came from the BPF task
+    /// iterator (the others: /proc).
+    pub iterator_heads: usize,
     /// Processes read per source.
     pub sources: BTreeMap<String, usize>,
     /// Kernel and module maps written.
@@ -149,6 +152,7 @@ impl Stats {
             s.add(ProcessSummary::of(p));
         }
         s.add_skips(&snap.skipped, snap.unverified_build_ids);
+        s.iterator_heads = snap.iterator_heads;
         s
     }
 

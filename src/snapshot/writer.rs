@@ -310,5 +310,6 @@ pub fn write_snapshot(
     }
     let mut stats = w.finish()?;
     stats.add_skips(&snap.skipped, snap.unverified_build_ids);
+    stats.iterator_heads = snap.iterator_heads;
     Ok(stats)
 }

@@ -4,6 +4,7 @@
 //! constants, perf events, directory-relative file calls, open files, and
 //! processes.
 
+mod bpf;
 mod clock;
 mod dirfd;
 mod file;
@@ -11,6 +12,7 @@ mod perf_event;
 mod process;
 mod procmap;
 
+pub use bpf::*;
 pub use clock::*;
 pub use dirfd::*;
 pub use file::*;
