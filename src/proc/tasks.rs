@@ -419,6 +419,15 @@ const LICENSE: &CStr = c"Dual MIT/GPL";
 
 /// Loads the task iterator for this kernel and reads every task once.
 pub fn read_records(btf_path: &Path) -> Result<Vec<TaskRecord>, TaskIterError> {
+    let layout = layout_of(btf_path)?;
+    let prog = load(&program(&layout), layout.iter_func)?;
+    let link = sys::bpf_link_iter(prog.as_fd()).map_err(TaskIterError::Start)?;
+    let iter = sys::bpf_iter_open(link.as_fd()).map_err(TaskIterError::Start)?;
+    read_all(iter)
+}
+
+/// This kernel's [`Layout`], from its BTF at `btf_path`.
+fn layout_of(btf_path: &Path) -> Result<Layout, TaskIterError> {
     let read_err = |source| TaskIterError::ReadBtf {
         path: btf_path.to_path_buf(),
         source,
@@ -434,10 +443,8 @@ pub fn read_records(btf_path: &Path) -> Result<Vec<TaskRecord>, TaskIterError> {
     }
     // mapped where the kernel allows it (a copy costs 5 ms: sysfs reads
     // come a page at a time), else read
-    let (mapped, mut data) = (
-        sys::KernelBlob::map(&file, meta.len().min(MAX_BTF) as usize),
-        Vec::new(),
-    );
+    let mapped = sys::KernelBlob::map(&file, meta.len().min(MAX_BTF) as usize);
+    let mut data = Vec::new();
     let bytes = match &mapped {
         Ok(m) => m.bytes(),
         Err(_) => {
@@ -451,31 +458,38 @@ pub fn read_records(btf_path: &Path) -> Result<Vec<TaskRecord>, TaskIterError> {
         path: btf_path.to_path_buf(),
         source,
     })?;
-    let layout = Layout::from_btf(&btf).map_err(|what| TaskIterError::Missing {
+    Layout::from_btf(&btf).map_err(|what| TaskIterError::Missing {
         path: btf_path.to_path_buf(),
         what,
-    })?;
-    drop(btf);
-    drop(mapped);
-    drop(data);
-    let insns = program(&layout);
-    let mut log = vec![0u8; 0];
-    let prog =
-        sys::bpf_load_iter(&insns, LICENSE, layout.iter_func, &mut log).map_err(|source| {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let text = String::from_utf8_lossy(&log[..end]);
-            let last: Vec<&str> = text.lines().rev().take(4).collect();
-            let log = match last.is_empty() {
-                true => String::new(),
-                false => format!(
-                    " (verifier: {})",
-                    last.into_iter().rev().collect::<Vec<_>>().join(" / ")
-                ),
-            };
-            TaskIterError::Load { source, log }
-        })?;
-    let link = sys::bpf_link_iter(prog.as_fd()).map_err(TaskIterError::Start)?;
-    let mut iter = sys::bpf_iter_open(link.as_fd()).map_err(TaskIterError::Start)?;
+    })
+}
+
+/// Loads the program; when the kernel refuses it, loads it again with the
+/// verifier's log on, for the error to quote its last lines.
+fn load(insns: &[u64], iter_func: u32) -> Result<std::os::fd::OwnedFd, TaskIterError> {
+    let source = match sys::bpf_load_iter(insns, LICENSE, iter_func, &mut []) {
+        Ok(fd) => return Ok(fd),
+        Err(e) => e,
+    };
+    let mut log = vec![0u8; 1 << 16];
+    if let Ok(fd) = sys::bpf_load_iter(insns, LICENSE, iter_func, &mut log) {
+        return Ok(fd);
+    }
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    let text = String::from_utf8_lossy(&log[..end]);
+    let last: Vec<&str> = text.lines().rev().take(4).collect();
+    let log = match last.is_empty() {
+        true => String::new(),
+        false => format!(
+            " (verifier: {})",
+            last.into_iter().rev().collect::<Vec<_>>().join(" / ")
+        ),
+    };
+    Err(TaskIterError::Load { source, log })
+}
+
+/// Every record the iterator writes, at most [`MAX_TASKS`].
+fn read_all(mut iter: std::fs::File) -> Result<Vec<TaskRecord>, TaskIterError> {
     let mut records = Vec::new();
     let mut buf = vec![0u8; 64 << 10];
     let (mut have, mut offset) = (0usize, 0u64);
@@ -599,6 +613,22 @@ mod tests {
                 assert!(to > at as isize && (to as usize) < p.len(), "jump at {at}");
             }
         }
+    }
+
+    // A program the verifier refuses is an error quoting the verifier's
+    // last lines, not a bare EACCES.
+    #[test]
+    #[ignore = "needs root and BPF"]
+    fn refused_program_quotes_the_verifier() {
+        let layout = layout_of(Path::new(VMLINUX_BTF)).unwrap();
+        let mut a = asm::Asm::default();
+        a.op(asm::LDX_DW, asm::R0, asm::R1, 64, 0); // past the context
+        a.op(asm::EXIT, 0, 0, 0, 0);
+        let err = load(&a.finish(), layout.iter_func).unwrap_err().to_string();
+        assert!(
+            err.contains("(verifier: ") && err.contains("invalid"),
+            "{err}"
+        );
     }
 
     // Live: the iterator's heads for this test process (named threads) and
