@@ -22,13 +22,16 @@ pub enum Target {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TaskSource {
     /// A BPF task iterator when the scan is big enough to repay loading
-    /// it ([`BPF_MIN_PROCESSES`]) and the kernel lets us, else /proc.
-    #[default]
+    /// it ([`BPF_MIN_PROCESSES`]) and the kernel lets us, else /proc. Its
+    /// heads are read once before the scan, so a process that execs or
+    /// whose pid is reused during the scan gets its old comm (see README).
     Auto,
     /// Only the BPF task iterator (an error where it cannot be loaded);
     /// kernel threads and processes it did not see still come from /proc.
     Bpf,
-    /// Only `/proc/PID/stat` and each thread's `comm`.
+    /// Only `/proc/PID/stat` and each thread's `comm`, read just before
+    /// each process's maps (the default).
+    #[default]
     Proc,
 }
 
@@ -65,7 +68,7 @@ impl Default for Options {
             jobs: None,
             proc_root: PathBuf::from("/proc"),
             max_vmas: None,
-            tasks: TaskSource::Auto,
+            tasks: TaskSource::Proc,
         }
     }
 }

@@ -273,10 +273,19 @@ fn prefetch_heads(
         TaskSource::Auto => pids.len() >= BPF_MIN_PROCESSES,
     };
     let own_proc = || {
-        // /proc of another pid namespace names processes by other numbers
-        let me = std::fs::read_link(opts.proc_root.join("self"));
+        // /proc of another pid namespace names processes by other numbers:
+        // NSpid has one entry only in the /proc of our own namespace
+        let status = std::fs::read(opts.proc_root.join("self/status")).unwrap_or_default();
+        let nspid = status
+            .split(|&b| b == b'\n')
+            .find_map(|l| l.strip_prefix(b"NSpid:"));
         opts.proc_root == Path::new("/proc")
-            && me.is_ok_and(|p| p.as_os_str() == std::process::id().to_string().as_str())
+            && nspid.is_some_and(|v| {
+                v.split(|&b| b == b'\t' || b == b' ')
+                    .filter(|f| !f.is_empty())
+                    .count()
+                    == 1
+            })
     };
     if !wanted || uid.is_some() || !own_proc() {
         return match opts.tasks {

@@ -74,7 +74,7 @@ pub enum TaskIterError {
     Read { offset: u64, source: io::Error },
     #[error("the task iterator's output ends mid-record ({0} bytes)")]
     Torn(u64),
-    #[error("it reads only this pid namespace's /proc, and not by uid")]
+    #[error("it is used only with the /proc of this pid namespace, and not with --uid")]
     NotHere,
     #[error("more than {MAX_TASKS} tasks")]
     TooMany,
