@@ -1,10 +1,9 @@
 //! A reader of BTF, the kernel's description of its own types
 //! (`/sys/kernel/btf/vmlinux`), for just what the task iterator needs: the
 //! id of a named function or struct, a struct's size, and the byte offset
-//! of a named member (also inside anonymous structs and unions) with the
-//! type it points to. A pure parser over bytes: every offset and count in
-//! the blob is checked against its length, and the byte order follows the
-//! magic number.
+//! of a named member (also inside anonymous structs and unions). A pure
+//! parser over bytes: every offset and count in the blob is checked against
+//! its length, and the byte order follows the magic number.
 
 /// Why a BTF blob cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -180,15 +179,6 @@ impl<'a> Btf<'a> {
         id
     }
 
-    /// The struct a pointer type `id` points to (through typedefs and
-    /// qualifiers on both sides).
-    pub fn pointee(&self, id: u32) -> Option<u32> {
-        match self.head(self.resolve(id))? {
-            (kind::PTR, _, _, to, _) => Some(self.resolve(to)),
-            _ => None,
-        }
-    }
-
     /// The element count and element type of array type `id`.
     pub fn array(&self, id: u32) -> Option<(u32, u32)> {
         match self.head(self.resolve(id))? {
@@ -322,7 +312,7 @@ pub(crate) mod tests {
             })
         );
         assert_eq!(btf.member(3, "p").unwrap().offset, 16);
-        assert_eq!(btf.pointee(btf.member(3, "p").unwrap().type_id), Some(3));
+        assert_eq!(btf.resolve(5), 3);
         assert_eq!(btf.member(3, "nope"), None);
         assert_eq!(btf.array(7), Some((16, 1)));
     }

@@ -1,0 +1,198 @@
+//! The records the program writes, decoded, and grouped into process
+//! heads as the /proc reader would make them. Pure but for
+//! [`StartClock::here`], which reads this process's time namespace.
+
+use std::collections::BTreeMap;
+
+use super::super::parse::PF_KTHREAD;
+use super::program::RECORD;
+use crate::model::{Process, Thread};
+use crate::sys;
+
+/// One task as the program wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskRecord {
+    pub tid: u32,
+    pub tgid: u32,
+    pub ppid: u32,
+    pub flags: u32,
+    pub start_boottime: u64,
+    pub comm: [u8; 16],
+    /// The reader's pid namespace level.
+    pub level: u32,
+}
+
+impl TaskRecord {
+    /// Decodes a record (native byte order: the kernel wrote it).
+    pub fn parse(b: &[u8; RECORD]) -> TaskRecord {
+        let u32_at = |at: usize| u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let mut start = [0u8; 8];
+        start.copy_from_slice(&b[16..24]);
+        let mut comm = [0u8; 16];
+        comm.copy_from_slice(&b[24..40]);
+        TaskRecord {
+            tid: u32_at(0),
+            tgid: u32_at(4),
+            ppid: u32_at(8),
+            flags: u32_at(12),
+            start_boottime: u64::from_ne_bytes(start),
+            comm,
+            level: u32_at(40),
+        }
+    }
+
+    /// The name as /proc shows a user task's: up to the first NUL.
+    fn name(&self) -> Vec<u8> {
+        let end = self.comm.iter().position(|&b| b == 0).unwrap_or(16);
+        self.comm[..end].to_vec()
+    }
+}
+
+/// How a task's boot-clock start time becomes `/proc/PID/stat`'s: the
+/// reader's time namespace offset, added, then clock ticks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartClock {
+    pub boottime_offset_ns: i64,
+    pub ticks_per_second: u64,
+}
+
+impl StartClock {
+    /// This process's: its time namespace's boot-clock offset (from
+    /// `/proc/self/timens_offsets`; none without time namespaces) and
+    /// `sysconf(_SC_CLK_TCK)`.
+    pub fn here() -> StartClock {
+        let offsets = std::fs::read("/proc/self/timens_offsets").unwrap_or_default();
+        StartClock {
+            boottime_offset_ns: boottime_offset(&offsets),
+            ticks_per_second: sys::clock_ticks_per_second(),
+        }
+    }
+
+    fn ticks(&self, start_boottime: u64) -> u64 {
+        let ns = start_boottime.saturating_add_signed(self.boottime_offset_ns);
+        ns / (1_000_000_000 / self.ticks_per_second.clamp(1, 1_000_000_000))
+    }
+}
+
+/// The boot-clock offset in `timens_offsets` text ("boottime SECS NSECS"
+/// lines), in nanoseconds; 0 when absent or unreadable.
+fn boottime_offset(text: &[u8]) -> i64 {
+    let text = String::from_utf8_lossy(text);
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        if f.next() == Some("boottime") {
+            let secs: i64 = f.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+            let nsecs: i64 = f.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+            return secs.saturating_mul(1_000_000_000).saturating_add(nsecs);
+        }
+    }
+    0
+}
+
+/// The heads of user processes (no VMAs yet) from task records in any
+/// order: each process's threads leader first, then by tid, as the /proc
+/// reader lists them. Processes whose leader was not seen, tasks not
+/// visible in the namespace (pid 0) and kernel threads are left out (the
+/// scan reads those from /proc).
+pub fn heads_of(records: &[TaskRecord], clock: StartClock) -> BTreeMap<u32, Process> {
+    let mut by_tgid: BTreeMap<u32, Vec<&TaskRecord>> = BTreeMap::new();
+    for r in records {
+        if r.tid != 0 && r.tgid != 0 && u64::from(r.flags) & PF_KTHREAD == 0 {
+            by_tgid.entry(r.tgid).or_default().push(r);
+        }
+    }
+    let mut heads = BTreeMap::new();
+    for (tgid, mut tasks) in by_tgid {
+        tasks.sort_by_key(|t| (t.tid != tgid, t.tid));
+        tasks.dedup_by_key(|t| t.tid);
+        let leader = tasks[0];
+        if leader.tid != tgid {
+            continue;
+        }
+        heads.insert(
+            tgid,
+            Process {
+                pid: tgid,
+                ppid: leader.ppid,
+                kernel_thread: false,
+                start_time: clock.ticks(leader.start_boottime),
+                threads: tasks
+                    .iter()
+                    .map(|t| Thread {
+                        tid: t.tid,
+                        comm: t.name(),
+                    })
+                    .collect(),
+                vmas: Vec::new(),
+                source: None,
+            },
+        );
+    }
+    heads
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(tid: u32, tgid: u32, comm: &str) -> TaskRecord {
+        let mut c = [0u8; 16];
+        c[..comm.len()].copy_from_slice(comm.as_bytes());
+        TaskRecord {
+            tid,
+            tgid,
+            ppid: 1,
+            flags: 0,
+            start_boottime: 2_500_000_000,
+            comm: c,
+            level: 0,
+        }
+    }
+
+    const CLOCK: StartClock = StartClock {
+        boottime_offset_ns: 0,
+        ticks_per_second: 100,
+    };
+
+    // Threads group under their process, leader first then by tid; kernel
+    // threads, pids not visible (0) and processes without their leader are
+    // left to /proc; start times become clock ticks.
+    #[test]
+    fn heads_group_threads_leader_first() {
+        let mut kthread = rec(2, 2, "kthreadd");
+        kthread.flags = PF_KTHREAD as u32;
+        let records = [
+            rec(12, 10, "w2"),
+            rec(10, 10, "main"),
+            rec(11, 10, "a b) (c"),
+            kthread,
+            rec(0, 0, "hidden"),
+            rec(21, 20, "orphan thread"),
+            rec(30, 30, "fifteen-chars-x"),
+        ];
+        let heads = heads_of(&records, CLOCK);
+        assert_eq!(heads.keys().copied().collect::<Vec<_>>(), vec![10, 30]);
+        let p = &heads[&10];
+        let threads: Vec<(u32, &[u8])> = p.threads.iter().map(|t| (t.tid, &t.comm[..])).collect();
+        assert_eq!(
+            threads,
+            vec![(10, &b"main"[..]), (11, b"a b) (c"), (12, b"w2")]
+        );
+        assert_eq!((p.ppid, p.start_time, p.kernel_thread), (1, 250, false));
+        assert_eq!(heads[&30].threads[0].comm, b"fifteen-chars-x");
+    }
+
+    // The time namespace offset is read from its "boottime" line and moves
+    // start times as /proc/PID/stat shows them in that namespace.
+    #[test]
+    fn time_namespace_offset_moves_start_times() {
+        let off = boottime_offset(b"monotonic 0 0\nboottime 3 500000000\n");
+        assert_eq!(off, 3_500_000_000);
+        assert_eq!(boottime_offset(b"garbage"), 0);
+        let clock = StartClock {
+            boottime_offset_ns: off,
+            ticks_per_second: 100,
+        };
+        assert_eq!(clock.ticks(1_000_000_000), 450);
+    }
+}
