@@ -39,20 +39,20 @@ def main():
               f"| {ratio(r['synth'][1], r['floor'][1]):.2f} | {ratio(perf, r['synth'][1]):.2f} "
               f"| {ratio(r['synth'][0], r['synth_j1'][0]):.2f} "
               f"| {ratio(r['synth_d'][1], r['floor_all'][1]):.2f} | {r['rss'] / 1024:.1f} MiB |")
-    print("\n## Process heads: the BPF task iterator against /proc (CPU s)\n")
-    print("| workload | floor | mmap2-synth (/proc) | --task-source bpf | perf synthesis |"
-          " bpf / proc | proc / floor | bpf / floor | perf / bpf |")
+    print("\n## Process heads: the BPF task iterator (default) against /proc (CPU s)\n")
+    print("| workload | floor | mmap2-synth (iterator) | --task-source proc | perf synthesis |"
+          " iterator / proc | iterator / floor | proc / floor | perf / iterator |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        if "synth_bpf" not in r:
+        if "synth_proc" not in r:
             continue
         perf = r["perf_synth"][1] - r["perf_nosynth"][1]
         threads = f" x {r['threads']} threads" if r.get("threads") else ""
         print(f"| {r['procs']} x ({r['exec']} + {r['data']}){threads} "
-              f"| {r['floor'][1]:.3f} | {r['synth'][1]:.3f} | {r['synth_bpf'][1]:.3f} | {perf:.3f} "
-              f"| {ratio(r['synth_bpf'][1], r['synth'][1]):.2f} "
+              f"| {r['floor'][1]:.3f} | {r['synth'][1]:.3f} | {r['synth_proc'][1]:.3f} | {perf:.3f} "
+              f"| {ratio(r['synth'][1], r['synth_proc'][1]):.2f} "
               f"| {ratio(r['synth'][1], r['floor'][1]):.2f} "
-              f"| {ratio(r['synth_bpf'][1], r['floor'][1]):.2f} | {ratio(perf, r['synth_bpf'][1]):.2f} |")
+              f"| {ratio(r['synth_proc'][1], r['floor'][1]):.2f} | {ratio(perf, r['synth'][1]):.2f} |")
     print("\n## Scaling (CPU s of `--all`, default workers)\n")
     print("| workload | exec VMAs | mmap2-synth | per process | per exec VMA | floor | ours / floor | peak RSS (-d) |")
     print("|---|---|---|---|---|---|---|---|")

@@ -11,8 +11,9 @@
 #     2000 x (20 exec + 50 data), with the ratios the targets use (and the
 #     default run against --no-watch --no-kernel: the cost of watching);
 #   - threads: 500 processes x (20 + 50) x 8 more threads each, where the
-#     BPF task iterator replaces a comm file per thread (both shapes and this
-#     one are also run with --task-source bpf, to show what it saves);
+#     BPF task iterator (the default for 200+ processes) replaces a comm file
+#     per thread (both shapes and this one are also run with --task-source
+#     proc, to show what it saves);
 #   - scaling: 200 / 2000 / 5000 processes x (20 + 50), and one process with
 #     1 / 1,000 / 100,000 executable VMAs (vm.max_map_count is raised for it
 #     and restored).
@@ -56,7 +57,7 @@ if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
     f="$out/bench.data"
     names=(floor synth synth_nowatch synth_j1 synth_nobuildid perf_synth perf_nosynth)
     [ "$MODE" = shape ] && names+=(floor_all synth_d)
-    [ "$MODE" = shape ] || [ "$MODE" = threads ] && names+=(synth_bpf)
+    [ "$MODE" = shape ] || [ "$MODE" = threads ] && names+=(synth_proc)
     for n in "${names[@]}"; do : >"$out/$n.times"; done
     for _ in $(seq 1 "$REPS"); do
         # interleaved, so the machine's noise hits every command alike
@@ -68,7 +69,7 @@ if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
         measure perf_synth perf record -q -a -e dummy -o "$f.perf" -- true
         measure perf_nosynth perf record -q -a -e dummy --synth=no -o "$f.perf" -- true
         if [ "$MODE" = shape ] || [ "$MODE" = threads ]; then
-            measure synth_bpf "$bin" -q --all --task-source bpf -o "$f"
+            measure synth_proc "$bin" -q --all --task-source proc -o "$f"
         fi
         if [ "$MODE" = shape ]; then
             measure floor_all "$out/procmap_floor" all

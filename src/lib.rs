@@ -39,3 +39,4 @@ pub mod snapshot;
 pub mod summary;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod testhook;

@@ -303,6 +303,161 @@ fn task_iterator_snapshot_is_the_proc_snapshot() {
     }
 }
 
+// By default a scan of 200+ processes takes their heads from the task
+// iterator (as root, without seccomp), and auto writes what /proc gives.
+#[test]
+#[ignore = "needs root and BPF"]
+fn default_scan_of_many_processes_uses_the_iterator() {
+    needs_root("unshare -fp and BPF");
+    let dir = scratch("auto-heads");
+    let script = dir.join("auto.sh");
+    let body = format!(
+        "set -e\n\
+         d={d}\n\
+         for i in $(seq 1 210); do sleep 1000 & done\n\
+         n=0; while [ $(ls -d /proc/[0-9]* | wc -l) -lt 211 ]; do \
+           n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'not started in 30 s' >&2; exit 1; }}; sleep 0.01; done\n\
+         {bin} --all --no-watch -o $d/default.data 2> $d/default.err\n\
+         for s in auto proc; do {bin} --all --no-watch --task-source $s -o $d/$s.data 2> $d/$s.err; done\n",
+        d = q(&dir),
+        bin = bin(),
+    );
+    std::fs::write(&script, body).unwrap();
+    in_pid_namespace(&format!("sh {}", q(&script)));
+    let read = |s: &str| std::fs::read(dir.join(s)).unwrap();
+    assert_same_but_cmdline(&read("auto.data"), &read("proc.data"));
+    let said = String::from_utf8(read("default.err")).unwrap();
+    let from_iter: usize = said
+        .split_once("comm, parent and threads of ")
+        .and_then(|(_, r)| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(from_iter >= 210, "{said}");
+    let said = String::from_utf8(read("proc.err")).unwrap();
+    assert!(!said.contains("task iterator"), "{said}");
+}
+
+// A process that execs after the task iterator read its head, before its
+// maps are read, is written with the comm it has then (its head read again
+// from /proc), not the one the iterator saw; the summary does not count it.
+#[test]
+#[ignore = "needs root and BPF"]
+fn exec_after_the_iterator_gets_its_new_comm() {
+    needs_root("unshare -fp and BPF");
+    let dir = scratch("exec-heads");
+    let script = dir.join("exec.sh");
+    let body = format!(
+        "set -e\n\
+         d={d}; mkfifo $d/fifo\n\
+         sh -c \"read x < $d/fifo; exec sleep 1000\" &\n\
+         p=$!; echo $p > $d/pid\n\
+         MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS=$d/hold {bin} --all --no-watch --task-source bpf \
+           -o $d/exec.data 2> $d/exec.err &\n\
+         t=$!\n\
+         n=0; while [ ! -e $d/hold ]; do \
+           n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'no hold in 30 s' >&2; exit 1; }}; sleep 0.01; done\n\
+         echo go > $d/fifo\n\
+         n=0; while [ \"$(cat /proc/$p/comm)\" != sleep ]; do \
+           n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'no exec in 30 s' >&2; exit 1; }}; sleep 0.01; done\n\
+         rm $d/hold\n\
+         wait $t\n",
+        d = q(&dir),
+        bin = bin(),
+    );
+    std::fs::write(&script, body).unwrap();
+    in_pid_namespace(&format!("sh {}", q(&script)));
+    let pid = std::fs::read_to_string(dir.join("pid")).unwrap();
+    let out = Command::new(bin())
+        .arg("dump")
+        .arg(dir.join("exec.data"))
+        .output()
+        .unwrap();
+    let dump = String::from_utf8(out.stdout).unwrap();
+    let comm = format!("comm pid={p} tid={p} ", p = pid.trim());
+    let line = dump
+        .lines()
+        .find(|l| l.starts_with(&comm))
+        .unwrap_or_else(|| panic!("no {comm:?}:\n{dump}"));
+    assert!(line.ends_with(" comm=sleep"), "{line}");
+    // written processes, and those whose head the iterator gave
+    let err = std::fs::read_to_string(dir.join("exec.err")).unwrap();
+    let written: usize = err
+        .split_once("mmap2-synth: ")
+        .and_then(|(_, r)| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    let from_iter: usize = err
+        .split_once("comm, parent and threads of ")
+        .and_then(|(_, r)| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(from_iter >= 1 && from_iter < written, "{err}");
+}
+
+// A pid that goes to another process of the same program after the task
+// iterator ran is written with the new process's parent, not the old one's:
+// its code is elsewhere (address randomization), so its head is read again.
+#[test]
+#[ignore = "needs root and BPF"]
+fn pid_reused_after_the_iterator_gets_the_new_parent() {
+    needs_root("unshare -fp, ns_last_pid and BPF");
+    let aslr = std::fs::read_to_string("/proc/sys/kernel/randomize_va_space").unwrap();
+    assert_ne!(aslr.trim(), "0", "this test needs address randomization");
+    let dir = scratch("reuse-heads");
+    let script = dir.join("reuse.sh");
+    let wait = |what: &str, cond: &str| {
+        format!(
+            "n=0; while {cond}; do n=$((n+1)); \
+             [ $n -lt 3000 ] || {{ echo '{what} not in 30 s' >&2; exit 1; }}; sleep 0.01; done\n"
+        )
+    };
+    let body = format!(
+        "set -e\n\
+         d={d}\n\
+         ( sleep 1000 & echo $! > $d/a; wait ) &\n\
+         {wa}\
+         p=$(cat $d/a)\n\
+         MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS=$d/hold {bin} --all --no-watch --task-source bpf \
+           -o $d/reuse.data 2> $d/reuse.err &\n\
+         t=$!\n\
+         {wh}\
+         kill $p\n\
+         {wg}\
+         echo $((p-1)) > /proc/sys/kernel/ns_last_pid\n\
+         sleep 2000 &\n\
+         b=$!\n\
+         [ $b = $p ] || {{ echo \"new pid $b, not $p\" >&2; exit 1; }}\n\
+         echo $p $$ > $d/pids\n\
+         rm $d/hold\n\
+         wait $t\n\
+         kill $b\n",
+        d = q(&dir),
+        bin = bin(),
+        wa = wait("the first sleep", "[ ! -s $d/a ]"),
+        wh = wait("the hold", "[ ! -e $d/hold ]"),
+        wg = wait("the end of the first sleep", "[ -e /proc/$p ]"),
+    );
+    std::fs::write(&script, body).unwrap();
+    in_pid_namespace(&format!("sh {}", q(&script)));
+    let pids = std::fs::read_to_string(dir.join("pids")).unwrap();
+    let (pid, parent) = pids.trim().split_once(' ').unwrap();
+    let out = Command::new(bin())
+        .arg("dump")
+        .arg(dir.join("reuse.data"))
+        .output()
+        .unwrap();
+    let dump = String::from_utf8(out.stdout).unwrap();
+    let fork = format!("fork pid={pid} ");
+    let line = dump
+        .lines()
+        .find(|l| l.starts_with(&fork))
+        .unwrap_or_else(|| panic!("no {fork:?}:\n{dump}"));
+    assert!(
+        line.starts_with(&format!("fork pid={pid} ppid={parent} ")),
+        "{line}"
+    );
+}
+
 fn dead_pid() -> u32 {
     let mut c = Command::new("true").spawn().unwrap();
     let pid = c.id();

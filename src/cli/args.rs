@@ -61,7 +61,7 @@ pub(crate) struct ScanArgs {
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
     pub(crate) source: SourceArg,
     /// Where each process's comm, parent and threads come from.
-    #[arg(long, value_enum, default_value_t = TaskSourceArg::Proc)]
+    #[arg(long, value_enum, default_value_t = TaskSourceArg::Auto)]
     pub(crate) task_source: TaskSourceArg,
     /// Do not look up build ids (MMAP2 records get maj/min/ino instead).
     #[arg(long)]
@@ -252,13 +252,14 @@ pub(crate) enum SourceArg {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum TaskSourceArg {
-    /// A BPF task iterator (root, Linux 5.11+ with BTF) for scans of 200
-    /// processes or more, else /proc; read before the scan, so a process that
-    /// execs or is replaced during it keeps its old comm.
+    /// A BPF task iterator (root, BTF) for scans of 200 processes or more
+    /// where it pays and may be loaded, else /proc (default). Its heads are
+    /// read before the scan; one whose process no longer runs the same
+    /// executable image when its maps are read is read again from /proc.
     Auto,
     /// The BPF task iterator only (an error where it cannot be loaded).
     Bpf,
-    /// /proc/PID/stat and each thread's comm, just before its maps (default).
+    /// /proc/PID/stat and each thread's comm, just before its maps.
     Proc,
 }
 

@@ -54,7 +54,7 @@ const OPENING: &str = "opening";
 
 /// The `op` of an [`InputError::Io`] when the input, found and checked,
 /// cannot be reopened (a system failure, not the input's).
-const REOPENING: &str = "reopening (through /proc/self/fd: is /proc mounted?)";
+const REOPENING: &str = "reopening (through /proc/thread-self/fd: is /proc mounted?)";
 
 impl InputError {
     /// Whether the input itself is at fault (malformed, not a file, or no
@@ -287,7 +287,7 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
             });
         }
         crate::sys::reopen_for_reading(&at, &held).map_err(|e| {
-            // no /proc/self/fd: ours to report; anything else (no read
+            // no /proc/thread-self/fd: ours to report; anything else (no read
             // permission, found only now) is the open's
             let op = if e.kind() == io::ErrorKind::NotFound {
                 REOPENING

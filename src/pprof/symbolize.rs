@@ -5,7 +5,7 @@
 //! kernel (the running one when its build id and `_text` match the
 //! recording's kernel map, else the one archived under the kernel's id).
 //! Files are opened here, checked, and handed to blazesym as
-//! `/proc/self/fd/N`, so what blazesym reads is the file that was checked.
+//! `/proc/thread-self/fd/N`, so what blazesym reads is the file that was checked.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -126,12 +126,12 @@ pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofRepo
 /// The path blazesym opens for an open file: the file itself, whatever is
 /// at its name now.
 fn fd_path(f: &File) -> PathBuf {
-    PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()))
+    PathBuf::from(format!("/proc/thread-self/fd/{}", f.as_raw_fd()))
 }
 
 /// Symbolizes `wants` (file offsets, or absolute addresses) from `src`,
 /// named `name` in errors (a fresh symbolizer per file: its cache is keyed
-/// by path, and `/proc/self/fd/N` names are reused).
+/// by path, and `/proc/thread-self/fd/N` names are reused).
 fn run(
     src: &Source,
     (file_offsets, name): (bool, &str),

@@ -141,7 +141,8 @@ impl<'a> Btf<'a> {
         &rest[..end]
     }
 
-    fn name_of(&self, id: u32) -> &'a [u8] {
+    /// The name of type `id`; empty when it has none.
+    pub fn name_of(&self, id: u32) -> &'a [u8] {
         let at = self.starts.get((id as usize).wrapping_sub(1)).copied();
         at.and_then(|at| self.u32_at(at as usize))
             .map_or(&[][..], |off| self.name(off))
@@ -155,10 +156,16 @@ impl<'a> Btf<'a> {
         })
     }
 
-    /// The size in bytes of struct (or union) `id`.
+    /// The size in bytes of type `id` (typedefs and qualifiers skipped): a
+    /// struct, union, integer or enum's as BTF records it, a pointer's as
+    /// this machine's; `None` for other kinds.
     pub fn size_of(&self, id: u32) -> Option<u32> {
-        let (k, _, _, size, _) = self.head(id)?;
-        matches!(k, kind::STRUCT | kind::UNION).then_some(size)
+        let (k, _, _, size, _) = self.head(self.resolve(id))?;
+        match k {
+            kind::STRUCT | kind::UNION | kind::INT | kind::ENUM | kind::ENUM64 => Some(size),
+            kind::PTR => Some(std::mem::size_of::<usize>() as u32),
+            _ => None,
+        }
     }
 
     /// `id` with typedefs, qualifiers and type tags skipped.
@@ -276,7 +283,8 @@ pub(crate) mod tests {
     }
 
     // Members are found by name, also inside an anonymous union, with
-    // their byte offsets; pointers resolve through a typedef.
+    // their byte offsets; typedefs resolve; sizes of structs, ints and
+    // pointers.
     #[test]
     fn finds_members_functions_and_pointees() {
         // 1 int, 2 struct inner{a@0,b@4} (anon union), 3 struct task{x@0, anon@8 -> 2, p@16 -> 4},
@@ -304,6 +312,11 @@ pub(crate) mod tests {
         assert_eq!(btf.find("f", true), Some(6));
         assert_eq!(btf.find("task", true), None);
         assert_eq!(btf.size_of(3), Some(24));
+        // an int's, a pointer's (this machine's), a typedef's (its target's)
+        assert_eq!(btf.size_of(1), Some(4));
+        assert_eq!(btf.size_of(4), Some(std::mem::size_of::<usize>() as u32));
+        assert_eq!(btf.size_of(5), Some(24));
+        assert_eq!(btf.size_of(6), None);
         assert_eq!(
             btf.member(3, "b"),
             Some(Member {

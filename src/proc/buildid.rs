@@ -100,7 +100,7 @@ pub enum Trust {
 /// FIFO blocks) and without a window in which a swapped path could make
 /// it so: the path is resolved once to an `O_PATH` descriptor (which opens
 /// nothing), that inode is checked, and the very same inode reopened
-/// through `/proc/self/fd` (a look with `stat` before opening by path let
+/// through `/proc/thread-self/fd` (a look with `stat` before opening by path let
 /// a link flipped in between reach a device node).
 pub fn open_if_regular(path: &Path) -> Option<File> {
     let (at, held) = crate::sys::locate(path).ok()?;

@@ -22,16 +22,19 @@ pub enum Target {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TaskSource {
     /// A BPF task iterator when the scan is big enough to repay loading
-    /// it ([`BPF_MIN_PROCESSES`]) and the kernel lets us, else /proc. Its
-    /// heads are read once before the scan, so a process that execs or
-    /// whose pid is reused during the scan gets its old comm (see README).
+    /// it ([`BPF_MIN_PROCESSES`]), walking every task costs less than the
+    /// /proc reads it saves, and we may load it (capabilities, no seccomp
+    /// filter), else /proc (the default). Its heads are read once before
+    /// the scan and each is checked against its process's maps: one whose
+    /// process no longer runs the executable image it ran then (it exec'd,
+    /// or its pid went to another process) is read again from /proc.
+    #[default]
     Auto,
     /// Only the BPF task iterator (an error where it cannot be loaded);
     /// kernel threads and processes it did not see still come from /proc.
     Bpf,
     /// Only `/proc/PID/stat` and each thread's `comm`, read just before
-    /// each process's maps (the default).
-    #[default]
+    /// each process's maps.
     Proc,
 }
 
@@ -68,7 +71,7 @@ impl Default for Options {
             jobs: None,
             proc_root: PathBuf::from("/proc"),
             max_vmas: None,
-            tasks: TaskSource::Proc,
+            tasks: TaskSource::Auto,
         }
     }
 }

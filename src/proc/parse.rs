@@ -29,6 +29,13 @@ pub struct Status {
     pub uid: u32,
     /// `Kthread:` when the kernel prints it (6.x); `None` on older kernels.
     pub kthread: Option<bool>,
+    /// How many pid namespaces see the process (`NSpid:`'s numbers, one
+    /// per level from the /proc's namespace down); 0 without the line.
+    pub nspid_levels: usize,
+    /// `Seccomp:` (0 none, 1 strict, 2 filter), when printed.
+    pub seccomp: Option<u32>,
+    /// `CapEff:`, the effective capabilities, when printed.
+    pub cap_eff: Option<u64>,
 }
 
 /// Parses a status file.
@@ -53,6 +60,18 @@ pub fn parse_status(text: &[u8]) -> Result<Status, ProcParseError> {
             b"PPid" => ppid = first_num(),
             b"Uid" => uid = first_num(),
             b"Kthread" => st.kthread = first_num().map(|v| v != 0),
+            b"NSpid" => {
+                st.nspid_levels = value
+                    .split(|&b| b == b'\t' || b == b' ')
+                    .filter(|s| !s.is_empty())
+                    .count()
+            }
+            b"Seccomp" => st.seccomp = first_num(),
+            b"CapEff" => {
+                st.cap_eff = std::str::from_utf8(value)
+                    .ok()
+                    .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            }
             _ => {}
         }
     }
@@ -60,6 +79,14 @@ pub fn parse_status(text: &[u8]) -> Result<Status, ProcParseError> {
     st.ppid = ppid.ok_or(ProcParseError::MissingLine("PPid"))?;
     st.uid = uid.ok_or(ProcParseError::MissingLine("Uid"))?;
     Ok(st)
+}
+
+/// The number of tasks on the host from `/proc/loadavg` (its fourth
+/// field, "running/total").
+pub fn parse_loadavg_tasks(text: &[u8]) -> Option<usize> {
+    let field = text.split(|&b| b == b' ').nth(3)?;
+    let total = field.split(|&b| b == b'/').nth(1)?;
+    std::str::from_utf8(total).ok()?.trim().parse().ok()
 }
 
 /// `PF_KTHREAD` in `/proc/PID/stat`'s flags field.
@@ -174,17 +201,36 @@ pub fn list_ids(dir: &Path) -> io::Result<Vec<u32>> {
 mod tests {
     use super::*;
 
-    // Status parsing picks Name, Tgid, PPid, the real Uid and Kthread.
+    // Status parsing picks Name, Tgid, PPid, the real Uid, Kthread, the
+    // NSpid levels, Seccomp and CapEff (hex).
     #[test]
     fn status_fields() {
         let s = parse_status(
-            b"Name:\tmy prog\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t42\nNgid:\t0\nPid:\t43\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nKthread:\t0\n",
+            b"Name:\tmy prog\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t42\nNgid:\t0\nPid:\t43\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nKthread:\t0\nNSpid:\t43\t7\t1\nCapEff:\t000001ffffffffff\nSeccomp:\t2\n",
         )
         .unwrap();
         assert_eq!(s.name, b"my prog");
         assert_eq!((s.tgid, s.ppid, s.uid), (42, 1, 1000));
         assert_eq!(s.kthread, Some(false));
+        assert_eq!(s.nspid_levels, 3);
+        assert_eq!((s.seccomp, s.cap_eff), (Some(2), Some(0x1ff_ffff_ffff)));
+        let old = parse_status(b"Tgid:\t1\nPPid:\t0\nUid:\t0\n").unwrap();
+        assert_eq!(
+            (old.nspid_levels, old.seccomp, old.cap_eff),
+            (0, None, None)
+        );
         assert!(parse_status(b"Name:\tx\nTgid:\t1\n").is_err());
+    }
+
+    // The task count is the loadavg's "running/total" total; junk is None.
+    #[test]
+    fn loadavg_tasks() {
+        assert_eq!(
+            parse_loadavg_tasks(b"0.00 0.01 0.05 2/731 9876\n"),
+            Some(731)
+        );
+        assert_eq!(parse_loadavg_tasks(b"0.00 0.01 0.05"), None);
+        assert_eq!(parse_loadavg_tasks(b"0.00 0.01 0.05 x/y 1\n"), None);
     }
 
     // Stat parsing survives a comm with spaces and parentheses.

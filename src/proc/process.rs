@@ -13,6 +13,7 @@ use super::buildid::{BuildIdCache, LocalBuildIds};
 use super::options::Options;
 use super::parse::{self, ProcParseError, PF_KTHREAD};
 use super::source::{self, BuildIdPolicy, TooManyMaps, Walk};
+use super::tasks::{ExeId, Head};
 use crate::model::{Part, Process, Thread, Vma};
 
 /// Why a process was skipped.
@@ -92,14 +93,17 @@ type PieceSink<'a> = dyn FnMut(Process, Part) -> bool + 'a;
 /// Where a process's head (comm, parent, threads) comes from.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum HeadFrom<'a> {
-    /// Read ahead (by the task iterator).
-    Read(&'a Process),
+    /// Read ahead (by the task iterator): used once the maps show the
+    /// process still runs the executable it ran then, else read again
+    /// from /proc.
+    Read(&'a Head),
     /// /proc, keeping the process only if its real uid is this, when given.
     Proc(Option<u32>),
 }
 
 /// Reads process `pid`, its head as `head` says: its pieces before the
-/// last go to `piece`, the last is returned.
+/// last go to `piece`, the last is returned, and whether a head read ahead
+/// went into it (rather than one read again from /proc).
 pub(super) fn read_process(
     pid: u32,
     head: HeadFrom<'_>,
@@ -108,6 +112,19 @@ pub(super) fn read_process(
     cache: Caches<'_>,
     no_ioctl: &AtomicBool,
     piece: &mut PieceSink<'_>,
+) -> (Outcome<(Process, Part)>, bool) {
+    let mut ahead = false;
+    let outcome = read_checked(pid, head, opts, (walk, cache, no_ioctl), piece, &mut ahead);
+    (outcome, ahead)
+}
+
+fn read_checked(
+    pid: u32,
+    head: HeadFrom<'_>,
+    opts: &Options,
+    (walk, cache, no_ioctl): (Walk, Caches<'_>, &AtomicBool),
+    piece: &mut PieceSink<'_>,
+    ahead: &mut bool,
 ) -> Outcome<(Process, Part)> {
     let skip = |e: io::Error| {
         let mut reason = SkipReason::of(&e);
@@ -122,19 +139,29 @@ pub(super) fn read_process(
             detail: e.to_string(),
         }
     };
-    let head = match head {
-        HeadFrom::Read(h) => Ok(Some(h.clone())),
-        HeadFrom::Proc(uid) => read_head(pid, uid, opts),
+    let (head, check) = match head {
+        HeadFrom::Read(Head {
+            process,
+            exe: Some(exe),
+        }) => (Ok(Some(process.clone())), Check::Pending(*exe)),
+        HeadFrom::Read(_) => (read_head(pid, None, opts), Check::Proc),
+        HeadFrom::Proc(uid) => (read_head(pid, uid, opts), Check::Proc),
     };
     let mut pieces = match head {
-        Ok(Some(p)) => Pieces::new(p, piece),
+        Ok(Some(p)) => Pieces::new(p, check, opts, piece),
         Ok(None) => return Outcome::NotSelected,
         Err(e) => return Outcome::Skipped(skip(e)),
     };
     if pieces.head.kernel_thread {
         return Outcome::Read((pieces.head, Part::WHOLE));
     }
-    match read_vmas(opts, walk, cache, no_ioctl, &mut pieces) {
+    let result = read_vmas(opts, walk, cache, no_ioctl, &mut pieces);
+    // a head read ahead that the maps did not confirm is read again now
+    if let Err(e) = pieces.settle() {
+        return Outcome::Skipped(skip(e));
+    }
+    *ahead = pieces.check == Check::Confirmed;
+    match result {
         Ok(()) => Outcome::Read(pieces.last()),
         // a walk stretched without end keeps what it read, piece or not
         Err(e) if pieces.emitted || TooManyMaps::is(&e) => {
@@ -155,11 +182,27 @@ pub(super) fn read_process(
     }
 }
 
+/// Whether a process's head still has to be checked against its maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// Read from /proc just before the maps: nothing to check.
+    Proc,
+    /// Read ahead: used only once a VMA maps this executable at its start
+    /// of code.
+    Pending(ExeId),
+    /// Read ahead, and a VMA showed the process still runs that image.
+    Confirmed,
+}
+
 /// A process's VMAs as they are read, handed on as a piece each time they
 /// hold [`PART_BYTES`].
 struct Pieces<'p, 's> {
     /// The process without VMAs (every thread, the source once known).
     head: Process,
+    /// Whether `head` is known to go with the VMAs read.
+    check: Check,
+    /// Where `head` is read again if it is not.
+    opts: &'p Options,
     /// VMAs read and not yet handed on.
     vmas: Vec<Vma>,
     /// Their bytes, as [`Process::held_bytes`] counts them.
@@ -172,9 +215,11 @@ struct Pieces<'p, 's> {
 }
 
 impl<'p, 's> Pieces<'p, 's> {
-    fn new(head: Process, sink: &'p mut PieceSink<'s>) -> Self {
+    fn new(head: Process, check: Check, opts: &'p Options, sink: &'p mut PieceSink<'s>) -> Self {
         Pieces {
             head,
+            check,
+            opts,
             vmas: Vec::new(),
             bytes: 0,
             pushed: 0,
@@ -198,12 +243,18 @@ impl<'p, 's> Pieces<'p, 's> {
     }
 
     fn push(&mut self, v: Vma) -> io::Result<()> {
+        if let Check::Pending(exe) = self.check {
+            if exe.is_in(&v) {
+                self.check = Check::Confirmed;
+            }
+        }
         self.bytes += 128 + v.name.len();
         self.pushed += 1;
         self.vmas.push(v);
         if self.bytes < PART_BYTES {
             return Ok(());
         }
+        self.settle()?;
         let vmas = std::mem::take(&mut self.vmas);
         let leader = self.head.threads.first().cloned().into_iter().collect();
         let p = self.with(vmas, leader);
@@ -217,6 +268,23 @@ impl<'p, 's> Pieces<'p, 's> {
             true => Ok(()),
             false => Err(io::Error::other("the scan stopped")),
         }
+    }
+
+    /// Reads the head again from /proc if it was read ahead and no VMA
+    /// read so far confirmed it: the process exec'd, or its pid went to
+    /// another process, after the iterator ran (or it maps no executable).
+    /// The VMAs read are kept: they are the process's now.
+    fn settle(&mut self) -> io::Result<()> {
+        if let Check::Pending(_) = self.check {
+            let fresh = read_head(self.head.pid, None, self.opts)?;
+            let fresh = fresh.ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+            self.head = Process {
+                source: self.head.source,
+                ..fresh
+            };
+            self.check = Check::Proc;
+        }
+        Ok(())
     }
 
     /// Drops the VMAs read of a file that is not used after all (before

@@ -101,7 +101,8 @@ impl ScanWatch {
         };
         let recs = match self.watch {
             Some(watch) => {
-                hold_for_tests();
+                // a test maps a library here: after the scan, before the drain
+                crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN");
                 let drained = watch.finish();
                 let mut reported = 0;
                 let recs = parse_watched(&drained.bytes, &mut reported);
@@ -118,26 +119,6 @@ impl ScanWatch {
             None => Vec::new(),
         };
         (recs, notes)
-    }
-}
-
-/// A test hook: with `MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN=PATH`, a watched
-/// snapshot creates PATH after its scan and waits (30 s at most) until it
-/// is removed before reading the watch, so a test can map a library after
-/// the scan read its process and before the watch is drained.
-fn hold_for_tests() {
-    let Some(path) = std::env::var_os("MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN") else {
-        return;
-    };
-    let path = std::path::PathBuf::from(path);
-    if std::fs::write(&path, b"").is_err() {
-        return;
-    }
-    for _ in 0..3000 {
-        if !path.exists() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 

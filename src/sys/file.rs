@@ -35,8 +35,10 @@ pub fn locate(path: &std::path::Path) -> io::Result<(std::fs::File, std::fs::Met
 
 /// Opens for reading, non-blocking and without taking a terminal, the very
 /// inode a [`locate`]d descriptor holds (`held` its status), through
-/// `/proc/self/fd`: Linux has no other way to turn such a descriptor into
-/// a readable one. Fails with NotFound when `/proc` is not this process's
+/// `/proc/thread-self/fd`: Linux has no other way to turn such a descriptor
+/// into a readable one. (Not `/proc/self/fd`: that is the main thread's
+/// file table, and a scan worker has a table of its own, see
+/// [`super::unshare_files`].) Fails with NotFound when `/proc` is not this process's
 /// (not mounted, another PID namespace's), and when what opened is not
 /// that inode.
 pub fn reopen_for_reading(
@@ -47,12 +49,12 @@ pub fn reopen_for_reading(
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(format!("/proc/self/fd/{}", at.as_raw_fd()))?;
+        .open(format!("/proc/thread-self/fd/{}", at.as_raw_fd()))?;
     let m = f.metadata()?;
     if (m.dev(), m.ino()) != (held.dev(), held.ino()) {
         return Err(io::Error::new(
             io::ErrorKind::NotFound,
-            "/proc/self/fd opened another file (a /proc not this process's?)",
+            "/proc/thread-self/fd opened another file (a /proc not this process's?)",
         ));
     }
     Ok(f)

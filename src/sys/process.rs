@@ -82,3 +82,16 @@ pub fn uid_of_user(name: &str) -> io::Result<Option<u32>> {
         }
     }
 }
+
+/// Gives the calling thread a file table of its own, a copy of the shared
+/// one. Every system call on a descriptor of a multi-threaded process takes
+/// and drops a reference to the file (an atomic pair on a shared line); with
+/// a table of its own the thread's calls skip that. Descriptors the thread
+/// opens afterwards are its own: they must not be used by other threads.
+pub fn unshare_files() -> io::Result<()> {
+    // SAFETY: unshare takes flags and touches only the calling thread.
+    if unsafe { libc::unshare(libc::CLONE_FILES) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

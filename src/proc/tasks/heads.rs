@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::super::parse::PF_KTHREAD;
 use super::program::RECORD;
-use crate::model::{Process, Thread};
+use crate::model::{Process, Thread, Vma};
 use crate::sys;
 
 /// One task as the program wrote it.
@@ -20,6 +20,41 @@ pub struct TaskRecord {
     pub comm: [u8; 16],
     /// The reader's pid namespace level.
     pub level: u32,
+    /// Its executable, when it has one.
+    pub exe: Option<ExeId>,
+}
+
+/// What identifies a process's executable image: the device and inode of
+/// its exe file and where the kernel put the start of its code. A process
+/// that execs gets another (another file, or with address randomization
+/// another place), and so does another process given the same pid. The
+/// scan checks it against the maps it reads: a head read before the scan
+/// is used only if its process still runs that image (see
+/// [`ExeId::is_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExeId {
+    pub dev_major: u32,
+    pub dev_minor: u32,
+    pub ino: u64,
+    pub start_code: u64,
+}
+
+impl ExeId {
+    /// Whether `v` maps this executable at its start of code.
+    pub fn is_in(&self, v: &Vma) -> bool {
+        v.inode == self.ino
+            && v.dev_major == self.dev_major
+            && v.dev_minor == self.dev_minor
+            && (v.start..v.end).contains(&self.start_code)
+    }
+}
+
+/// A process's head read ahead, and its executable's identity to check it
+/// by (none for a process without an executable: its head is not used).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    pub process: Process,
+    pub exe: Option<ExeId>,
 }
 
 impl TaskRecord {
@@ -30,6 +65,19 @@ impl TaskRecord {
         start.copy_from_slice(&b[16..24]);
         let mut comm = [0u8; 16];
         comm.copy_from_slice(&b[24..40]);
+        let u64_at = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[at..at + 8]);
+            u64::from_ne_bytes(w)
+        };
+        // the kernel's dev_t: 12 bits of major above 20 of minor
+        let dev = u32_at(64);
+        let exe = ExeId {
+            dev_major: dev >> 20,
+            dev_minor: dev & 0xf_ffff,
+            ino: u64_at(56),
+            start_code: u64_at(48),
+        };
         TaskRecord {
             tid: u32_at(0),
             tgid: u32_at(4),
@@ -38,6 +86,7 @@ impl TaskRecord {
             start_boottime: u64::from_ne_bytes(start),
             comm,
             level: u32_at(40),
+            exe: (exe.ino != 0).then_some(exe),
         }
     }
 
@@ -94,7 +143,7 @@ fn boottime_offset(text: &[u8]) -> i64 {
 /// reader lists them. Processes whose leader was not seen, tasks not
 /// visible in the namespace (pid 0) and kernel threads are left out (the
 /// scan reads those from /proc).
-pub fn heads_of(records: &[TaskRecord], clock: StartClock) -> BTreeMap<u32, Process> {
+pub fn heads_of(records: &[TaskRecord], clock: StartClock) -> BTreeMap<u32, Head> {
     let mut by_tgid: BTreeMap<u32, Vec<&TaskRecord>> = BTreeMap::new();
     for r in records {
         if r.tid != 0 && r.tgid != 0 && u64::from(r.flags) & PF_KTHREAD == 0 {
@@ -109,24 +158,24 @@ pub fn heads_of(records: &[TaskRecord], clock: StartClock) -> BTreeMap<u32, Proc
         if leader.tid != tgid {
             continue;
         }
-        heads.insert(
-            tgid,
-            Process {
-                pid: tgid,
-                ppid: leader.ppid,
-                kernel_thread: false,
-                start_time: clock.ticks(leader.start_boottime),
-                threads: tasks
-                    .iter()
-                    .map(|t| Thread {
-                        tid: t.tid,
-                        comm: t.name(),
-                    })
-                    .collect(),
-                vmas: Vec::new(),
-                source: None,
-            },
-        );
+        let process = Process {
+            pid: tgid,
+            ppid: leader.ppid,
+            kernel_thread: false,
+            start_time: clock.ticks(leader.start_boottime),
+            threads: tasks
+                .iter()
+                .map(|t| Thread {
+                    tid: t.tid,
+                    comm: t.name(),
+                })
+                .collect(),
+            vmas: Vec::new(),
+            source: None,
+        };
+        // a zombie leader has no mm left: its threads share the one it had
+        let exe = tasks.iter().find_map(|t| t.exe);
+        heads.insert(tgid, Head { process, exe });
     }
     heads
 }
@@ -146,6 +195,7 @@ mod tests {
             start_boottime: 2_500_000_000,
             comm: c,
             level: 0,
+            exe: None,
         }
     }
 
@@ -172,14 +222,14 @@ mod tests {
         ];
         let heads = heads_of(&records, CLOCK);
         assert_eq!(heads.keys().copied().collect::<Vec<_>>(), vec![10, 30]);
-        let p = &heads[&10];
+        let p = &heads[&10].process;
         let threads: Vec<(u32, &[u8])> = p.threads.iter().map(|t| (t.tid, &t.comm[..])).collect();
         assert_eq!(
             threads,
             vec![(10, &b"main"[..]), (11, b"a b) (c"), (12, b"w2")]
         );
         assert_eq!((p.ppid, p.start_time, p.kernel_thread), (1, 250, false));
-        assert_eq!(heads[&30].threads[0].comm, b"fifteen-chars-x");
+        assert_eq!(heads[&30].process.threads[0].comm, b"fifteen-chars-x");
     }
 
     // The time namespace offset is read from its "boottime" line and moves

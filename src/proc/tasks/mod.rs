@@ -5,7 +5,7 @@
 //!
 //! The program is built here, for this kernel's struct layout as its BTF
 //! (`/sys/kernel/btf/vmlinux`) describes it: [`Layout`] and [`program`]
-//! are pure, as is [`heads_of`], which groups the 48-byte records the
+//! are pure, as is [`heads_of`], which groups the 72-byte records the
 //! program writes into processes. [`read_records`] is the thin part that
 //! loads, links and reads it. Pids are those of the reader's pid
 //! namespace, as its /proc shows them. Kernel threads are left out: their
@@ -18,7 +18,7 @@
 mod heads;
 mod program;
 
-pub use heads::{heads_of, StartClock, TaskRecord};
+pub use heads::{heads_of, ExeId, Head, StartClock, TaskRecord};
 pub use program::{program, Layout, RECORD};
 
 use std::ffi::CStr;
@@ -48,8 +48,8 @@ pub enum TaskIterError {
     #[error("{path}: {source}")]
     Btf { path: PathBuf, source: BtfError },
     #[error("{path}: no {what} in the kernel's BTF")]
-    Missing { path: PathBuf, what: &'static str },
-    #[error("loading the task iterator program: {source}{log}")]
+    Missing { path: PathBuf, what: String },
+    #[error("loading the task iterator program{log}: {source}")]
     Load { source: io::Error, log: String },
     #[error("starting the task iterator: {0}")]
     Start(io::Error),
@@ -121,6 +121,10 @@ fn load(insns: &[u64], iter_func: u32) -> Result<std::os::fd::OwnedFd, TaskIterE
         Ok(fd) => return Ok(fd),
         Err(e) => e,
     };
+    if source.raw_os_error() == Some(libc::EPERM) {
+        let log = " (it needs root, or CAP_BPF with CAP_PERFMON)".to_string();
+        return Err(TaskIterError::Load { source, log });
+    }
     let mut log = vec![0u8; 1 << 16];
     if let Ok(fd) = sys::bpf_load_iter(insns, LICENSE, iter_func, &mut log) {
         return Ok(fd);
@@ -191,9 +195,24 @@ mod tests {
         );
     }
 
+    /// The executable of `pid` as /proc gives it: the file `exe` names, and
+    /// stat's startcode (field 26: the 24th after the comm's ')').
+    fn exe_from_proc(pid: u32, stat: &[u8]) -> ExeId {
+        use std::os::unix::fs::MetadataExt;
+        let exe = std::fs::metadata(format!("/proc/{pid}/exe")).unwrap();
+        let after = &stat[stat.iter().rposition(|&b| b == b')').unwrap() + 2..];
+        let fields: Vec<&[u8]> = after.split(|&b| b == b' ').collect();
+        ExeId {
+            dev_major: libc::major(exe.dev()),
+            dev_minor: libc::minor(exe.dev()),
+            ino: exe.ino(),
+            start_code: std::str::from_utf8(fields[23]).unwrap().parse().unwrap(),
+        }
+    }
+
     // Live: the iterator's heads for this test process (named threads) and
     // a child are what /proc/PID/stat and each thread's comm say, start
-    // time and parent included.
+    // time, parent and executable (device, inode, start of code) included.
     #[test]
     #[ignore = "needs root and BPF"]
     fn iterator_heads_are_what_proc_says() {
@@ -233,8 +252,11 @@ mod tests {
             let head = heads
                 .get(&pid)
                 .unwrap_or_else(|| panic!("no head for {pid}"));
-            let stat = std::fs::read(format!("/proc/{pid}/stat")).unwrap();
-            let stat = parse::parse_stat(&stat).unwrap();
+            let raw = std::fs::read(format!("/proc/{pid}/stat")).unwrap();
+            let stat = parse::parse_stat(&raw).unwrap();
+            let want = exe_from_proc(pid, &raw);
+            assert_eq!(head.exe, Some(want), "executable of {pid}");
+            let head = &head.process;
             assert_eq!(head.threads[0].comm, stat.comm, "comm of {pid}");
             let got = (head.threads[0].tid, head.ppid, head.start_time);
             assert_eq!(got, (pid, stat.ppid, stat.start_time), "{pid}");

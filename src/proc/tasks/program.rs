@@ -13,53 +13,85 @@ pub struct Layout {
     /// `bpf_iter_meta.seq`.
     pub meta_seq: u32,
     /// `task_struct.{thread_pid, group_leader, real_parent, flags,
-    /// start_boottime, comm}`.
+    /// start_boottime, comm, mm}`.
     pub thread_pid: u32,
     pub group_leader: u32,
     pub real_parent: u32,
     pub flags: u32,
     pub start_boottime: u32,
     pub comm: u32,
+    pub mm: u32,
     /// `pid.level` and `pid.numbers`, `sizeof(struct upid)`, `upid.nr`.
     pub pid_level: u32,
     pub pid_numbers: u32,
     pub upid_size: u32,
     pub upid_nr: u32,
+    /// `mm_struct.{start_code, exe_file}`, `file.f_inode`,
+    /// `inode.{i_ino, i_sb}`, `super_block.s_dev`: the executable's
+    /// identity, checked against the maps the scan reads.
+    pub start_code: u32,
+    pub exe_file: u32,
+    pub f_inode: u32,
+    pub i_ino: u32,
+    pub i_sb: u32,
+    pub s_dev: u32,
 }
 
 impl Layout {
-    /// Finds every offset in `btf`; the name of the first that is missing
+    /// Finds every offset in `btf` and checks each field has the width the
+    /// program reads it with; what is missing or of another width
     /// otherwise.
-    pub fn from_btf(btf: &Btf<'_>) -> Result<Layout, &'static str> {
-        let task = btf.find("task_struct", false).ok_or("struct task_struct")?;
-        let pid = btf.find("pid", false).ok_or("struct pid")?;
-        let upid = btf.find("upid", false).ok_or("struct upid")?;
-        let meta = btf
-            .find("bpf_iter_meta", false)
-            .ok_or("struct bpf_iter_meta")?;
-        let off = |s: u32, name: &'static str| btf.member(s, name).map(|m| m.offset).ok_or(name);
+    pub fn from_btf(btf: &Btf<'_>) -> Result<Layout, String> {
+        let find = |name: &str| btf.find(name, false).ok_or(format!("struct {name}"));
+        let (task, pid, upid) = (find("task_struct")?, find("pid")?, find("upid")?);
+        let (meta, mm, file) = (find("bpf_iter_meta")?, find("mm_struct")?, find("file")?);
+        let (inode, sb) = (find("inode")?, find("super_block")?);
+        const PTR: u32 = 8;
+        // the offset of `s.name`, which must be `width` bytes wide
+        let field = |s: u32, name: &str, width: u32| {
+            let m = btf.member(s, name);
+            match m.and_then(|m| btf.size_of(m.type_id)) {
+                Some(w) if w == width => Ok(m.map_or(0, |m| m.offset)),
+                _ => Err(format!("{}.{name} of {width} bytes", btf_name(btf, s))),
+            }
+        };
         let comm = btf.member(task, "comm").ok_or("task_struct.comm")?;
         // the program copies comm as two 8-byte words
         if btf.array(comm.type_id).map(|a| a.0) != Some(16) {
-            return Err("task_struct.comm of 16 bytes");
+            return Err("task_struct.comm of 16 bytes".into());
+        }
+        if std::mem::size_of::<usize>() as u32 != PTR {
+            return Err("a 64-bit kernel".into());
         }
         Ok(Layout {
             iter_func: btf
                 .find("bpf_iter_task", true)
                 .ok_or("function bpf_iter_task")?,
-            meta_seq: off(meta, "seq")?,
-            thread_pid: off(task, "thread_pid")?,
-            group_leader: off(task, "group_leader")?,
-            real_parent: off(task, "real_parent")?,
-            flags: off(task, "flags")?,
-            start_boottime: off(task, "start_boottime")?,
+            meta_seq: field(meta, "seq", PTR)?,
+            thread_pid: field(task, "thread_pid", PTR)?,
+            group_leader: field(task, "group_leader", PTR)?,
+            real_parent: field(task, "real_parent", PTR)?,
+            flags: field(task, "flags", 4)?,
+            start_boottime: field(task, "start_boottime", 8)?,
             comm: comm.offset,
-            pid_level: off(pid, "level")?,
-            pid_numbers: off(pid, "numbers")?,
+            mm: field(task, "mm", PTR)?,
+            pid_level: field(pid, "level", 4)?,
+            pid_numbers: btf.member(pid, "numbers").ok_or("pid.numbers")?.offset,
             upid_size: btf.size_of(upid).ok_or("sizeof(struct upid)")?,
-            upid_nr: off(upid, "nr")?,
+            upid_nr: field(upid, "nr", 4)?,
+            start_code: field(mm, "start_code", 8)?,
+            exe_file: field(mm, "exe_file", PTR)?,
+            f_inode: field(file, "f_inode", PTR)?,
+            i_ino: field(inode, "i_ino", 8)?,
+            i_sb: field(inode, "i_sb", PTR)?,
+            s_dev: field(sb, "s_dev", 4)?,
         })
     }
+}
+
+/// The name of struct `id`, for messages.
+fn btf_name(btf: &Btf<'_>, id: u32) -> String {
+    String::from_utf8_lossy(btf.name_of(id)).into_owned()
 }
 
 /// BPF instruction building: opcodes, registers and labels.
@@ -147,8 +179,10 @@ pub(super) mod asm {
 }
 
 /// Bytes per task the program writes: tid, tgid, ppid, flags (u32 each),
-/// start_boottime (u64), comm (16), the reader's namespace level (u32), 0.
-pub const RECORD: usize = 48;
+/// start_boottime (u64), comm (16), the reader's namespace level (u32), 0,
+/// then its executable: `mm->start_code` (u64), the exe's inode number
+/// (u64) and device (u32, the kernel's encoding), 0.
+pub const RECORD: usize = 72;
 
 /// Where the record is built on the program's stack, and two scratch
 /// slots below it.
@@ -157,8 +191,8 @@ const SPILL: i16 = REC - 8;
 const TMP: i16 = REC - 16;
 
 /// The iterator program for `l`: for each task, its pids in the reader's
-/// pid namespace (0 where not visible there), flags, start time and comm,
-/// as one [`RECORD`] written to the iterator's output.
+/// pid namespace (0 where not visible there), flags, start time, comm and
+/// executable, as one [`RECORD`] written to the iterator's output.
 ///
 /// Every field is read with `bpf_probe_read_kernel` from the task's
 /// address as a plain number, not by dereferencing the typed pointer the
@@ -227,6 +261,23 @@ pub fn program(l: &Layout) -> Vec<u64> {
     probe(&mut a, REC + 24, 16, R7, i(l.comm));
     a.op(STX_W, FP, R9, REC + 40, 0);
     a.op(ST_W, FP, 0, REC + 44, 0);
+    // the executable: zeros unless the task has an mm with an exe file
+    for at in (48..72).step_by(4) {
+        a.op(ST_W, FP, 0, REC + at, 0);
+    }
+    let no_exe = a.label();
+    follow(&mut a, R8, R7, l.mm);
+    a.jump(JEQ_K, R8, 0, 0, no_exe);
+    probe(&mut a, REC + 48, 8, R8, i(l.start_code));
+    follow(&mut a, R8, R8, l.exe_file);
+    a.jump(JEQ_K, R8, 0, 0, no_exe);
+    follow(&mut a, R8, R8, l.f_inode);
+    a.jump(JEQ_K, R8, 0, 0, no_exe);
+    probe(&mut a, REC + 56, 8, R8, i(l.i_ino));
+    follow(&mut a, R8, R8, l.i_sb);
+    a.jump(JEQ_K, R8, 0, 0, no_exe);
+    probe(&mut a, REC + 64, 4, R8, i(l.s_dev));
+    a.here(no_exe);
     a.op(MOV_X, R1, R6, 0, 0);
     a.op(MOV_X, R2, FP, 0, 0);
     a.op(ADD_K, R2, 0, 0, REC as i32);
@@ -255,10 +306,17 @@ mod tests {
             flags: 44,
             start_boottime: 1560,
             comm: 1752,
+            mm: 1200,
             pid_level: 4,
             pid_numbers: 144,
             upid_size: 16,
             upid_nr: 0,
+            start_code: 256,
+            exe_file: 880,
+            f_inode: 32,
+            i_ino: 64,
+            i_sb: 40,
+            s_dev: 16,
         };
         let p = program(&l);
         assert_eq!(p.last().unwrap().to_ne_bytes()[0], 0x95);
