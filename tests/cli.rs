@@ -394,6 +394,141 @@ fn exec_after_the_iterator_gets_its_new_comm() {
     assert!(from_iter >= 1 && from_iter < written, "{err}");
 }
 
+// A process whose leader exits after the task iterator ran, leaving a
+// thread the iterator never saw, is still written, with that thread's maps
+// and its head read again from /proc (it was skipped as vanished).
+#[test]
+#[ignore = "needs root and BPF"]
+fn leader_exiting_after_the_iterator_keeps_its_process() {
+    needs_root("unshare -fp and BPF");
+    let f = fixtures();
+    let dir = scratch("late-zombie");
+    let script = dir.join("late.sh");
+    let wait = |what: &str, cond: &str| {
+        format!(
+            "n=0; while {cond}; do n=$((n+1)); \
+             [ $n -lt 3000 ] || {{ echo '{what} not in 30 s' >&2; exit 1; }}; sleep 0.01; done\n"
+        )
+    };
+    let body = format!(
+        "set -e\n\
+         d={d}\n\
+         ( {wg}) | {m} --wait late-zombie --ready $d/ready {lib} >/dev/null &\n\
+         {wr}\
+         p=$(cat $d/ready)\n\
+         MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS=$d/hold {bin} --all --no-watch --task-source bpf \
+           -o $d/late.data 2> $d/late.err &\n\
+         t=$!\n\
+         {wh}\
+         : > $d/go\n\
+         {wz}\
+         echo $p > $d/pid\n\
+         rm $d/hold\n\
+         wait $t\n",
+        d = q(&dir),
+        m = q(&f.mapper),
+        lib = q(&f.lib_sha1),
+        bin = bin(),
+        wg = wait("go", "[ ! -e $d/go ]"),
+        wr = wait("the mapper", "[ ! -e $d/ready ]"),
+        wh = wait("the hold", "[ ! -e $d/hold ]"),
+        wz = wait(
+            "the zombie leader",
+            "[ $(ls /proc/$p/task | wc -l) != 2 ] || ! grep -q ') Z' /proc/$p/stat"
+        ),
+    );
+    std::fs::write(&script, body).unwrap();
+    in_pid_namespace(&format!("sh {}", q(&script)));
+    let pid = std::fs::read_to_string(dir.join("pid")).unwrap();
+    let pid = pid.trim();
+    let err = std::fs::read_to_string(dir.join("late.err")).unwrap();
+    assert!(!err.contains(&format!("skipped pid {pid} ")), "{err}");
+    let out = Command::new(bin())
+        .arg("dump")
+        .arg(dir.join("late.data"))
+        .output()
+        .unwrap();
+    let dump = String::from_utf8(out.stdout).unwrap();
+    let lib = f.lib_sha1.to_str().unwrap();
+    assert!(
+        dump.lines()
+            .any(|l| l.starts_with(&format!("mmap2 pid={pid} ")) && l.contains(lib)),
+        "no map of {lib} for {pid}:\n{dump}"
+    );
+    assert!(
+        dump.lines()
+            .any(|l| l.starts_with(&format!("comm pid={pid} ")) && l.ends_with(" comm=late")),
+        "no thread 'late' in {pid}:\n{dump}"
+    );
+}
+
+// A fixed-address (non-PIE) program that execs itself under another name
+// after the task iterator ran maps the same file at the same place: its
+// head cannot be confirmed by its maps, so it is read from /proc, and the
+// process gets its new comm.
+#[test]
+#[ignore = "needs root and BPF"]
+fn fixed_address_program_exec_gets_its_new_comm() {
+    needs_root("unshare -fp and BPF");
+    let dir = scratch("fixed-exec");
+    let fixed = dir.join("fixed");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mapper.c");
+    cc(&[
+        "-O1".as_ref(),
+        "-no-pie".as_ref(),
+        "-o".as_ref(),
+        fixed.as_os_str(),
+        src.as_os_str(),
+        "-ldl".as_ref(),
+        "-lpthread".as_ref(),
+    ]);
+    std::os::unix::fs::symlink(&fixed, dir.join("renamed")).unwrap();
+    let script = dir.join("fixed.sh");
+    let wait = |what: &str, cond: &str| {
+        format!(
+            "n=0; while {cond}; do n=$((n+1)); \
+             [ $n -lt 3000 ] || {{ echo '{what} not in 30 s' >&2; exit 1; }}; sleep 0.01; done\n"
+        )
+    };
+    let body = format!(
+        "set -e\n\
+         d={d}\n\
+         ( {wg}) | $d/fixed --wait stdin --reexec $d/renamed --ready $d/ready >/dev/null &\n\
+         {wr}\
+         p=$(cat $d/ready)\n\
+         MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS=$d/hold {bin} --all --no-watch --task-source bpf \
+           -o $d/fixed.data 2> $d/fixed.err &\n\
+         t=$!\n\
+         {wh}\
+         : > $d/go\n\
+         {we}\
+         echo $p > $d/pid\n\
+         rm $d/hold\n\
+         wait $t\n",
+        d = q(&dir),
+        bin = bin(),
+        wg = wait("go", "[ ! -e $d/go ]"),
+        wr = wait("the program", "[ ! -e $d/ready ]"),
+        wh = wait("the hold", "[ ! -e $d/hold ]"),
+        we = wait("the exec", "[ \"$(cat /proc/$p/comm)\" != renamed ]"),
+    );
+    std::fs::write(&script, body).unwrap();
+    in_pid_namespace(&format!("sh {}", q(&script)));
+    let pid = std::fs::read_to_string(dir.join("pid")).unwrap();
+    let out = Command::new(bin())
+        .arg("dump")
+        .arg(dir.join("fixed.data"))
+        .output()
+        .unwrap();
+    let dump = String::from_utf8(out.stdout).unwrap();
+    let comm = format!("comm pid={p} tid={p} ", p = pid.trim());
+    let line = dump
+        .lines()
+        .find(|l| l.starts_with(&comm))
+        .unwrap_or_else(|| panic!("no {comm:?}:\n{dump}"));
+    assert!(line.ends_with(" comm=renamed"), "{line}");
+}
+
 // A pid that goes to another process of the same program after the task
 // iterator ran is written with the new process's parent, not the old one's:
 // its code is elsewhere (address randomization), so its head is read again.

@@ -150,10 +150,43 @@ impl<'a> Btf<'a> {
 
     /// The first type of kind FUNC (`func: true`) or STRUCT named `name`.
     pub fn find(&self, name: &str, func: bool) -> Option<u32> {
-        let want = if func { kind::FUNC } else { kind::STRUCT };
-        (1..=self.starts.len() as u32).find(|&id| {
-            self.head(id).is_some_and(|h| h.0 == want) && self.name_of(id) == name.as_bytes()
-        })
+        self.find_all(&[(name, func)])[0]
+    }
+
+    /// [`find`](Self::find) for each of `wanted`, in one pass over the
+    /// types (vmlinux has ~150,000: a pass per name cost 0.1 ms each).
+    pub fn find_all(&self, wanted: &[(&str, bool)]) -> Vec<Option<u32>> {
+        let mut found = vec![None; wanted.len()];
+        let mut left = wanted.len();
+        for (i, &at) in self.starts.iter().enumerate() {
+            if left == 0 {
+                break;
+            }
+            let at = at as usize;
+            let Some(info) = self.u32_at(at + 4) else {
+                continue;
+            };
+            let k = (info >> 24) & 0x1f;
+            if k != kind::STRUCT && k != kind::FUNC {
+                continue;
+            }
+            let name_off = self.u32_at(at).unwrap_or(0) as usize;
+            let rest = self.strings.get(name_off..).unwrap_or(&[]);
+            let Some(&first) = rest.first() else {
+                continue;
+            };
+            for (w, &(name, func)) in wanted.iter().enumerate() {
+                // the first byte rules out most names without a memcmp
+                let named = name.as_bytes().first() == Some(&first)
+                    && rest.get(..name.len()) == Some(name.as_bytes())
+                    && rest.get(name.len()).is_none_or(|&b| b == 0);
+                if named && found[w].is_none() && (k == kind::FUNC) == func {
+                    found[w] = Some(i as u32 + 1);
+                    left -= 1;
+                }
+            }
+        }
+        found
     }
 
     /// The size in bytes of type `id` (typedefs and qualifiers skipped): a
@@ -311,6 +344,9 @@ pub(crate) mod tests {
         assert_eq!(btf.find("task", false), Some(3));
         assert_eq!(btf.find("f", true), Some(6));
         assert_eq!(btf.find("task", true), None);
+        // one pass for several; a prefix of a name ("ta") is not that name
+        let all = btf.find_all(&[("task", false), ("f", true), ("ta", false), ("t", true)]);
+        assert_eq!(all, vec![Some(3), Some(6), None, None]);
         assert_eq!(btf.size_of(3), Some(24));
         // an int's, a pointer's (this machine's), a typedef's (its target's)
         assert_eq!(btf.size_of(1), Some(4));

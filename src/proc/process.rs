@@ -155,7 +155,16 @@ fn read_checked(
     if pieces.head.kernel_thread {
         return Outcome::Read((pieces.head, Part::WHOLE));
     }
-    let result = read_vmas(opts, walk, cache, no_ioctl, &mut pieces);
+    let mut result = read_vmas(opts, walk, (cache.0, &mut *cache.1), no_ioctl, &mut pieces);
+    if matches!(pieces.check, Check::Pending(_)) && pieces.pushed == 0 && !pieces.emitted {
+        // no VMA from the threads the head lists: they may all be gone (a
+        // leader that exited after the iterator, leaving a newer thread):
+        // the head again from /proc, and the maps of the threads it lists
+        if let Err(e) = pieces.settle() {
+            return Outcome::Skipped(skip(e));
+        }
+        result = read_vmas(opts, walk, cache, no_ioctl, &mut pieces);
+    }
     // a head read ahead that the maps did not confirm is read again now
     if let Err(e) = pieces.settle() {
         return Outcome::Skipped(skip(e));

@@ -20,9 +20,18 @@ pub struct TaskRecord {
     pub comm: [u8; 16],
     /// The reader's pid namespace level.
     pub level: u32,
-    /// Its executable, when it has one.
+    /// Its executable, when it has one and it can tell an exec or a new
+    /// process from this one ([`ExeId::telling`]).
     pub exe: Option<ExeId>,
 }
+
+/// `ADDR_NO_RANDOMIZE` in a task's personality (`setarch -R`, gdb).
+const ADDR_NO_RANDOMIZE: u32 = 0x0040000;
+
+/// Code below this address is taken for a fixed-address (non-PIE) or
+/// 32-bit executable, which an exec of the same program maps at the same
+/// place again; position-independent executables load far above it.
+const FIXED_CODE_BELOW: u64 = 1 << 32;
 
 /// What identifies a process's executable image: the device and inode of
 /// its exe file and where the kernel put the start of its code. A process
@@ -40,6 +49,18 @@ pub struct ExeId {
 }
 
 impl ExeId {
+    /// Whether this identity can tell the image it was read from from a
+    /// later one: only for an executable loaded at a randomized place (a
+    /// position-independent one, in a process whose personality does not
+    /// turn randomization off; the host's setting is checked by the
+    /// caller). A fixed-address executable exec'd again maps the same file
+    /// at the same place: its head is read from /proc instead. (A fork
+    /// child given a dead process's pid maps what its parent did: not told
+    /// apart, see the README.)
+    pub fn telling(&self, personality: u32) -> bool {
+        self.ino != 0 && self.start_code >= FIXED_CODE_BELOW && personality & ADDR_NO_RANDOMIZE == 0
+    }
+
     /// Whether `v` maps this executable at its start of code.
     pub fn is_in(&self, v: &Vma) -> bool {
         v.inode == self.ino
@@ -86,7 +107,7 @@ impl TaskRecord {
             start_boottime: u64::from_ne_bytes(start),
             comm,
             level: u32_at(40),
-            exe: (exe.ino != 0).then_some(exe),
+            exe: exe.telling(u32_at(68)).then_some(exe),
         }
     }
 
@@ -143,7 +164,15 @@ fn boottime_offset(text: &[u8]) -> i64 {
 /// reader lists them. Processes whose leader was not seen, tasks not
 /// visible in the namespace (pid 0) and kernel threads are left out (the
 /// scan reads those from /proc).
-pub fn heads_of(records: &[TaskRecord], clock: StartClock) -> BTreeMap<u32, Head> {
+///
+/// `randomized`: the host randomizes addresses (`kernel.randomize_va_space`
+/// not 0); without it no executable identity tells images apart, and every
+/// head is left unconfirmable (read from /proc before its maps).
+pub fn heads_of(
+    records: &[TaskRecord],
+    clock: StartClock,
+    randomized: bool,
+) -> BTreeMap<u32, Head> {
     let mut by_tgid: BTreeMap<u32, Vec<&TaskRecord>> = BTreeMap::new();
     for r in records {
         if r.tid != 0 && r.tgid != 0 && u64::from(r.flags) & PF_KTHREAD == 0 {
@@ -174,7 +203,7 @@ pub fn heads_of(records: &[TaskRecord], clock: StartClock) -> BTreeMap<u32, Head
             source: None,
         };
         // a zombie leader has no mm left: its threads share the one it had
-        let exe = tasks.iter().find_map(|t| t.exe);
+        let exe = tasks.iter().find_map(|t| t.exe).filter(|_| randomized);
         heads.insert(tgid, Head { process, exe });
     }
     heads
@@ -220,7 +249,7 @@ mod tests {
             rec(21, 20, "orphan thread"),
             rec(30, 30, "fifteen-chars-x"),
         ];
-        let heads = heads_of(&records, CLOCK);
+        let heads = heads_of(&records, CLOCK, true);
         assert_eq!(heads.keys().copied().collect::<Vec<_>>(), vec![10, 30]);
         let p = &heads[&10].process;
         let threads: Vec<(u32, &[u8])> = p.threads.iter().map(|t| (t.tid, &t.comm[..])).collect();
@@ -230,6 +259,67 @@ mod tests {
         );
         assert_eq!((p.ppid, p.start_time, p.kernel_thread), (1, 250, false));
         assert_eq!(heads[&30].process.threads[0].comm, b"fifteen-chars-x");
+    }
+
+    /// A record as the program writes it, with an executable at
+    /// `start_code` and this personality.
+    fn bytes(tid: u32, start_code: u64, personality: u32) -> [u8; RECORD] {
+        let mut b = [0u8; RECORD];
+        b[0..4].copy_from_slice(&tid.to_ne_bytes());
+        b[4..8].copy_from_slice(&tid.to_ne_bytes());
+        b[24..28].copy_from_slice(b"prog");
+        b[48..56].copy_from_slice(&start_code.to_ne_bytes());
+        b[56..64].copy_from_slice(&77u64.to_ne_bytes());
+        b[64..68].copy_from_slice(&(8u32 << 20 | 3).to_ne_bytes());
+        b[68..72].copy_from_slice(&personality.to_ne_bytes());
+        b
+    }
+
+    // An executable identifies an image only when it is loaded at a
+    // randomized place: not below 4 GiB (fixed-address), not with
+    // ADDR_NO_RANDOMIZE, not on a host without randomization; a zombie
+    // leader takes its threads' identity.
+    #[test]
+    fn only_randomized_executables_confirm_heads() {
+        let pie = 0x5612_3456_7000;
+        let r = TaskRecord::parse(&bytes(10, pie, 0));
+        let want = ExeId {
+            dev_major: 8,
+            dev_minor: 3,
+            ino: 77,
+            start_code: pie,
+        };
+        assert_eq!(r.exe, Some(want));
+        assert_eq!(TaskRecord::parse(&bytes(10, 0x40_1000, 0)).exe, None);
+        assert_eq!(
+            TaskRecord::parse(&bytes(10, pie, ADDR_NO_RANDOMIZE)).exe,
+            None
+        );
+        assert_eq!(TaskRecord::parse(&bytes(10, 0, 0)).exe, None);
+        assert_eq!(heads_of(&[r], CLOCK, true)[&10].exe, Some(want));
+        assert_eq!(heads_of(&[r], CLOCK, false)[&10].exe, None);
+        let mut zombie = TaskRecord::parse(&bytes(10, 0, 0));
+        zombie.tid = 10;
+        let mut thread = r;
+        thread.tid = 11;
+        assert_eq!(
+            heads_of(&[zombie, thread], CLOCK, true)[&10].exe,
+            Some(want)
+        );
+        let v = |start: u64, end: u64, inode: u64| Vma {
+            start,
+            end,
+            offset: 0,
+            perms: Default::default(),
+            dev_major: 8,
+            dev_minor: 3,
+            inode,
+            name: Vec::new(),
+            build_id: None,
+        };
+        assert!(want.is_in(&v(pie - 0x1000, pie + 0x1000, 77)));
+        assert!(!want.is_in(&v(pie + 0x1000, pie + 0x2000, 77)));
+        assert!(!want.is_in(&v(pie - 0x1000, pie + 0x1000, 78)));
     }
 
     // The time namespace offset is read from its "boottime" line and moves

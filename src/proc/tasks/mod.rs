@@ -235,7 +235,7 @@ mod tests {
             .unwrap();
         let records =
             read_records(Path::new(VMLINUX_BTF)).expect("the task iterator loads (root, BTF)");
-        let heads = heads_of(&records, StartClock::here());
+        let heads = heads_of(&records, StartClock::here(), true);
         let proc_threads = |pid: u32| -> Vec<(u32, Vec<u8>)> {
             let tids = parse::list_ids(Path::new(&format!("/proc/{pid}/task"))).unwrap();
             let mut all: Vec<(u32, Vec<u8>)> = tids

@@ -13,7 +13,7 @@ pub struct Layout {
     /// `bpf_iter_meta.seq`.
     pub meta_seq: u32,
     /// `task_struct.{thread_pid, group_leader, real_parent, flags,
-    /// start_boottime, comm, mm}`.
+    /// start_boottime, comm, mm, personality}`.
     pub thread_pid: u32,
     pub group_leader: u32,
     pub real_parent: u32,
@@ -21,6 +21,7 @@ pub struct Layout {
     pub start_boottime: u32,
     pub comm: u32,
     pub mm: u32,
+    pub personality: u32,
     /// `pid.level` and `pid.numbers`, `sizeof(struct upid)`, `upid.nr`.
     pub pid_level: u32,
     pub pid_numbers: u32,
@@ -42,10 +43,23 @@ impl Layout {
     /// program reads it with; what is missing or of another width
     /// otherwise.
     pub fn from_btf(btf: &Btf<'_>) -> Result<Layout, String> {
-        let find = |name: &str| btf.find(name, false).ok_or(format!("struct {name}"));
-        let (task, pid, upid) = (find("task_struct")?, find("pid")?, find("upid")?);
-        let (meta, mm, file) = (find("bpf_iter_meta")?, find("mm_struct")?, find("file")?);
-        let (inode, sb) = (find("inode")?, find("super_block")?);
+        const NAMES: [&str; 8] = [
+            "task_struct",
+            "pid",
+            "upid",
+            "bpf_iter_meta",
+            "mm_struct",
+            "file",
+            "inode",
+            "super_block",
+        ];
+        let mut wanted: Vec<(&str, bool)> = NAMES.iter().map(|&n| (n, false)).collect();
+        wanted.push(("bpf_iter_task", true));
+        let found = btf.find_all(&wanted);
+        let id = |i: usize| found[i].ok_or(format!("struct {}", NAMES[i]));
+        let (task, pid, upid) = (id(0)?, id(1)?, id(2)?);
+        let (meta, mm, file, inode, sb) = (id(3)?, id(4)?, id(5)?, id(6)?, id(7)?);
+        let iter_func = found[8].ok_or("function bpf_iter_task")?;
         const PTR: u32 = 8;
         // the offset of `s.name`, which must be `width` bytes wide
         let field = |s: u32, name: &str, width: u32| {
@@ -64,9 +78,7 @@ impl Layout {
             return Err("a 64-bit kernel".into());
         }
         Ok(Layout {
-            iter_func: btf
-                .find("bpf_iter_task", true)
-                .ok_or("function bpf_iter_task")?,
+            iter_func,
             meta_seq: field(meta, "seq", PTR)?,
             thread_pid: field(task, "thread_pid", PTR)?,
             group_leader: field(task, "group_leader", PTR)?,
@@ -75,6 +87,7 @@ impl Layout {
             start_boottime: field(task, "start_boottime", 8)?,
             comm: comm.offset,
             mm: field(task, "mm", PTR)?,
+            personality: field(task, "personality", 4)?,
             pid_level: field(pid, "level", 4)?,
             pid_numbers: btf.member(pid, "numbers").ok_or("pid.numbers")?.offset,
             upid_size: btf.size_of(upid).ok_or("sizeof(struct upid)")?,
@@ -181,7 +194,8 @@ pub(super) mod asm {
 /// Bytes per task the program writes: tid, tgid, ppid, flags (u32 each),
 /// start_boottime (u64), comm (16), the reader's namespace level (u32), 0,
 /// then its executable: `mm->start_code` (u64), the exe's inode number
-/// (u64) and device (u32, the kernel's encoding), 0.
+/// (u64) and device (u32, the kernel's encoding), and its personality
+/// (u32: whether its addresses are randomized).
 pub const RECORD: usize = 72;
 
 /// Where the record is built on the program's stack, and two scratch
@@ -189,6 +203,51 @@ pub const RECORD: usize = 72;
 const REC: i16 = -(RECORD as i16);
 const SPILL: i16 = REC - 8;
 const TMP: i16 = REC - 16;
+
+/// *(dst on the stack) = `size` bytes at register `src` + `src_off`,
+/// with `bpf_probe_read_kernel` (zeros if the read faults).
+fn probe(a: &mut asm::Asm, dst: i16, size: i32, src: u8, src_off: i32) {
+    use asm::*;
+    a.op(MOV_X, R3, src, 0, 0);
+    if src_off != 0 {
+        a.op(ADD_K, R3, 0, 0, src_off);
+    }
+    a.op(MOV_X, R1, FP, 0, 0);
+    a.op(ADD_K, R1, 0, 0, dst as i32);
+    a.op(MOV_K, R2, 0, 0, size);
+    a.op(CALL, 0, 0, 0, PROBE_READ_KERNEL);
+}
+
+/// Register `dst` = the pointer at register `src` + `off`.
+fn follow(a: &mut asm::Asm, dst: u8, src: u8, off: u32) {
+    use asm::*;
+    probe(a, TMP, 8, src, off as i32);
+    a.op(LDX_DW, dst, FP, TMP, 0);
+}
+
+/// The record's executable part for the task at r7 (r8 scratch): its
+/// personality, and zeros unless it has an mm with an exe file.
+fn executable(a: &mut asm::Asm, l: &Layout) {
+    use asm::*;
+    let i = |x: u32| x as i32;
+    for at in (48..68).step_by(4) {
+        a.op(ST_W, FP, 0, REC + at, 0);
+    }
+    probe(a, REC + 68, 4, R7, i(l.personality));
+    let no_exe = a.label();
+    follow(a, R8, R7, l.mm);
+    a.jump(JEQ_K, R8, 0, 0, no_exe);
+    probe(a, REC + 48, 8, R8, i(l.start_code));
+    follow(a, R8, R8, l.exe_file);
+    a.jump(JEQ_K, R8, 0, 0, no_exe);
+    follow(a, R8, R8, l.f_inode);
+    a.jump(JEQ_K, R8, 0, 0, no_exe);
+    probe(a, REC + 56, 8, R8, i(l.i_ino));
+    follow(a, R8, R8, l.i_sb);
+    a.jump(JEQ_K, R8, 0, 0, no_exe);
+    probe(a, REC + 64, 4, R8, i(l.s_dev));
+    a.here(no_exe);
+}
 
 /// The iterator program for `l`: for each task, its pids in the reader's
 /// pid namespace (0 where not visible there), flags, start time, comm and
@@ -205,22 +264,6 @@ pub fn program(l: &Layout) -> Vec<u64> {
     let mut a = Asm::default();
     let out = a.label();
     let i = |x: u32| x as i32;
-    // *(dst on the stack) = size bytes at src_reg + src_off
-    let probe = |a: &mut Asm, dst: i16, size: i32, src: u8, src_off: i32| {
-        a.op(MOV_X, R3, src, 0, 0);
-        if src_off != 0 {
-            a.op(ADD_K, R3, 0, 0, src_off);
-        }
-        a.op(MOV_X, R1, FP, 0, 0);
-        a.op(ADD_K, R1, 0, 0, dst as i32);
-        a.op(MOV_K, R2, 0, 0, size);
-        a.op(CALL, 0, 0, 0, PROBE_READ_KERNEL);
-    };
-    // reg = the pointer at reg_src + off
-    let follow = |a: &mut Asm, dst: u8, src: u8, off: u32| {
-        probe(a, TMP, 8, src, i(off));
-        a.op(LDX_DW, dst, FP, TMP, 0);
-    };
     a.op(LDX_DW, R6, R1, 0, 0); // meta
     a.op(LDX_DW, R7, R1, 8, 0); // task, or NULL at the end
     a.jump(JEQ_K, R7, 0, 0, out);
@@ -261,23 +304,7 @@ pub fn program(l: &Layout) -> Vec<u64> {
     probe(&mut a, REC + 24, 16, R7, i(l.comm));
     a.op(STX_W, FP, R9, REC + 40, 0);
     a.op(ST_W, FP, 0, REC + 44, 0);
-    // the executable: zeros unless the task has an mm with an exe file
-    for at in (48..72).step_by(4) {
-        a.op(ST_W, FP, 0, REC + at, 0);
-    }
-    let no_exe = a.label();
-    follow(&mut a, R8, R7, l.mm);
-    a.jump(JEQ_K, R8, 0, 0, no_exe);
-    probe(&mut a, REC + 48, 8, R8, i(l.start_code));
-    follow(&mut a, R8, R8, l.exe_file);
-    a.jump(JEQ_K, R8, 0, 0, no_exe);
-    follow(&mut a, R8, R8, l.f_inode);
-    a.jump(JEQ_K, R8, 0, 0, no_exe);
-    probe(&mut a, REC + 56, 8, R8, i(l.i_ino));
-    follow(&mut a, R8, R8, l.i_sb);
-    a.jump(JEQ_K, R8, 0, 0, no_exe);
-    probe(&mut a, REC + 64, 4, R8, i(l.s_dev));
-    a.here(no_exe);
+    executable(&mut a, l);
     a.op(MOV_X, R1, R6, 0, 0);
     a.op(MOV_X, R2, FP, 0, 0);
     a.op(ADD_K, R2, 0, 0, REC as i32);
@@ -307,6 +334,7 @@ mod tests {
             start_boottime: 1560,
             comm: 1752,
             mm: 1200,
+            personality: 1300,
             pid_level: 4,
             pid_numbers: 144,
             upid_size: 16,
