@@ -36,7 +36,7 @@ pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// Bytes of BTF read at most (vmlinux BTF is about 5 MiB).
 const MAX_BTF: u64 = 64 << 20;
 
-/// Tasks read at most (48 MiB of records): past this the scan reads /proc,
+/// Tasks read at most (72 MiB of records): past this the scan reads /proc,
 /// one process at a time, instead of holding every task's head.
 pub const MAX_TASKS: usize = 1 << 20;
 
