@@ -303,6 +303,15 @@ fn task_iterator_snapshot_is_the_proc_snapshot() {
     }
 }
 
+/// How many processes' heads came from the task iterator, as a summary
+/// (the tool's stderr) says.
+fn iterator_heads(said: &str) -> usize {
+    said.split_once("comm, parent and threads of ")
+        .and_then(|(_, r)| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no task iterator line: {said}"))
+}
+
 // By default a scan of 200+ processes takes their heads from the task
 // iterator (as root, without seccomp), and auto writes what /proc gives.
 #[test]
@@ -315,23 +324,19 @@ fn default_scan_of_many_processes_uses_the_iterator() {
         "set -e\n\
          d={d}\n\
          for i in $(seq 1 210); do sleep 1000 & done\n\
-         n=0; while [ $(ls -d /proc/[0-9]* | wc -l) -lt 211 ]; do \
-           n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'not started in 30 s' >&2; exit 1; }}; sleep 0.01; done\n\
+         {ws}\
          {bin} --all --no-watch -o $d/default.data 2> $d/default.err\n\
          for s in auto proc; do {bin} --all --no-watch --task-source $s -o $d/$s.data 2> $d/$s.err; done\n",
         d = q(&dir),
         bin = bin(),
+        ws = sh_poll("the sleeps", "[ $(ls -d /proc/[0-9]* | wc -l) -lt 211 ]"),
     );
     std::fs::write(&script, body).unwrap();
     in_pid_namespace(&format!("sh {}", q(&script)));
     let read = |s: &str| std::fs::read(dir.join(s)).unwrap();
     assert_same_but_cmdline(&read("auto.data"), &read("proc.data"));
     let said = String::from_utf8(read("default.err")).unwrap();
-    let from_iter: usize = said
-        .split_once("comm, parent and threads of ")
-        .and_then(|(_, r)| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{said}"));
+    let from_iter = iterator_heads(&said);
     assert!(from_iter >= 210, "{said}");
     let said = String::from_utf8(read("proc.err")).unwrap();
     assert!(!said.contains("task iterator"), "{said}");
@@ -354,15 +359,15 @@ fn exec_after_the_iterator_gets_its_new_comm() {
          MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS=$d/hold {bin} --all --no-watch --task-source bpf \
            -o $d/exec.data 2> $d/exec.err &\n\
          t=$!\n\
-         n=0; while [ ! -e $d/hold ]; do \
-           n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'no hold in 30 s' >&2; exit 1; }}; sleep 0.01; done\n\
+         {wh}\
          echo go > $d/fifo\n\
-         n=0; while [ \"$(cat /proc/$p/comm)\" != sleep ]; do \
-           n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'no exec in 30 s' >&2; exit 1; }}; sleep 0.01; done\n\
+         {we}\
          rm $d/hold\n\
          wait $t\n",
         d = q(&dir),
         bin = bin(),
+        wh = sh_poll("the hold", "[ ! -e $d/hold ]"),
+        we = sh_poll("the exec", "[ \"$(cat /proc/$p/comm)\" != sleep ]"),
     );
     std::fs::write(&script, body).unwrap();
     in_pid_namespace(&format!("sh {}", q(&script)));
@@ -386,11 +391,7 @@ fn exec_after_the_iterator_gets_its_new_comm() {
         .and_then(|(_, r)| r.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{err}"));
-    let from_iter: usize = err
-        .split_once("comm, parent and threads of ")
-        .and_then(|(_, r)| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{err}"));
+    let from_iter = iterator_heads(&err);
     assert!(from_iter >= 1 && from_iter < written, "{err}");
 }
 
@@ -404,12 +405,6 @@ fn leader_exiting_after_the_iterator_keeps_its_process() {
     let f = fixtures();
     let dir = scratch("late-zombie");
     let script = dir.join("late.sh");
-    let wait = |what: &str, cond: &str| {
-        format!(
-            "n=0; while {cond}; do n=$((n+1)); \
-             [ $n -lt 3000 ] || {{ echo '{what} not in 30 s' >&2; exit 1; }}; sleep 0.01; done\n"
-        )
-    };
     let body = format!(
         "set -e\n\
          d={d}\n\
@@ -429,10 +424,10 @@ fn leader_exiting_after_the_iterator_keeps_its_process() {
         m = q(&f.mapper),
         lib = q(&f.lib_sha1),
         bin = bin(),
-        wg = wait("go", "[ ! -e $d/go ]"),
-        wr = wait("the mapper", "[ ! -e $d/ready ]"),
-        wh = wait("the hold", "[ ! -e $d/hold ]"),
-        wz = wait(
+        wg = sh_poll("go", "[ ! -e $d/go ]"),
+        wr = sh_poll("the mapper", "[ ! -e $d/ready ]"),
+        wh = sh_poll("the hold", "[ ! -e $d/hold ]"),
+        wz = sh_poll(
             "the zombie leader",
             "[ $(ls /proc/$p/task | wc -l) != 2 ] || ! grep -q ') Z' /proc/$p/stat"
         ),
@@ -484,12 +479,6 @@ fn fixed_address_program_exec_gets_its_new_comm() {
     ]);
     std::os::unix::fs::symlink(&fixed, dir.join("renamed")).unwrap();
     let script = dir.join("fixed.sh");
-    let wait = |what: &str, cond: &str| {
-        format!(
-            "n=0; while {cond}; do n=$((n+1)); \
-             [ $n -lt 3000 ] || {{ echo '{what} not in 30 s' >&2; exit 1; }}; sleep 0.01; done\n"
-        )
-    };
     let body = format!(
         "set -e\n\
          d={d}\n\
@@ -507,10 +496,10 @@ fn fixed_address_program_exec_gets_its_new_comm() {
          wait $t\n",
         d = q(&dir),
         bin = bin(),
-        wg = wait("go", "[ ! -e $d/go ]"),
-        wr = wait("the program", "[ ! -e $d/ready ]"),
-        wh = wait("the hold", "[ ! -e $d/hold ]"),
-        we = wait("the exec", "[ \"$(cat /proc/$p/comm)\" != renamed ]"),
+        wg = sh_poll("go", "[ ! -e $d/go ]"),
+        wr = sh_poll("the program", "[ ! -e $d/ready ]"),
+        wh = sh_poll("the hold", "[ ! -e $d/hold ]"),
+        we = sh_poll("the exec", "[ \"$(cat /proc/$p/comm)\" != renamed ]"),
     );
     std::fs::write(&script, body).unwrap();
     in_pid_namespace(&format!("sh {}", q(&script)));
@@ -540,12 +529,6 @@ fn pid_reused_after_the_iterator_gets_the_new_parent() {
     assert_ne!(aslr.trim(), "0", "this test needs address randomization");
     let dir = scratch("reuse-heads");
     let script = dir.join("reuse.sh");
-    let wait = |what: &str, cond: &str| {
-        format!(
-            "n=0; while {cond}; do n=$((n+1)); \
-             [ $n -lt 3000 ] || {{ echo '{what} not in 30 s' >&2; exit 1; }}; sleep 0.01; done\n"
-        )
-    };
     let body = format!(
         "set -e\n\
          d={d}\n\
@@ -568,9 +551,9 @@ fn pid_reused_after_the_iterator_gets_the_new_parent() {
          kill $b\n",
         d = q(&dir),
         bin = bin(),
-        wa = wait("the first sleep", "[ ! -s $d/a ]"),
-        wh = wait("the hold", "[ ! -e $d/hold ]"),
-        wg = wait("the end of the first sleep", "[ -e /proc/$p ]"),
+        wa = sh_poll("the first sleep", "[ ! -s $d/a ]"),
+        wh = sh_poll("the hold", "[ ! -e $d/hold ]"),
+        wg = sh_poll("the end of the first sleep", "[ -e /proc/$p ]"),
     );
     std::fs::write(&script, body).unwrap();
     in_pid_namespace(&format!("sh {}", q(&script)));

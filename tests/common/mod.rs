@@ -693,3 +693,13 @@ where
         .output()
         .expect("run setpriv (util-linux)")
 }
+
+/// A shell loop waiting until `cond` (a shell test) is false, polling every
+/// 10 ms; after 30 s it says `what` did not happen and exits 1. For
+/// namespace scripts: no wait without a bound.
+pub fn sh_poll(what: &str, cond: &str) -> String {
+    format!(
+        "n=0; while {cond}; do n=$((n+1)); \
+         [ $n -lt 3000 ] || {{ echo '{what} not in 30 s' >&2; exit 1; }}; sleep 0.01; done\n"
+    )
+}
