@@ -143,7 +143,10 @@ fn read_checked(
         HeadFrom::Read(Head {
             process,
             exe: Some(exe),
-        }) => (Ok(Some(process.clone())), Check::Pending(*exe)),
+        }) => (
+            Ok(Some(process.clone())),
+            Check::Pending(*exe, Seen::default()),
+        ),
         HeadFrom::Read(_) => (read_head(pid, None, opts), Check::Proc),
         HeadFrom::Proc(uid) => (read_head(pid, uid, opts), Check::Proc),
     };
@@ -156,7 +159,7 @@ fn read_checked(
         return Outcome::Read((pieces.head, Part::WHOLE));
     }
     let mut result = read_vmas(opts, walk, (cache.0, &mut *cache.1), no_ioctl, &mut pieces);
-    if matches!(pieces.check, Check::Pending(_)) && pieces.pushed == 0 && !pieces.emitted {
+    if matches!(pieces.check, Check::Pending(..)) && pieces.pushed == 0 && !pieces.emitted {
         // no VMA from the threads the head lists: they may all be gone (a
         // leader that exited after the iterator, leaving a newer thread):
         // the head again from /proc, and the maps of the threads it lists
@@ -196,11 +199,18 @@ fn read_checked(
 enum Check {
     /// Read from /proc just before the maps: nothing to check.
     Proc,
-    /// Read ahead: used only once a VMA maps this executable at its start
-    /// of code.
-    Pending(ExeId),
-    /// Read ahead, and a VMA showed the process still runs that image.
+    /// Read ahead: used only once one VMA maps this executable at its
+    /// start of code and another is its vDSO, where they were.
+    Pending(ExeId, Seen),
+    /// Read ahead, and the VMAs showed the process still runs that image.
     Confirmed,
+}
+
+/// Which of an image's two marks the VMAs read so far showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Seen {
+    code: bool,
+    vdso: bool,
 }
 
 /// A process's VMAs as they are read, handed on as a piece each time they
@@ -252,10 +262,13 @@ impl<'p, 's> Pieces<'p, 's> {
     }
 
     fn push(&mut self, v: Vma) -> io::Result<()> {
-        if let Check::Pending(exe) = self.check {
-            if exe.is_in(&v) {
-                self.check = Check::Confirmed;
-            }
+        if let Check::Pending(exe, mut seen) = self.check {
+            seen.code |= exe.is_in(&v);
+            seen.vdso |= exe.is_vdso(&v);
+            self.check = match seen.code && seen.vdso {
+                true => Check::Confirmed,
+                false => Check::Pending(exe, seen),
+            };
         }
         self.bytes += 128 + v.name.len();
         self.pushed += 1;
@@ -284,7 +297,7 @@ impl<'p, 's> Pieces<'p, 's> {
     /// another process, after the iterator ran (or it maps no executable).
     /// The VMAs read are kept: they are the process's now.
     fn settle(&mut self) -> io::Result<()> {
-        if let Check::Pending(_) = self.check {
+        if let Check::Pending(..) = self.check {
             let fresh = read_head(self.head.pid, None, self.opts)?;
             let fresh = fresh.ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
             self.head = Process {

@@ -306,12 +306,7 @@ fn prefetch_heads(
         return Ok(BTreeMap::new());
     }
     match tasks::read_records(Path::new(tasks::VMLINUX_BTF)) {
-        Ok(records) => {
-            let aslr = std::fs::read("/proc/sys/kernel/randomize_va_space").unwrap_or_default();
-            let randomized = !aslr.is_empty() && aslr.trim_ascii() != b"0";
-            let clock = tasks::StartClock::here();
-            Ok(tasks::heads_of(&records, clock, randomized))
-        }
+        Ok(records) => Ok(tasks::heads_of(&records, tasks::StartClock::here())),
         Err(e) if opts.tasks == TaskSource::Bpf => Err(ScanError::TaskIter(e)),
         Err(_) => Ok(BTreeMap::new()),
     }

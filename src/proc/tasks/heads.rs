@@ -25,40 +25,43 @@ pub struct TaskRecord {
     pub exe: Option<ExeId>,
 }
 
-/// `ADDR_NO_RANDOMIZE` in a task's personality (`setarch -R`, gdb).
-const ADDR_NO_RANDOMIZE: u32 = 0x0040000;
-
-/// Code below this address is taken for a fixed-address (non-PIE) or
-/// 32-bit executable, which an exec of the same program maps at the same
-/// place again; position-independent executables load far above it.
-const FIXED_CODE_BELOW: u64 = 1 << 32;
+/// `PF_RANDOMIZE` in a task's flags: set by the kernel when it execs the
+/// task's image with its addresses randomized (not under
+/// `ADDR_NO_RANDOMIZE`, `setarch -R` or gdb, nor with
+/// `kernel.randomize_va_space=0`); kept until the next exec.
+const PF_RANDOMIZE: u32 = 0x0040_0000;
 
 /// What identifies a process's executable image: the device and inode of
-/// its exe file and where the kernel put the start of its code. A process
-/// that execs gets another (another file, or with address randomization
-/// another place), and so does another process given the same pid. The
-/// scan checks it against the maps it reads: a head read before the scan
-/// is used only if its process still runs that image (see
-/// [`ExeId::is_in`]).
+/// its exe file, where the kernel put the start of its code, and where it
+/// put the vDSO. A process that execs gets another: another file, or,
+/// with address randomization, another vDSO address (and for a
+/// position-independent program another code address); so does another
+/// process given the same pid, unless it is a fork child of the same
+/// image (see the README). The scan checks it against the maps it reads:
+/// a head read before the scan is used only if its process still runs
+/// that image ([`ExeId::is_in`], [`ExeId::is_vdso`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExeId {
     pub dev_major: u32,
     pub dev_minor: u32,
     pub ino: u64,
     pub start_code: u64,
+    pub vdso: u64,
 }
 
 impl ExeId {
     /// Whether this identity can tell the image it was read from from a
-    /// later one: only for an executable loaded at a randomized place (a
-    /// position-independent one, in a process whose personality does not
-    /// turn randomization off; the host's setting is checked by the
-    /// caller). A fixed-address executable exec'd again maps the same file
-    /// at the same place: its head is read from /proc instead. (A fork
-    /// child given a dead process's pid maps what its parent did: not told
-    /// apart, see the README.)
-    pub fn telling(&self, personality: u32) -> bool {
-        self.ino != 0 && self.start_code >= FIXED_CODE_BELOW && personality & ADDR_NO_RANDOMIZE == 0
+    /// later one: only for an image exec'd with randomized addresses
+    /// (`PF_RANDOMIZE` in the task's `flags`), with an exe file and a vDSO.
+    /// An image exec'd without randomization maps the same file and vDSO
+    /// at the same places when exec'd again: its head is read from /proc.
+    pub fn telling(&self, flags: u32) -> bool {
+        self.ino != 0 && self.vdso != 0 && flags & PF_RANDOMIZE != 0
+    }
+
+    /// Whether `v` is the vDSO this image got.
+    pub fn is_vdso(&self, v: &Vma) -> bool {
+        v.start == self.vdso && v.inode == 0 && v.name == crate::model::VDSO_NAME
     }
 
     /// Whether `v` maps this executable at its start of code.
@@ -98,6 +101,7 @@ impl TaskRecord {
             dev_minor: dev & 0xf_ffff,
             ino: u64_at(56),
             start_code: u64_at(48),
+            vdso: u64_at(72),
         };
         TaskRecord {
             tid: u32_at(0),
@@ -107,7 +111,7 @@ impl TaskRecord {
             start_boottime: u64::from_ne_bytes(start),
             comm,
             level: u32_at(40),
-            exe: exe.telling(u32_at(68)).then_some(exe),
+            exe: exe.telling(u32_at(12)).then_some(exe),
         }
     }
 
@@ -164,15 +168,7 @@ fn boottime_offset(text: &[u8]) -> i64 {
 /// reader lists them. Processes whose leader was not seen, tasks not
 /// visible in the namespace (pid 0) and kernel threads are left out (the
 /// scan reads those from /proc).
-///
-/// `randomized`: the host randomizes addresses (`kernel.randomize_va_space`
-/// not 0); without it no executable identity tells images apart, and every
-/// head is left unconfirmable (read from /proc before its maps).
-pub fn heads_of(
-    records: &[TaskRecord],
-    clock: StartClock,
-    randomized: bool,
-) -> BTreeMap<u32, Head> {
+pub fn heads_of(records: &[TaskRecord], clock: StartClock) -> BTreeMap<u32, Head> {
     let mut by_tgid: BTreeMap<u32, Vec<&TaskRecord>> = BTreeMap::new();
     for r in records {
         if r.tid != 0 && r.tgid != 0 && u64::from(r.flags) & PF_KTHREAD == 0 {
@@ -203,7 +199,7 @@ pub fn heads_of(
             source: None,
         };
         // a zombie leader has no mm left: its threads share the one it had
-        let exe = tasks.iter().find_map(|t| t.exe).filter(|_| randomized);
+        let exe = tasks.iter().find_map(|t| t.exe);
         heads.insert(tgid, Head { process, exe });
     }
     heads
@@ -249,7 +245,7 @@ mod tests {
             rec(21, 20, "orphan thread"),
             rec(30, 30, "fifteen-chars-x"),
         ];
-        let heads = heads_of(&records, CLOCK, true);
+        let heads = heads_of(&records, CLOCK);
         assert_eq!(heads.keys().copied().collect::<Vec<_>>(), vec![10, 30]);
         let p = &heads[&10].process;
         let threads: Vec<(u32, &[u8])> = p.threads.iter().map(|t| (t.tid, &t.comm[..])).collect();
@@ -262,51 +258,48 @@ mod tests {
     }
 
     /// A record as the program writes it, with an executable at
-    /// `start_code` and this personality.
-    fn bytes(tid: u32, start_code: u64, personality: u32) -> [u8; RECORD] {
+    /// `start_code`, a vDSO at `vdso` and these task flags.
+    fn bytes(tid: u32, start_code: u64, vdso: u64, flags: u32) -> [u8; RECORD] {
         let mut b = [0u8; RECORD];
         b[0..4].copy_from_slice(&tid.to_ne_bytes());
         b[4..8].copy_from_slice(&tid.to_ne_bytes());
+        b[12..16].copy_from_slice(&flags.to_ne_bytes());
         b[24..28].copy_from_slice(b"prog");
         b[48..56].copy_from_slice(&start_code.to_ne_bytes());
         b[56..64].copy_from_slice(&77u64.to_ne_bytes());
         b[64..68].copy_from_slice(&(8u32 << 20 | 3).to_ne_bytes());
-        b[68..72].copy_from_slice(&personality.to_ne_bytes());
+        b[72..80].copy_from_slice(&vdso.to_ne_bytes());
         b
     }
 
-    // An executable identifies an image only when it is loaded at a
-    // randomized place: not below 4 GiB (fixed-address), not with
-    // ADDR_NO_RANDOMIZE, not on a host without randomization; a zombie
-    // leader takes its threads' identity.
+    // An executable identifies an image only when the image was exec'd
+    // with randomized addresses (PF_RANDOMIZE) and has a vDSO; a zombie
+    // leader takes its threads' identity; the code VMA must cover the
+    // start of code, the vDSO VMA start where the vDSO was.
     #[test]
-    fn only_randomized_executables_confirm_heads() {
-        let pie = 0x5612_3456_7000;
-        let r = TaskRecord::parse(&bytes(10, pie, 0));
+    fn only_randomized_images_confirm_heads() {
+        let (code, vdso) = (0x40_1000, 0x7fff_1234_5000);
+        let r = TaskRecord::parse(&bytes(10, code, vdso, PF_RANDOMIZE));
         let want = ExeId {
             dev_major: 8,
             dev_minor: 3,
             ino: 77,
-            start_code: pie,
+            start_code: code,
+            vdso,
         };
         assert_eq!(r.exe, Some(want));
-        assert_eq!(TaskRecord::parse(&bytes(10, 0x40_1000, 0)).exe, None);
+        assert_eq!(TaskRecord::parse(&bytes(10, code, vdso, 0)).exe, None);
         assert_eq!(
-            TaskRecord::parse(&bytes(10, pie, ADDR_NO_RANDOMIZE)).exe,
+            TaskRecord::parse(&bytes(10, code, 0, PF_RANDOMIZE)).exe,
             None
         );
-        assert_eq!(TaskRecord::parse(&bytes(10, 0, 0)).exe, None);
-        assert_eq!(heads_of(&[r], CLOCK, true)[&10].exe, Some(want));
-        assert_eq!(heads_of(&[r], CLOCK, false)[&10].exe, None);
-        let mut zombie = TaskRecord::parse(&bytes(10, 0, 0));
+        assert_eq!(heads_of(&[r], CLOCK)[&10].exe, Some(want));
+        let mut zombie = TaskRecord::parse(&bytes(10, 0, 0, PF_RANDOMIZE));
         zombie.tid = 10;
         let mut thread = r;
         thread.tid = 11;
-        assert_eq!(
-            heads_of(&[zombie, thread], CLOCK, true)[&10].exe,
-            Some(want)
-        );
-        let v = |start: u64, end: u64, inode: u64| Vma {
+        assert_eq!(heads_of(&[zombie, thread], CLOCK)[&10].exe, Some(want));
+        let v = |start: u64, end: u64, inode: u64, name: &[u8]| Vma {
             start,
             end,
             offset: 0,
@@ -314,12 +307,15 @@ mod tests {
             dev_major: 8,
             dev_minor: 3,
             inode,
-            name: Vec::new(),
+            name: name.to_vec(),
             build_id: None,
         };
-        assert!(want.is_in(&v(pie - 0x1000, pie + 0x1000, 77)));
-        assert!(!want.is_in(&v(pie + 0x1000, pie + 0x2000, 77)));
-        assert!(!want.is_in(&v(pie - 0x1000, pie + 0x1000, 78)));
+        assert!(want.is_in(&v(code - 0x1000, code + 0x1000, 77, b"/x")));
+        assert!(!want.is_in(&v(code + 0x1000, code + 0x2000, 77, b"/x")));
+        assert!(!want.is_in(&v(code - 0x1000, code + 0x1000, 78, b"/x")));
+        assert!(want.is_vdso(&v(vdso, vdso + 0x2000, 0, b"[vdso]")));
+        assert!(!want.is_vdso(&v(vdso + 0x1000, vdso + 0x2000, 0, b"[vdso]")));
+        assert!(!want.is_vdso(&v(vdso, vdso + 0x2000, 0, b"[vvar]")));
     }
 
     // The time namespace offset is read from its "boottime" line and moves

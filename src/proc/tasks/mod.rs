@@ -5,7 +5,7 @@
 //!
 //! The program is built here, for this kernel's struct layout as its BTF
 //! (`/sys/kernel/btf/vmlinux`) describes it: [`Layout`] and [`program`]
-//! are pure, as is [`heads_of`], which groups the 72-byte records the
+//! are pure, as is [`heads_of`], which groups the 80-byte records the
 //! program writes into processes. [`read_records`] is the thin part that
 //! loads, links and reads it. Pids are those of the reader's pid
 //! namespace, as its /proc shows them. Kernel threads are left out: their
@@ -36,7 +36,7 @@ pub const VMLINUX_BTF: &str = "/sys/kernel/btf/vmlinux";
 /// Bytes of BTF read at most (vmlinux BTF is about 5 MiB).
 const MAX_BTF: u64 = 64 << 20;
 
-/// Tasks read at most (72 MiB of records): past this the scan reads /proc,
+/// Tasks read at most (80 MiB of records): past this the scan reads /proc,
 /// one process at a time, instead of holding every task's head.
 pub const MAX_TASKS: usize = 1 << 20;
 
@@ -195,24 +195,32 @@ mod tests {
         );
     }
 
-    /// The executable of `pid` as /proc gives it: the file `exe` names, and
-    /// stat's startcode (field 26: the 24th after the comm's ')').
+    /// The executable of `pid` as /proc gives it: the file `exe` names,
+    /// stat's startcode (field 26: the 24th after the comm's ')') and the
+    /// start of its `[vdso]` in maps.
     fn exe_from_proc(pid: u32, stat: &[u8]) -> ExeId {
         use std::os::unix::fs::MetadataExt;
         let exe = std::fs::metadata(format!("/proc/{pid}/exe")).unwrap();
         let after = &stat[stat.iter().rposition(|&b| b == b')').unwrap() + 2..];
         let fields: Vec<&[u8]> = after.split(|&b| b == b' ').collect();
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        let vdso = maps
+            .lines()
+            .find(|l| l.ends_with("[vdso]"))
+            .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
+            .unwrap();
         ExeId {
             dev_major: libc::major(exe.dev()),
             dev_minor: libc::minor(exe.dev()),
             ino: exe.ino(),
             start_code: std::str::from_utf8(fields[23]).unwrap().parse().unwrap(),
+            vdso,
         }
     }
 
     // Live: the iterator's heads for this test process (named threads) and
     // a child are what /proc/PID/stat and each thread's comm say, start
-    // time, parent and executable (device, inode, start of code) included.
+    // time, parent and executable (device, inode, start of code, vDSO) included.
     #[test]
     #[ignore = "needs root and BPF"]
     fn iterator_heads_are_what_proc_says() {
@@ -235,7 +243,7 @@ mod tests {
             .unwrap();
         let records =
             read_records(Path::new(VMLINUX_BTF)).expect("the task iterator loads (root, BTF)");
-        let heads = heads_of(&records, StartClock::here(), true);
+        let heads = heads_of(&records, StartClock::here());
         let proc_threads = |pid: u32| -> Vec<(u32, Vec<u8>)> {
             let tids = parse::list_ids(Path::new(&format!("/proc/{pid}/task"))).unwrap();
             let mut all: Vec<(u32, Vec<u8>)> = tids

@@ -13,7 +13,7 @@ pub struct Layout {
     /// `bpf_iter_meta.seq`.
     pub meta_seq: u32,
     /// `task_struct.{thread_pid, group_leader, real_parent, flags,
-    /// start_boottime, comm, mm, personality}`.
+    /// start_boottime, comm, mm}`.
     pub thread_pid: u32,
     pub group_leader: u32,
     pub real_parent: u32,
@@ -21,16 +21,16 @@ pub struct Layout {
     pub start_boottime: u32,
     pub comm: u32,
     pub mm: u32,
-    pub personality: u32,
     /// `pid.level` and `pid.numbers`, `sizeof(struct upid)`, `upid.nr`.
     pub pid_level: u32,
     pub pid_numbers: u32,
     pub upid_size: u32,
     pub upid_nr: u32,
-    /// `mm_struct.{start_code, exe_file}`, `file.f_inode`,
-    /// `inode.{i_ino, i_sb}`, `super_block.s_dev`: the executable's
+    /// `mm_struct.{start_code, exe_file, context.vdso}`, `file.f_inode`,
+    /// `inode.{i_ino, i_sb}`, `super_block.s_dev`: the executable image's
     /// identity, checked against the maps the scan reads.
     pub start_code: u32,
+    pub vdso: u32,
     pub exe_file: u32,
     pub f_inode: u32,
     pub i_ino: u32,
@@ -87,12 +87,15 @@ impl Layout {
             start_boottime: field(task, "start_boottime", 8)?,
             comm: comm.offset,
             mm: field(task, "mm", PTR)?,
-            personality: field(task, "personality", 4)?,
             pid_level: field(pid, "level", 4)?,
             pid_numbers: btf.member(pid, "numbers").ok_or("pid.numbers")?.offset,
             upid_size: btf.size_of(upid).ok_or("sizeof(struct upid)")?,
             upid_nr: field(upid, "nr", 4)?,
             start_code: field(mm, "start_code", 8)?,
+            vdso: {
+                let context = btf.member(mm, "context").ok_or("mm_struct.context")?;
+                context.offset + field(context.type_id, "vdso", PTR)?
+            },
             exe_file: field(mm, "exe_file", PTR)?,
             f_inode: field(file, "f_inode", PTR)?,
             i_ino: field(inode, "i_ino", 8)?,
@@ -194,9 +197,9 @@ pub(super) mod asm {
 /// Bytes per task the program writes: tid, tgid, ppid, flags (u32 each),
 /// start_boottime (u64), comm (16), the reader's namespace level (u32), 0,
 /// then its executable: `mm->start_code` (u64), the exe's inode number
-/// (u64) and device (u32, the kernel's encoding), and its personality
-/// (u32: whether its addresses are randomized).
-pub const RECORD: usize = 72;
+/// (u64) and device (u32, the kernel's encoding), 0, and where its vDSO
+/// was mapped (`mm->context.vdso`, u64).
+pub const RECORD: usize = 80;
 
 /// Where the record is built on the program's stack, and two scratch
 /// slots below it.
@@ -225,19 +228,19 @@ fn follow(a: &mut asm::Asm, dst: u8, src: u8, off: u32) {
     a.op(LDX_DW, dst, FP, TMP, 0);
 }
 
-/// The record's executable part for the task at r7 (r8 scratch): its
-/// personality, and zeros unless it has an mm with an exe file.
+/// The record's executable part for the task at r7 (r8 scratch): zeros
+/// unless it has an mm (with an exe file, for the file's identity).
 fn executable(a: &mut asm::Asm, l: &Layout) {
     use asm::*;
     let i = |x: u32| x as i32;
-    for at in (48..68).step_by(4) {
+    for at in (48..80).step_by(4) {
         a.op(ST_W, FP, 0, REC + at, 0);
     }
-    probe(a, REC + 68, 4, R7, i(l.personality));
     let no_exe = a.label();
     follow(a, R8, R7, l.mm);
     a.jump(JEQ_K, R8, 0, 0, no_exe);
     probe(a, REC + 48, 8, R8, i(l.start_code));
+    probe(a, REC + 72, 8, R8, i(l.vdso));
     follow(a, R8, R8, l.exe_file);
     a.jump(JEQ_K, R8, 0, 0, no_exe);
     follow(a, R8, R8, l.f_inode);
@@ -334,12 +337,12 @@ mod tests {
             start_boottime: 1560,
             comm: 1752,
             mm: 1200,
-            personality: 1300,
             pid_level: 4,
             pid_numbers: 144,
             upid_size: 16,
             upid_nr: 0,
             start_code: 256,
+            vdso: 900,
             exe_file: 880,
             f_inode: 32,
             i_ino: 64,
