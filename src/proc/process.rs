@@ -1,5 +1,6 @@
 //! Reading one process for the scan: its head from `stat` (and `status`,
-//! the task directory and thread names only when needed), then its VMAs,
+//! the task directory and thread names only when needed), or read ahead by
+//! the task iterator and then checked against the VMAs, then its VMAs,
 //! handed on in pieces of about [`PART_BYTES`] as they are read, from the
 //! leader or, for a zombie leader, a live thread; and why a process is
 //! skipped when reading it fails.

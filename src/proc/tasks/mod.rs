@@ -12,6 +12,11 @@
 //! names in /proc are not `task->comm` (workqueue workers add what they
 //! run), so they are read from /proc.
 //!
+//! Each record also carries the marks of the task's executable image (exe
+//! file, start of code, vDSO address: [`ExeId`]): the scan uses a head read
+//! here only once the process's maps show the same image, since the
+//! process may exec, or its pid go to another, before its maps are read.
+//!
 //! `program.rs` builds the program, `heads.rs` decodes and groups what it
 //! writes; this file loads, links and reads it.
 
