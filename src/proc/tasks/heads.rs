@@ -142,8 +142,10 @@ impl StartClock {
         }
     }
 
+    /// As `/proc/PID/stat` computes it: the offset added in 64 bits, so a
+    /// task started before a negative offset's reach wraps, as there.
     fn ticks(&self, start_boottime: u64) -> u64 {
-        let ns = start_boottime.saturating_add_signed(self.boottime_offset_ns);
+        let ns = start_boottime.wrapping_add_signed(self.boottime_offset_ns);
         ns / (1_000_000_000 / self.ticks_per_second.clamp(1, 1_000_000_000))
     }
 }
@@ -330,5 +332,14 @@ mod tests {
             ticks_per_second: 100,
         };
         assert_eq!(clock.ticks(1_000_000_000), 450);
+        // a negative offset larger than the start wraps, as the kernel's sum
+        let back = StartClock {
+            boottime_offset_ns: -3_000_000_000,
+            ticks_per_second: 100,
+        };
+        assert_eq!(
+            back.ticks(1_000_000_000),
+            (u64::MAX - 1_999_999_999) / 10_000_000
+        );
     }
 }
