@@ -181,14 +181,9 @@ fn shared_files_are_reported_once_whatever_the_workers() {
     let a = std::fs::read(file(&outs[0], "data")).unwrap();
     assert_same_but_cmdline(&a, &std::fs::read(file(&outs[1], "data")).unwrap());
     // the pipe's CMDLINE is a record: its dump (every record, in order)
-    let dump = |path: std::path::PathBuf| {
-        let out = Command::new(bin()).arg("dump").arg(&path).output().unwrap();
-        assert!(out.status.success(), "dump {}", path.display());
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let piped = dump(file(&outs[0], "pipe"));
+    let piped = dump_text(&file(&outs[0], "pipe"));
     assert!(
-        piped == dump(file(&outs[1], "pipe")),
+        piped == dump_text(&file(&outs[1], "pipe")),
         "pipe output differs between -j 1 and -j 3"
     );
     let ids = perf(&[
@@ -255,12 +250,7 @@ fn task_iterator_snapshot_is_the_proc_snapshot() {
     for level in 1..=2 {
         let read = |s: &str| std::fs::read(dir.join(format!("{s}{level}.data"))).unwrap();
         assert_same_but_cmdline(&read("bpf"), &read("proc"));
-        let out = Command::new(bin())
-            .arg("dump")
-            .arg(dir.join(format!("bpf{level}.data")))
-            .output()
-            .unwrap();
-        let dump = String::from_utf8(out.stdout).unwrap();
+        let dump = dump_text(&dir.join(format!("bpf{level}.data")));
         for comm in [
             "a b) (c",
             "fifteen-chars-x",
@@ -301,6 +291,21 @@ fn task_iterator_snapshot_is_the_proc_snapshot() {
         );
         assert!(!said("proc").contains("task iterator"), "{}", said("proc"));
     }
+}
+
+/// `mmap2-synth dump FILE`, asserting it succeeds.
+fn dump_text(path: &std::path::Path) -> String {
+    let out = synth(["dump".as_ref(), path.as_os_str()]);
+    assert!(out.status.success(), "dump {}", path.display());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The COMM line of process `pid`'s leader in a dump.
+fn leader_comm<'d>(dump: &'d str, pid: &str) -> &'d str {
+    let comm = format!("comm pid={pid} tid={pid} ");
+    dump.lines()
+        .find(|l| l.starts_with(&comm))
+        .unwrap_or_else(|| panic!("no {comm:?}:\n{dump}"))
 }
 
 /// How many processes' heads came from the task iterator, as a summary
@@ -372,17 +377,8 @@ fn exec_after_the_iterator_gets_its_new_comm() {
     std::fs::write(&script, body).unwrap();
     in_pid_namespace(&format!("sh {}", q(&script)));
     let pid = std::fs::read_to_string(dir.join("pid")).unwrap();
-    let out = Command::new(bin())
-        .arg("dump")
-        .arg(dir.join("exec.data"))
-        .output()
-        .unwrap();
-    let dump = String::from_utf8(out.stdout).unwrap();
-    let comm = format!("comm pid={p} tid={p} ", p = pid.trim());
-    let line = dump
-        .lines()
-        .find(|l| l.starts_with(&comm))
-        .unwrap_or_else(|| panic!("no {comm:?}:\n{dump}"));
+    let dump = dump_text(&dir.join("exec.data"));
+    let line = leader_comm(&dump, pid.trim());
     assert!(line.ends_with(" comm=sleep"), "{line}");
     // written processes, and those whose head the iterator gave
     let err = std::fs::read_to_string(dir.join("exec.err")).unwrap();
@@ -438,12 +434,7 @@ fn leader_exiting_after_the_iterator_keeps_its_process() {
     let pid = pid.trim();
     let err = std::fs::read_to_string(dir.join("late.err")).unwrap();
     assert!(!err.contains(&format!("skipped pid {pid} ")), "{err}");
-    let out = Command::new(bin())
-        .arg("dump")
-        .arg(dir.join("late.data"))
-        .output()
-        .unwrap();
-    let dump = String::from_utf8(out.stdout).unwrap();
+    let dump = dump_text(&dir.join("late.data"));
     let lib = f.lib_sha1.to_str().unwrap();
     assert!(
         dump.lines()
@@ -490,17 +481,8 @@ fn comm_after_self_exec(dir: &std::path::Path, wrap: &str, prog: &std::path::Pat
     std::fs::write(&script, body).unwrap();
     in_pid_namespace(&format!("sh {}", q(&script)));
     let pid = std::fs::read_to_string(dir.join("pid")).unwrap();
-    let out = Command::new(bin())
-        .arg("dump")
-        .arg(dir.join("out.data"))
-        .output()
-        .unwrap();
-    let dump = String::from_utf8(out.stdout).unwrap();
-    let comm = format!("comm pid={p} tid={p} ", p = pid.trim());
-    dump.lines()
-        .find(|l| l.starts_with(&comm))
-        .unwrap_or_else(|| panic!("no {comm:?}:\n{dump}"))
-        .to_string()
+    let dump = dump_text(&dir.join("out.data"));
+    leader_comm(&dump, pid.trim()).to_string()
 }
 
 // A fixed-address (non-PIE) program that execs itself under another name
@@ -582,12 +564,7 @@ fn pid_reused_after_the_iterator_gets_the_new_parent() {
     in_pid_namespace(&format!("sh {}", q(&script)));
     let pids = std::fs::read_to_string(dir.join("pids")).unwrap();
     let (pid, parent) = pids.trim().split_once(' ').unwrap();
-    let out = Command::new(bin())
-        .arg("dump")
-        .arg(dir.join("reuse.data"))
-        .output()
-        .unwrap();
-    let dump = String::from_utf8(out.stdout).unwrap();
+    let dump = dump_text(&dir.join("reuse.data"));
     let fork = format!("fork pid={pid} ");
     let line = dump
         .lines()

@@ -148,13 +148,9 @@ impl<'a> Btf<'a> {
             .map_or(&[][..], |off| self.name(off))
     }
 
-    /// The first type of kind FUNC (`func: true`) or STRUCT named `name`.
-    pub fn find(&self, name: &str, func: bool) -> Option<u32> {
-        self.find_all(&[(name, func)])[0]
-    }
-
-    /// [`find`](Self::find) for each of `wanted`, in one pass over the
-    /// types (vmlinux has ~150,000: a pass per name cost 0.1 ms each).
+    /// For each of `wanted` (a name, and whether it is a FUNC rather than
+    /// a STRUCT), the first type of that kind and name, in one pass over
+    /// the types (vmlinux has ~150,000: a pass per name cost 0.1 ms each).
     pub fn find_all(&self, wanted: &[(&str, bool)]) -> Vec<Option<u32>> {
         let mut found = vec![None; wanted.len()];
         let mut left = wanted.len();
@@ -341,9 +337,10 @@ pub(crate) mod tests {
         ];
         let data = blob(&types, &["a", "b", "x", "p"]);
         let btf = Btf::parse(&data).unwrap();
-        assert_eq!(btf.find("task", false), Some(3));
-        assert_eq!(btf.find("f", true), Some(6));
-        assert_eq!(btf.find("task", true), None);
+        let one = |name: &str, func: bool| btf.find_all(&[(name, func)])[0];
+        assert_eq!(one("task", false), Some(3));
+        assert_eq!(one("f", true), Some(6));
+        assert_eq!(one("task", true), None);
         // one pass for several; a prefix of a name ("ta") is not that name
         let all = btf.find_all(&[("task", false), ("f", true), ("ta", false), ("t", true)]);
         assert_eq!(all, vec![Some(3), Some(6), None, None]);

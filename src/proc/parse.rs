@@ -92,6 +92,12 @@ pub fn parse_loadavg_tasks(text: &[u8]) -> Option<usize> {
 /// `PF_KTHREAD` in `/proc/PID/stat`'s flags field.
 pub const PF_KTHREAD: u64 = 0x0020_0000;
 
+/// `PF_RANDOMIZE` in a task's flags: set by the kernel when it execs the
+/// task's image with its addresses randomized (not under
+/// `ADDR_NO_RANDOMIZE`, `setarch -R` or gdb, nor with
+/// `kernel.randomize_va_space=0`); kept until the next exec.
+pub const PF_RANDOMIZE: u64 = 0x0040_0000;
+
 /// Fields of `/proc/PID/stat`: everything a snapshot needs of a process
 /// but its uid, so one small file is read per process.
 #[derive(Debug, Clone, PartialEq, Eq)]

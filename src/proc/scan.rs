@@ -282,6 +282,9 @@ fn prefetch_heads(
     target: &Target,
     opts: &Options,
 ) -> Result<BTreeMap<u32, tasks::Head>, ScanError> {
+    if opts.tasks == TaskSource::Proc {
+        return Ok(BTreeMap::new());
+    }
     let me = std::fs::read(opts.proc_root.join("self/status"))
         .ok()
         .and_then(|t| parse::parse_status(&t).ok());
@@ -291,7 +294,7 @@ fn prefetch_heads(
         && !matches!(target, Target::Uid(_))
         && me.as_ref().is_some_and(|s| s.nspid_levels == 1);
     let wanted = match opts.tasks {
-        TaskSource::Proc => false,
+        TaskSource::Proc => false, // returned above
         TaskSource::Bpf if !here => return Err(ScanError::TaskIter(tasks::TaskIterError::NotHere)),
         TaskSource::Bpf => true,
         TaskSource::Auto => {

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::super::parse::PF_KTHREAD;
+use super::super::parse::{PF_KTHREAD, PF_RANDOMIZE};
 use super::program::RECORD;
 use crate::model::{Process, Thread, Vma};
 use crate::sys;
@@ -24,12 +24,6 @@ pub struct TaskRecord {
     /// process from this one ([`ExeId::telling`]).
     pub exe: Option<ExeId>,
 }
-
-/// `PF_RANDOMIZE` in a task's flags: set by the kernel when it execs the
-/// task's image with its addresses randomized (not under
-/// `ADDR_NO_RANDOMIZE`, `setarch -R` or gdb, nor with
-/// `kernel.randomize_va_space=0`); kept until the next exec.
-const PF_RANDOMIZE: u32 = 0x0040_0000;
 
 /// What identifies a process's executable image: the device and inode of
 /// its exe file, where the kernel put the start of its code, and where it
@@ -56,12 +50,12 @@ impl ExeId {
     /// An image exec'd without randomization maps the same file and vDSO
     /// at the same places when exec'd again: its head is read from /proc.
     pub fn telling(&self, flags: u32) -> bool {
-        self.ino != 0 && self.vdso != 0 && flags & PF_RANDOMIZE != 0
+        self.ino != 0 && self.vdso != 0 && u64::from(flags) & PF_RANDOMIZE != 0
     }
 
     /// Whether `v` is the vDSO this image got.
     pub fn is_vdso(&self, v: &Vma) -> bool {
-        v.start == self.vdso && v.inode == 0 && v.name == crate::model::VDSO_NAME
+        v.start == self.vdso && v.inode == 0 && v.is_vdso()
     }
 
     /// Whether `v` maps this executable at its start of code.
@@ -103,15 +97,16 @@ impl TaskRecord {
             start_code: u64_at(48),
             vdso: u64_at(72),
         };
+        let flags = u32_at(12);
         TaskRecord {
             tid: u32_at(0),
             tgid: u32_at(4),
             ppid: u32_at(8),
-            flags: u32_at(12),
+            flags,
             start_boottime: u64::from_ne_bytes(start),
             comm,
             level: u32_at(40),
-            exe: exe.telling(u32_at(12)).then_some(exe),
+            exe: exe.telling(flags).then_some(exe),
         }
     }
 
@@ -281,7 +276,7 @@ mod tests {
     #[test]
     fn only_randomized_images_confirm_heads() {
         let (code, vdso) = (0x40_1000, 0x7fff_1234_5000);
-        let r = TaskRecord::parse(&bytes(10, code, vdso, PF_RANDOMIZE));
+        let r = TaskRecord::parse(&bytes(10, code, vdso, PF_RANDOMIZE as u32));
         let want = ExeId {
             dev_major: 8,
             dev_minor: 3,
@@ -292,11 +287,11 @@ mod tests {
         assert_eq!(r.exe, Some(want));
         assert_eq!(TaskRecord::parse(&bytes(10, code, vdso, 0)).exe, None);
         assert_eq!(
-            TaskRecord::parse(&bytes(10, code, 0, PF_RANDOMIZE)).exe,
+            TaskRecord::parse(&bytes(10, code, 0, PF_RANDOMIZE as u32)).exe,
             None
         );
         assert_eq!(heads_of(&[r], CLOCK)[&10].exe, Some(want));
-        let mut zombie = TaskRecord::parse(&bytes(10, 0, 0, PF_RANDOMIZE));
+        let mut zombie = TaskRecord::parse(&bytes(10, 0, 0, PF_RANDOMIZE as u32));
         zombie.tid = 10;
         let mut thread = r;
         thread.tid = 11;
