@@ -149,7 +149,8 @@ pub struct Vma {
     pub inode: u64,
     /// Name as the kernel prints it (path, `[heap]`, `[vdso]`, ...), raw bytes;
     /// empty for anonymous memory. Newlines are real newlines in both sources.
-    pub name: Vec<u8>,
+    /// Shared: a scan worker hands out one copy of each name it reads.
+    pub name: std::sync::Arc<[u8]>,
     /// Build id of the mapped file, when known and 1..=20 bytes long.
     pub build_id: Option<BuildId>,
 }
@@ -193,7 +194,7 @@ impl Vma {
 
     /// Whether this is the vDSO.
     pub fn is_vdso(&self) -> bool {
-        self.name == VDSO_NAME
+        *self.name == *VDSO_NAME
     }
 }
 

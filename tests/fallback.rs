@@ -64,7 +64,7 @@ fn auto_falls_back_to_text_on_enotty() {
     assert_eq!(p.threads.len(), 2);
     assert_eq!(p.threads[1].comm, b"thr4243");
     assert_eq!(p.start_time, 12345);
-    let names: Vec<&[u8]> = p.vmas.iter().map(|v| v.name.as_slice()).collect();
+    let names: Vec<&[u8]> = p.vmas.iter().map(|v| &v.name[..]).collect();
     assert_eq!(
         names,
         vec![&b"/usr/bin/fake"[..], b"/lib/with space\nnewline.so"]

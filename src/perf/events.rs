@@ -71,7 +71,9 @@ pub fn put_mmap2_id(out: &mut Vec<u8>, e: Endian, id: &Mmap2Id) {
     }
 }
 
-/// Encodes a PERF_RECORD_MMAP2 with its sample_id trailer.
+/// Encodes a PERF_RECORD_MMAP2 with its sample_id trailer. The size is
+/// known up front, so the record is reserved once and its fixed 72 bytes
+/// written as one copy (a snapshot encodes one per VMA).
 pub fn encode_mmap2(
     out: &mut Vec<u8>,
     e: Endian,
@@ -83,18 +85,90 @@ pub fn encode_mmap2(
         Mmap2Id::BuildId(_) => m.misc | misc::MMAP_BUILD_ID,
         Mmap2Id::Inode { .. } => m.misc & !misc::MMAP_BUILD_ID,
     };
-    let at = begin_record(out, e, types::MMAP2, misc);
-    out.put_u32(e, m.pid);
-    out.put_u32(e, m.tid);
-    out.put_u64(e, m.addr);
-    out.put_u64(e, m.len);
-    out.put_u64(e, m.pgoff);
-    put_mmap2_id(out, e, &m.id);
-    out.put_u32(e, m.prot);
-    out.put_u32(e, m.flags);
-    put_cstr(out, m.filename, 8);
+    // the name with its NUL, padded to 8
+    let name_len = (m.filename.len() + 1).next_multiple_of(8);
+    let size = MMAP2_FIXED + name_len + layout.len();
+    let Ok(size16) = u16::try_from(size) else {
+        return Err(RecordTooLarge {
+            record_type: types::MMAP2,
+            size,
+        });
+    };
+    let mut f = Fixed::<MMAP2_FIXED>::new(e);
+    f.u32(types::MMAP2);
+    f.u16(misc);
+    f.u16(size16);
+    f.u32(m.pid);
+    f.u32(m.tid);
+    f.u64(m.addr);
+    f.u64(m.len);
+    f.u64(m.pgoff);
+    match m.id {
+        Mmap2Id::BuildId(id) => {
+            let b = id.as_bytes();
+            f.bytes(&[b.len() as u8, 0, 0, 0]);
+            f.bytes(b);
+            f.skip(MAX_BUILD_ID - b.len());
+        }
+        Mmap2Id::Inode {
+            maj,
+            min,
+            ino,
+            ino_generation,
+        } => {
+            f.u32(maj);
+            f.u32(min);
+            f.u64(ino);
+            f.u64(ino_generation);
+        }
+    }
+    f.u32(m.prot);
+    f.u32(m.flags);
+    out.reserve(size);
+    let at = out.len();
+    out.extend_from_slice(&f.buf);
+    out.extend_from_slice(m.filename);
+    out.resize(at + MMAP2_FIXED + name_len, 0);
     layout.write(out, e, sid);
-    finish_record(out, e, at, types::MMAP2)
+    debug_assert_eq!(out.len() - at, size);
+    Ok(())
+}
+
+/// Bytes of an MMAP2 record before its file name: header, pid, tid, addr,
+/// len, pgoff, the file identity, prot and flags.
+const MMAP2_FIXED: usize = 8 + 8 + 24 + 24 + 8;
+
+/// A fixed-size record part built on the stack, in one byte order.
+struct Fixed<const N: usize> {
+    buf: [u8; N],
+    at: usize,
+    e: Endian,
+}
+
+impl<const N: usize> Fixed<N> {
+    fn new(e: Endian) -> Self {
+        Fixed {
+            buf: [0; N],
+            at: 0,
+            e,
+        }
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.buf[self.at..self.at + b.len()].copy_from_slice(b);
+        self.at += b.len();
+    }
+    fn skip(&mut self, n: usize) {
+        self.at += n;
+    }
+    fn u16(&mut self, v: u16) {
+        self.bytes(&self.e.u16_bytes(v));
+    }
+    fn u32(&mut self, v: u32) {
+        self.bytes(&self.e.u32_bytes(v));
+    }
+    fn u64(&mut self, v: u64) {
+        self.bytes(&self.e.u64_bytes(v));
+    }
 }
 
 /// The prot and flags an MMAP (v1) record stands for, as perf assumes

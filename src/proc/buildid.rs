@@ -395,16 +395,28 @@ impl BuildIdCache {
 #[derive(Default)]
 pub struct LocalBuildIds {
     map: IdMap,
+    /// The last answer given: a library's VMAs come one after another, so
+    /// most lookups are for the file asked for just before.
+    last: Option<(FileKey, Option<BuildId>)>,
 }
 
 impl LocalBuildIds {
     /// The answer for `key`: from this copy, else from `cache` (and kept).
     pub fn get(&mut self, cache: &BuildIdCache, key: &FileKey) -> Option<Option<BuildId>> {
-        if let Some(&known) = self.map.get(key) {
-            return Some(known);
+        if let Some((k, known)) = self.last {
+            if k == *key {
+                return Some(known);
+            }
         }
-        let known = cache.get(key)?;
-        self.map.insert(*key, known);
+        let known = match self.map.get(key) {
+            Some(&known) => known,
+            None => {
+                let known = cache.get(key)?;
+                self.map.insert(*key, known);
+                known
+            }
+        };
+        self.last = Some((*key, known));
         Some(known)
     }
 
@@ -417,6 +429,7 @@ impl LocalBuildIds {
     ) -> Option<BuildId> {
         let kept = cache.insert(key, id);
         self.map.insert(key, kept);
+        self.last = Some((key, kept));
         kept
     }
 }

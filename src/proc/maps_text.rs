@@ -176,7 +176,7 @@ pub fn parse_line(line: &[u8]) -> Result<Vma, MapsErrorKind> {
         dev_major,
         dev_minor,
         inode,
-        name,
+        name: name.into(),
         build_id: None,
     })
 }
@@ -214,7 +214,10 @@ mod tests {
         assert_eq!(v.offset, 0x1000);
         assert_eq!(v.perms, Perms::READ | Perms::EXEC);
         assert_eq!((v.dev_major, v.dev_minor, v.inode), (0xfe, 0, 325843));
-        assert_eq!(v.name, b"/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2");
+        assert_eq!(
+            &v.name[..],
+            b"/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+        );
     }
 
     // Nameless anonymous lines have an empty name and shared maps set SHARED.
@@ -232,9 +235,9 @@ mod tests {
         let v =
             parse_line(b"1000-2000 r-xp 00000000 08:01 42    /tmp/a b\tc\xff\\x\\012y  (deleted)")
                 .unwrap();
-        assert_eq!(v.name, b"/tmp/a b\tc\xff\\x\ny  (deleted)".to_vec());
+        assert_eq!(&v.name[..], b"/tmp/a b\tc\xff\\x\ny  (deleted)".to_vec());
         let v = parse_line(b"1000-2000 r-xp 00000000 08:01 42 /tmp/trailing  ").unwrap();
-        assert_eq!(v.name, b"/tmp/trailing  ");
+        assert_eq!(&v.name[..], b"/tmp/trailing  ");
     }
 
     // A name of PATH_MAX bytes or more (after unescaping) is //toolong, as the ioctl names it; one byte less is kept.
@@ -242,12 +245,15 @@ mod tests {
     fn overlong_names_are_toolong() {
         let line = |name: &[u8]| [&b"1000-2000 r-xp 00000000 08:01 42 "[..], name].concat();
         let fits = vec![b'a'; PATH_MAX - 1];
-        assert_eq!(parse_line(&line(&fits)).unwrap().name, fits);
+        assert_eq!(&parse_line(&line(&fits)).unwrap().name[..], fits);
         let long = parse_line(&line(&vec![b'a'; PATH_MAX])).unwrap();
-        assert_eq!((long.name.as_slice(), long.inode), (TOOLONG_NAME, 42));
+        assert_eq!((&long.name[..], long.inode), (TOOLONG_NAME, 42));
         // escaped newlines count once: 1024 of them is a 1024-byte name
         let escaped = b"\\012".repeat(1024);
-        assert_eq!(parse_line(&line(&escaped)).unwrap().name, vec![b'\n'; 1024]);
+        assert_eq!(
+            &parse_line(&line(&escaped)).unwrap().name[..],
+            vec![b'\n'; 1024]
+        );
     }
 
     // Malformed lines are rejected with the line number and byte offset.
@@ -281,7 +287,7 @@ mod tests {
         let text = b"1000-2000 r-xp 0 0:0 0\n3000-4000 rw-p 0 0:0 0 [heap]\nffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsyscall]\n";
         let v = parse_maps(text, |p, _| p.contains(Perms::EXEC)).unwrap();
         assert_eq!(v.len(), 2);
-        assert_eq!(v[1].name, b"[vsyscall]");
+        assert_eq!(&v[1].name[..], b"[vsyscall]");
         assert_eq!(v[1].perms, Perms::EXEC);
     }
 }

@@ -10,10 +10,10 @@ use std::io::{self, Read};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use super::buildid::{BuildIdCache, LocalBuildIds};
+use super::buildid::BuildIdCache;
 use super::options::Options;
 use super::parse::{self, ProcParseError, PF_KTHREAD};
-use super::source::{self, BuildIdPolicy, TooManyMaps, Walk};
+use super::source::{self, BuildIdPolicy, Local, TooManyMaps, Walk};
 use super::tasks::{ExeId, Head};
 use crate::model::{Part, Process, Thread, Vma};
 
@@ -84,8 +84,11 @@ pub(super) enum Outcome<T> {
 /// costs them nothing.
 pub const PART_BYTES: usize = 1 << 20;
 
+/// Room for this many VMAs is made when a process's first is read.
+const FIRST_VMAS: usize = 128;
+
 /// The shared build-id cache and this worker's copy of its answers.
-type Caches<'a> = (&'a BuildIdCache, &'a mut LocalBuildIds);
+type Caches<'a> = (&'a BuildIdCache, &'a mut Local);
 
 /// Where the pieces of a process before its last go: false when the scan
 /// stopped.
@@ -273,6 +276,10 @@ impl<'p, 's> Pieces<'p, 's> {
         }
         self.bytes += 128 + v.name.len();
         self.pushed += 1;
+        if self.vmas.capacity() == 0 {
+            // most processes have tens to hundreds of VMAs: fewer regrowths
+            self.vmas.reserve(FIRST_VMAS);
+        }
         self.vmas.push(v);
         if self.bytes < PART_BYTES {
             return Ok(());

@@ -8,13 +8,13 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::buildid::{BuildIdCache, LocalBuildIds};
+use super::buildid::BuildIdCache;
 pub use super::options::{Options, Target, TaskSource, BPF_MIN_PROCESSES};
 use super::parse;
 use super::process::{read_process, HeadFrom, Outcome};
 pub use super::process::{Skip, SkipReason, PART_BYTES};
 pub use super::source::SourceChoice;
-use super::source::{self, Walk};
+use super::source::{self, Local, Walk};
 use super::tasks;
 use super::window::Window;
 use crate::model::{Part, Process};
@@ -165,7 +165,7 @@ pub fn scan_each_with<T: Send, E: From<ScanError>, W: Default>(
     let mut scanned = Scanned::default();
     // an outcome and its weight (the bytes it holds); earlier pieces go to
     // the window as they are read
-    let read = |i: usize, local: &mut LocalBuildIds, own: &mut W| {
+    let read = |i: usize, local: &mut Local, own: &mut W| {
         let mut piece = |p: Process, part: Part| {
             let (t, weight) = map(own, p, part);
             window.part(i, Outcome::Read(t), weight)
@@ -193,7 +193,7 @@ pub fn scan_each_with<T: Send, E: From<ScanError>, W: Default>(
             s.spawn(|_| {
                 // a worker that panics stops the scan (the scope re-raises)
                 let _stop = window.stop_on_drop(true);
-                let mut local = LocalBuildIds::default();
+                let mut local = Local::default();
                 let mut own = W::default();
                 while let Some(i) = window.next() {
                     let (outcome, weight) = read(i, &mut local, &mut own);
@@ -691,7 +691,7 @@ mod tests {
         let got: Vec<(u64, u64, usize)> = snap.processes[1]
             .vmas
             .iter()
-            .map(|v| match v.name.as_slice() {
+            .map(|v| match &v.name[..] {
                 b"//toolong" => (v.start >> 12, v.inode, 0),
                 n => (v.start >> 12, v.inode, n.len()),
             })

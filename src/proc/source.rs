@@ -1,11 +1,13 @@
 //! The two VMA sources over an open `/proc/PID/maps`: the PROCMAP_QUERY walk
 //! and the text parser. Both return the same [`Vma`]s, build ids resolved.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use super::buildid::{self, BuildIdCache, LocalBuildIds};
 use crate::model::{
@@ -38,6 +40,75 @@ pub struct BuildIdPolicy<'a> {
     pub proc_root: &'a Path,
 }
 
+/// What one scan worker keeps from one maps file to the next: its copy of
+/// the build-id answers, and one copy of each name it read.
+#[derive(Default)]
+pub struct Local {
+    pub ids: LocalBuildIds,
+    pub names: Names,
+}
+
+/// One shared copy of each VMA name a worker read (a library's name is
+/// read again for each of its VMAs and in every process that maps it), so
+/// a VMA costs no allocation of its own. Up to [`NAMES_BYTES`] of names
+/// are kept; past that the table starts again, so a process of many
+/// distinct names cannot grow it.
+pub struct Names {
+    set: HashSet<Arc<[u8]>, foldhash::fast::RandomState>,
+    /// Bytes `set` holds, each name counted with [`NAME_ENTRY_BYTES`].
+    bytes: usize,
+    /// The name of anonymous memory.
+    empty: Arc<[u8]>,
+    /// The name given last.
+    last: Arc<[u8]>,
+}
+
+/// Bytes of names one worker keeps at most.
+const NAMES_BYTES: usize = 1 << 20;
+/// What a kept name costs besides its bytes: the table's slot and the
+/// shared copy's counts.
+const NAME_ENTRY_BYTES: usize = 48;
+
+impl Default for Names {
+    fn default() -> Self {
+        let empty: Arc<[u8]> = Arc::from(&[][..]);
+        Names {
+            set: HashSet::default(),
+            bytes: 0,
+            last: empty.clone(),
+            empty,
+        }
+    }
+}
+
+impl Names {
+    /// The shared copy of `name`.
+    pub fn get(&mut self, name: &[u8]) -> Arc<[u8]> {
+        if name.is_empty() {
+            return self.empty.clone();
+        }
+        // a library's VMAs come one after another
+        if *self.last == *name {
+            return self.last.clone();
+        }
+        if let Some(known) = self.set.get(name) {
+            self.last = known.clone();
+            return known.clone();
+        }
+        let cost = NAME_ENTRY_BYTES + name.len();
+        if self.bytes + cost > NAMES_BYTES {
+            // a new table: `clear` would keep the old one's slots
+            self.set = HashSet::default();
+            self.bytes = 0;
+        }
+        let new: Arc<[u8]> = Arc::from(name);
+        self.bytes += cost;
+        self.set.insert(new.clone());
+        self.last = new.clone();
+        new
+    }
+}
+
 /// The name buffer: PATH_MAX, so longer names (ENAMETOOLONG) are the ones
 /// the text parser also names `//toolong`.
 const MAX_NAME: usize = PATH_MAX;
@@ -54,7 +125,7 @@ pub fn walk_ioctl(
     sel: Selection,
     max_vmas: usize,
     ids: BuildIdPolicy<'_>,
-    local: &mut LocalBuildIds,
+    local: &mut Local,
     push: &mut VmaSink<'_>,
 ) -> io::Result<()> {
     let fd = file.as_fd();
@@ -109,15 +180,14 @@ pub fn walk_ioctl(
             dev_major: q.dev_major,
             dev_minor: q.dev_minor,
             inode: q.inode,
-            name: if toolong {
-                TOOLONG_NAME.to_vec()
-            } else {
-                name[..name_len].to_vec()
-            },
+            name: local.names.get(match toolong {
+                true => TOOLONG_NAME,
+                false => &name[..name_len],
+            }),
             build_id: None,
         };
         if let Some(cache) = ids.cache {
-            vma.build_id = resolve(&vma, cache, local, ids, || {
+            vma.build_id = resolve(&vma, cache, &mut local.ids, ids, || {
                 let mut bid = [0u8; MAX_BUILD_ID];
                 let mut q = ProcmapQuery {
                     query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
@@ -195,7 +265,7 @@ pub fn walk_text(
     sel: Selection,
     max_vmas: usize,
     ids: BuildIdPolicy<'_>,
-    local: &mut LocalBuildIds,
+    local: &mut Local,
     push: &mut VmaSink<'_>,
 ) -> io::Result<()> {
     let mut text: Vec<u8> = Vec::with_capacity(TEXT_CHUNK + MAX_LINE);
@@ -207,7 +277,7 @@ pub fn walk_text(
     let mut each = |vma: Vma| -> io::Result<()> {
         let mut vma = vma;
         if let Some(cache) = ids.cache {
-            vma.build_id = resolve(&vma, cache, local, ids, || None);
+            vma.build_id = resolve(&vma, cache, &mut local.ids, ids, || None);
         }
         push(vma)
     };
@@ -269,7 +339,7 @@ pub fn walk_text(
             // the start of a line too long to hold: its fields are here
             let at = (line, offset);
             super::maps_text::each_vma(&text[..MAX_LINE], at, keep, |mut vma: Vma| {
-                vma.name = TOOLONG_NAME.to_vec();
+                vma.name = TOOLONG_NAME.into();
                 each(vma)
             })?;
             offset += text.len();
@@ -350,7 +420,7 @@ pub fn read_maps_file(
     path: &Path,
     walk: Walk,
     ids: BuildIdPolicy<'_>,
-    local: &mut LocalBuildIds,
+    local: &mut Local,
     no_ioctl: &AtomicBool,
     push: &mut dyn FnMut(Source, Vma) -> io::Result<()>,
 ) -> io::Result<Source> {
@@ -381,4 +451,33 @@ pub fn read_maps_file(
         memory_still_there(&file)?;
     }
     Ok(Source::Text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A name read again is the same shared copy, anonymous memory shares one
+    // empty name, and past its budget the table starts again (equal bytes,
+    // a new copy) instead of growing.
+    #[test]
+    fn names_are_shared_within_a_budget() {
+        let mut names = Names::default();
+        let a = names.get(b"/usr/lib/libc.so.6");
+        let b = names.get(b"/usr/lib/libm.so.6");
+        assert!(Arc::ptr_eq(&a, &names.get(b"/usr/lib/libc.so.6")));
+        assert!(Arc::ptr_eq(&b, &names.get(b"/usr/lib/libm.so.6")));
+        assert!(Arc::ptr_eq(&names.get(b""), &names.get(b"")));
+        assert!(names.get(b"").is_empty());
+        let long = vec![b'x'; 4000];
+        for i in 0..NAMES_BYTES / 4000 + 10 {
+            let mut n = long.clone();
+            n.extend_from_slice(i.to_string().as_bytes());
+            assert_eq!(*names.get(&n), *n);
+            assert!(names.bytes <= NAMES_BYTES);
+        }
+        let again = names.get(b"/usr/lib/libc.so.6");
+        assert_eq!(*again, *b"/usr/lib/libc.so.6");
+        assert!(!Arc::ptr_eq(&a, &again), "the table was started again");
+    }
 }

@@ -57,7 +57,7 @@ fn process(pid: u32, name: &[u8]) -> Process {
             dev_major: 8,
             dev_minor: 1,
             inode: 99,
-            name: b"/lib/libx.so".to_vec(),
+            name: b"/lib/libx.so"[..].into(),
             build_id: BuildId::new(&[0xab; 20]),
         }],
         source: None,

@@ -281,7 +281,7 @@ mod tests {
             dev_major: 8,
             dev_minor: 1,
             inode: if name.starts_with(b"/") { 7 } else { 0 },
-            name: name.to_vec(),
+            name: name.into(),
             build_id: id,
         }
     }

@@ -77,7 +77,7 @@ pub fn read_snapshot_with_kernel(
             start: m.key.addr,
             end: m.key.addr.saturating_add(m.key.len),
             pgoff: m.key.pgoff,
-            name: m.key.filename.clone(),
+            name: m.key.filename.as_slice().into(),
             dso: match m.key.filename.starts_with(KERNEL_DSO) {
                 true => KERNEL_DSO.to_vec(),
                 false => m.key.filename.clone(),
@@ -118,7 +118,7 @@ pub fn processes_from_records(comms: &[(u32, u32, Vec<u8>)], maps: &[MapRecord])
             dev_major,
             dev_minor,
             inode,
-            name: m.key.filename.clone(),
+            name: m.key.filename.as_slice().into(),
             build_id: m.build_id,
         });
     }

@@ -35,7 +35,7 @@ pub struct Reported {
 
 /// A file as last reported.
 struct Seen {
-    name: Box<[u8]>,
+    name: std::sync::Arc<[u8]>,
     /// Its build id, when one was reported (the summary then counts it
     /// found).
     build_id: Option<BuildId>,
@@ -61,7 +61,8 @@ impl Reported {
             None => return v.build_id.is_some(),
         };
         if let Some(seen) = self.files.get_mut(&key) {
-            if *seen.name == *v.name {
+            // names are shared by the scan: the same copy is the same name
+            if std::sync::Arc::ptr_eq(&seen.name, &v.name) || *seen.name == *v.name {
                 if v.build_id.is_none() || v.build_id == seen.build_id {
                     return false;
                 }
@@ -78,7 +79,7 @@ impl Reported {
         let old = self.files.insert(
             key,
             Seen {
-                name: v.name.as_slice().into(),
+                name: v.name.clone(),
                 build_id: v.build_id,
             },
         );
@@ -103,7 +104,7 @@ mod tests {
             dev_major: 8,
             dev_minor: 1,
             inode,
-            name: name.to_vec(),
+            name: name.into(),
             build_id: id.and_then(|b| BuildId::new(&[b; 20])),
         }
     }

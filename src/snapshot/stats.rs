@@ -117,7 +117,7 @@ impl ProcessSummary {
             .into_iter()
             .filter(|v| v.is_file_backed() || v.is_vdso())
         {
-            let (name, found) = (v.name.as_slice(), v.build_id.is_some());
+            let (name, found) = (&v.name[..], v.build_id.is_some());
             match dsos.last_mut() {
                 Some((n, f)) if *n == name => *f |= found,
                 _ => dsos.push((name, found)),

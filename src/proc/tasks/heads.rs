@@ -304,7 +304,7 @@ mod tests {
             dev_major: 8,
             dev_minor: 3,
             inode,
-            name: name.to_vec(),
+            name: name.into(),
             build_id: None,
         };
         assert!(want.is_in(&v(code - 0x1000, code + 0x1000, 77, b"/x")));
