@@ -20,6 +20,7 @@ use args::{Cli, Command};
 /// Parses the arguments, runs the command, prints an error once with its
 /// causes and maps it to the exit status.
 pub fn main() -> ExitCode {
+    mmap2_synth::sys::keep_freed_memory();
     let cli = Cli::parse();
     remove_temporaries_on_signals();
     let result = match &cli.command {

@@ -1,9 +1,10 @@
 //! Every call into the C library and the kernel that Rust's std does not
 //! make: the only module allowed `unsafe` (each block says why it is
-//! sound), by concern: the PROCMAP_QUERY ioctl, clocks and system
+//! sound), by concern: the allocator's settings, the PROCMAP_QUERY ioctl, clocks and system
 //! constants, perf events, directory-relative file calls, open files, and
 //! processes.
 
+mod alloc;
 mod bpf;
 mod clock;
 mod dirfd;
@@ -12,6 +13,7 @@ mod perf_event;
 mod process;
 mod procmap;
 
+pub use alloc::*;
 pub use bpf::*;
 pub use clock::*;
 pub use dirfd::*;
