@@ -124,6 +124,7 @@ pub fn encode_mmap2(
     }
     f.u32(m.prot);
     f.u32(m.flags);
+    debug_assert_eq!(f.at, MMAP2_FIXED, "every fixed field written");
     out.reserve(size);
     let at = out.len();
     out.extend_from_slice(&f.buf);

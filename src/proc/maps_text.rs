@@ -5,6 +5,7 @@
 //! newline so that both sources give the same name.
 
 use crate::model::{Perms, Vma, PATH_MAX, TOOLONG_NAME};
+use std::sync::Arc;
 
 /// A malformed maps line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,21 +52,29 @@ pub fn parse_maps(
     keep: impl FnMut(Perms, &[u8]) -> bool,
 ) -> Result<Vec<Vma>, MapsError> {
     let mut out = Vec::new();
-    each_vma(text, (0, 0), keep, |v| {
-        out.push(v);
-        Ok::<(), MapsError>(())
-    })?;
+    each_vma(
+        text,
+        (0, 0),
+        keep,
+        |n| n.into(),
+        |v| {
+            out.push(v);
+            Ok::<(), MapsError>(())
+        },
+    )?;
     Ok(out)
 }
 
 /// Parses whole lines of a maps file that start at 0-based line `at.0`
 /// and byte offset `at.1` of it (for the error's position), handing each
 /// VMA `keep(perms, name)` keeps to `f` as it is parsed: the VMAs before a
-/// malformed line are all handed on.
+/// malformed line are all handed on. Each name is made by `name_of` (a
+/// scan worker hands out shared copies).
 pub fn each_vma<E: From<MapsError>>(
     text: &[u8],
     at: (usize, usize),
     mut keep: impl FnMut(Perms, &[u8]) -> bool,
+    mut name_of: impl FnMut(&[u8]) -> Arc<[u8]>,
     mut f: impl FnMut(Vma) -> Result<(), E>,
 ) -> Result<(), E> {
     let mut offset = at.1;
@@ -75,7 +84,7 @@ pub fn each_vma<E: From<MapsError>>(
         if line.is_empty() {
             continue;
         }
-        let vma = parse_line(line).map_err(|kind| MapsError {
+        let vma = parse_line_with(line, &mut name_of).map_err(|kind| MapsError {
             line: at.0 + i + 1,
             offset: line_offset,
             kind,
@@ -132,6 +141,14 @@ fn field(s: &[u8]) -> (&[u8], &[u8]) {
 
 /// Parses one line (without its newline).
 pub fn parse_line(line: &[u8]) -> Result<Vma, MapsErrorKind> {
+    parse_line_with(line, &mut |n: &[u8]| n.into())
+}
+
+/// [`parse_line`], its name made by `name_of` from the name's bytes.
+pub fn parse_line_with(
+    line: &[u8],
+    name_of: &mut impl FnMut(&[u8]) -> Arc<[u8]>,
+) -> Result<Vma, MapsErrorKind> {
     let (range, rest) = field(line);
     let dash = range.iter().position(|&b| b == b'-').ok_or(K::NoDash)?;
     let start = hex(&range[..dash], "start address")?;
@@ -163,10 +180,18 @@ pub fn parse_line(line: &[u8]) -> Result<Vma, MapsErrorKind> {
     let (ino_f, rest) = field(rest);
     let inode = dec(ino_f, "inode")?;
     let first = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
-    let mut name = unescape_newlines(&rest[first..]);
+    let raw = &rest[first..];
+    let unescaped;
+    let mut name = match raw.contains(&b'\\') {
+        true => {
+            unescaped = unescape_newlines(raw);
+            &unescaped[..]
+        }
+        false => raw,
+    };
     if name.len() >= PATH_MAX {
         // as PROCMAP_QUERY (ENAMETOOLONG) and perf name it
-        name = TOOLONG_NAME.to_vec();
+        name = TOOLONG_NAME;
     }
     Ok(Vma {
         start,
@@ -176,7 +201,7 @@ pub fn parse_line(line: &[u8]) -> Result<Vma, MapsErrorKind> {
         dev_major,
         dev_minor,
         inode,
-        name: name.into(),
+        name: name_of(name),
         build_id: None,
     })
 }

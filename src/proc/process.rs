@@ -84,9 +84,6 @@ pub(super) enum Outcome<T> {
 /// costs them nothing.
 pub const PART_BYTES: usize = 1 << 20;
 
-/// Room for this many VMAs is made when a process's first is read.
-const FIRST_VMAS: usize = 128;
-
 /// The shared build-id cache and this worker's copy of its answers.
 type Caches<'a> = (&'a BuildIdCache, &'a mut Local);
 
@@ -276,10 +273,6 @@ impl<'p, 's> Pieces<'p, 's> {
         }
         self.bytes += 128 + v.name.len();
         self.pushed += 1;
-        if self.vmas.capacity() == 0 {
-            // most processes have tens to hundreds of VMAs: fewer regrowths
-            self.vmas.reserve(FIRST_VMAS);
-        }
         self.vmas.push(v);
         if self.bytes < PART_BYTES {
             return Ok(());

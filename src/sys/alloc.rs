@@ -12,19 +12,26 @@ const TRIM_THRESHOLD: libc::c_int = 8 << 20;
 /// instead of 20,000-40,000).
 const MMAP_THRESHOLD: libc::c_int = 4 << 20;
 
-/// Tells glibc's malloc to keep up to 8 MiB of freed memory per heap: each
+/// Tells glibc's malloc to keep up to 8 MiB of freed memory per heap (so
+/// up to 8 MiB more per scan worker than the live data): each
 /// scan worker's heap was trimmed (`madvise(MADV_DONTNEED)` of 2-4 MiB)
 /// again and again as the writer freed the record buffers of processes of
 /// a thousand VMAs, and faulted back in for the next (`-d` at 200 x 1,100:
-/// 6,600-7,100 page faults, about 2,500 with this). Peaks stay as they
-/// were (6 processes of 60,000 VMAs under a 3.8 KB path: 30-31 MiB before
-/// and after; with a 64 MiB threshold, 41 MiB). A no-op on other C
-/// libraries.
+/// 6,600-7,100 page faults, about 2,500 with this). Peaks: 6 processes of
+/// 60,000 VMAs under a 3.8 KB path 30-31 MiB before and after with 2
+/// workers; 16 such processes 57-63 -> 67-68 MiB with 16 workers (a
+/// review's run); with a 64 MiB threshold the 6 took 41 MiB. A no-op on
+/// other C libraries.
+///
+/// Call it before any thread starts (`cli::main` does, first): glibc
+/// changes these settings under the main heap's lock only, and the other
+/// heaps read them without it.
 pub fn keep_freed_memory() {
     #[cfg(target_env = "gnu")]
     {
         // SAFETY: mallopt takes two integers and changes only the
-        // allocator's parameters, under the allocator's own lock.
+        // allocator's parameters; called before any other thread exists
+        // (see above), nothing reads them concurrently.
         unsafe {
             libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD);
             libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD);
