@@ -78,6 +78,27 @@ fn record_in(cwd: &Path, args: &[&str]) -> i32 {
     child.wait().unwrap().code().unwrap_or(-1)
 }
 
+/// Starts `mmap2-synth record -- -o OUT -- sh -c WORK` in a process group
+/// of its own (so a test can signal the group, or it alone), stderr piped.
+fn spawn_record_group(out: &Path, work: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    Command::new(bin())
+        .args([
+            "record",
+            "--",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            work,
+        ])
+        .process_group(0)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 // A burner started before the recording, recorded with -p: at least 99% of
 // its user-space samples land in its library (perf itself, with
 // --synth=no, would have no map for it); the workload form does the same.
@@ -147,27 +168,12 @@ fn record_keeps_perfs_exit_status() {
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn terminal_signals_stop_perf_and_still_merge() {
-    use std::os::unix::process::CommandExt;
     needs_perf_record();
     for (sig, code) in [("INT", None), ("HUP", Some(143))] {
         let dir = scratch(&format!("record-group-{sig}"));
         let (out, mark) = (dir.join("i.data"), dir.join("started"));
         let work = format!("echo > '{}'; exec sleep 30", mark.display());
-        let mut child = Command::new(bin())
-            .args([
-                "record",
-                "--",
-                "-o",
-                out.to_str().unwrap(),
-                "--",
-                "sh",
-                "-c",
-                &work,
-            ])
-            .process_group(0)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_record_group(&out, &work);
         wait_until("the workload", || mark.exists());
         // the group of our own child: mmap2-synth, perf and the workload
         let group = format!("-{}", child.id());
@@ -194,7 +200,6 @@ fn terminal_signals_stop_perf_and_still_merge() {
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn signals_to_record_alone_stop_perf_and_still_merge() {
-    use std::os::unix::process::CommandExt;
     needs_perf_record();
     // perf re-raises SIGTERM; after SIGINT it exits as its workload did
     // (SIGTERM, which perf sends it)
@@ -210,21 +215,7 @@ fn signals_to_record_alone_stop_perf_and_still_merge() {
             "echo $$ > '{}.tmp'; mv '{0}.tmp' '{0}'; exec sleep 30",
             mark.display()
         );
-        let child = Command::new(bin())
-            .args([
-                "record",
-                "--",
-                "-o",
-                out.to_str().unwrap(),
-                "--",
-                "sh",
-                "-c",
-                &work,
-            ])
-            .process_group(0)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let child = spawn_record_group(&out, &work);
         wait_until("the workload", || mark.exists());
         let workload = std::fs::read_to_string(&mark).unwrap().trim().to_string();
         // our own child only, not its group
