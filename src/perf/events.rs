@@ -49,27 +49,13 @@ pub const MMAP2_ID_AT: usize = 32;
 /// Appends an MMAP2 file identity: build-id size, 3 reserved bytes and the
 /// id padded to 20; or maj, min, ino, ino_generation.
 pub fn put_mmap2_id(out: &mut Vec<u8>, e: Endian, id: &Mmap2Id) {
-    match *id {
-        Mmap2Id::BuildId(id) => {
-            let b = id.as_bytes();
-            out.push(b.len() as u8);
-            out.extend_from_slice(&[0, 0, 0]);
-            out.extend_from_slice(b);
-            out.resize(out.len() + (MAX_BUILD_ID - b.len()), 0);
-        }
-        Mmap2Id::Inode {
-            maj,
-            min,
-            ino,
-            ino_generation,
-        } => {
-            out.put_u32(e, maj);
-            out.put_u32(e, min);
-            out.put_u64(e, ino);
-            out.put_u64(e, ino_generation);
-        }
-    }
+    let mut f = Fixed::<MMAP2_ID_LEN>::new(e);
+    f.mmap2_id(id);
+    out.extend_from_slice(&f.buf);
 }
+
+/// Bytes of an MMAP2 file identity, in either form.
+const MMAP2_ID_LEN: usize = 4 + MAX_BUILD_ID;
 
 /// Encodes a PERF_RECORD_MMAP2 with its sample_id trailer. The size is
 /// known up front, so the record is reserved once and its fixed 72 bytes
@@ -103,25 +89,7 @@ pub fn encode_mmap2(
     f.u64(m.addr);
     f.u64(m.len);
     f.u64(m.pgoff);
-    match m.id {
-        Mmap2Id::BuildId(id) => {
-            let b = id.as_bytes();
-            f.bytes(&[b.len() as u8, 0, 0, 0]);
-            f.bytes(b);
-            f.skip(MAX_BUILD_ID - b.len());
-        }
-        Mmap2Id::Inode {
-            maj,
-            min,
-            ino,
-            ino_generation,
-        } => {
-            f.u32(maj);
-            f.u32(min);
-            f.u64(ino);
-            f.u64(ino_generation);
-        }
-    }
+    f.mmap2_id(&m.id);
     f.u32(m.prot);
     f.u32(m.flags);
     debug_assert_eq!(f.at, MMAP2_FIXED, "every fixed field written");
@@ -158,9 +126,6 @@ impl<const N: usize> Fixed<N> {
         self.buf[self.at..self.at + b.len()].copy_from_slice(b);
         self.at += b.len();
     }
-    fn skip(&mut self, n: usize) {
-        self.at += n;
-    }
     fn u16(&mut self, v: u16) {
         self.bytes(&self.e.u16_bytes(v));
     }
@@ -169,6 +134,29 @@ impl<const N: usize> Fixed<N> {
     }
     fn u64(&mut self, v: u64) {
         self.bytes(&self.e.u64_bytes(v));
+    }
+    /// An MMAP2 file identity: build-id size, 3 reserved bytes and the id
+    /// padded to 20 (the buffer is zeroed); or maj, min, ino, ino_generation.
+    fn mmap2_id(&mut self, id: &Mmap2Id) {
+        match *id {
+            Mmap2Id::BuildId(id) => {
+                let b = id.as_bytes();
+                self.bytes(&[b.len() as u8, 0, 0, 0]);
+                self.bytes(b);
+                self.at += MAX_BUILD_ID - b.len();
+            }
+            Mmap2Id::Inode {
+                maj,
+                min,
+                ino,
+                ino_generation,
+            } => {
+                self.u32(maj);
+                self.u32(min);
+                self.u64(ino);
+                self.u64(ino_generation);
+            }
+        }
     }
 }
 
