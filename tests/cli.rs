@@ -317,6 +317,24 @@ fn iterator_heads(said: &str) -> usize {
         .unwrap_or_else(|| panic!("no task iterator line: {said}"))
 }
 
+/// Shell lines that start a snapshot of the namespace with heads from the
+/// task iterator into `$d/NAME.data` (stderr `$d/NAME.err`), held just after
+/// the heads were read, and wait until it holds; [`HELD_SCAN_END`] lets it go
+/// on and waits for it.
+fn held_scan_start(name: &str) -> String {
+    format!(
+        "MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS=$d/hold {bin} --all --no-watch --task-source bpf \
+           -o $d/{name}.data 2> $d/{name}.err &\n\
+         t=$!\n\
+         {wh}",
+        bin = bin(),
+        wh = sh_poll("the hold", "[ ! -e $d/hold ]"),
+    )
+}
+
+/// Releases the snapshot [`held_scan_start`] started, and waits for it.
+const HELD_SCAN_END: &str = "rm $d/hold\nwait $t\n";
+
 // By default a scan of 200+ processes takes their heads from the task
 // iterator (as root, without seccomp), and auto writes what /proc gives.
 #[test]
@@ -361,17 +379,13 @@ fn exec_after_the_iterator_gets_its_new_comm() {
          d={d}; mkfifo $d/fifo\n\
          sh -c \"read x < $d/fifo; exec sleep 1000\" &\n\
          p=$!; echo $p > $d/pid\n\
-         MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS=$d/hold {bin} --all --no-watch --task-source bpf \
-           -o $d/exec.data 2> $d/exec.err &\n\
-         t=$!\n\
-         {wh}\
+         {held}\
          echo go > $d/fifo\n\
          {we}\
-         rm $d/hold\n\
-         wait $t\n",
+         {end}",
         d = q(&dir),
-        bin = bin(),
-        wh = sh_poll("the hold", "[ ! -e $d/hold ]"),
+        held = held_scan_start("exec"),
+        end = HELD_SCAN_END,
         we = sh_poll("the exec", "[ \"$(cat /proc/$p/comm)\" != sleep ]"),
     );
     std::fs::write(&script, body).unwrap();
@@ -407,22 +421,18 @@ fn leader_exiting_after_the_iterator_keeps_its_process() {
          ( {wg}) | {m} --wait late-zombie --ready $d/ready {lib} >/dev/null &\n\
          {wr}\
          p=$(cat $d/ready)\n\
-         MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS=$d/hold {bin} --all --no-watch --task-source bpf \
-           -o $d/late.data 2> $d/late.err &\n\
-         t=$!\n\
-         {wh}\
+         {held}\
          : > $d/go\n\
          {wz}\
          echo $p > $d/pid\n\
-         rm $d/hold\n\
-         wait $t\n",
+         {end}",
         d = q(&dir),
         m = q(&f.mapper),
         lib = q(&f.lib_sha1),
-        bin = bin(),
+        held = held_scan_start("late"),
+        end = HELD_SCAN_END,
         wg = sh_poll("go", "[ ! -e $d/go ]"),
         wr = sh_poll("the mapper", "[ ! -e $d/ready ]"),
-        wh = sh_poll("the hold", "[ ! -e $d/hold ]"),
         wz = sh_poll(
             "the zombie leader",
             "[ $(ls /proc/$p/task | wc -l) != 2 ] || ! grep -q ') Z' /proc/$p/stat"
@@ -461,21 +471,17 @@ fn comm_after_self_exec(dir: &std::path::Path, wrap: &str, prog: &std::path::Pat
          ( {wg}) | {wrap} {prog} --wait stdin --reexec $d/renamed --ready $d/ready >/dev/null &\n\
          {wr}\
          p=$(cat $d/ready)\n\
-         MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS=$d/hold {bin} --all --no-watch --task-source bpf \
-           -o $d/out.data 2> $d/out.err &\n\
-         t=$!\n\
-         {wh}\
+         {held}\
          : > $d/go\n\
          {we}\
          echo $p > $d/pid\n\
-         rm $d/hold\n\
-         wait $t\n",
+         {end}",
         d = q(dir),
         prog = q(prog),
-        bin = bin(),
+        held = held_scan_start("out"),
+        end = HELD_SCAN_END,
         wg = sh_poll("go", "[ ! -e $d/go ]"),
         wr = sh_poll("the program", "[ ! -e $d/ready ]"),
-        wh = sh_poll("the hold", "[ ! -e $d/hold ]"),
         we = sh_poll("the exec", "[ \"$(cat /proc/$p/comm)\" != renamed ]"),
     );
     std::fs::write(&script, body).unwrap();
@@ -540,10 +546,7 @@ fn pid_reused_after_the_iterator_gets_the_new_parent() {
          ( sleep 1000 & echo $! > $d/a; wait ) &\n\
          {wa}\
          p=$(cat $d/a)\n\
-         MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS=$d/hold {bin} --all --no-watch --task-source bpf \
-           -o $d/reuse.data 2> $d/reuse.err &\n\
-         t=$!\n\
-         {wh}\
+         {held}\
          kill $p\n\
          {wg}\
          echo $((p-1)) > /proc/sys/kernel/ns_last_pid\n\
@@ -551,13 +554,12 @@ fn pid_reused_after_the_iterator_gets_the_new_parent() {
          b=$!\n\
          [ $b = $p ] || {{ echo \"new pid $b, not $p\" >&2; exit 1; }}\n\
          echo $p $$ > $d/pids\n\
-         rm $d/hold\n\
-         wait $t\n\
+         {end}\
          kill $b\n",
         d = q(&dir),
-        bin = bin(),
+        held = held_scan_start("reuse"),
+        end = HELD_SCAN_END,
         wa = sh_poll("the first sleep", "[ ! -s $d/a ]"),
-        wh = sh_poll("the hold", "[ ! -e $d/hold ]"),
         wg = sh_poll("the end of the first sleep", "[ -e /proc/$p ]"),
     );
     std::fs::write(&script, body).unwrap();

@@ -297,12 +297,13 @@ fn prefetch_heads(
         TaskSource::Proc => false, // returned above
         TaskSource::Bpf if !here => return Err(ScanError::TaskIter(tasks::TaskIterError::NotHere)),
         TaskSource::Bpf => true,
+        TaskSource::Auto if !here => false,
         TaskSource::Auto => {
             let tasks_total = std::fs::read("/proc/loadavg")
                 .ok()
                 .and_then(|t| parse::parse_loadavg_tasks(&t));
             let all = matches!(target, Target::All);
-            here && me.is_some_and(|s| auto_uses_iterator(&s, pids.len(), all, tasks_total))
+            me.is_some_and(|s| auto_uses_iterator(&s, pids.len(), all, tasks_total))
         }
     };
     if !wanted {

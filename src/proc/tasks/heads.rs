@@ -79,15 +79,13 @@ impl TaskRecord {
     /// Decodes a record (native byte order: the kernel wrote it).
     pub fn parse(b: &[u8; RECORD]) -> TaskRecord {
         let u32_at = |at: usize| u32::from_ne_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        let mut start = [0u8; 8];
-        start.copy_from_slice(&b[16..24]);
-        let mut comm = [0u8; 16];
-        comm.copy_from_slice(&b[24..40]);
         let u64_at = |at: usize| {
             let mut w = [0u8; 8];
             w.copy_from_slice(&b[at..at + 8]);
             u64::from_ne_bytes(w)
         };
+        let mut comm = [0u8; 16];
+        comm.copy_from_slice(&b[24..40]);
         // the kernel's dev_t: 12 bits of major above 20 of minor
         let dev = u32_at(64);
         let exe = ExeId {
@@ -103,7 +101,7 @@ impl TaskRecord {
             tgid: u32_at(4),
             ppid: u32_at(8),
             flags,
-            start_boottime: u64::from_ne_bytes(start),
+            start_boottime: u64_at(16),
             comm,
             level: u32_at(40),
             exe: exe.telling(flags).then_some(exe),
