@@ -11,9 +11,7 @@ use mmap2_synth::model::Selection;
 use mmap2_synth::output::{self, AtomicFile};
 use mmap2_synth::proc::kernel::KernelRoots;
 use mmap2_synth::proc::{self, HostFacts, Options, SourceChoice, Target, TaskSource};
-use mmap2_synth::snapshot::{
-    self, LiveError, LiveReport, Out, ScanWatch, WatchFilter, WriteOptions,
-};
+use mmap2_synth::snapshot::{self, LiveError, LiveReport, Out, ScanWatch, WriteOptions};
 use mmap2_synth::summary;
 
 use super::args::{ByteOrderArg, Cli, ScanArgs, SourceArg, TaskSourceArg};
@@ -86,7 +84,7 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     stats.kernel_maps = kernel.maps.len();
     stats.kernel_skipped = kernel.skipped;
     let keyed = watch.is_on();
-    let mut filter = WatchFilter::default();
+    let mut filter = watch.filter();
     let scanned = proc::scan_each_with(
         target,
         &scan,

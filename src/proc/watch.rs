@@ -7,9 +7,10 @@
 //! (PERF_FORMAT_LOST), so no loss goes unreported. The records are
 //! returned as the kernel wrote them; [`parse_watched`] splits them (pure).
 
+use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::parse::cpu_list;
@@ -83,6 +84,70 @@ pub fn watch_attr(inherit: bool, data: bool, lost: bool) -> Vec<u8> {
 pub struct Watch {
     stop: mpsc::Sender<()>,
     drainer: std::thread::JoinHandle<Drained>,
+    progress: Arc<Progress>,
+}
+
+/// How far the drainer has got, so a writer keeps the map keys of a
+/// scanned process only if the watch may hold a copy of one of its maps.
+/// The kernel writes a map's record into a ring before the new VMA can be
+/// read, so a drain begun after a process was read has taken every record
+/// of the maps that read saw.
+#[derive(Debug, Default)]
+pub struct Progress(Mutex<Drains>);
+
+/// The drains so far (see [`Progress`]).
+#[derive(Debug, Default)]
+pub struct Drains {
+    begun: u64,
+    done: u64,
+    /// Pids of the MMAP2 records the completed drains took.
+    mapped: HashSet<u32>,
+    /// The drainer stopped taking records (its cap): any pid may have
+    /// maps in the rings.
+    all: bool,
+}
+
+impl Progress {
+    /// The drains, locked: the lock orders a mark against the drains.
+    pub fn lock(&self) -> MutexGuard<'_, Drains> {
+        // a drainer that panicked holding it left whole counts behind
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Starts a drain: its number.
+    pub fn begin(&self) -> u64 {
+        let mut d = self.lock();
+        d.begun += 1;
+        d.begun
+    }
+
+    /// Ends drain `n`, which took MMAP2 records of `mapped` (`all`: it
+    /// took none, the cap reached).
+    pub fn complete(&self, n: u64, mapped: &mut HashSet<u32>, all: bool) {
+        let mut d = self.lock();
+        d.mapped.extend(mapped.drain());
+        d.all |= all;
+        d.done = d.done.max(n);
+    }
+}
+
+impl Drains {
+    /// A mark for what was read before now: [`Drains::settles`] it once a
+    /// drain begun after it has completed.
+    pub fn mark(&self) -> u64 {
+        self.begun
+    }
+
+    /// Whether the drains have taken every record written before `mark`.
+    pub fn settles(&self, mark: u64) -> bool {
+        self.done > mark
+    }
+
+    /// Whether the drains took a map record of `pid` (or may have left
+    /// one in the rings).
+    pub fn mapped(&self, pid: u32) -> bool {
+        self.all || self.mapped.contains(&pid)
+    }
 }
 
 /// What a watch saw: every record drained (each ring's in its order, the
@@ -155,8 +220,9 @@ impl Events {
     /// The drainer: empties the rings every [`DRAIN_EVERY`] (while under
     /// [`DRAIN_CAP`]) until told to stop, then reads the lost counts and
     /// takes what is left.
-    fn run(mut self, stop: mpsc::Receiver<()>) -> Drained {
+    fn run(mut self, stop: mpsc::Receiver<()>, progress: &Progress) -> Drained {
         let mut bytes = Vec::new();
+        let mut mapped = HashSet::new();
         // sticky: a ring found full at any drain may have dropped records
         let mut was_full = false;
         // A test hook: drain only this often, so a test can fill a ring.
@@ -165,11 +231,16 @@ impl Events {
             .and_then(|v| v.parse().ok())
             .map_or(DRAIN_EVERY, Duration::from_millis);
         while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(every) {
-            if bytes.len() < DRAIN_CAP {
-                was_full |= self.drain(&mut bytes);
-            } else {
+            let n = progress.begin();
+            let from = bytes.len();
+            let capped = bytes.len() >= DRAIN_CAP;
+            if capped {
                 was_full = true;
+            } else {
+                was_full |= self.drain(&mut bytes);
+                map_pids(&bytes[from..], &mut mapped);
             }
+            progress.complete(n, &mut mapped, capped);
         }
         let lost = self.lost();
         was_full |= self.drain(&mut bytes);
@@ -254,11 +325,22 @@ impl Watch {
             }
         }
         let (stop, stopped) = mpsc::channel();
+        let progress = Arc::new(Progress::default());
+        let shared = Arc::clone(&progress);
         let drainer = std::thread::Builder::new()
             .name("watch".into())
-            .spawn(move || ev.run(stopped))
+            .spawn(move || ev.run(stopped, &shared))
             .map_err(|e| why("drainer thread", e))?;
-        Ok(Watch { stop, drainer })
+        Ok(Watch {
+            stop,
+            drainer,
+            progress,
+        })
+    }
+
+    /// The drainer's progress, shared.
+    pub fn progress(&self) -> Arc<Progress> {
+        Arc::clone(&self.progress)
     }
 
     /// Stops watching: every record written since the start, and what was
@@ -283,6 +365,24 @@ pub struct Watched {
     pub pid: u32,
     pub tid: u32,
     pub time: u64,
+}
+
+/// Adds to `into` the pid of each MMAP2 record in drained bytes (native
+/// byte order), stopping at a malformed record.
+pub fn map_pids(bytes: &[u8], into: &mut HashSet<u32>) {
+    let r = Rd(Endian::NATIVE);
+    let mut at = 0usize;
+    while let (Some(t), Some(size)) = (r.u32(bytes, at), r.u16(bytes, at + 6)) {
+        let size = usize::from(size);
+        if size < 8 || at + size > bytes.len() {
+            break;
+        }
+        // PERF_RECORD_MMAP2: the pid is the body's first field
+        if let (10, Some(pid)) = (t, r.u32(&bytes[..at + size], at + 8)) {
+            into.insert(pid);
+        }
+        at += size;
+    }
 }
 
 /// Splits drained bytes (native byte order) into records, stopping at a
@@ -326,4 +426,60 @@ pub fn parse_watched(bytes: &[u8], lost: &mut u64) -> Vec<Watched> {
     }
     out.sort_by_key(|w| w.time);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::PutExt;
+
+    /// A drained record of `record_type` whose body starts with `pid`.
+    fn record(record_type: u32, pid: u32, body: usize) -> Vec<u8> {
+        let e = Endian::NATIVE;
+        let mut r = Vec::new();
+        r.put_u32(e, record_type);
+        r.put_u16(e, 0);
+        r.put_u16(e, (8 + body) as u16);
+        r.put_u32(e, pid);
+        r.resize(8 + body, 0);
+        r
+    }
+
+    // Only MMAP2 records give their pid, and a record running past the
+    // bytes (or claiming less than a header) ends the walk.
+    #[test]
+    fn map_pids_takes_mmap2_pids() {
+        let mut bytes = record(10, 7, 88);
+        bytes.extend(record(3, 8, 24)); // COMM
+        bytes.extend(record(10, 9, 40));
+        let mut pids = HashSet::new();
+        map_pids(&bytes, &mut pids);
+        assert_eq!(pids, HashSet::from([7, 9]));
+        let mut cut = record(10, 11, 40);
+        cut.extend(&record(10, 12, 40)[..20]);
+        let mut pids = HashSet::new();
+        map_pids(&cut, &mut pids);
+        assert_eq!(pids, HashSet::from([11]), "stops at the cut record");
+        let mut pids = HashSet::new();
+        let mut tiny = record(10, 14, 0);
+        tiny[6..8].copy_from_slice(&4u16.to_ne_bytes());
+        map_pids(&tiny, &mut pids);
+        assert!(pids.is_empty(), "a size below a header stops the walk");
+    }
+
+    // A mark is settled only by a drain begun after it, once completed.
+    #[test]
+    fn drains_settle_marks_after_their_start() {
+        let p = Progress::default();
+        let first = p.begin();
+        let mark = p.lock().mark();
+        p.complete(first, &mut HashSet::from([5]), false);
+        assert!(!p.lock().settles(mark), "begun before the mark");
+        let second = p.begin();
+        assert!(!p.lock().settles(mark), "begun, not completed");
+        p.complete(second, &mut HashSet::new(), false);
+        let d = p.lock();
+        assert!(d.settles(mark));
+        assert!(d.mapped(5) && !d.mapped(6));
+    }
 }

@@ -44,6 +44,7 @@ pub fn write_live(
     // The watch opens before anything is read.
     let watch = ScanWatch::start(target, scan, opts.watch, opts.endian, opts.watch_pages);
     let mut w = SnapshotWriter::start(out, opts)?;
+    w.follow(watch.filter());
     let enc = w.encoding();
     if let Some(roots) = &opts.kernel {
         w.write_kernel(&crate::proc::kernel::kernel_maps(roots))?;

@@ -4,7 +4,8 @@
 //! ([`WatchFilter`]): those of the selection, MMAP2 only when the scan did
 //! not write the same map.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::sync::Arc;
 
 use super::encode::Encoding;
 use super::stats::Stats;
@@ -13,7 +14,7 @@ use crate::model::BuildId;
 use crate::perf::consts::{misc, types};
 use crate::perf::events::{parse_fork, parse_map};
 use crate::perf::{BuildIdEntry, RecordHeader};
-use crate::proc::watch::{parse_watched, Watch, Watched};
+use crate::proc::watch::{parse_watched, Progress, Watch, Watched};
 use crate::proc::{self, Target};
 
 /// The watch of a live snapshot, opened before anything is read (maps made
@@ -89,6 +90,15 @@ impl ScanWatch {
         self.watch.is_some()
     }
 
+    /// The filter for this watch's records, following its drains so it
+    /// keeps only the map keys it may need.
+    pub fn filter(&self) -> WatchFilter {
+        WatchFilter {
+            progress: self.watch.as_ref().map(Watch::progress),
+            ..WatchFilter::default()
+        }
+    }
+
     /// Right after the scan: the records the watch saw (time-ordered, this
     /// machine's byte order; none when not watched) and the notes.
     pub fn finish(self) -> (Vec<Watched>, WatchNotes) {
@@ -123,7 +133,7 @@ impl ScanWatch {
 }
 
 /// What the scan wrote, for choosing the watched records to add: the keys
-/// of its maps ([`map_key`]) and its pids.
+/// of its maps ([`map_key`]) that a watched map may repeat, and its pids.
 #[derive(Debug, Default)]
 pub struct WatchFilter {
     /// Appended per process (cheap on the scan's path), sorted once when
@@ -131,14 +141,84 @@ pub struct WatchFilter {
     seen: Vec<u64>,
     sorted: bool,
     pids: HashSet<u32>,
+    /// The watch's drains, when followed: a process's keys wait in
+    /// `pending` until a drain begun after it was written has completed,
+    /// then stay only if the watch took a map of its pid. So the keys held
+    /// are those of processes that mapped during the scan, not one per map
+    /// of the host.
+    progress: Option<Arc<Progress>>,
+    pending: VecDeque<Pending>,
+}
+
+/// A written process's keys waiting for the drains.
+#[derive(Debug)]
+struct Pending {
+    mark: u64,
+    pid: u32,
+    keys: Vec<u64>,
 }
 
 impl WatchFilter {
-    /// Notes a process the scan wrote, with the keys of its maps.
+    /// Notes a process (or a piece of one) the scan wrote, with the keys of
+    /// its maps.
     pub fn note(&mut self, pid: u32, map_keys: Vec<u64>) {
-        self.seen.extend(map_keys);
-        self.sorted = false;
         self.pids.insert(pid);
+        let Some(progress) = &self.progress else {
+            self.keep(map_keys);
+            return;
+        };
+        let drains = progress.lock();
+        while let Some(p) = self.pending.front() {
+            if !drains.settles(p.mark) {
+                break;
+            }
+            let p = self.pending.pop_front().expect("front seen");
+            if drains.mapped(p.pid) {
+                self.seen.extend(p.keys);
+                self.sorted = false;
+            }
+        }
+        // marked after the process was read (it reached the writer)
+        let mark = drains.mark();
+        drop(drains);
+        if !map_keys.is_empty() {
+            self.pending.push_back(Pending {
+                mark,
+                pid,
+                keys: map_keys,
+            });
+        }
+    }
+
+    fn keep(&mut self, keys: Vec<u64>) {
+        self.seen.extend(keys);
+        self.sorted = false;
+    }
+
+    /// Keys held, kept and waiting.
+    #[cfg(test)]
+    fn held_keys(&self) -> usize {
+        self.seen.len() + self.pending.iter().map(|p| p.keys.len()).sum::<usize>()
+    }
+
+    /// Settles the waiting keys against every record the watch took:
+    /// kept for the pids it has maps of.
+    fn settle_all(&mut self, recs: &[Watched]) {
+        if self.pending.is_empty() {
+            return;
+        }
+        // watched records are in this machine's byte order
+        let r = crate::bytes::Rd(Endian::NATIVE);
+        let mapped: HashSet<u32> = recs
+            .iter()
+            .filter(|w| w.record_type == types::MMAP2)
+            .filter_map(|w| r.u32(&w.body, 0))
+            .collect();
+        for p in std::mem::take(&mut self.pending) {
+            if mapped.contains(&p.pid) {
+                self.keep(p.keys);
+            }
+        }
     }
 
     /// Passes to `emit`, in order, each watched record to add, encoded under
@@ -156,6 +236,7 @@ impl WatchFilter {
         stats: &mut Stats,
         mut emit: impl FnMut(Option<BuildIdEntry>, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
+        self.settle_all(recs);
         let e = enc.endian;
         let me = std::process::id();
         let mut rec = Vec::new();
@@ -349,5 +430,69 @@ mod tests {
             (1, 2),
             "pid 9's map noted after a lookup"
         );
+    }
+
+    /// A filter following a drain progress of the test's own.
+    fn following() -> (WatchFilter, Arc<Progress>) {
+        let progress = Arc::new(Progress::default());
+        let f = WatchFilter {
+            progress: Some(Arc::clone(&progress)),
+            ..WatchFilter::default()
+        };
+        (f, progress)
+    }
+
+    // Keys wait until a drain begun after their process was written has
+    // completed, then stay only for pids the drains took maps of; a drain
+    // already under way when the process was written settles nothing.
+    #[test]
+    fn keys_kept_only_for_pids_the_watch_mapped() {
+        let key = |pid, addr| map_key(pid, addr, 0x1000, 0, b"/lib/x.so");
+        let (mut f, progress) = following();
+        let under_way = progress.begin();
+        f.note(7, vec![key(7, 0x1000), key(7, 0x2000)]);
+        f.note(9, vec![key(9, 0x1000)]);
+        progress.complete(under_way, &mut HashSet::from([9]), false);
+        f.note(11, vec![key(11, 0x1000)]);
+        assert_eq!(f.held_keys(), 4, "a drain begun before settles nothing");
+        let next = progress.begin();
+        progress.complete(next, &mut HashSet::from([9]), false);
+        f.note(12, vec![]);
+        assert_eq!(f.held_keys(), 1, "pid 9's key kept, 7's and 11's dropped");
+        assert_eq!(f.seen, vec![key(9, 0x1000)]);
+        // a cap that stopped the draining keeps every key
+        f.note(13, vec![key(13, 0x1000)]);
+        let capped = progress.begin();
+        progress.complete(capped, &mut HashSet::new(), true);
+        f.note(14, vec![]);
+        assert_eq!(f.held_keys(), 2, "pid 13's key kept under the cap");
+    }
+
+    // At the end, keys still waiting are settled against every record the
+    // watch took: a map of a pid seen only then is still a duplicate, and
+    // the keys of pids with no maps taken are dropped.
+    #[test]
+    fn waiting_keys_are_settled_by_the_records() {
+        let enc = Encoding {
+            endian: Endian::NATIVE,
+            layout: SampleIdLayout::default(),
+            id: 0,
+            forks: false,
+            fill_tid: false,
+        };
+        let key = |pid, addr| map_key(pid, addr, 0x1000, 0, b"/lib/x.so");
+        let (mut f, _progress) = following();
+        f.note(7, vec![key(7, 0x1000)]);
+        f.note(8, vec![key(8, 0x1000)]);
+        assert_eq!(f.held_keys(), 2, "no drain yet: both wait");
+        let recs = [watched_map(7, 0x1000), watched_map(7, 0x3000)];
+        let (mut ids, mut stats, mut n) = (BTreeMap::new(), Stats::default(), 0);
+        f.add(&recs, false, &enc, &mut ids, &mut stats, |_, _| {
+            n += 1;
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!((n, stats.watched_duplicates), (1, 1));
+        assert_eq!(f.held_keys(), 1, "pid 8 mapped nothing: its key dropped");
     }
 }

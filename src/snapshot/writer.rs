@@ -170,6 +170,12 @@ impl<'a> SnapshotWriter<'a> {
         })
     }
 
+    /// Chooses the watched records with `filter` (from the scan's watch:
+    /// see [`ScanWatch::filter`](super::ScanWatch::filter)).
+    pub fn follow(&mut self, filter: WatchFilter) {
+        self.filter = filter;
+    }
+
     /// Writes the kernel and module maps (before any process, as perf
     /// does), their build ids going to the table (pipe mode: right before).
     pub fn write_kernel(&mut self, km: &KernelMaps) -> Result<(), WriteError> {
