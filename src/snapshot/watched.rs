@@ -390,11 +390,14 @@ mod tests {
         }
     }
 
-    // A watched map the scan also wrote is dropped as a duplicate, a new
-    // one is added; keys noted after a lookup are still found; processes
-    // outside the selection are left out.
-    #[test]
-    fn watched_maps_deduplicated_against_the_scan() {
+    /// The key of the 4 KiB map of /lib/x.so at `addr` in `pid`.
+    fn key(pid: u32, addr: u64) -> u64 {
+        map_key(pid, addr, 0x1000, 0, b"/lib/x.so")
+    }
+
+    /// Runs `f` over `recs` (a `-p` selection, native byte order): how many
+    /// records it added and how many maps it dropped as duplicates.
+    fn added_and_duplicates(f: &mut WatchFilter, recs: &[Watched]) -> (usize, usize) {
         let enc = Encoding {
             endian: Endian::NATIVE,
             layout: SampleIdLayout::default(),
@@ -402,31 +405,35 @@ mod tests {
             forks: false,
             fill_tid: false,
         };
-        let key = |pid, addr| map_key(pid, addr, 0x1000, 0, b"/lib/x.so");
+        let (mut ids, mut stats, mut n) = (BTreeMap::new(), Stats::default(), 0);
+        f.add(recs, false, &enc, &mut ids, &mut stats, |_, _| {
+            n += 1;
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        (n, stats.watched_duplicates)
+    }
+
+    // A watched map the scan also wrote is dropped as a duplicate, a new
+    // one is added; keys noted after a lookup are still found; processes
+    // outside the selection are left out.
+    #[test]
+    fn watched_maps_deduplicated_against_the_scan() {
         let mut f = WatchFilter::default();
         f.note(7, vec![key(7, 0x1000)]);
-        let run = |f: &mut WatchFilter, recs: &[Watched]| {
-            let (mut ids, mut stats, mut n) = (BTreeMap::new(), Stats::default(), 0);
-            f.add(recs, false, &enc, &mut ids, &mut stats, |_, _| {
-                n += 1;
-                Ok::<(), ()>(())
-            })
-            .unwrap();
-            (n, stats.watched_duplicates)
-        };
         let recs = [
             watched_map(7, 0x1000),
             watched_map(7, 0x2000),
             watched_map(9, 0x1000),
         ];
         assert_eq!(
-            run(&mut f, &recs),
+            added_and_duplicates(&mut f, &recs),
             (1, 1),
             "one added, one duplicate, pid 9 not selected"
         );
         f.note(9, vec![key(9, 0x1000)]);
         assert_eq!(
-            run(&mut f, &recs),
+            added_and_duplicates(&mut f, &recs),
             (1, 2),
             "pid 9's map noted after a lookup"
         );
@@ -447,7 +454,6 @@ mod tests {
     // already under way when the process was written settles nothing.
     #[test]
     fn keys_kept_only_for_pids_the_watch_mapped() {
-        let key = |pid, addr| map_key(pid, addr, 0x1000, 0, b"/lib/x.so");
         let (mut f, progress) = following();
         let under_way = progress.begin();
         f.note(7, vec![key(7, 0x1000), key(7, 0x2000)]);
@@ -473,26 +479,12 @@ mod tests {
     // the keys of pids with no maps taken are dropped.
     #[test]
     fn waiting_keys_are_settled_by_the_records() {
-        let enc = Encoding {
-            endian: Endian::NATIVE,
-            layout: SampleIdLayout::default(),
-            id: 0,
-            forks: false,
-            fill_tid: false,
-        };
-        let key = |pid, addr| map_key(pid, addr, 0x1000, 0, b"/lib/x.so");
         let (mut f, _progress) = following();
         f.note(7, vec![key(7, 0x1000)]);
         f.note(8, vec![key(8, 0x1000)]);
         assert_eq!(f.held_keys(), 2, "no drain yet: both wait");
         let recs = [watched_map(7, 0x1000), watched_map(7, 0x3000)];
-        let (mut ids, mut stats, mut n) = (BTreeMap::new(), Stats::default(), 0);
-        f.add(&recs, false, &enc, &mut ids, &mut stats, |_, _| {
-            n += 1;
-            Ok::<(), ()>(())
-        })
-        .unwrap();
-        assert_eq!((n, stats.watched_duplicates), (1, 1));
+        assert_eq!(added_and_duplicates(&mut f, &recs), (1, 1));
         assert_eq!(f.held_keys(), 1, "pid 8 mapped nothing: its key dropped");
     }
 }
