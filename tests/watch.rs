@@ -14,7 +14,8 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-/// Builds the fixture that dlopen()s the libraries named on its stdin.
+/// Builds the fixture that dlopen()s the libraries named on its stdin (and
+/// toggles the protection of one already mapped: `toggle PATH`).
 fn lazymap(dir: &Path) -> std::path::PathBuf {
     build_fixture("lazymap", dir, &["-ldl"])
 }
@@ -217,6 +218,82 @@ fn a_map_made_after_the_scan_is_watched() {
     );
 }
 
+/// Sends `line` to the lazymap fixture and waits for the file `done`.
+fn lazymap_do(m: &mut Mapper, line: &str, done: &Path) {
+    let stdin = m.child.stdin.as_mut().unwrap();
+    writeln!(stdin, "{line}").unwrap();
+    stdin.flush().unwrap();
+    wait_until("the fixture", || done.exists());
+}
+
+// A map the kernel records again after the scan read its process (an
+// mprotect back to executable) is a new event: it is added with its real
+// time beside the scan's copy, as perf record would have it. One recorded
+// after the watch opened but before the read (a library mapped while the
+// scan is held after the heads) is the scan's own: written once, and
+// counted among the maps the scan had too.
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn a_map_recorded_again_after_the_read_is_a_new_event() {
+    needs_perf_record();
+    let f = fixtures();
+    let dir = scratch("watch-again");
+    let prog = lazymap(&dir);
+    let (lib_a, lib_b) = (dir.join("liba.so"), dir.join("libb.so"));
+    std::fs::copy(&f.lib_sha1, &lib_a).unwrap();
+    std::fs::copy(&f.lib_md5, &lib_b).unwrap();
+    let mut m = Mapper::start_as(&prog, &[]);
+    let suffixed = |p: &Path, s: &str| PathBuf::from(format!("{}.{s}", p.display()));
+    lazymap_do(&mut m, lib_a.to_str().unwrap(), &suffixed(&lib_a, "mapped"));
+
+    let (heads, drain) = (dir.join("heads.hold"), dir.join("drain.hold"));
+    let out = dir.join("again.data");
+    let snap = Command::new(bin())
+        .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
+        .env("MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS", &heads)
+        .env("MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN", &drain)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the scan to be held after the heads", || heads.exists());
+    lazymap_do(&mut m, lib_b.to_str().unwrap(), &suffixed(&lib_b, "mapped"));
+    std::fs::remove_file(&heads).unwrap();
+    wait_until("the scan to end", || drain.exists());
+    let toggle = format!("toggle {}", lib_a.display());
+    lazymap_do(&mut m, &toggle, &suffixed(&lib_a, "toggled"));
+    std::fs::remove_file(&drain).unwrap();
+    let o = snap.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains(" 1 maps the scan had too"), "{err}");
+
+    let all = maps(&out);
+    let of = |lib: &Path| -> Vec<&Value> {
+        let p = lib.to_str().unwrap();
+        all.iter().filter(|v| v["path"] == p).collect()
+    };
+    assert_eq!(of(&lib_b).len(), 1, "mapped before the read: {all:?}");
+    let a = of(&lib_a);
+    assert_eq!(a.len(), 2, "the scan's and the one recorded after: {a:?}");
+    let place = |v: &Value| (v["start"].clone(), v["len"].clone(), v["pgoff"].clone());
+    assert_eq!(place(a[0]), place(a[1]), "the same map twice: {a:?}");
+    let (start, _) = window(&err);
+    assert_eq!(a[0]["time"], 0, "the scan's copy first: {a:?}");
+    assert!(a[1]["time"].as_u64().unwrap() > start, "{a:?}");
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let lines = script
+        .lines()
+        .filter(|l| l.contains("PERF_RECORD_MMAP2") && l.ends_with(lib_a.to_str().unwrap()))
+        .count();
+    assert_eq!(lines, 2, "{script}");
+}
+
 // --json watches as the file output does: a library mapped after the scan
 // read its process (held there by the test hook) is among its lines once,
 // with a real CLOCK_MONOTONIC time and its ELF build id (also a build_id
@@ -350,6 +427,33 @@ fn unprivileged_all_says_it_cannot_watch() {
         "{err}"
     );
     assert!(out.exists());
+}
+
+// In a pid namespace that still sees its parent's /proc (unshare -fp
+// without --mount-proc), perf records would name processes by the
+// namespace's pids and /proc by the parent's: the snapshot does not watch,
+// says why, and still writes the process's maps.
+#[test]
+#[ignore = "needs root (unshare -fp)"]
+fn proc_of_another_pid_namespace_is_not_watched() {
+    needs_root("unshare -fp");
+    let f = fixtures();
+    let m = Mapper::start(&[f.lib_sha1.as_os_str()]);
+    let dir = scratch("watch-otherns");
+    let out = dir.join("o.data");
+    let o = Command::new("unshare")
+        .args(["-fp", bin(), "-p", &m.pid.to_string(), "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("/proc is not the /proc of this pid namespace"),
+        "{err}"
+    );
+    let lib = f.lib_sha1.to_str().unwrap();
+    assert!(maps(&out).iter().any(|v| v["path"] == lib), "{err}");
 }
 
 // In a private PID namespace with 200 busy processes (100 exec + 1000 data

@@ -273,6 +273,26 @@ impl Prefetched {
     }
 }
 
+/// This process's status as `proc_root` gives it.
+fn own_status(proc_root: &Path) -> Option<parse::Status> {
+    let t = std::fs::read(proc_root.join("self/status")).ok()?;
+    parse::parse_status(&t).ok()
+}
+
+/// Whether `proc_root` is the /proc of this process's own pid namespace,
+/// `me` being our status read from it: only there do its pids match those
+/// the kernel gives us elsewhere (perf records, the task iterator). A /proc
+/// of another pid namespace names processes by other numbers; NSpid has
+/// one entry only in our own.
+fn is_own_proc(proc_root: &Path, me: Option<&parse::Status>) -> bool {
+    proc_root == Path::new("/proc") && me.is_some_and(|s| s.nspid_levels == 1)
+}
+
+/// [`is_own_proc`], reading our status from `proc_root`.
+pub fn proc_is_own(proc_root: &Path) -> bool {
+    is_own_proc(proc_root, own_status(proc_root).as_ref())
+}
+
 /// The heads of `pids` from the BPF task iterator where [`Options::tasks`]
 /// asks for it, or nothing (every head is then read from /proc). Only for
 /// the real /proc of this process's own pid namespace, and not when
@@ -285,14 +305,8 @@ fn prefetch_heads(
     if opts.tasks == TaskSource::Proc {
         return Ok(BTreeMap::new());
     }
-    let me = std::fs::read(opts.proc_root.join("self/status"))
-        .ok()
-        .and_then(|t| parse::parse_status(&t).ok());
-    // /proc of another pid namespace names processes by other numbers:
-    // NSpid has one entry only in the /proc of our own namespace
-    let here = opts.proc_root == Path::new("/proc")
-        && !matches!(target, Target::Uid(_))
-        && me.as_ref().is_some_and(|s| s.nspid_levels == 1);
+    let me = own_status(&opts.proc_root);
+    let here = !matches!(target, Target::Uid(_)) && is_own_proc(&opts.proc_root, me.as_ref());
     let wanted = match opts.tasks {
         TaskSource::Proc => false, // returned above
         TaskSource::Bpf if !here => return Err(ScanError::TaskIter(tasks::TaskIterError::NotHere)),

@@ -70,6 +70,14 @@ impl ScanWatch {
                 None,
                 Some("watching writes this machine's byte order only".to_string()),
             ),
+            // the kernel writes pids as our pid namespace sees them
+            (true, true) if !proc::scan::proc_is_own(&scan.proc_root) => (
+                None,
+                Some(format!(
+                    "{} is not the /proc of this pid namespace: its pids are not the watch's",
+                    scan.proc_root.display()
+                )),
+            ),
             (true, true) => {
                 let data = scan.selection == crate::model::Selection::ExecAndData;
                 match Watch::start(target, &scan.proc_root, data, pages) {
@@ -134,11 +142,18 @@ impl ScanWatch {
 
 /// What the scan wrote, for choosing the watched records to add: the keys
 /// of its maps ([`map_key`]) that a watched map may repeat, and its pids.
+///
+/// A watched map repeats the scan's when its key is one the scan wrote
+/// and the kernel recorded it before the scan had read that process: the
+/// same event reported twice. One recorded after the read (an `mprotect`
+/// back to executable, a map made again at the same place) is a new event,
+/// added as `perf record` would have it.
 #[derive(Debug, Default)]
 pub struct WatchFilter {
-    /// Appended per process (cheap on the scan's path), sorted once when
-    /// the first watched map is looked up: most scans see few or none.
-    seen: Vec<u64>,
+    /// (key, CLOCK_MONOTONIC ns once its process was read), appended per
+    /// process (cheap on the scan's path), sorted once when the first
+    /// watched map is looked up: most scans see few or none.
+    seen: Vec<(u64, u64)>,
     sorted: bool,
     pids: HashSet<u32>,
     /// The watch's drains, when followed: a process's keys wait in
@@ -156,15 +171,16 @@ struct Pending {
     mark: u64,
     pid: u32,
     keys: Vec<u64>,
+    read_end: u64,
 }
 
 impl WatchFilter {
     /// Notes a process (or a piece of one) the scan wrote, with the keys of
-    /// its maps.
-    pub fn note(&mut self, pid: u32, map_keys: Vec<u64>) {
+    /// its maps and when they had been read (CLOCK_MONOTONIC ns).
+    pub fn note(&mut self, pid: u32, map_keys: Vec<u64>, read_end: u64) {
         self.pids.insert(pid);
-        let Some(progress) = &self.progress else {
-            self.keep(map_keys);
+        let Some(progress) = self.progress.clone() else {
+            self.keep(map_keys, read_end);
             return;
         };
         let drains = progress.lock();
@@ -174,8 +190,7 @@ impl WatchFilter {
             }
             let p = self.pending.pop_front().expect("front seen");
             if drains.mapped(p.pid) {
-                self.seen.extend(p.keys);
-                self.sorted = false;
+                self.keep(p.keys, p.read_end);
             }
         }
         // marked after the process was read (it reached the writer)
@@ -186,13 +201,28 @@ impl WatchFilter {
                 mark,
                 pid,
                 keys: map_keys,
+                read_end,
             });
         }
     }
 
-    fn keep(&mut self, keys: Vec<u64>) {
-        self.seen.extend(keys);
+    fn keep(&mut self, keys: Vec<u64>, read_end: u64) {
+        self.seen.extend(keys.into_iter().map(|k| (k, read_end)));
         self.sorted = false;
+    }
+
+    /// Whether the scan wrote the map of `key` after the kernel recorded
+    /// it at `time`.
+    fn scan_had(&mut self, key: u64, time: u64) -> bool {
+        if !self.sorted {
+            self.seen.sort_unstable();
+            self.sorted = true;
+        }
+        let from = self.seen.partition_point(|&(k, _)| k < key);
+        self.seen[from..]
+            .iter()
+            .take_while(|&&(k, _)| k == key)
+            .any(|&(_, read_end)| time <= read_end)
     }
 
     /// Keys held, kept and waiting.
@@ -216,7 +246,7 @@ impl WatchFilter {
             .collect();
         for p in std::mem::take(&mut self.pending) {
             if mapped.contains(&p.pid) {
-                self.keep(p.keys);
+                self.keep(p.keys, p.read_end);
             }
         }
     }
@@ -226,7 +256,8 @@ impl WatchFilter {
     /// entry its map brings when its build id is new to `ids` (which gets
     /// it). Added: the records of the selection (`all`: every process but
     /// this one; else the processes written and their children), MMAP2 only
-    /// when the scan did not write the same map. Counts go to `stats`.
+    /// when it does not repeat a map the scan wrote (see [`WatchFilter`]).
+    /// Counts go to `stats`.
     pub fn add<E>(
         &mut self,
         recs: &[Watched],
@@ -269,12 +300,8 @@ impl WatchFilter {
                     continue;
                 };
                 let k = &m.key;
-                if !self.sorted {
-                    self.seen.sort_unstable();
-                    self.sorted = true;
-                }
                 let key = map_key(k.pid, k.addr, k.len, k.pgoff, &k.filename);
-                if self.seen.binary_search(&key).is_ok() {
+                if self.scan_had(key, w.time) {
                     stats.watched_duplicates += 1;
                     continue;
                 }
@@ -420,7 +447,7 @@ mod tests {
     #[test]
     fn watched_maps_deduplicated_against_the_scan() {
         let mut f = WatchFilter::default();
-        f.note(7, vec![key(7, 0x1000)]);
+        f.note(7, vec![key(7, 0x1000)], 10);
         let recs = [
             watched_map(7, 0x1000),
             watched_map(7, 0x2000),
@@ -431,11 +458,31 @@ mod tests {
             (1, 1),
             "one added, one duplicate, pid 9 not selected"
         );
-        f.note(9, vec![key(9, 0x1000)]);
+        f.note(9, vec![key(9, 0x1000)], 10);
         assert_eq!(
             added_and_duplicates(&mut f, &recs),
             (1, 2),
             "pid 9's map noted after a lookup"
+        );
+    }
+
+    // A watched map with a key the scan wrote repeats it only when the
+    // kernel recorded it before the scan read the process; recorded after
+    // (an mprotect back to executable), it is a new event and added.
+    #[test]
+    fn maps_recorded_after_the_read_are_new_events() {
+        let mut f = WatchFilter::default();
+        f.note(7, vec![key(7, 0x1000), key(7, 0x2000)], 10);
+        let mut later = watched_map(7, 0x2000);
+        later.time = 11;
+        let recs = [watched_map(7, 0x1000), later];
+        assert_eq!(added_and_duplicates(&mut f, &recs), (1, 1));
+        let mut at_end = watched_map(7, 0x2000);
+        at_end.time = 10;
+        assert_eq!(
+            added_and_duplicates(&mut f, &[at_end]),
+            (0, 1),
+            "recorded at the read's end: the scan's"
         );
     }
 
@@ -456,21 +503,21 @@ mod tests {
     fn keys_kept_only_for_pids_the_watch_mapped() {
         let (mut f, progress) = following();
         let under_way = progress.begin();
-        f.note(7, vec![key(7, 0x1000), key(7, 0x2000)]);
-        f.note(9, vec![key(9, 0x1000)]);
+        f.note(7, vec![key(7, 0x1000), key(7, 0x2000)], 10);
+        f.note(9, vec![key(9, 0x1000)], 10);
         progress.complete(under_way, &mut HashSet::from([9]), false);
-        f.note(11, vec![key(11, 0x1000)]);
+        f.note(11, vec![key(11, 0x1000)], 10);
         assert_eq!(f.held_keys(), 4, "a drain begun before settles nothing");
         let next = progress.begin();
         progress.complete(next, &mut HashSet::from([9]), false);
-        f.note(12, vec![]);
+        f.note(12, vec![], 10);
         assert_eq!(f.held_keys(), 1, "pid 9's key kept, 7's and 11's dropped");
-        assert_eq!(f.seen, vec![key(9, 0x1000)]);
+        assert_eq!(f.seen, vec![(key(9, 0x1000), 10)]);
         // a cap that stopped the draining keeps every key
-        f.note(13, vec![key(13, 0x1000)]);
+        f.note(13, vec![key(13, 0x1000)], 10);
         let capped = progress.begin();
         progress.complete(capped, &mut HashSet::new(), true);
-        f.note(14, vec![]);
+        f.note(14, vec![], 10);
         assert_eq!(f.held_keys(), 2, "pid 13's key kept under the cap");
     }
 
@@ -480,8 +527,8 @@ mod tests {
     #[test]
     fn waiting_keys_are_settled_by_the_records() {
         let (mut f, _progress) = following();
-        f.note(7, vec![key(7, 0x1000)]);
-        f.note(8, vec![key(8, 0x1000)]);
+        f.note(7, vec![key(7, 0x1000)], 10);
+        f.note(8, vec![key(8, 0x1000)], 10);
         assert_eq!(f.held_keys(), 2, "no drain yet: both wait");
         let recs = [watched_map(7, 0x1000), watched_map(7, 0x3000)];
         assert_eq!(added_and_duplicates(&mut f, &recs), (1, 1));

@@ -35,6 +35,9 @@ pub struct Encoded {
     pub summary: ProcessSummary,
     /// Keys of its maps ([`map_key`]), when asked for.
     pub map_keys: Vec<u64>,
+    /// CLOCK_MONOTONIC ns once its maps were read, with the keys: a
+    /// watched record of a map after this is a new event, not the scan's.
+    pub read_end: u64,
     /// Its pid.
     pub pid: u32,
 }
@@ -72,6 +75,11 @@ pub fn encode_keyed(
     keys: bool,
     memo: Option<&mut Reported>,
 ) -> Result<Encoded, RecordTooLarge> {
+    // taken first: the maps were read before this
+    let read_end = match keys {
+        true => crate::sys::clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(u64::MAX),
+        false => 0,
+    };
     let mut records = Vec::with_capacity(64 + 160 * p.vmas.len());
     encode::encode_part(p, part, enc, &mut records)?;
     let map_keys = match keys {
@@ -109,6 +117,7 @@ pub fn encode_keyed(
         build_ids,
         summary,
         map_keys,
+        read_end,
         pid: p.pid,
     })
 }
@@ -235,7 +244,7 @@ impl<'a> SnapshotWriter<'a> {
         w.write_all(&p.records)?;
         self.data_len += p.records.len() as u64;
         self.stats.add(p.summary);
-        self.filter.note(p.pid, p.map_keys);
+        self.filter.note(p.pid, p.map_keys, p.read_end);
         Ok(())
     }
 
