@@ -131,6 +131,41 @@ fn long_named_libraries(name: &str) -> (Scratch, Vec<PathBuf>, Mapper) {
     (dir, libs, m)
 }
 
+/// The lazymap fixture started, in a scratch directory named `name` with
+/// two libraries of distinct build ids copied there, not mapped yet.
+fn two_libraries(name: &str) -> (Scratch, PathBuf, PathBuf, Mapper) {
+    needs_perf_record();
+    let f = fixtures();
+    let dir = scratch(name);
+    let prog = lazymap(&dir);
+    let (lib_a, lib_b) = (dir.join("liba.so"), dir.join("libb.so"));
+    std::fs::copy(&f.lib_sha1, &lib_a).unwrap();
+    std::fs::copy(&f.lib_md5, &lib_b).unwrap();
+    let m = Mapper::start_as(&prog, &[]);
+    (dir, lib_a, lib_b, m)
+}
+
+/// `WRAPPER mmap2-synth -p PID -o OUT` (`wrapper` names the binary as its
+/// argument) on a mapper of the fixture library: it succeeds, says `why`
+/// it does not watch, and still writes the library's maps.
+fn unwatched_snapshot(dir: &Path, wrapper: &mut Command, why: &str) {
+    let m = Mapper::start(&[fixtures().lib_sha1.as_os_str()]);
+    let out = dir.join("o.data");
+    let o = wrapper
+        .args(["-p", &m.pid.to_string(), "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains(why), "{err}");
+    let lib = fixtures().lib_sha1.to_str().unwrap();
+    assert!(
+        maps(&out).iter().any(|v| v["path"] == lib),
+        "the plain scan's maps: {err}"
+    );
+}
+
 /// The `N lost` of a watched snapshot's summary.
 fn lost_of(err: &str) -> u64 {
     let line = err
@@ -149,15 +184,8 @@ fn lost_of(err: &str) -> u64 {
 #[test]
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn a_map_made_after_the_scan_is_watched() {
-    needs_perf_record();
-    let f = fixtures();
-    let dir = scratch("watch");
-    let prog = lazymap(&dir);
-    let (lib_a, lib_b) = (dir.join("liba.so"), dir.join("libb.so"));
-    std::fs::copy(&f.lib_sha1, &lib_a).unwrap();
-    std::fs::copy(&f.lib_md5, &lib_b).unwrap();
+    let (dir, lib_a, lib_b, mut m) = two_libraries("watch");
 
-    let mut m = Mapper::start_as(&prog, &[]);
     let out = dir.join("watched.data");
     let before = clock_monotonic_ns();
     let err = snapshot_with_map_after_scan(&mut m, &lib_a, &out, &[]);
@@ -235,14 +263,7 @@ fn lazymap_do(m: &mut Mapper, line: &str, done: &Path) {
 #[test]
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn a_map_recorded_again_after_the_read_is_a_new_event() {
-    needs_perf_record();
-    let f = fixtures();
-    let dir = scratch("watch-again");
-    let prog = lazymap(&dir);
-    let (lib_a, lib_b) = (dir.join("liba.so"), dir.join("libb.so"));
-    std::fs::copy(&f.lib_sha1, &lib_a).unwrap();
-    std::fs::copy(&f.lib_md5, &lib_b).unwrap();
-    let mut m = Mapper::start_as(&prog, &[]);
+    let (dir, lib_a, lib_b, mut m) = two_libraries("watch-again");
     let suffixed = |p: &Path, s: &str| PathBuf::from(format!("{}.{s}", p.display()));
     lazymap_do(&mut m, lib_a.to_str().unwrap(), &suffixed(&lib_a, "mapped"));
 
@@ -301,13 +322,7 @@ fn a_map_recorded_again_after_the_read_is_a_new_event() {
 #[test]
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn json_output_is_watched_too() {
-    needs_perf_record();
-    let f = fixtures();
-    let dir = scratch("watch-json");
-    let prog = lazymap(&dir);
-    let (lib_a, lib_b) = (dir.join("liba.so"), dir.join("libb.so"));
-    std::fs::copy(&f.lib_sha1, &lib_a).unwrap();
-    std::fs::copy(&f.lib_md5, &lib_b).unwrap();
+    let (dir, lib_a, lib_b, mut m) = two_libraries("watch-json");
     let lines = |o: &std::process::Output| -> Vec<Value> {
         String::from_utf8(o.stdout.clone())
             .unwrap()
@@ -316,7 +331,6 @@ fn json_output_is_watched_too() {
             .collect()
     };
 
-    let mut m = Mapper::start_as(&prog, &[]);
     let before = clock_monotonic_ns();
     let o = run_with_map_after_scan(&mut m, &lib_a, &dir.join("json.hold"), &["--json"]);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -437,23 +451,12 @@ fn unprivileged_all_says_it_cannot_watch() {
 #[ignore = "needs root (unshare -fp)"]
 fn proc_of_another_pid_namespace_is_not_watched() {
     needs_root("unshare -fp");
-    let f = fixtures();
-    let m = Mapper::start(&[f.lib_sha1.as_os_str()]);
     let dir = scratch("watch-otherns");
-    let out = dir.join("o.data");
-    let o = Command::new("unshare")
-        .args(["-fp", bin(), "-p", &m.pid.to_string(), "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    assert!(
-        err.contains("/proc is not the /proc of this pid namespace"),
-        "{err}"
+    unwatched_snapshot(
+        &dir,
+        Command::new("unshare").args(["-fp", bin()]),
+        "/proc is not the /proc of this pid namespace",
     );
-    let lib = f.lib_sha1.to_str().unwrap();
-    assert!(maps(&out).iter().any(|v| v["path"] == lib), "{err}");
 }
 
 // In a private PID namespace with 200 busy processes (100 exec + 1000 data
@@ -576,24 +579,10 @@ fn all_with_busy_processes_misses_no_map_made_during_the_scan() {
 fn seccomp_without_perf_events_falls_back_to_the_plain_scan() {
     let dir = scratch("watch-seccomp");
     let noperf = build_fixture("noperf", &dir, &[]);
-    let m = Mapper::start(&[fixtures().lib_sha1.as_os_str()]);
-    let out = dir.join("s.data");
-    let o = Command::new(&noperf)
-        .arg(bin())
-        .args(["-p", &m.pid.to_string(), "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    assert!(
-        err.contains("cannot watch for new maps (perf event of a thread: Permission denied"),
-        "{err}"
-    );
-    let lib = fixtures().lib_sha1.to_str().unwrap();
-    assert!(
-        maps(&out).iter().any(|v| v["path"] == lib),
-        "the plain scan's maps"
+    unwatched_snapshot(
+        &dir,
+        Command::new(&noperf).arg(bin()),
+        "cannot watch for new maps (perf event of a thread: Permission denied",
     );
 }
 
