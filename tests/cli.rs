@@ -24,10 +24,6 @@ fn in_pid_namespace(script: &str) -> std::process::Output {
     out
 }
 
-fn q(p: &std::path::Path) -> String {
-    format!("'{}'", p.display())
-}
-
 // --all inside a private PID namespace snapshots exactly the namespace's
 // processes (the shell and two mappers, not mmap2-synth itself), with FORK
 // then COMM per thread, and the output is identical for -j 1, 2 and 3.

@@ -194,7 +194,6 @@ fn unprivileged_all_reads_its_own_and_counts_the_rest() {
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let lib = dir.join("libmine.so");
     std::fs::copy(&f.lib_hex8, &lib).unwrap();
-    let q = |p: &Path| format!("'{}'", p.display());
     let script = format!(
         "{m} --wait forever --ready {r1} & \
          setpriv --reuid=65534 --regid=65534 --clear-groups {m} --wait forever --ready {r2} {lib} & \

@@ -166,6 +166,24 @@ fn unwatched_snapshot(dir: &Path, wrapper: &mut Command, why: &str) {
     );
 }
 
+/// Asserts that no MMAP2 line of `lines` (`dump --json` lines) repeats
+/// another's pid, start, length, offset and path; `context` goes with the
+/// failure.
+fn assert_no_map_twice(lines: &[Value], context: &str) {
+    let mut keys: Vec<String> = lines
+        .iter()
+        .filter(|v| v["kind"] == "mmap2")
+        .map(|v| {
+            let k = (&v["pid"], &v["start"], &v["len"], &v["pgoff"], &v["path"]);
+            format!("{k:?}")
+        })
+        .collect();
+    let n = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "a map written twice: {context}");
+}
+
 /// The `N lost` of a watched snapshot's summary.
 fn lost_of(err: &str) -> u64 {
     let line = err
@@ -200,23 +218,7 @@ fn a_map_made_after_the_scan_is_watched() {
         hits[0]["build_id"],
         Value::String(readelf_build_id(&lib_a).unwrap())
     );
-    let mut keys: Vec<_> = all
-        .iter()
-        .map(|v| {
-            (
-                v["pid"].clone(),
-                v["start"].clone(),
-                v["len"].clone(),
-                v["pgoff"].clone(),
-                v["path"].clone(),
-            )
-        })
-        .map(|k| format!("{k:?}"))
-        .collect();
-    let n = keys.len();
-    keys.sort();
-    keys.dedup();
-    assert_eq!(keys.len(), n, "a map written twice");
+    assert_no_map_twice(&all, "");
     let script = perf(&[
         "script".as_ref(),
         "--show-mmap-events".as_ref(),
@@ -352,20 +354,7 @@ fn json_output_is_watched_too() {
             .any(|v| v["kind"] == "build_id" && v["path"] == a && v["build_id"] == *id),
         "{all:?}"
     );
-    let mut keys: Vec<String> = all
-        .iter()
-        .filter(|v| v["kind"] == "mmap2")
-        .map(|v| {
-            format!(
-                "{} {} {} {} {}",
-                v["pid"], v["start"], v["len"], v["pgoff"], v["path"]
-            )
-        })
-        .collect();
-    let n = keys.len();
-    keys.sort();
-    keys.dedup();
-    assert_eq!(keys.len(), n, "a map printed twice");
+    assert_no_map_twice(&all, "");
 
     // The control: the same with --no-watch misses the library.
     let o = run_with_map_after_scan(
@@ -459,6 +448,61 @@ fn proc_of_another_pid_namespace_is_not_watched() {
     );
 }
 
+// In a time namespace whose monotonic clock runs an hour behind the
+// kernel's (perf stamps events with the kernel's), a process mapping all
+// through the scan: the summary's window is on the events' clock (the
+// watched maps fall inside it), and no map is written twice (the maps
+// recorded before the read are told from those after on one clock).
+#[test]
+#[ignore = "needs root (unshare -T) and perf events"]
+fn time_namespace_offsets_do_not_shift_the_watch() {
+    needs_root("unshare -T");
+    let f = fixtures();
+    let dir = scratch("watch-timens");
+    let churn = build_fixture("churn", &dir, &[]);
+    let (log, ready, out) = (
+        dir.join("churn.log"),
+        dir.join("churn.ready"),
+        dir.join("t.data"),
+    );
+    let script = format!(
+        "(sleep 30 | {churn} {lib} {log} 20000) > {ready} 2>/dev/null &\n\
+         {wait}\
+         {bin} -p $(cut -d' ' -f2 {ready}) -o {out}\n",
+        churn = q(&churn),
+        lib = q(&f.lib_sha1),
+        log = q(&log),
+        ready = q(&ready),
+        wait = sh_poll("the first map", &format!("[ ! -s {} ]", q(&log))),
+        bin = bin(),
+        out = q(&out),
+    );
+    let o = Command::new("unshare")
+        .args(["-T", "--monotonic=-3600", "--fork", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let (start, end) = window(&err);
+    let lib = f.lib_sha1.to_str().unwrap();
+    let all = maps(&out);
+    let watched: Vec<u64> = all
+        .iter()
+        .filter(|v| v["path"] == lib)
+        .filter_map(|v| v["time"].as_u64())
+        .filter(|&t| t != 0)
+        .collect();
+    assert!(!watched.is_empty(), "{err}");
+    let second = 1_000_000_000;
+    for t in &watched {
+        assert!(
+            (start..end + second).contains(t),
+            "a watched map at {t}, the window {start}..{end}: {err}"
+        );
+    }
+    assert_no_map_twice(&all, &err);
+}
+
 // In a private PID namespace with 200 busy processes (100 exec + 1000 data
 // VMAs each), a process started first (so the scan reads it early) maps a
 // file at a new address every ~0.1 ms and logs each address with
@@ -474,7 +518,6 @@ fn all_with_busy_processes_misses_no_map_made_during_the_scan() {
     let f = fixtures();
     let dir = scratch("watch-churn");
     let churn = build_fixture("churn", &dir, &[]);
-    let q = |p: &Path| format!("'{}'", p.display());
     let run = |name: &str, extra: &str| -> (String, Vec<(u64, u64)>, Vec<Value>) {
         let (log, out, ready) = (
             dir.join(format!("{name}.log")),
@@ -538,14 +581,7 @@ fn all_with_busy_processes_misses_no_map_made_during_the_scan() {
             "map {a:#x} logged at {t} (window {start}..{end}) missing"
         );
     }
-    let mut keys: Vec<String> = out
-        .iter()
-        .map(|v| format!("{} {} {} {}", v["pid"], v["start"], v["len"], v["path"]))
-        .collect();
-    let n = keys.len();
-    keys.sort();
-    keys.dedup();
-    assert_eq!(keys.len(), n, "a map written twice");
+    assert_no_map_twice(&out, "");
 
     // The control: of the maps logged during the --no-watch scan, some
     // are missing.

@@ -1,7 +1,42 @@
-//! Clock arithmetic for staleness: whether a live process started after a
-//! recording ended, with /proc's boot-time ticks and perf's monotonic clock.
+//! Clock arithmetic: whether a live process started after a recording
+//! ended, with /proc's boot-time ticks and perf's monotonic clock; and this
+//! process's clocks as the kernel's perf events stamp them, whatever time
+//! namespace it runs in.
+
+use std::sync::OnceLock;
 
 use crate::sys;
+
+/// A clock's offset in `/proc/self/timens_offsets` text (lines "monotonic
+/// SECS NSECS" and "boottime SECS NSECS"), in nanoseconds; 0 when absent
+/// or unreadable (no time namespaces).
+pub fn timens_offset(text: &[u8], clock: &str) -> i64 {
+    let text = String::from_utf8_lossy(text);
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        if f.next() == Some(clock) {
+            let secs: i64 = f.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+            let nsecs: i64 = f.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+            return secs.saturating_mul(1_000_000_000).saturating_add(nsecs);
+        }
+    }
+    0
+}
+
+/// This process's time namespace offsets, as `/proc/self/timens_offsets`
+/// gives them (empty outside time namespaces).
+pub fn timens_offsets_text() -> Vec<u8> {
+    std::fs::read("/proc/self/timens_offsets").unwrap_or_default()
+}
+
+/// CLOCK_MONOTONIC in nanoseconds as perf events stamp it (`use_clockid`):
+/// this process's clock less its time namespace's offset, which perf's
+/// clock does not see. None if the clock cannot be read.
+pub fn event_monotonic_ns() -> Option<u64> {
+    static OFFSET: OnceLock<i64> = OnceLock::new();
+    let off = *OFFSET.get_or_init(|| timens_offset(&timens_offsets_text(), "monotonic"));
+    Some(sys::clock_ns(libc::CLOCK_MONOTONIC)?.wrapping_add_signed(off.wrapping_neg()))
+}
 
 /// Clock ticks per second, the unit of `/proc/PID/stat`'s start time.
 pub fn ticks_per_second() -> u64 {
@@ -17,7 +52,9 @@ pub fn ticks_per_second() -> u64 {
 /// the tick resolution plus 100 ppm of uptime for the drift between
 /// sched_clock and the NTP-steered monotonic clock.
 pub fn started_after(start_ticks: u64, ticks_per_sec: u64, last_sample_ns: u64) -> bool {
-    let mono = sys::clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0);
+    // the kernel's clock: a time namespace offsets ours, and /proc's start
+    // times and our boot clock by the same boottime offset
+    let mono = event_monotonic_ns().unwrap_or(0);
     let boot = sys::clock_ns(libc::CLOCK_BOOTTIME).unwrap_or(mono);
     started_after_at(start_ticks, ticks_per_sec, last_sample_ns, mono, boot)
 }
@@ -44,6 +81,17 @@ pub fn stale_margin_ns(monotonic_now: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A time namespace's offsets are read per clock from their lines;
+    // anything else gives 0.
+    #[test]
+    fn timens_offsets_per_clock() {
+        let text = b"monotonic -3600 250\nboottime 3 500000000\n";
+        assert_eq!(timens_offset(text, "monotonic"), -3_599_999_999_750);
+        assert_eq!(timens_offset(text, "boottime"), 3_500_000_000);
+        assert_eq!(timens_offset(b"garbage", "boottime"), 0);
+        assert_eq!(timens_offset(b"", "monotonic"), 0);
+    }
 
     // Start times are moved from the boot clock to the monotonic one and
     // compared with a margin; suspend time does not make old processes stale.

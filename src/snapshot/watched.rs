@@ -49,8 +49,9 @@ impl WatchNotes {
     }
 }
 
+/// Now on the watched records' clock (the kernel's CLOCK_MONOTONIC).
 fn monotonic() -> u64 {
-    crate::sys::clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(0)
+    crate::proc::clock::event_monotonic_ns().unwrap_or(0)
 }
 
 impl ScanWatch {

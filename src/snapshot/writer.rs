@@ -77,7 +77,7 @@ pub fn encode_keyed(
 ) -> Result<Encoded, RecordTooLarge> {
     // taken first: the maps were read before this
     let read_end = match keys {
-        true => crate::sys::clock_ns(libc::CLOCK_MONOTONIC).unwrap_or(u64::MAX),
+        true => crate::proc::clock::event_monotonic_ns().unwrap_or(u64::MAX),
         false => 0,
     };
     let mut records = Vec::with_capacity(64 + 160 * p.vmas.len());

@@ -694,6 +694,11 @@ where
         .expect("run setpriv (util-linux)")
 }
 
+/// `p` in single quotes, for a shell script (test paths have no quotes).
+pub fn q(p: &std::path::Path) -> String {
+    format!("'{}'", p.display())
+}
+
 /// A shell loop waiting until `cond` (a shell test) is false, polling every
 /// 10 ms; after 30 s it says `what` did not happen and exits 1. For
 /// namespace scripts: no wait without a bound.

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::super::clock;
 use super::super::parse::{PF_KTHREAD, PF_RANDOMIZE};
 use super::program::RECORD;
 use crate::model::{Process, Thread, Vma};
@@ -128,9 +129,9 @@ impl StartClock {
     /// `/proc/self/timens_offsets`; none without time namespaces) and
     /// `sysconf(_SC_CLK_TCK)`.
     pub fn here() -> StartClock {
-        let offsets = std::fs::read("/proc/self/timens_offsets").unwrap_or_default();
+        let offsets = clock::timens_offsets_text();
         StartClock {
-            boottime_offset_ns: boottime_offset(&offsets),
+            boottime_offset_ns: clock::timens_offset(&offsets, "boottime"),
             ticks_per_second: sys::clock_ticks_per_second(),
         }
     }
@@ -141,21 +142,6 @@ impl StartClock {
         let ns = start_boottime.wrapping_add_signed(self.boottime_offset_ns);
         ns / (1_000_000_000 / self.ticks_per_second.clamp(1, 1_000_000_000))
     }
-}
-
-/// The boot-clock offset in `timens_offsets` text ("boottime SECS NSECS"
-/// lines), in nanoseconds; 0 when absent or unreadable.
-fn boottime_offset(text: &[u8]) -> i64 {
-    let text = String::from_utf8_lossy(text);
-    for line in text.lines() {
-        let mut f = line.split_whitespace();
-        if f.next() == Some("boottime") {
-            let secs: i64 = f.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-            let nsecs: i64 = f.next().and_then(|s| s.parse().ok()).unwrap_or(0);
-            return secs.saturating_mul(1_000_000_000).saturating_add(nsecs);
-        }
-    }
-    0
 }
 
 /// The heads of user processes (no VMAs yet) from task records in any
@@ -313,15 +299,12 @@ mod tests {
         assert!(!want.is_vdso(&v(vdso, vdso + 0x2000, 0, b"[vvar]")));
     }
 
-    // The time namespace offset is read from its "boottime" line and moves
-    // start times as /proc/PID/stat shows them in that namespace.
+    // The time namespace's boot-clock offset moves start times as
+    // /proc/PID/stat shows them in that namespace.
     #[test]
     fn time_namespace_offset_moves_start_times() {
-        let off = boottime_offset(b"monotonic 0 0\nboottime 3 500000000\n");
-        assert_eq!(off, 3_500_000_000);
-        assert_eq!(boottime_offset(b"garbage"), 0);
         let clock = StartClock {
-            boottime_offset_ns: off,
+            boottime_offset_ns: 3_500_000_000,
             ticks_per_second: 100,
         };
         assert_eq!(clock.ticks(1_000_000_000), 450);
