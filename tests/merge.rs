@@ -429,39 +429,44 @@ fn stale_process_is_skipped() {
     );
 }
 
-// In a time namespace whose monotonic clock runs behind the kernel's
-// (perf's), a process that started after the recording's end is still
-// stale: start times are compared on the kernel's clock. (With the
-// namespace's clock, set back by three quarters of the uptime, the process
-// looked older than the recording's end at half the uptime, and was
-// merged.) The times are fractions of the uptime, so any uptime over a few
-// seconds gives the same outcome.
+// In a time namespace whose clocks run behind the kernel's (perf's), a
+// process that started after the recording's end is still stale: start
+// times are compared on the kernel's clock. Set back by three quarters of
+// the uptime, the namespace's monotonic clock made the process look older
+// than the recording's end at half the uptime, and so did its boot clock
+// (a negative BOOTTIME - MONOTONIC was taken as 0); both were merged. The
+// times are fractions of the uptime, so any uptime over a few seconds
+// gives the same outcome.
 #[test]
 #[ignore = "needs root (unshare -T)"]
-fn time_namespace_offset_does_not_hide_stale_processes() {
+fn time_namespace_offsets_do_not_hide_stale_processes() {
     needs_root("unshare -T");
     let dir = scratch("merge-timens");
     let late = Mapper::start(&[]);
     let now = mmap2_synth::sys::clock_ns(libc::CLOCK_MONOTONIC).unwrap();
-    let back_secs = now / 1_000_000_000 * 3 / 4;
+    let back = format!("-{}", now / 1_000_000_000 * 3 / 4);
     let rec = dir.join("rec.data");
     recording_with_sample_at(&rec, late.pid, now / 2);
     let merged = dir.join("merged.data");
-    let o = Command::new("unshare")
-        .args(["-T", &format!("--monotonic=-{back_secs}"), "--fork"])
-        .args([bin(), "merge"])
-        .arg(&rec)
-        .args(["-p", &late.pid.to_string(), "-o"])
-        .arg(&merged)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    assert!(
-        err.contains("inserted 0 records")
-            && err.contains("stale (started after the recording): 1"),
-        "{err}"
-    );
+    let (mono, boot) = (format!("--monotonic={back}"), format!("--boottime={back}"));
+    for offsets in [vec![&mono], vec![&boot], vec![&mono, &boot]] {
+        let o = Command::new("unshare")
+            .arg("-T")
+            .args(&offsets)
+            .args(["--fork", bin(), "merge"])
+            .arg(&rec)
+            .args(["-p", &late.pid.to_string(), "-o"])
+            .arg(&merged)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{offsets:?}: {err}");
+        assert!(
+            err.contains("inserted 0 records")
+                && err.contains("stale (started after the recording): 1"),
+            "{offsets:?}: {err}"
+        );
+    }
 }
 
 fn run_merge(args: &[&std::ffi::OsStr]) -> std::process::Output {

@@ -256,23 +256,23 @@ fn lazymap_do(m: &mut Mapper, line: &str, done: &Path) {
     wait_until("the fixture", || done.exists());
 }
 
-// A map the kernel records again after the scan read its process (an
-// mprotect back to executable) is a new event: it is added with its real
-// time beside the scan's copy, as perf record would have it. One recorded
-// after the watch opened but before the read (a library mapped while the
-// scan is held after the heads) is the scan's own: written once, and
-// counted among the maps the scan had too.
-#[test]
-#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
-fn a_map_recorded_again_after_the_read_is_a_new_event() {
-    let (dir, lib_a, lib_b, mut m) = two_libraries("watch-again");
+/// A `-p ARGS` snapshot of the lazymap fixture with two libraries (in a
+/// scratch directory `name`): A mapped before the scan, B mapped while the
+/// scan is held after the heads (before the read), and A's executable map
+/// made read-only and executable again while it is held before the drain
+/// (after the read). Returns (dir, A, B, the output, the snapshot's output).
+fn toggled_after_the_read(
+    name: &str,
+    args: &[&str],
+) -> (Scratch, PathBuf, PathBuf, PathBuf, std::process::Output) {
+    let (dir, lib_a, lib_b, mut m) = two_libraries(name);
     let suffixed = |p: &Path, s: &str| PathBuf::from(format!("{}.{s}", p.display()));
     lazymap_do(&mut m, lib_a.to_str().unwrap(), &suffixed(&lib_a, "mapped"));
-
     let (heads, drain) = (dir.join("heads.hold"), dir.join("drain.hold"));
     let out = dir.join("again.data");
     let snap = Command::new(bin())
         .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
+        .args(args)
         .env("MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS", &heads)
         .env("MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN", &drain)
         .stdout(Stdio::piped())
@@ -287,6 +287,38 @@ fn a_map_recorded_again_after_the_read_is_a_new_event() {
     lazymap_do(&mut m, &toggle, &suffixed(&lib_a, "toggled"));
     std::fs::remove_file(&drain).unwrap();
     let o = snap.wait_with_output().unwrap();
+    (dir, lib_a, lib_b, out, o)
+}
+
+// With -d the watch takes data maps too: A made read-only after the read
+// is added as a read-only map (prot 1) before it is executable again
+// (prot 5), both with their real times (the attr's mmap_data bit was once
+// written as `freq`, so no data map was watched).
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn data_maps_made_after_the_read_are_watched_with_d() {
+    let (_dir, lib_a, _lib_b, out, o) = toggled_after_the_read("watch-data", &["-d"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let a = lib_a.to_str().unwrap();
+    let watched: Vec<u64> = maps(&out)
+        .iter()
+        .filter(|v| v["path"] == a && v["time"] != 0)
+        .map(|v| v["prot"].as_u64().unwrap())
+        .collect();
+    assert_eq!(watched, [1, 5], "read-only, then executable again: {err}");
+}
+
+// A map the kernel records again after the scan read its process (an
+// mprotect back to executable) is a new event: it is added with its real
+// time beside the scan's copy, as perf record would have it. One recorded
+// after the watch opened but before the read (a library mapped while the
+// scan is held after the heads) is the scan's own: written once, and
+// counted among the maps the scan had too.
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn a_map_recorded_again_after_the_read_is_a_new_event() {
+    let (_dir, lib_a, lib_b, out, o) = toggled_after_the_read("watch-again", &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains(" 1 maps the scan had too"), "{err}");
@@ -301,9 +333,13 @@ fn a_map_recorded_again_after_the_read_is_a_new_event() {
     assert_eq!(a.len(), 2, "the scan's and the one recorded after: {a:?}");
     let place = |v: &Value| (v["start"].clone(), v["len"].clone(), v["pgoff"].clone());
     assert_eq!(place(a[0]), place(a[1]), "the same map twice: {a:?}");
-    let (start, _) = window(&err);
+    let (start, end) = window(&err);
     assert_eq!(a[0]["time"], 0, "the scan's copy first: {a:?}");
-    assert!(a[1]["time"].as_u64().unwrap() > start, "{a:?}");
+    let t = a[1]["time"].as_u64().unwrap();
+    assert!(
+        t > start && t < end,
+        "inside the window {start}..{end}: {a:?}"
+    );
     let script = perf(&[
         "script".as_ref(),
         "--show-mmap-events".as_ref(),

@@ -51,9 +51,14 @@ pub fn ticks_per_second() -> u64 {
 /// monotonic clock by today's BOOTTIME - MONOTONIC offset; the margin covers
 /// the tick resolution plus 100 ppm of uptime for the drift between
 /// sched_clock and the NTP-steered monotonic clock.
+///
+/// In a time namespace, /proc's start times and our boot clock carry the
+/// same boottime offset, which cancels; the monotonic clock is the kernel's
+/// ([`event_monotonic_ns`]). A negative boottime offset can make the
+/// BOOTTIME - MONOTONIC difference negative, so the arithmetic is signed,
+/// and it wraps the start of a process older than the offset's reach (as
+/// /proc's unsigned sum does) past now: such a process is not stale.
 pub fn started_after(start_ticks: u64, ticks_per_sec: u64, last_sample_ns: u64) -> bool {
-    // the kernel's clock: a time namespace offsets ours, and /proc's start
-    // times and our boot clock by the same boottime offset
     let mono = event_monotonic_ns().unwrap_or(0);
     let boot = sys::clock_ns(libc::CLOCK_BOOTTIME).unwrap_or(mono);
     started_after_at(start_ticks, ticks_per_sec, last_sample_ns, mono, boot)
@@ -67,10 +72,13 @@ pub fn started_after_at(
     monotonic_now: u64,
     boottime_now: u64,
 ) -> bool {
-    let start_boot =
-        (u128::from(start_ticks) * 1_000_000_000 / u128::from(ticks_per_sec.max(1))) as u64;
-    let start_mono = start_boot.saturating_sub(boottime_now.saturating_sub(monotonic_now));
-    start_mono > last_sample_ns.saturating_add(stale_margin_ns(monotonic_now))
+    let start_boot = u128::from(start_ticks) * 1_000_000_000 / u128::from(ticks_per_sec.max(1));
+    if start_boot > u128::from(boottime_now) {
+        // started "after now": /proc's sum wrapped under a negative offset
+        return false;
+    }
+    let start_mono = start_boot as i128 - (i128::from(boottime_now) - i128::from(monotonic_now));
+    start_mono > i128::from(last_sample_ns) + i128::from(stale_margin_ns(monotonic_now))
 }
 
 /// The margin [`started_after`] allows: 0.5 s plus 100 ppm of uptime.
@@ -132,5 +140,40 @@ mod tests {
             1300 * sec
         ));
         assert_eq!(stale_margin_ns(100_000 * sec), sec / 2 + 10 * sec);
+    }
+
+    // A time namespace's boot clock set back further than the machine
+    // slept: BOOTTIME - MONOTONIC is negative there, and a start is still
+    // moved by it (it was taken as 0); a start wrapped past now is old.
+    #[test]
+    fn staleness_under_a_negative_boottime_offset() {
+        let sec = 1_000_000_000u64;
+        // kernel: boot 300 s, mono 300 s; namespace boot clock -250 s; the
+        // process started at 290 s (40 s in the namespace), the recording
+        // ended at 200 s: stale
+        assert!(started_after_at(
+            40 * 100,
+            100,
+            200 * sec,
+            300 * sec,
+            50 * sec
+        ));
+        // the recording ended at 295 s: not stale
+        assert!(!started_after_at(
+            40 * 100,
+            100,
+            295 * sec,
+            300 * sec,
+            50 * sec
+        ));
+        // started at 10 s, before the offset's reach: /proc's sum wrapped
+        let wrapped = (10 * sec).wrapping_sub(250 * sec) / 10_000_000;
+        assert!(!started_after_at(
+            wrapped,
+            100,
+            200 * sec,
+            300 * sec,
+            50 * sec
+        ));
     }
 }

@@ -18,18 +18,20 @@ use super::scan::Target;
 use crate::bytes::{Endian, PutExt, Rd};
 use crate::sys::{perf_event_open, perf_read_lost, perf_set_output, PerfRing};
 
-/// perf_event_attr bits used here (kernel ABI).
+/// perf_event_attr flag bits used here (kernel ABI; checked against
+/// linux-perf-event-reader's by a test: `MMAP_DATA` was once bit 10, `freq`,
+/// so `-d` watched no data maps).
 mod bits {
+    pub const INHERIT: u64 = 1 << 1;
     pub const MMAP: u64 = 1 << 8;
     pub const COMM: u64 = 1 << 9;
-    pub const INHERIT: u64 = 1 << 1;
     pub const TASK: u64 = 1 << 13;
+    pub const MMAP_DATA: u64 = 1 << 17;
     pub const SAMPLE_ID_ALL: u64 = 1 << 18;
     pub const MMAP2: u64 = 1 << 23;
     pub const COMM_EXEC: u64 = 1 << 24;
     pub const USE_CLOCKID: u64 = 1 << 25;
     pub const BUILD_ID: u64 = 1 << 34;
-    pub const MMAP_DATA: u64 = 1 << 10;
 }
 
 /// Bytes of the sample_id trailer the watch asks for: TID then TIME.
@@ -164,6 +166,9 @@ pub struct Drained {
     /// not count losses, records may have been dropped with no
     /// PERF_RECORD_LOST written.
     pub was_full: bool,
+    /// The events' clock just before the last drain read the rings: a map
+    /// made before then is among `bytes` (or counted lost).
+    pub ended: u64,
 }
 
 /// The events while they are open: rings, events writing into another's
@@ -243,11 +248,13 @@ impl Events {
             progress.complete(n, &mut mapped, capped);
         }
         let lost = self.lost();
+        let ended = super::clock::event_monotonic_ns().unwrap_or(0);
         was_full |= self.drain(&mut bytes);
         Drained {
             bytes,
             lost,
             was_full,
+            ended,
         }
     }
 }
@@ -348,8 +355,9 @@ impl Watch {
     pub fn finish(self) -> Drained {
         let _ = self.stop.send(());
         // a drainer that panicked read nothing more: count that as a loss
-        self.drainer.join().unwrap_or(Drained {
+        self.drainer.join().unwrap_or_else(|_| Drained {
             was_full: true,
+            ended: super::clock::event_monotonic_ns().unwrap_or(0),
             ..Drained::default()
         })
     }
@@ -465,6 +473,28 @@ mod tests {
         tiny[6..8].copy_from_slice(&4u16.to_ne_bytes());
         map_pids(&tiny, &mut pids);
         assert!(pids.is_empty(), "a size below a header stops the walk");
+    }
+
+    // The attr's flag bits are the kernel's, as linux-perf-event-reader
+    // names them.
+    #[test]
+    fn attr_bits_match_the_reference_crate() {
+        use linux_perf_event_reader::constants as k;
+        let pairs = [
+            (bits::INHERIT, k::ATTR_FLAG_BIT_INHERIT),
+            (bits::MMAP, k::ATTR_FLAG_BIT_MMAP),
+            (bits::COMM, k::ATTR_FLAG_BIT_COMM),
+            (bits::TASK, k::ATTR_FLAG_BIT_TASK),
+            (bits::MMAP_DATA, k::ATTR_FLAG_BIT_MMAP_DATA),
+            (bits::SAMPLE_ID_ALL, k::ATTR_FLAG_BIT_SAMPLE_ID_ALL),
+            (bits::MMAP2, k::ATTR_FLAG_BIT_MMAP2),
+            (bits::COMM_EXEC, k::ATTR_FLAG_BIT_COMM_EXEC),
+            (bits::USE_CLOCKID, k::ATTR_FLAG_BIT_USE_CLOCKID),
+            (bits::BUILD_ID, k::ATTR_FLAG_BIT_BUILD_ID),
+        ];
+        for (ours, theirs) in pairs {
+            assert_eq!(ours, theirs);
+        }
     }
 
     // A mark is settled only by a drain begun after it, once completed.

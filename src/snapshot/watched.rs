@@ -109,12 +109,14 @@ impl ScanWatch {
     }
 
     /// Right after the scan: the records the watch saw (time-ordered, this
-    /// machine's byte order; none when not watched) and the notes.
+    /// machine's byte order; none when not watched) and the notes. A
+    /// watched window ends when the last drain began, so the maps made
+    /// inside it are the ones it took (it ended before the drain, and maps
+    /// made meanwhile were added from after its end).
     pub fn finish(self) -> (Vec<Watched>, WatchNotes) {
-        let scan_end = monotonic();
+        let mut end = None;
         let mut notes = WatchNotes {
             skipped: self.skipped,
-            window: (self.start, scan_end),
             watched: self.watch.is_some(),
             ..WatchNotes::default()
         };
@@ -123,6 +125,7 @@ impl ScanWatch {
                 // a test maps a library here: after the scan, before the drain
                 crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN");
                 let drained = watch.finish();
+                end = Some(drained.ended);
                 let mut reported = 0;
                 let recs = parse_watched(&drained.bytes, &mut reported);
                 // The events' counts include what PERF_RECORD_LOST reported;
@@ -137,6 +140,7 @@ impl ScanWatch {
             }
             None => Vec::new(),
         };
+        notes.window = (self.start, end.unwrap_or_else(monotonic));
         (recs, notes)
     }
 }
