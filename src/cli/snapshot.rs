@@ -83,13 +83,13 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     printer.records(&recs, enc.endian, enc.layout);
     stats.kernel_maps = kernel.maps.len();
     stats.kernel_skipped = kernel.skipped;
-    let keyed = watch.is_on();
+    let watched = watch.is_on();
     let mut filter = watch.filter();
     let scanned = proc::scan_each_with(
         target,
         &scan,
         |memo: &mut snapshot::Reported, p, part| {
-            snapshot::weighed(snapshot::encode_keyed(&p, part, &enc, keyed, Some(memo)))
+            snapshot::weighed(snapshot::encode_piece(&p, part, &enc, watched, Some(memo)))
         },
         |encoded| -> Result<(), CliError> {
             let encoded = encoded.map_err(|e| CliError::write(Path::new("stdout"), e))?;
@@ -100,7 +100,7 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
                     .insert(id);
             }
             stats.add(encoded.summary);
-            filter.note(encoded.pid, encoded.map_keys, encoded.read_end);
+            filter.note(encoded.pid, encoded.map_ranges, encoded.read_end);
             Ok(())
         },
     )?;

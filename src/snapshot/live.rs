@@ -10,7 +10,7 @@ use super::file::{Out, WriteOptions};
 use super::reported::Reported;
 use super::stats::Stats;
 use super::watched::ScanWatch;
-use super::writer::{encode_keyed, weighed, SnapshotWriter};
+use super::writer::{encode_piece, weighed, SnapshotWriter};
 use crate::perf::WriteError;
 use crate::proc::{self, ScanError, Skip, Target};
 
@@ -49,11 +49,11 @@ pub fn write_live(
     if let Some(roots) = &opts.kernel {
         w.write_kernel(&crate::proc::kernel::kernel_maps(roots))?;
     }
-    let keyed = watch.is_on();
+    let watched = watch.is_on();
     let scanned = proc::scan_each_with(
         target,
         scan,
-        |memo: &mut Reported, p, part| weighed(encode_keyed(&p, part, &enc, keyed, Some(memo))),
+        |memo: &mut Reported, p, part| weighed(encode_piece(&p, part, &enc, watched, Some(memo))),
         |e| -> Result<(), LiveError> { Ok(w.write(e.map_err(WriteError::from)?)?) },
     )?;
     let (recs, notes) = watch.finish();

@@ -26,4 +26,4 @@ pub use read::{is_kernel_map, read_snapshot, read_snapshot_with_kernel};
 pub use reported::Reported;
 pub use stats::Stats;
 pub use watched::{ScanWatch, WatchFilter, WatchNotes};
-pub use writer::{encode_for_writer, encode_keyed, weighed, write_snapshot, SnapshotWriter};
+pub use writer::{encode_for_writer, encode_piece, weighed, write_snapshot, SnapshotWriter};

@@ -145,47 +145,52 @@ impl ScanWatch {
     }
 }
 
-/// What the scan wrote, for choosing the watched records to add: the keys
-/// of its maps ([`map_key`]) that a watched map may repeat, and its pids.
+/// What the scan wrote, for choosing the watched records to add: where its
+/// maps lie and when they had been read, and its pids.
 ///
-/// A watched map repeats the scan's when its key is one the scan wrote
-/// and the kernel recorded it before the scan had read that process: the
-/// same event reported twice. One recorded after the read (an `mprotect`
-/// back to executable, a map made again at the same place) is a new event,
-/// added as `perf record` would have it.
+/// The scan's records stand for each process as it was read, at time 0,
+/// before every watched record. So a watched map the kernel recorded before
+/// the scan read that place is superseded by the scan's view and dropped
+/// when it overlaps a map the scan wrote there (the same map reported
+/// twice, or an older one the scan saw replaced: replayed after the scan's
+/// it would undo the replacement). One recorded after the read (an
+/// `mprotect` back to executable, a map made again at the same place) is a
+/// new event, added as `perf record` would have it; so is one of a place
+/// the scan found empty.
 #[derive(Debug, Default)]
 pub struct WatchFilter {
-    /// (key, CLOCK_MONOTONIC ns once its process was read), appended per
-    /// process (cheap on the scan's path), sorted once when the first
-    /// watched map is looked up: most scans see few or none.
-    seen: Vec<(u64, u64)>,
+    /// The scan's maps: (pid, start, end, events' CLOCK_MONOTONIC ns once
+    /// read), appended per piece (cheap on the scan's path), sorted once
+    /// when the first watched map is looked up: most scans see few or none.
+    seen: Vec<(u32, u64, u64, u64)>,
     sorted: bool,
     pids: HashSet<u32>,
-    /// The watch's drains, when followed: a process's keys wait in
+    /// The watch's drains, when followed: a piece's ranges wait in
     /// `pending` until a drain begun after it was written has completed,
-    /// then stay only if the watch took a map of its pid. So the keys held
-    /// are those of processes that mapped during the scan, not one per map
-    /// of the host.
+    /// then stay only if the watch took a map of its pid. So the ranges
+    /// held are those of processes that mapped during the scan, not one per
+    /// map of the host.
     progress: Option<Arc<Progress>>,
     pending: VecDeque<Pending>,
 }
 
-/// A written process's keys waiting for the drains.
+/// A written piece's ranges waiting for the drains.
 #[derive(Debug)]
 struct Pending {
     mark: u64,
     pid: u32,
-    keys: Vec<u64>,
+    ranges: Vec<(u64, u64)>,
     read_end: u64,
 }
 
 impl WatchFilter {
-    /// Notes a process (or a piece of one) the scan wrote, with the keys of
-    /// its maps and when they had been read (CLOCK_MONOTONIC ns).
-    pub fn note(&mut self, pid: u32, map_keys: Vec<u64>, read_end: u64) {
+    /// Notes a process (or a piece of one) the scan wrote, with the ranges
+    /// (start, end) of its maps and when they had been read (the events'
+    /// CLOCK_MONOTONIC ns).
+    pub fn note(&mut self, pid: u32, ranges: Vec<(u64, u64)>, read_end: u64) {
         self.pids.insert(pid);
         let Some(progress) = self.progress.clone() else {
-            self.keep(map_keys, read_end);
+            self.keep(pid, ranges, read_end);
             return;
         };
         let drains = progress.lock();
@@ -195,48 +200,53 @@ impl WatchFilter {
             }
             let p = self.pending.pop_front().expect("front seen");
             if drains.mapped(p.pid) {
-                self.keep(p.keys, p.read_end);
+                self.keep(p.pid, p.ranges, p.read_end);
             }
         }
         // marked after the process was read (it reached the writer)
         let mark = drains.mark();
         drop(drains);
-        if !map_keys.is_empty() {
+        if !ranges.is_empty() {
             self.pending.push_back(Pending {
                 mark,
                 pid,
-                keys: map_keys,
+                ranges,
                 read_end,
             });
         }
     }
 
-    fn keep(&mut self, keys: Vec<u64>, read_end: u64) {
-        self.seen.extend(keys.into_iter().map(|k| (k, read_end)));
+    fn keep(&mut self, pid: u32, ranges: Vec<(u64, u64)>, read_end: u64) {
+        let maps = ranges.into_iter().map(|(s, e)| (pid, s, e, read_end));
+        self.seen.extend(maps);
         self.sorted = false;
     }
 
-    /// Whether the scan wrote the map of `key` after the kernel recorded
-    /// it at `time`.
-    fn scan_had(&mut self, key: u64, time: u64) -> bool {
+    /// Whether the scan's view supersedes a map of `pid` over `start..end`
+    /// recorded at `time`: the scan wrote a map overlapping it, read after
+    /// `time`.
+    fn superseded(&mut self, pid: u32, start: u64, end: u64, time: u64) -> bool {
         if !self.sorted {
             self.seen.sort_unstable();
             self.sorted = true;
         }
-        let from = self.seen.partition_point(|&(k, _)| k < key);
+        // a process's maps are disjoint, so their ends rise with their starts
+        let from = self
+            .seen
+            .partition_point(|&(p, _, e, _)| (p, e) <= (pid, start));
         self.seen[from..]
             .iter()
-            .take_while(|&&(k, _)| k == key)
-            .any(|&(_, read_end)| time <= read_end)
+            .take_while(|&&(p, s, _, _)| p == pid && s < end)
+            .any(|&(_, _, _, read_end)| time <= read_end)
     }
 
-    /// Keys held, kept and waiting.
+    /// Maps held, kept and waiting.
     #[cfg(test)]
-    fn held_keys(&self) -> usize {
-        self.seen.len() + self.pending.iter().map(|p| p.keys.len()).sum::<usize>()
+    fn held_maps(&self) -> usize {
+        self.seen.len() + self.pending.iter().map(|p| p.ranges.len()).sum::<usize>()
     }
 
-    /// Settles the waiting keys against every record the watch took:
+    /// Settles the waiting ranges against every record the watch took:
     /// kept for the pids it has maps of.
     fn settle_all(&mut self, recs: &[Watched]) {
         if self.pending.is_empty() {
@@ -251,7 +261,7 @@ impl WatchFilter {
             .collect();
         for p in std::mem::take(&mut self.pending) {
             if mapped.contains(&p.pid) {
-                self.keep(p.keys, p.read_end);
+                self.keep(p.pid, p.ranges, p.read_end);
             }
         }
     }
@@ -261,7 +271,7 @@ impl WatchFilter {
     /// entry its map brings when its build id is new to `ids` (which gets
     /// it). Added: the records of the selection (`all`: every process but
     /// this one; else the processes written and their children), MMAP2 only
-    /// when it does not repeat a map the scan wrote (see [`WatchFilter`]).
+    /// when the scan's view does not supersede it (see [`WatchFilter`]).
     /// Counts go to `stats`.
     pub fn add<E>(
         &mut self,
@@ -305,8 +315,8 @@ impl WatchFilter {
                     continue;
                 };
                 let k = &m.key;
-                let key = map_key(k.pid, k.addr, k.len, k.pgoff, &k.filename);
-                if self.scan_had(key, w.time) {
+                let end = k.addr.saturating_add(k.len);
+                if self.superseded(k.pid, k.addr, end, w.time) {
                     stats.watched_duplicates += 1;
                     continue;
                 }
@@ -365,26 +375,21 @@ fn encode_watched(enc: &Encoding, w: &Watched, rec: &mut Vec<u8>) -> bool {
     }
 }
 
-/// A 64-bit key of a map (pid, start, length, pgoff and the file name as
-/// written): equal maps, equal keys. Seeded once per run (foldhash), so a
-/// process cannot name a file whose key collides with another map's and
-/// have a watched map dropped as a duplicate.
-pub fn map_key(pid: u32, start: u64, len: u64, pgoff: u64, name: &[u8]) -> u64 {
-    use std::hash::BuildHasher;
-    static STATE: std::sync::LazyLock<foldhash::fast::RandomState> =
-        std::sync::LazyLock::new(Default::default);
-    STATE.hash_one((pid, start, len, pgoff, name))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::perf::events::{encode_mmap2, Mmap2, Mmap2Id};
     use crate::perf::{SampleId, SampleIdLayout};
 
-    /// A watched MMAP2 of `pid` at `addr` (the body as the ring gives it:
-    /// no header, no trailer).
+    /// A watched MMAP2 of a page of /lib/x.so at `addr` in `pid`, recorded
+    /// at time 1.
     fn watched_map(pid: u32, addr: u64) -> Watched {
+        watched_map_of(pid, addr, 0x1000, b"/lib/x.so", 1)
+    }
+
+    /// A watched MMAP2 of `name` over `addr..addr + len` in `pid`, recorded
+    /// at `time` (the body as the ring gives it: no header, no trailer).
+    fn watched_map_of(pid: u32, addr: u64, len: u64, name: &[u8], time: u64) -> Watched {
         let e = Endian::NATIVE;
         let mut rec = Vec::new();
         let m = Mmap2 {
@@ -392,7 +397,7 @@ mod tests {
             pid,
             tid: pid,
             addr,
-            len: 0x1000,
+            len,
             pgoff: 0,
             id: Mmap2Id::Inode {
                 maj: 8,
@@ -402,7 +407,7 @@ mod tests {
             },
             prot: 5,
             flags: 2,
-            filename: b"/lib/x.so",
+            filename: name,
         };
         encode_mmap2(
             &mut rec,
@@ -418,13 +423,13 @@ mod tests {
             body: rec[8..].to_vec(),
             pid,
             tid: pid,
-            time: 1,
+            time,
         }
     }
 
-    /// The key of the 4 KiB map of /lib/x.so at `addr` in `pid`.
-    fn key(pid: u32, addr: u64) -> u64 {
-        map_key(pid, addr, 0x1000, 0, b"/lib/x.so")
+    /// The range of the page at `addr`.
+    fn page(addr: u64) -> (u64, u64) {
+        (addr, addr + 0x1000)
     }
 
     /// Runs `f` over `recs` (a `-p` selection, native byte order): how many
@@ -452,7 +457,7 @@ mod tests {
     #[test]
     fn watched_maps_deduplicated_against_the_scan() {
         let mut f = WatchFilter::default();
-        f.note(7, vec![key(7, 0x1000)], 10);
+        f.note(7, vec![page(0x1000)], 10);
         let recs = [
             watched_map(7, 0x1000),
             watched_map(7, 0x2000),
@@ -463,7 +468,7 @@ mod tests {
             (1, 1),
             "one added, one duplicate, pid 9 not selected"
         );
-        f.note(9, vec![key(9, 0x1000)], 10);
+        f.note(9, vec![page(0x1000)], 10);
         assert_eq!(
             added_and_duplicates(&mut f, &recs),
             (1, 2),
@@ -477,7 +482,7 @@ mod tests {
     #[test]
     fn maps_recorded_after_the_read_are_new_events() {
         let mut f = WatchFilter::default();
-        f.note(7, vec![key(7, 0x1000), key(7, 0x2000)], 10);
+        f.note(7, vec![page(0x1000), page(0x2000)], 10);
         let mut later = watched_map(7, 0x2000);
         later.time = 11;
         let recs = [watched_map(7, 0x1000), later];
@@ -488,6 +493,27 @@ mod tests {
             added_and_duplicates(&mut f, &[at_end]),
             (0, 1),
             "recorded at the read's end: the scan's"
+        );
+    }
+
+    // A watched map recorded before the read that overlaps a map the scan
+    // wrote is superseded by the scan's view, whatever its file (a library
+    // the scan saw replaced: replayed after the scan's records it would
+    // undo the replacement); one of a place the scan found empty is added.
+    #[test]
+    fn older_maps_under_the_scans_are_superseded() {
+        let mut f = WatchFilter::default();
+        f.note(7, vec![page(0x10000), page(0x20000)], 10);
+        let recs = [
+            watched_map_of(7, 0x10000, 0x1000, b"/lib/b.so", 5),
+            watched_map_of(7, 0x1f000, 0x2000, b"/lib/c.so", 6),
+            watched_map_of(7, 0x30000, 0x1000, b"/lib/d.so", 7),
+            watched_map_of(7, 0x0f000, 0x1000, b"/lib/e.so", 8),
+        ];
+        assert_eq!(
+            added_and_duplicates(&mut f, &recs),
+            (2, 2),
+            "b and c (overlapping) dropped; d and e (beside) added"
         );
     }
 
@@ -508,22 +534,22 @@ mod tests {
     fn keys_kept_only_for_pids_the_watch_mapped() {
         let (mut f, progress) = following();
         let under_way = progress.begin();
-        f.note(7, vec![key(7, 0x1000), key(7, 0x2000)], 10);
-        f.note(9, vec![key(9, 0x1000)], 10);
+        f.note(7, vec![page(0x1000), page(0x2000)], 10);
+        f.note(9, vec![page(0x1000)], 10);
         progress.complete(under_way, &mut HashSet::from([9]), false);
-        f.note(11, vec![key(11, 0x1000)], 10);
-        assert_eq!(f.held_keys(), 4, "a drain begun before settles nothing");
+        f.note(11, vec![page(0x1000)], 10);
+        assert_eq!(f.held_maps(), 4, "a drain begun before settles nothing");
         let next = progress.begin();
         progress.complete(next, &mut HashSet::from([9]), false);
         f.note(12, vec![], 10);
-        assert_eq!(f.held_keys(), 1, "pid 9's key kept, 7's and 11's dropped");
-        assert_eq!(f.seen, vec![(key(9, 0x1000), 10)]);
+        assert_eq!(f.held_maps(), 1, "pid 9's key kept, 7's and 11's dropped");
+        assert_eq!(f.seen, vec![(9, 0x1000, 0x2000, 10)]);
         // a cap that stopped the draining keeps every key
-        f.note(13, vec![key(13, 0x1000)], 10);
+        f.note(13, vec![page(0x1000)], 10);
         let capped = progress.begin();
         progress.complete(capped, &mut HashSet::new(), true);
         f.note(14, vec![], 10);
-        assert_eq!(f.held_keys(), 2, "pid 13's key kept under the cap");
+        assert_eq!(f.held_maps(), 2, "pid 13's key kept under the cap");
     }
 
     // At the end, keys still waiting are settled against every record the
@@ -532,11 +558,11 @@ mod tests {
     #[test]
     fn waiting_keys_are_settled_by_the_records() {
         let (mut f, _progress) = following();
-        f.note(7, vec![key(7, 0x1000)], 10);
-        f.note(8, vec![key(8, 0x1000)], 10);
-        assert_eq!(f.held_keys(), 2, "no drain yet: both wait");
+        f.note(7, vec![page(0x1000)], 10);
+        f.note(8, vec![page(0x1000)], 10);
+        assert_eq!(f.held_maps(), 2, "no drain yet: both wait");
         let recs = [watched_map(7, 0x1000), watched_map(7, 0x3000)];
         assert_eq!(added_and_duplicates(&mut f, &recs), (1, 1));
-        assert_eq!(f.held_keys(), 1, "pid 8 mapped nothing: its key dropped");
+        assert_eq!(f.held_maps(), 1, "pid 8 mapped nothing: its key dropped");
     }
 }

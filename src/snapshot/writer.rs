@@ -9,7 +9,7 @@ use super::encode::{self, table_entries, Encoding};
 use super::file::{host_features, snapshot_attr, snapshot_encoding, Out, WriteOptions, EVENT_ID};
 use super::reported::Reported;
 use super::stats::{ProcessSummary, Stats};
-use super::watched::{map_key, WatchFilter};
+use super::watched::WatchFilter;
 use crate::model::{BuildId, Part, Process, Vma};
 use crate::perf::consts::{feature, misc, types};
 use crate::perf::features::event_desc_feature;
@@ -33,10 +33,11 @@ pub struct Encoded {
     pub build_ids: Vec<(Vec<u8>, BuildId)>,
     /// Its counts.
     pub summary: ProcessSummary,
-    /// Keys of its maps ([`map_key`]), when asked for.
-    pub map_keys: Vec<u64>,
-    /// CLOCK_MONOTONIC ns once its maps were read, with the keys: a
-    /// watched record of a map after this is a new event, not the scan's.
+    /// The address ranges (start, end) of its maps, when asked for: the
+    /// watched maps of these places from before the read are superseded.
+    pub map_ranges: Vec<(u64, u64)>,
+    /// The events' CLOCK_MONOTONIC ns once its maps were read, with the
+    /// ranges: a watched map after this is a new event.
     pub read_end: u64,
     /// Its pid.
     pub pid: u32,
@@ -48,7 +49,7 @@ impl Encoded {
     /// name is here twice, in a record and in `build_ids`.)
     pub fn held_bytes(&self) -> usize {
         let ids: usize = self.build_ids.iter().map(|(n, _)| 64 + n.len()).sum();
-        128 + self.records.capacity() + ids + 8 * self.map_keys.len() + self.summary.held_bytes()
+        128 + self.records.capacity() + ids + 16 * self.map_ranges.len() + self.summary.held_bytes()
     }
 }
 
@@ -61,41 +62,29 @@ pub fn weighed(e: Result<Encoded, RecordTooLarge>) -> (Result<Encoded, RecordToo
 
 /// Encodes one process for a [`SnapshotWriter`] (pure; runs on any thread).
 pub fn encode_for_writer(p: &Process, enc: &Encoding) -> Result<Encoded, RecordTooLarge> {
-    encode_keyed(p, Part::WHOLE, enc, false, None)
+    encode_piece(p, Part::WHOLE, enc, false, None)
 }
 
 /// [`encode_for_writer`] of one piece of a process ([`Part`]), with the
-/// keys of its maps when `keys` (a watched snapshot drops watched maps the
-/// scan saw too). With a scan worker's `memo`, the build ids and DSOs it
+/// ranges of its maps and the time they had been read when `watched` (see
+/// [`WatchFilter`]). With a scan worker's `memo`, the build ids and DSOs it
 /// already reported are left out (the writer has them).
-pub fn encode_keyed(
+pub fn encode_piece(
     p: &Process,
     part: Part,
     enc: &Encoding,
-    keys: bool,
+    watched: bool,
     memo: Option<&mut Reported>,
 ) -> Result<Encoded, RecordTooLarge> {
     // taken first: the maps were read before this
-    let read_end = match keys {
+    let read_end = match watched {
         true => crate::proc::clock::event_monotonic_ns().unwrap_or(u64::MAX),
         false => 0,
     };
     let mut records = Vec::with_capacity(64 + 160 * p.vmas.len());
     encode::encode_part(p, part, enc, &mut records)?;
-    let map_keys = match keys {
-        true => p
-            .vmas
-            .iter()
-            .map(|v| {
-                map_key(
-                    p.pid,
-                    v.start,
-                    v.len(),
-                    v.offset,
-                    encode::mmap_filename(v).0,
-                )
-            })
-            .collect(),
+    let map_ranges = match watched {
+        true => p.vmas.iter().map(|v| (v.start, v.end)).collect(),
         false => Vec::new(),
     };
     // with a worker's memo, only the VMAs that may bring something new
@@ -116,7 +105,7 @@ pub fn encode_keyed(
         records,
         build_ids,
         summary,
-        map_keys,
+        map_ranges,
         read_end,
         pid: p.pid,
     })
@@ -244,7 +233,7 @@ impl<'a> SnapshotWriter<'a> {
         w.write_all(&p.records)?;
         self.data_len += p.records.len() as u64;
         self.stats.add(p.summary);
-        self.filter.note(p.pid, p.map_keys, p.read_end);
+        self.filter.note(p.pid, p.map_ranges, p.read_end);
         Ok(())
     }
 
