@@ -90,9 +90,9 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
             "mmap2-synth: {why}; maps made during the scan{window} may be missing"
         )),
         (None, true) => lines.push(format!(
-            "mmap2-synth: watched during the scan: {} records added, {} maps the scan had too, {}{} lost{window}{}",
+            "mmap2-synth: watched during the scan: {} records added, {} superseded by the scan's maps, {}{} lost{window}{}",
             stats.watched_added,
-            stats.watched_duplicates,
+            stats.watched_superseded,
             if stats.watch_lost_at_least { "at least " } else { "" },
             stats.watch_lost,
             lost_hint

@@ -15,7 +15,8 @@ use common::*;
 use serde_json::Value;
 
 /// Builds the fixture that dlopen()s the libraries named on its stdin (and
-/// toggles the protection of one already mapped: `toggle PATH`).
+/// toggles the protection of one already mapped, `toggle PATH`, or maps
+/// another over its code and it back, `replace PATH OTHER`).
 fn lazymap(dir: &Path) -> std::path::PathBuf {
     build_fixture("lazymap", dir, &["-ldl"])
 }
@@ -325,7 +326,7 @@ fn an_older_map_the_scan_saw_replaced_is_not_replayed() {
     let o = snap.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains(" 2 maps the scan had too"), "{err}");
+    assert!(err.contains(" 2 superseded by the scan's maps"), "{err}");
     let all = maps(&out);
     let b = lib_b.to_str().unwrap();
     assert!(!all.iter().any(|v| v["path"] == b), "B replayed: {all:?}");
@@ -362,14 +363,14 @@ fn data_maps_made_after_the_read_are_watched_with_d() {
 // time beside the scan's copy, as perf record would have it. One recorded
 // after the watch opened but before the read (a library mapped while the
 // scan is held after the heads) is the scan's own: written once, and
-// counted among the maps the scan had too.
+// counted among those the scan's maps superseded.
 #[test]
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn a_map_recorded_again_after_the_read_is_a_new_event() {
     let (_dir, lib_a, lib_b, out, o) = toggled_after_the_read("watch-again", &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains(" 1 maps the scan had too"), "{err}");
+    assert!(err.contains(" 1 superseded by the scan's maps"), "{err}");
 
     let all = maps(&out);
     let of = |lib: &Path| -> Vec<&Value> {

@@ -89,8 +89,8 @@ pub struct Watch {
     progress: Arc<Progress>,
 }
 
-/// How far the drainer has got, so a writer keeps the map keys of a
-/// scanned process only if the watch may hold a copy of one of its maps.
+/// How far the drainer has got, so a writer keeps the map ranges of a
+/// scanned process only if the watch may hold a record of one of its pid.
 /// The kernel writes a map's record into a ring before the new VMA can be
 /// read, so a drain begun after a process was read has taken every record
 /// of the maps that read saw.
@@ -345,7 +345,8 @@ impl Watch {
         })
     }
 
-    /// The drainer's progress, shared.
+    /// The drainer's progress, shared with the writer's filter (see
+    /// [`Progress`]).
     pub fn progress(&self) -> Arc<Progress> {
         Arc::clone(&self.progress)
     }

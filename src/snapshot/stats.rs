@@ -38,8 +38,9 @@ pub struct Stats {
     pub kernel_skipped: Option<String>,
     /// Watched records added (made during the scan).
     pub watched_added: usize,
-    /// Watched maps dropped: the scan wrote them too.
-    pub watched_duplicates: usize,
+    /// Watched maps dropped: recorded before the scan read their place,
+    /// over a map it wrote there (see `WatchFilter`).
+    pub watched_superseded: usize,
     /// Records the watch lost (ring overflow).
     pub watch_lost: u64,
     /// `watch_lost` is a lower bound (a kernel before 6.0 does not count

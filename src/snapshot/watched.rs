@@ -1,8 +1,8 @@
 //! A watched snapshot, whatever its output (perf.data or `--json` lines):
 //! the watch opened before the scan ([`ScanWatch`]), and which of its
 //! records are added after the scan's, encoded as the snapshot's
-//! ([`WatchFilter`]): those of the selection, MMAP2 only when the scan did
-//! not write the same map.
+//! ([`WatchFilter`]): those of the selection, MMAP2 only when the scan's
+//! maps do not supersede them.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
@@ -94,13 +94,14 @@ impl ScanWatch {
         }
     }
 
-    /// Whether the scan is watched (its processes' map keys are needed).
+    /// Whether the scan is watched (its pieces' map ranges and read times
+    /// are needed).
     pub fn is_on(&self) -> bool {
         self.watch.is_some()
     }
 
     /// The filter for this watch's records, following its drains so it
-    /// keeps only the map keys it may need.
+    /// keeps only the map ranges it may need.
     pub fn filter(&self) -> WatchFilter {
         WatchFilter {
             progress: self.watch.as_ref().map(Watch::progress),
@@ -163,7 +164,12 @@ pub struct WatchFilter {
     /// read), appended per piece (cheap on the scan's path), sorted once
     /// when the first watched map is looked up: most scans see few or none.
     seen: Vec<(u32, u64, u64, u64)>,
+    /// For each of `seen`, sorted, the furthest end of its pid's maps up to
+    /// it: maps read while the process changed may overlap or nest.
+    reach: Vec<u64>,
+    /// Whether `seen` is sorted and `reach` made since the last append.
     sorted: bool,
+    /// The pids written, and the children forked from them meanwhile.
     pids: HashSet<u32>,
     /// The watch's drains, when followed: a piece's ranges wait in
     /// `pending` until a drain begun after it was written has completed,
@@ -177,6 +183,7 @@ pub struct WatchFilter {
 /// A written piece's ranges waiting for the drains.
 #[derive(Debug)]
 struct Pending {
+    /// The drains begun when the writer got the piece.
     mark: u64,
     pid: u32,
     ranges: Vec<(u64, u64)>,
@@ -228,16 +235,33 @@ impl WatchFilter {
     fn superseded(&mut self, pid: u32, start: u64, end: u64, time: u64) -> bool {
         if !self.sorted {
             self.seen.sort_unstable();
+            let mut last = None;
+            self.reach.clear();
+            for &(p, _, e, _) in &self.seen {
+                let reach = match last {
+                    Some((lp, r)) if lp == p => e.max(r),
+                    _ => e,
+                };
+                self.reach.push(reach);
+                last = Some((p, reach));
+            }
             self.sorted = true;
         }
-        // a process's maps are disjoint, so their ends rise with their starts
-        let from = self
+        // back from the last map starting before `end`, while some map of
+        // the pid up to there still reaches past `start`
+        let below = self
             .seen
-            .partition_point(|&(p, _, e, _)| (p, e) <= (pid, start));
-        self.seen[from..]
-            .iter()
-            .take_while(|&&(p, s, _, _)| p == pid && s < end)
-            .any(|&(_, _, _, read_end)| time <= read_end)
+            .partition_point(|&(p, s, _, _)| (p, s) < (pid, end));
+        for i in (0..below).rev() {
+            let (p, _, e, read_end) = self.seen[i];
+            if p != pid || self.reach[i] <= start {
+                break;
+            }
+            if e > start && time <= read_end {
+                return true;
+            }
+        }
+        false
     }
 
     /// Maps held, kept and waiting.
@@ -317,7 +341,7 @@ impl WatchFilter {
                 let k = &m.key;
                 let end = k.addr.saturating_add(k.len);
                 if self.superseded(k.pid, k.addr, end, w.time) {
-                    stats.watched_duplicates += 1;
+                    stats.watched_superseded += 1;
                     continue;
                 }
                 new_id = m.build_id.map(|id| BuildIdEntry {
@@ -433,8 +457,8 @@ mod tests {
     }
 
     /// Runs `f` over `recs` (a `-p` selection, native byte order): how many
-    /// records it added and how many maps it dropped as duplicates.
-    fn added_and_duplicates(f: &mut WatchFilter, recs: &[Watched]) -> (usize, usize) {
+    /// records it added and how many maps the scan's superseded.
+    fn added_and_superseded(f: &mut WatchFilter, recs: &[Watched]) -> (usize, usize) {
         let enc = Encoding {
             endian: Endian::NATIVE,
             layout: SampleIdLayout::default(),
@@ -448,12 +472,12 @@ mod tests {
             Ok::<(), ()>(())
         })
         .unwrap();
-        (n, stats.watched_duplicates)
+        (n, stats.watched_superseded)
     }
 
-    // A watched map the scan also wrote is dropped as a duplicate, a new
-    // one is added; keys noted after a lookup are still found; processes
-    // outside the selection are left out.
+    // A watched map the scan also wrote is dropped, a new one is added;
+    // maps noted after a lookup are still found; processes outside the
+    // selection are left out.
     #[test]
     fn watched_maps_deduplicated_against_the_scan() {
         let mut f = WatchFilter::default();
@@ -464,21 +488,21 @@ mod tests {
             watched_map(9, 0x1000),
         ];
         assert_eq!(
-            added_and_duplicates(&mut f, &recs),
+            added_and_superseded(&mut f, &recs),
             (1, 1),
             "one added, one duplicate, pid 9 not selected"
         );
         f.note(9, vec![page(0x1000)], 10);
         assert_eq!(
-            added_and_duplicates(&mut f, &recs),
+            added_and_superseded(&mut f, &recs),
             (1, 2),
             "pid 9's map noted after a lookup"
         );
     }
 
-    // A watched map with a key the scan wrote repeats it only when the
-    // kernel recorded it before the scan read the process; recorded after
-    // (an mprotect back to executable), it is a new event and added.
+    // A watched map of a place the scan wrote is superseded only when the
+    // kernel recorded it before the scan read it; recorded after (an
+    // mprotect back to executable), it is a new event and added.
     #[test]
     fn maps_recorded_after_the_read_are_new_events() {
         let mut f = WatchFilter::default();
@@ -486,11 +510,11 @@ mod tests {
         let mut later = watched_map(7, 0x2000);
         later.time = 11;
         let recs = [watched_map(7, 0x1000), later];
-        assert_eq!(added_and_duplicates(&mut f, &recs), (1, 1));
+        assert_eq!(added_and_superseded(&mut f, &recs), (1, 1));
         let mut at_end = watched_map(7, 0x2000);
         at_end.time = 10;
         assert_eq!(
-            added_and_duplicates(&mut f, &[at_end]),
+            added_and_superseded(&mut f, &[at_end]),
             (0, 1),
             "recorded at the read's end: the scan's"
         );
@@ -511,10 +535,23 @@ mod tests {
             watched_map_of(7, 0x0f000, 0x1000, b"/lib/e.so", 8),
         ];
         assert_eq!(
-            added_and_duplicates(&mut f, &recs),
+            added_and_superseded(&mut f, &recs),
             (2, 2),
             "b and c (overlapping) dropped; d and e (beside) added"
         );
+    }
+
+    // Maps read while a process changed may nest (the walk asks for the
+    // map at or after an address): a watched map inside the outer one is
+    // still found under it, past a nested one that ends before it.
+    #[test]
+    fn nested_scanned_maps_still_supersede() {
+        let mut f = WatchFilter::default();
+        f.note(7, vec![(0x1000, 0x9000)], 10);
+        f.note(7, vec![(0x2000, 0x3000)], 10);
+        let inside = watched_map_of(7, 0x5000, 0x1000, b"/lib/b.so", 5);
+        let beyond = watched_map_of(7, 0x9000, 0x1000, b"/lib/c.so", 5);
+        assert_eq!(added_and_superseded(&mut f, &[inside, beyond]), (1, 1));
     }
 
     /// A filter following a drain progress of the test's own.
@@ -527,11 +564,11 @@ mod tests {
         (f, progress)
     }
 
-    // Keys wait until a drain begun after their process was written has
+    // Ranges wait until a drain begun after their piece was written has
     // completed, then stay only for pids the drains took maps of; a drain
-    // already under way when the process was written settles nothing.
+    // already under way when the piece was written settles nothing.
     #[test]
-    fn keys_kept_only_for_pids_the_watch_mapped() {
+    fn ranges_kept_only_for_pids_the_watch_mapped() {
         let (mut f, progress) = following();
         let under_way = progress.begin();
         f.note(7, vec![page(0x1000), page(0x2000)], 10);
@@ -542,27 +579,27 @@ mod tests {
         let next = progress.begin();
         progress.complete(next, &mut HashSet::from([9]), false);
         f.note(12, vec![], 10);
-        assert_eq!(f.held_maps(), 1, "pid 9's key kept, 7's and 11's dropped");
+        assert_eq!(f.held_maps(), 1, "pid 9's map kept, 7's and 11's dropped");
         assert_eq!(f.seen, vec![(9, 0x1000, 0x2000, 10)]);
-        // a cap that stopped the draining keeps every key
+        // a cap that stopped the draining keeps every range
         f.note(13, vec![page(0x1000)], 10);
         let capped = progress.begin();
         progress.complete(capped, &mut HashSet::new(), true);
         f.note(14, vec![], 10);
-        assert_eq!(f.held_maps(), 2, "pid 13's key kept under the cap");
+        assert_eq!(f.held_maps(), 2, "pid 13's map kept under the cap");
     }
 
-    // At the end, keys still waiting are settled against every record the
+    // At the end, ranges still waiting are settled against every record the
     // watch took: a map of a pid seen only then is still a duplicate, and
-    // the keys of pids with no maps taken are dropped.
+    // the ranges of pids with no maps taken are dropped.
     #[test]
-    fn waiting_keys_are_settled_by_the_records() {
+    fn waiting_ranges_are_settled_by_the_records() {
         let (mut f, _progress) = following();
         f.note(7, vec![page(0x1000)], 10);
         f.note(8, vec![page(0x1000)], 10);
         assert_eq!(f.held_maps(), 2, "no drain yet: both wait");
         let recs = [watched_map(7, 0x1000), watched_map(7, 0x3000)];
-        assert_eq!(added_and_duplicates(&mut f, &recs), (1, 1));
-        assert_eq!(f.held_maps(), 1, "pid 8 mapped nothing: its key dropped");
+        assert_eq!(added_and_superseded(&mut f, &recs), (1, 1));
+        assert_eq!(f.held_maps(), 1, "pid 8 mapped nothing: its range dropped");
     }
 }
