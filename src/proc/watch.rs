@@ -235,21 +235,23 @@ impl Events {
             .ok()
             .and_then(|v| v.parse().ok())
             .map_or(DRAIN_EVERY, Duration::from_millis);
-        while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(every) {
+        // Empties the rings into `bytes` (`capped`: takes nothing) as one
+        // drain of `progress`, noting the pids it took maps of.
+        let mut drain = |ev: &mut Events, bytes: &mut Vec<u8>, capped: bool| {
             let n = progress.begin();
             let from = bytes.len();
-            let capped = bytes.len() >= DRAIN_CAP;
-            if capped {
-                was_full = true;
-            } else {
-                was_full |= self.drain(&mut bytes);
-                map_pids(&bytes[from..], &mut mapped);
-            }
+            let full = capped || ev.drain(bytes);
+            map_pids(&bytes[from..], &mut mapped);
             progress.complete(n, &mut mapped, capped);
+            full
+        };
+        while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(every) {
+            let capped = bytes.len() >= DRAIN_CAP;
+            was_full |= drain(&mut self, &mut bytes, capped);
         }
         let lost = self.lost();
         let ended = super::clock::event_monotonic_ns().unwrap_or(0);
-        was_full |= self.drain(&mut bytes);
+        was_full |= drain(&mut self, &mut bytes, false);
         Drained {
             bytes,
             lost,
@@ -376,22 +378,34 @@ pub struct Watched {
     pub time: u64,
 }
 
+/// The records of drained bytes (native byte order) as (type, misc, body
+/// after the header), up to the first malformed one.
+fn records(bytes: &[u8]) -> impl Iterator<Item = (u32, u16, &[u8])> {
+    let r = Rd(Endian::NATIVE);
+    let mut at = 0usize;
+    std::iter::from_fn(move || {
+        let (t, misc, size) = (
+            r.u32(bytes, at)?,
+            r.u16(bytes, at + 4)?,
+            r.u16(bytes, at + 6)?,
+        );
+        let size = usize::from(size);
+        if size < 8 || at + size > bytes.len() {
+            return None;
+        }
+        let body = &bytes[at + 8..at + size];
+        at += size;
+        Some((t, misc, body))
+    })
+}
+
 /// Adds to `into` the pid of each MMAP2 record in drained bytes (native
 /// byte order), stopping at a malformed record.
 pub fn map_pids(bytes: &[u8], into: &mut HashSet<u32>) {
     let r = Rd(Endian::NATIVE);
-    let mut at = 0usize;
-    while let (Some(t), Some(size)) = (r.u32(bytes, at), r.u16(bytes, at + 6)) {
-        let size = usize::from(size);
-        if size < 8 || at + size > bytes.len() {
-            break;
-        }
-        // PERF_RECORD_MMAP2: the pid is the body's first field
-        if let (10, Some(pid)) = (t, r.u32(&bytes[..at + size], at + 8)) {
-            into.insert(pid);
-        }
-        at += size;
-    }
+    // PERF_RECORD_MMAP2: the pid is the body's first field
+    let pids = records(bytes).filter(|&(t, _, _)| t == 10);
+    into.extend(pids.filter_map(|(_, _, body)| r.u32(body, 0)));
 }
 
 /// Splits drained bytes (native byte order) into records, stopping at a
@@ -399,19 +413,7 @@ pub fn map_pids(bytes: &[u8], into: &mut HashSet<u32>) {
 pub fn parse_watched(bytes: &[u8], lost: &mut u64) -> Vec<Watched> {
     let r = Rd(Endian::NATIVE);
     let mut out = Vec::new();
-    let mut at = 0usize;
-    while at + 8 <= bytes.len() {
-        let (Some(t), Some(misc), Some(size)) =
-            (r.u32(bytes, at), r.u16(bytes, at + 4), r.u16(bytes, at + 6))
-        else {
-            break;
-        };
-        let size = usize::from(size);
-        if size < 8 || at + size > bytes.len() {
-            break;
-        }
-        let body = &bytes[at + 8..at + size];
-        at += size;
+    for (t, misc, body) in records(bytes) {
         if t == 2 {
             *lost += r.u64(body, 8).unwrap_or(0);
             continue;

@@ -200,6 +200,25 @@ impl WatchFilter {
             self.keep(pid, ranges, read_end);
             return;
         };
+        self.settle();
+        // marked after the process was read (it reached the writer)
+        let mark = progress.lock().mark();
+        if !ranges.is_empty() {
+            self.pending.push_back(Pending {
+                mark,
+                pid,
+                ranges,
+                read_end,
+            });
+        }
+    }
+
+    /// Keeps or drops the waiting ranges the drains have settled: kept for
+    /// the pids they took maps of. After the watch's last drain, all are.
+    fn settle(&mut self) {
+        let Some(progress) = self.progress.clone() else {
+            return;
+        };
         let drains = progress.lock();
         while let Some(p) = self.pending.front() {
             if !drains.settles(p.mark) {
@@ -209,17 +228,6 @@ impl WatchFilter {
             if drains.mapped(p.pid) {
                 self.keep(p.pid, p.ranges, p.read_end);
             }
-        }
-        // marked after the process was read (it reached the writer)
-        let mark = drains.mark();
-        drop(drains);
-        if !ranges.is_empty() {
-            self.pending.push_back(Pending {
-                mark,
-                pid,
-                ranges,
-                read_end,
-            });
         }
     }
 
@@ -270,26 +278,6 @@ impl WatchFilter {
         self.seen.len() + self.pending.iter().map(|p| p.ranges.len()).sum::<usize>()
     }
 
-    /// Settles the waiting ranges against every record the watch took:
-    /// kept for the pids it has maps of.
-    fn settle_all(&mut self, recs: &[Watched]) {
-        if self.pending.is_empty() {
-            return;
-        }
-        // watched records are in this machine's byte order
-        let r = crate::bytes::Rd(Endian::NATIVE);
-        let mapped: HashSet<u32> = recs
-            .iter()
-            .filter(|w| w.record_type == types::MMAP2)
-            .filter_map(|w| r.u32(&w.body, 0))
-            .collect();
-        for p in std::mem::take(&mut self.pending) {
-            if mapped.contains(&p.pid) {
-                self.keep(p.pid, p.ranges, p.read_end);
-            }
-        }
-    }
-
     /// Passes to `emit`, in order, each watched record to add, encoded under
     /// the snapshot's trailer (its pid, tid and real time), with the table
     /// entry its map brings when its build id is new to `ids` (which gets
@@ -306,7 +294,7 @@ impl WatchFilter {
         stats: &mut Stats,
         mut emit: impl FnMut(Option<BuildIdEntry>, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
-        self.settle_all(recs);
+        self.settle();
         let e = enc.endian;
         let me = std::process::id();
         let mut rec = Vec::new();
@@ -589,15 +577,17 @@ mod tests {
         assert_eq!(f.held_maps(), 2, "pid 13's map kept under the cap");
     }
 
-    // At the end, ranges still waiting are settled against every record the
-    // watch took: a map of a pid seen only then is still a duplicate, and
-    // the ranges of pids with no maps taken are dropped.
+    // Ranges still waiting when the watched records are added are settled
+    // by the watch's last drain: a map of a pid it alone took is still
+    // superseded, and the ranges of pids with no maps taken are dropped.
     #[test]
-    fn waiting_ranges_are_settled_by_the_records() {
-        let (mut f, _progress) = following();
+    fn waiting_ranges_are_settled_by_the_last_drain() {
+        let (mut f, progress) = following();
         f.note(7, vec![page(0x1000)], 10);
         f.note(8, vec![page(0x1000)], 10);
         assert_eq!(f.held_maps(), 2, "no drain yet: both wait");
+        let last = progress.begin();
+        progress.complete(last, &mut HashSet::from([7]), false);
         let recs = [watched_map(7, 0x1000), watched_map(7, 0x3000)];
         assert_eq!(added_and_superseded(&mut f, &recs), (1, 1));
         assert_eq!(f.held_maps(), 1, "pid 8 mapped nothing: its range dropped");
