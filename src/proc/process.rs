@@ -15,7 +15,7 @@ use super::options::Options;
 use super::parse::{self, ProcParseError, PF_KTHREAD};
 use super::source::{self, BuildIdPolicy, Local, TooManyMaps, Walk};
 use super::tasks::{ExeId, Head};
-use crate::model::{Part, Process, Thread, Vma};
+use crate::model::{Part, Process, ReadTimes, Source, Thread, Vma};
 
 /// Why a process was skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -225,6 +225,11 @@ struct Pieces<'p, 's> {
     opts: &'p Options,
     /// VMAs read and not yet handed on.
     vmas: Vec<Vma>,
+    /// When they were read, at the earliest.
+    times: ReadTimes,
+    /// When the walk of the maps file began: the time of every VMA a text
+    /// walk reads (it reads many at once, ahead of handing them on).
+    walk_start: u64,
     /// Their bytes, as [`Process::held_bytes`] counts them.
     bytes: usize,
     /// VMAs read in all.
@@ -241,6 +246,8 @@ impl<'p, 's> Pieces<'p, 's> {
             check,
             opts,
             vmas: Vec::new(),
+            times: ReadTimes::default(),
+            walk_start: 0,
             bytes: 0,
             pushed: 0,
             emitted: false,
@@ -249,7 +256,7 @@ impl<'p, 's> Pieces<'p, 's> {
     }
 
     /// The process with `vmas` and these threads.
-    fn with(&self, vmas: Vec<Vma>, threads: Vec<Thread>) -> Process {
+    fn with(&self, vmas: Vec<Vma>, read_times: ReadTimes, threads: Vec<Thread>) -> Process {
         let h = &self.head;
         Process {
             pid: h.pid,
@@ -259,6 +266,17 @@ impl<'p, 's> Pieces<'p, 's> {
             threads,
             vmas,
             source: h.source,
+            read_times,
+        }
+    }
+
+    /// The times of the VMAs read from here on start again: at the walk's
+    /// start for a text walk (its lines may have been read already), now
+    /// for PROCMAP_QUERY (the next VMA is read after this).
+    fn times_from_here(&self) -> ReadTimes {
+        match self.head.source {
+            Some(Source::Text) => ReadTimes::at(self.walk_start),
+            _ => ReadTimes::at(read_clock()),
         }
     }
 
@@ -274,13 +292,25 @@ impl<'p, 's> Pieces<'p, 's> {
         self.bytes += 128 + v.name.len();
         self.pushed += 1;
         self.vmas.push(v);
+        if self.pushed == 1 {
+            // a test maps a file ahead of the walk here
+            crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_AFTER_FIRST_VMA");
+        }
+        let ioctl = self.head.source == Some(Source::Ioctl);
+        if ioctl && self.vmas.len().is_multiple_of(ReadTimes::EVERY) {
+            // before the next VMA's ioctl
+            self.times.push(read_clock());
+        }
         if self.bytes < PART_BYTES {
             return Ok(());
         }
+        self.times.end_at(read_clock());
         self.settle()?;
         let vmas = std::mem::take(&mut self.vmas);
+        let next = self.times_from_here();
+        let times = std::mem::replace(&mut self.times, next);
         let leader = self.head.threads.first().cloned().into_iter().collect();
-        let p = self.with(vmas, leader);
+        let p = self.with(vmas, times, leader);
         let part = Part {
             first: !self.emitted,
             last: false,
@@ -311,11 +341,13 @@ impl<'p, 's> Pieces<'p, 's> {
     }
 
     /// Drops the VMAs read of a file that is not used after all (before
-    /// any piece was handed on).
+    /// any piece was handed on), and notes the time before a walk starts.
     fn restart(&mut self) {
         self.pushed -= self.vmas.len();
         self.vmas.clear();
         self.bytes = 0;
+        self.walk_start = read_clock();
+        self.times = ReadTimes::at(self.walk_start);
     }
 
     /// The last piece: the VMAs not yet handed on and every thread.
@@ -325,8 +357,18 @@ impl<'p, 's> Pieces<'p, 's> {
             last: true,
         };
         self.head.vmas = std::mem::take(&mut self.vmas);
+        if !self.times.ended() {
+            self.times.end_at(read_clock());
+        }
+        self.head.read_times = std::mem::take(&mut self.times);
         (self.head, part)
     }
+}
+
+/// The events' clock now, for [`ReadTimes`]; 0 (before anything) when it
+/// cannot be read.
+fn read_clock() -> u64 {
+    super::clock::event_monotonic_ns().unwrap_or(0)
 }
 
 /// Reads one process from `stat` alone (comm, ppid, flags, thread count,
@@ -378,6 +420,7 @@ fn read_head(pid: u32, uid: Option<u32>, opts: &Options) -> io::Result<Option<Pr
         threads,
         vmas: Vec::new(),
         source: None,
+        read_times: ReadTimes::default(),
     }))
 }
 
@@ -467,7 +510,10 @@ fn read_vmas(
         );
         match result {
             Ok(s) if pieces.pushed > 0 || tids.len() == 1 => {
+                pieces.times.end_at(read_clock());
                 pieces.head.source = Some(s);
+                // a test changes a map here: read, not yet handed on
+                crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_AFTER_MAPS");
                 return Ok(());
             }
             Ok(s) => {

@@ -61,6 +61,7 @@ fn process(pid: u32, name: &[u8]) -> Process {
             build_id: BuildId::new(&[0xab; 20]),
         }],
         source: None,
+        read_times: Default::default(),
     }
 }
 

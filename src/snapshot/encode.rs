@@ -27,6 +27,62 @@ pub fn mmap_filename(vma: &Vma) -> (&[u8], u32) {
     }
 }
 
+/// What tells one map of a place from another in an MMAP2 record (the
+/// offset, prot, shared or private, build id and file name as perf writes
+/// them), as a 64-bit hash; None without a build id (then the file's
+/// identity is unknown). A watched map identical to one the scan wrote at
+/// the same place may be the same map read twice.
+pub fn map_identity(
+    pgoff: u64,
+    prot: u32,
+    flags: u32,
+    build_id: Option<&BuildId>,
+    filename: &[u8],
+) -> Option<u64> {
+    let id = build_id?;
+    let shared = flags & (libc::MAP_SHARED | libc::MAP_PRIVATE) as u32;
+    let mut h = Mix(0);
+    h.word(pgoff);
+    h.word(u64::from(prot) << 32 | u64::from(shared));
+    h.bytes(id.as_bytes());
+    h.bytes(filename);
+    Some(h.0)
+}
+
+/// [`map_identity`] of the record [`encode_part`] writes for `vma`.
+pub fn vma_identity(vma: &Vma) -> Option<u64> {
+    let (filename, extra_flags) = mmap_filename(vma);
+    let flags = vma.perms.map_flags() | extra_flags;
+    map_identity(
+        vma.offset,
+        vma.perms.prot(),
+        flags,
+        vma.build_id.as_ref(),
+        filename,
+    )
+}
+
+/// A fast word-at-a-time hash (Fx's mix): identities are compared only
+/// within one place of one process, so it needs no key.
+struct Mix(u64);
+
+impl Mix {
+    fn word(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        self.word(b.len() as u64);
+        let mut chunks = b.chunks_exact(8);
+        for c in &mut chunks {
+            self.word(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        let mut last = [0u8; 8];
+        last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        self.word(u64::from_le_bytes(last));
+    }
+}
+
 /// How records are encoded.
 #[derive(Debug, Clone, Copy)]
 pub struct Encoding {
@@ -310,6 +366,7 @@ mod tests {
                 vma(0x5000, b"", None, Perms::READ | Perms::WRITE),
             ],
             source: Some(Source::Ioctl),
+            read_times: Default::default(),
         };
         let enc = Encoding {
             endian: Endian::Little,
@@ -347,6 +404,7 @@ mod tests {
                 .map(|i| vma(0x1000 * (i + 1), b"/bin/a", id, Perms::EXEC))
                 .collect(),
             source: Some(Source::Ioctl),
+            read_times: Default::default(),
         };
         let enc = Encoding {
             endian: Endian::Big,

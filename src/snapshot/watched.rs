@@ -7,10 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::Arc;
 
-use super::encode::Encoding;
+use super::encode::{map_identity, vma_identity, Encoding};
 use super::stats::Stats;
 use crate::bytes::Endian;
-use crate::model::BuildId;
+use crate::model::{BuildId, ReadTimes, Vma};
 use crate::perf::consts::{misc, types};
 use crate::perf::events::{parse_fork, parse_map};
 use crate::perf::{BuildIdEntry, RecordHeader};
@@ -158,12 +158,28 @@ impl ScanWatch {
 /// `mprotect` back to executable, a map made again at the same place) is a
 /// new event, added as `perf record` would have it; so is one of a place
 /// the scan found empty.
+///
+/// When the scan read a place is known only between two times
+/// ([`ReadTimes`]: taken before and after each run of 32 VMAs), so a map
+/// recorded between them may or may not be one the scan read. It is
+/// dropped as the scan's own when it is identical to the scan's map there
+/// ([`map_identity`]: same place, offset, prot, build id and name) and no
+/// watched map of that place was added before it: then replaying it
+/// changes nothing. Anything else is added, in time order, so what perf
+/// ends with is what the process ended with: a change is never lost, and a
+/// map rarely written twice (one recorded between the times that differs
+/// from the scan's only in what the identity leaves out).
 #[derive(Debug, Default)]
 pub struct WatchFilter {
-    /// The scan's maps: (pid, start, end, events' CLOCK_MONOTONIC ns once
-    /// read), appended per piece (cheap on the scan's path), sorted once
-    /// when the first watched map is looked up: most scans see few or none.
-    seen: Vec<(u32, u64, u64, u64)>,
+    /// The scan's maps: (pid, start, end, bounds of when it was read (the
+    /// events' CLOCK_MONOTONIC ns, see [`ReadTimes`]), [`map_identity`] or
+    /// 0), appended per piece (cheap on the scan's path), sorted once when
+    /// the first watched map is looked up: most scans see few or none.
+    seen: Vec<Seen>,
+    /// The scan's maps (pid, start, end) that a watched map added since
+    /// overlapped: an identical one after it is a change back, not the
+    /// scan's own.
+    touched: HashSet<(u32, u64, u64)>,
     /// For each of `seen`, sorted, the furthest end of its pid's maps up to
     /// it: maps read while the process changed may overlap or nest.
     reach: Vec<u64>,
@@ -180,35 +196,58 @@ pub struct WatchFilter {
     pending: VecDeque<Pending>,
 }
 
+/// A map the scan wrote, as [`WatchFilter`] keeps it: (pid, start, end,
+/// bounds of its read, identity), in that order for sorting.
+type Seen = (u32, u64, u64, (u64, u64), u64);
+
 /// A written piece's ranges waiting for the drains.
 #[derive(Debug)]
 struct Pending {
     /// The drains begun when the writer got the piece.
     mark: u64,
     pid: u32,
-    ranges: Vec<(u64, u64)>,
-    read_end: u64,
+    maps: Vec<ScanMap>,
+    times: ReadTimes,
+}
+
+/// A map the scan wrote, as the watch's filter needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanMap {
+    pub start: u64,
+    pub end: u64,
+    /// Its [`map_identity`], 0 when it has none.
+    pub identity: u64,
+}
+
+impl ScanMap {
+    /// The map the scan wrote for `vma`.
+    pub fn of(vma: &Vma) -> ScanMap {
+        ScanMap {
+            start: vma.start,
+            end: vma.end,
+            identity: vma_identity(vma).map_or(0, |i| i.max(1)),
+        }
+    }
 }
 
 impl WatchFilter {
-    /// Notes a process (or a piece of one) the scan wrote, with the ranges
-    /// (start, end) of its maps and when they had been read (the events'
-    /// CLOCK_MONOTONIC ns).
-    pub fn note(&mut self, pid: u32, ranges: Vec<(u64, u64)>, read_end: u64) {
+    /// Notes a process (or a piece of one) the scan wrote, with its maps
+    /// and when they were read, at the earliest.
+    pub fn note(&mut self, pid: u32, maps: Vec<ScanMap>, times: ReadTimes) {
         self.pids.insert(pid);
         let Some(progress) = self.progress.clone() else {
-            self.keep(pid, ranges, read_end);
+            self.keep(pid, maps, &times);
             return;
         };
         self.settle();
         // marked after the process was read (it reached the writer)
         let mark = progress.lock().mark();
-        if !ranges.is_empty() {
+        if !maps.is_empty() {
             self.pending.push_back(Pending {
                 mark,
                 pid,
-                ranges,
-                read_end,
+                maps,
+                times,
             });
         }
     }
@@ -226,26 +265,30 @@ impl WatchFilter {
             }
             let p = self.pending.pop_front().expect("front seen");
             if drains.mapped(p.pid) {
-                self.keep(p.pid, p.ranges, p.read_end);
+                self.keep(p.pid, p.maps, &p.times);
             }
         }
     }
 
-    fn keep(&mut self, pid: u32, ranges: Vec<(u64, u64)>, read_end: u64) {
-        let maps = ranges.into_iter().map(|(s, e)| (pid, s, e, read_end));
+    fn keep(&mut self, pid: u32, maps: Vec<ScanMap>, times: &ReadTimes) {
+        let maps = (maps.into_iter().enumerate())
+            .map(|(i, m)| (pid, m.start, m.end, times.bounds(i), m.identity));
         self.seen.extend(maps);
         self.sorted = false;
     }
 
     /// Whether the scan's view supersedes a map of `pid` over `start..end`
-    /// recorded at `time`: the scan wrote a map overlapping it, read after
-    /// `time`.
-    fn superseded(&mut self, pid: u32, start: u64, end: u64, time: u64) -> bool {
+    /// recorded at `time` with `identity` (0: none): the scan wrote a map
+    /// overlapping it and read it after `time` for sure, or wrote this very
+    /// map there, maybe read after `time`, and no watched map added since
+    /// touched it. If not, the scan's maps it overlaps are marked touched
+    /// (it is added).
+    fn superseded(&mut self, pid: u32, start: u64, end: u64, time: u64, identity: u64) -> bool {
         if !self.sorted {
             self.seen.sort_unstable();
             let mut last = None;
             self.reach.clear();
-            for &(p, _, e, _) in &self.seen {
+            for &(p, _, e, _, _) in &self.seen {
                 let reach = match last {
                     Some((lp, r)) if lp == p => e.max(r),
                     _ => e,
@@ -257,25 +300,35 @@ impl WatchFilter {
         }
         // back from the last map starting before `end`, while some map of
         // the pid up to there still reaches past `start`
-        let below = self
-            .seen
-            .partition_point(|&(p, s, _, _)| (p, s) < (pid, end));
+        let below = self.seen.partition_point(|&(p, s, ..)| (p, s) < (pid, end));
+        let mut same = false;
+        let mut under = Vec::new();
         for i in (0..below).rev() {
-            let (p, _, e, read_end) = self.seen[i];
+            let (p, s, e, (read_from, read_by), id) = self.seen[i];
             if p != pid || self.reach[i] <= start {
                 break;
             }
-            if e > start && time <= read_end {
+            if e <= start {
+                continue;
+            }
+            if time <= read_from {
                 return true;
             }
+            let maybe_read = time <= read_by;
+            same |= maybe_read && (s, e) == (start, end) && id == identity && id != 0;
+            under.push((p, s, e));
         }
+        if same && !self.touched.contains(&(pid, start, end)) {
+            return true;
+        }
+        self.touched.extend(under);
         false
     }
 
     /// Maps held, kept and waiting.
     #[cfg(test)]
     fn held_maps(&self) -> usize {
-        self.seen.len() + self.pending.iter().map(|p| p.ranges.len()).sum::<usize>()
+        self.seen.len() + self.pending.iter().map(|p| p.maps.len()).sum::<usize>()
     }
 
     /// Passes to `emit`, in order, each watched record to add, encoded under
@@ -328,7 +381,10 @@ impl WatchFilter {
                 };
                 let k = &m.key;
                 let end = k.addr.saturating_add(k.len);
-                if self.superseded(k.pid, k.addr, end, w.time) {
+                let identity =
+                    map_identity(k.pgoff, m.prot, m.flags, m.build_id.as_ref(), &k.filename);
+                let identity = identity.map_or(0, |i| i.max(1));
+                if self.superseded(k.pid, k.addr, end, w.time, identity) {
                     stats.watched_superseded += 1;
                     continue;
                 }
@@ -402,6 +458,47 @@ mod tests {
     /// A watched MMAP2 of `name` over `addr..addr + len` in `pid`, recorded
     /// at `time` (the body as the ring gives it: no header, no trailer).
     fn watched_map_of(pid: u32, addr: u64, len: u64, name: &[u8], time: u64) -> Watched {
+        let id = Mmap2Id::Inode {
+            maj: 8,
+            min: 1,
+            ino: 42,
+            ino_generation: 0,
+        };
+        watched_mmap2(pid, (addr, len, 5), name, id, time)
+    }
+
+    /// A watched MMAP2 of a page at `addr` in pid 7 of /lib/x.so with a
+    /// build id, executable (`prot` 5) or not, recorded at `time`; and the
+    /// scan's map of it.
+    fn identified(addr: u64, prot: u32, time: u64) -> (Watched, ScanMap) {
+        let id = BuildId::new(&[7; 20]).unwrap();
+        let w = watched_mmap2(
+            7,
+            (addr, 0x1000, prot),
+            b"/lib/x.so",
+            Mmap2Id::BuildId(id),
+            time,
+        );
+        let identity = map_identity(0, prot, 2, Some(&id), b"/lib/x.so").unwrap();
+        let (start, end) = page(addr);
+        (
+            w,
+            ScanMap {
+                start,
+                end,
+                identity,
+            },
+        )
+    }
+
+    /// A watched MMAP2 over (addr, len, prot) with its name and id.
+    fn watched_mmap2(
+        pid: u32,
+        (addr, len, prot): (u64, u64, u32),
+        name: &[u8],
+        id: Mmap2Id,
+        time: u64,
+    ) -> Watched {
         let e = Endian::NATIVE;
         let mut rec = Vec::new();
         let m = Mmap2 {
@@ -411,13 +508,8 @@ mod tests {
             addr,
             len,
             pgoff: 0,
-            id: Mmap2Id::Inode {
-                maj: 8,
-                min: 1,
-                ino: 42,
-                ino_generation: 0,
-            },
-            prot: 5,
+            id,
+            prot,
             flags: 2,
             filename: name,
         };
@@ -429,9 +521,10 @@ mod tests {
             &SampleId::default(),
         )
         .unwrap();
+        let h = RecordHeader::parse(&rec, e).unwrap();
         Watched {
             record_type: types::MMAP2,
-            misc: misc::USER,
+            misc: h.misc,
             body: rec[8..].to_vec(),
             pid,
             tid: pid,
@@ -442,6 +535,16 @@ mod tests {
     /// The range of the page at `addr`.
     fn page(addr: u64) -> (u64, u64) {
         (addr, addr + 0x1000)
+    }
+
+    /// The scan's map of the page at `addr`, with no identity.
+    fn scanned(addr: u64) -> ScanMap {
+        let (start, end) = page(addr);
+        ScanMap {
+            start,
+            end,
+            identity: 0,
+        }
     }
 
     /// Runs `f` over `recs` (a `-p` selection, native byte order): how many
@@ -469,7 +572,7 @@ mod tests {
     #[test]
     fn watched_maps_deduplicated_against_the_scan() {
         let mut f = WatchFilter::default();
-        f.note(7, vec![page(0x1000)], 10);
+        f.note(7, vec![scanned(0x1000)], ReadTimes::at(10));
         let recs = [
             watched_map(7, 0x1000),
             watched_map(7, 0x2000),
@@ -480,7 +583,7 @@ mod tests {
             (1, 1),
             "one added, one duplicate, pid 9 not selected"
         );
-        f.note(9, vec![page(0x1000)], 10);
+        f.note(9, vec![scanned(0x1000)], ReadTimes::at(10));
         assert_eq!(
             added_and_superseded(&mut f, &recs),
             (1, 2),
@@ -494,7 +597,7 @@ mod tests {
     #[test]
     fn maps_recorded_after_the_read_are_new_events() {
         let mut f = WatchFilter::default();
-        f.note(7, vec![page(0x1000), page(0x2000)], 10);
+        f.note(7, vec![scanned(0x1000), scanned(0x2000)], ReadTimes::at(10));
         let mut later = watched_map(7, 0x2000);
         later.time = 11;
         let recs = [watched_map(7, 0x1000), later];
@@ -504,8 +607,24 @@ mod tests {
         assert_eq!(
             added_and_superseded(&mut f, &[at_end]),
             (0, 1),
-            "recorded at the read's end: the scan's"
+            "recorded at the time taken before the read: the scan's"
         );
+    }
+
+    // Each map has the read time of its own run of VMAs, not the piece's:
+    // a map recorded after the first run was read but before the second
+    // is the scan's in the second run and a new event in the first.
+    #[test]
+    fn read_times_are_per_vma_not_per_piece() {
+        let mut f = WatchFilter::default();
+        let pages = (0..2 * ReadTimes::EVERY as u64).map(|i| scanned(0x1000 * (i + 1)));
+        let mut times = ReadTimes::at(10);
+        times.push(20);
+        f.note(7, pages.collect(), times);
+        let first = watched_map_of(7, 0x1000, 0x1000, b"/lib/a.so", 15);
+        let second = watched_map_of(7, 0x1000 * 40, 0x1000, b"/lib/a.so", 15);
+        assert_eq!(added_and_superseded(&mut f, &[first]), (1, 0));
+        assert_eq!(added_and_superseded(&mut f, &[second]), (0, 1));
     }
 
     // A watched map recorded before the read that overlaps a map the scan
@@ -515,7 +634,11 @@ mod tests {
     #[test]
     fn older_maps_under_the_scans_are_superseded() {
         let mut f = WatchFilter::default();
-        f.note(7, vec![page(0x10000), page(0x20000)], 10);
+        f.note(
+            7,
+            vec![scanned(0x10000), scanned(0x20000)],
+            ReadTimes::at(10),
+        );
         let recs = [
             watched_map_of(7, 0x10000, 0x1000, b"/lib/b.so", 5),
             watched_map_of(7, 0x1f000, 0x2000, b"/lib/c.so", 6),
@@ -535,11 +658,59 @@ mod tests {
     #[test]
     fn nested_scanned_maps_still_supersede() {
         let mut f = WatchFilter::default();
-        f.note(7, vec![(0x1000, 0x9000)], 10);
-        f.note(7, vec![(0x2000, 0x3000)], 10);
+        let map = |start, end| ScanMap {
+            start,
+            end,
+            identity: 0,
+        };
+        f.note(7, vec![map(0x1000, 0x9000)], ReadTimes::at(10));
+        f.note(7, vec![map(0x2000, 0x3000)], ReadTimes::at(10));
         let inside = watched_map_of(7, 0x5000, 0x1000, b"/lib/b.so", 5);
         let beyond = watched_map_of(7, 0x9000, 0x1000, b"/lib/c.so", 5);
         assert_eq!(added_and_superseded(&mut f, &[inside, beyond]), (1, 1));
+    }
+
+    // A map recorded after the time taken before the read, identical to
+    // the scan's there, may be the one the scan read: dropped. One that
+    // differs (another build id, name or prot) is added, and so is an
+    // identical one after it: the place changed and changed back.
+    #[test]
+    fn identical_maps_after_the_read_time_are_the_scans_until_touched() {
+        let mut f = WatchFilter::default();
+        let (same, map) = identified(0x1000, 5, 15);
+        f.note(7, vec![map], ReadTimes::at(10));
+        assert_eq!(
+            added_and_superseded(&mut f, std::slice::from_ref(&same)),
+            (0, 1)
+        );
+        let other = watched_map_of(7, 0x1000, 0x1000, b"/lib/x.so", 16);
+        let (read_only, _) = identified(0x1000, 1, 17);
+        let (again, _) = identified(0x1000, 5, 18);
+        assert_eq!(
+            added_and_superseded(&mut f, &[same, other, read_only, again]),
+            (3, 1),
+            "the first dropped; no build id, then read-only and back: added"
+        );
+        let mut f = WatchFilter::default();
+        let (after, map) = identified(0x1000, 5, 21);
+        let mut times = ReadTimes::at(10);
+        times.end_at(20);
+        f.note(7, vec![map], times);
+        assert_eq!(
+            added_and_superseded(&mut f, &[after]),
+            (1, 0),
+            "recorded after the read: a new event"
+        );
+        let mut f = WatchFilter::default();
+        let (wide, _) = identified(0x1000, 5, 15);
+        let (_, map) = identified(0x1000, 5, 0);
+        let narrow = ScanMap { end: 0x1800, ..map };
+        f.note(7, vec![narrow], ReadTimes::at(10));
+        assert_eq!(
+            added_and_superseded(&mut f, &[wide]),
+            (1, 0),
+            "another range"
+        );
     }
 
     /// A filter following a drain progress of the test's own.
@@ -559,21 +730,21 @@ mod tests {
     fn ranges_kept_only_for_pids_the_watch_mapped() {
         let (mut f, progress) = following();
         let under_way = progress.begin();
-        f.note(7, vec![page(0x1000), page(0x2000)], 10);
-        f.note(9, vec![page(0x1000)], 10);
+        f.note(7, vec![scanned(0x1000), scanned(0x2000)], ReadTimes::at(10));
+        f.note(9, vec![scanned(0x1000)], ReadTimes::at(10));
         progress.complete(under_way, &mut HashSet::from([9]), false);
-        f.note(11, vec![page(0x1000)], 10);
+        f.note(11, vec![scanned(0x1000)], ReadTimes::at(10));
         assert_eq!(f.held_maps(), 4, "a drain begun before settles nothing");
         let next = progress.begin();
         progress.complete(next, &mut HashSet::from([9]), false);
-        f.note(12, vec![], 10);
+        f.note(12, vec![], ReadTimes::at(10));
         assert_eq!(f.held_maps(), 1, "pid 9's map kept, 7's and 11's dropped");
-        assert_eq!(f.seen, vec![(9, 0x1000, 0x2000, 10)]);
+        assert_eq!(f.seen, vec![(9, 0x1000, 0x2000, (10, u64::MAX), 0)]);
         // a cap that stopped the draining keeps every range
-        f.note(13, vec![page(0x1000)], 10);
+        f.note(13, vec![scanned(0x1000)], ReadTimes::at(10));
         let capped = progress.begin();
         progress.complete(capped, &mut HashSet::new(), true);
-        f.note(14, vec![], 10);
+        f.note(14, vec![], ReadTimes::at(10));
         assert_eq!(f.held_maps(), 2, "pid 13's map kept under the cap");
     }
 
@@ -583,8 +754,8 @@ mod tests {
     #[test]
     fn waiting_ranges_are_settled_by_the_last_drain() {
         let (mut f, progress) = following();
-        f.note(7, vec![page(0x1000)], 10);
-        f.note(8, vec![page(0x1000)], 10);
+        f.note(7, vec![scanned(0x1000)], ReadTimes::at(10));
+        f.note(8, vec![scanned(0x1000)], ReadTimes::at(10));
         assert_eq!(f.held_maps(), 2, "no drain yet: both wait");
         let last = progress.begin();
         progress.complete(last, &mut HashSet::from([7]), false);

@@ -9,8 +9,8 @@ use super::encode::{self, table_entries, Encoding};
 use super::file::{host_features, snapshot_attr, snapshot_encoding, Out, WriteOptions, EVENT_ID};
 use super::reported::Reported;
 use super::stats::{ProcessSummary, Stats};
-use super::watched::WatchFilter;
-use crate::model::{BuildId, Part, Process, Vma};
+use super::watched::{ScanMap, WatchFilter};
+use crate::model::{BuildId, Part, Process, ReadTimes, Vma};
 use crate::perf::consts::{feature, misc, types};
 use crate::perf::features::event_desc_feature;
 use crate::perf::features::{build_id_feature, encode_build_id_entries, encode_build_id_entry};
@@ -33,12 +33,12 @@ pub struct Encoded {
     pub build_ids: Vec<(Vec<u8>, BuildId)>,
     /// Its counts.
     pub summary: ProcessSummary,
-    /// The address ranges (start, end) of its maps, when asked for: the
-    /// watched maps of these places from before the read are superseded.
-    pub map_ranges: Vec<(u64, u64)>,
-    /// The events' CLOCK_MONOTONIC ns once its maps were read, with the
-    /// ranges: a watched map after this is a new event.
-    pub read_end: u64,
+    /// Its maps, when asked for: the watched maps of these places from
+    /// before the read are superseded.
+    pub map_ranges: Vec<ScanMap>,
+    /// When the maps were read, at the earliest, with the ranges: a watched
+    /// map recorded after this is a new event.
+    pub read_times: ReadTimes,
     /// Its pid.
     pub pid: u32,
 }
@@ -49,7 +49,8 @@ impl Encoded {
     /// name is here twice, in a record and in `build_ids`.)
     pub fn held_bytes(&self) -> usize {
         let ids: usize = self.build_ids.iter().map(|(n, _)| 64 + n.len()).sum();
-        128 + self.records.capacity() + ids + 16 * self.map_ranges.len() + self.summary.held_bytes()
+        let ranges = 24 * self.map_ranges.len() + self.map_ranges.len() / 4;
+        128 + self.records.capacity() + ids + ranges + self.summary.held_bytes()
     }
 }
 
@@ -66,7 +67,7 @@ pub fn encode_for_writer(p: &Process, enc: &Encoding) -> Result<Encoded, RecordT
 }
 
 /// [`encode_for_writer`] of one piece of a process ([`Part`]), with the
-/// ranges of its maps and the time they had been read when `watched` (see
+/// ranges of its maps and the times they were read when `watched` (see
 /// [`WatchFilter`]). With a scan worker's `memo`, the build ids and DSOs it
 /// already reported are left out (the writer has them).
 pub fn encode_piece(
@@ -76,16 +77,14 @@ pub fn encode_piece(
     watched: bool,
     memo: Option<&mut Reported>,
 ) -> Result<Encoded, RecordTooLarge> {
-    // taken first: the maps were read before this
-    let read_end = match watched {
-        true => crate::proc::clock::event_monotonic_ns().unwrap_or(u64::MAX),
-        false => 0,
-    };
     let mut records = Vec::with_capacity(64 + 160 * p.vmas.len());
     encode::encode_part(p, part, enc, &mut records)?;
-    let map_ranges = match watched {
-        true => p.vmas.iter().map(|v| (v.start, v.end)).collect(),
-        false => Vec::new(),
+    let (map_ranges, read_times) = match watched {
+        true => (
+            p.vmas.iter().map(ScanMap::of).collect(),
+            p.read_times.clone(),
+        ),
+        false => Default::default(),
     };
     // with a worker's memo, only the VMAs that may bring something new
     let (build_ids, summary) = match memo {
@@ -106,7 +105,7 @@ pub fn encode_piece(
         build_ids,
         summary,
         map_ranges,
-        read_end,
+        read_times,
         pid: p.pid,
     })
 }
@@ -233,7 +232,7 @@ impl<'a> SnapshotWriter<'a> {
         w.write_all(&p.records)?;
         self.data_len += p.records.len() as u64;
         self.stats.add(p.summary);
-        self.filter.note(p.pid, p.map_ranges, p.read_end);
+        self.filter.note(p.pid, p.map_ranges, p.read_times);
         Ok(())
     }
 

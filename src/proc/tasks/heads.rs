@@ -178,6 +178,7 @@ pub fn heads_of(records: &[TaskRecord], clock: StartClock) -> BTreeMap<u32, Head
                 .collect(),
             vmas: Vec::new(),
             source: None,
+            read_times: Default::default(),
         };
         // a zombie leader has no mm left: its threads share the one it had
         let exe = tasks.iter().find_map(|t| t.exe);
