@@ -33,3 +33,11 @@ pub fn hold(var: &str) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// With the environment variable `var` set: panics, so a test can see how
+/// the tool takes a thread that fails.
+pub fn fail(var: &str) {
+    if std::env::var_os(var).is_some() {
+        panic!("{var} is set");
+    }
+}

@@ -473,6 +473,33 @@ fn a_map_made_ahead_of_the_walk_is_written_once() {
     );
 }
 
+// A watch whose drainer thread fails (a test hook makes it panic) takes
+// nothing: the summary says the drainer failed and maps made during the
+// scan may be missing, the scan's maps are written, and --strict fails.
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn a_failed_drainer_is_reported_and_fails_strict() {
+    needs_perf_record();
+    let dir = scratch("watch-drainer");
+    let m = Mapper::start(&[fixtures().lib_sha1.as_os_str()]);
+    let lib = fixtures().lib_sha1.to_str().unwrap();
+    for (strict, code) in [(false, 0), (true, 3)] {
+        let out = dir.join(format!("strict-{strict}.data"));
+        let mut cmd = Command::new(bin());
+        cmd.args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
+            .env("MMAP2_SYNTH_TEST_DRAINER_PANIC", "1");
+        if strict {
+            cmd.arg("--strict");
+        }
+        let o = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{err}");
+        let line = "mmap2-synth: the watch's drainer failed; maps made during the scan";
+        assert!(err.contains(line), "{err}");
+        assert!(maps(&out).iter().any(|v| v["path"] == lib), "{err}");
+    }
+}
+
 // --json watches as the file output does: a library mapped after the scan
 // read its process (held there by the test hook) is among its lines once,
 // with a real CLOCK_MONOTONIC time and its ELF build id (also a build_id

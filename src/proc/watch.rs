@@ -107,6 +107,9 @@ pub struct Drains {
     /// The drainer stopped taking records (its cap): any pid may have
     /// maps in the rings.
     all: bool,
+    /// The drainer failed (panicked): nothing it took is used, so nothing
+    /// waits for it.
+    failed: bool,
 }
 
 impl Progress {
@@ -131,6 +134,22 @@ impl Progress {
         d.all |= all;
         d.done = d.done.max(n);
     }
+
+    /// Marks the drainer failed (see [`Drains::settles`]).
+    fn fail(&self) {
+        self.lock().failed = true;
+    }
+}
+
+/// Marks a [`Progress`] failed if its drainer unwinds past this.
+struct FailOnPanic<'a>(&'a Progress);
+
+impl Drop for FailOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.fail();
+        }
+    }
 }
 
 impl Drains {
@@ -142,13 +161,13 @@ impl Drains {
 
     /// Whether the drains have taken every record written before `mark`.
     pub fn settles(&self, mark: u64) -> bool {
-        self.done > mark
+        self.failed || self.done > mark
     }
 
     /// Whether the drains took a map record of `pid` (or may have left
     /// one in the rings).
     pub fn mapped(&self, pid: u32) -> bool {
-        self.all || self.mapped.contains(&pid)
+        !self.failed && (self.all || self.mapped.contains(&pid))
     }
 }
 
@@ -169,6 +188,8 @@ pub struct Drained {
     /// The events' clock just before the last drain read the rings: a map
     /// made before then is among `bytes` (or counted lost).
     pub ended: u64,
+    /// The drainer failed (panicked): `bytes` is empty, the rest unknown.
+    pub failed: bool,
 }
 
 /// The events while they are open: rings, events writing into another's
@@ -257,6 +278,7 @@ impl Events {
             lost,
             was_full,
             ended,
+            failed: false,
         }
     }
 }
@@ -338,7 +360,12 @@ impl Watch {
         let shared = Arc::clone(&progress);
         let drainer = std::thread::Builder::new()
             .name("watch".into())
-            .spawn(move || ev.run(stopped, &shared))
+            .spawn(move || {
+                let _failed = FailOnPanic(&shared);
+                // a test makes the drainer fail here
+                crate::testhook::fail("MMAP2_SYNTH_TEST_DRAINER_PANIC");
+                ev.run(stopped, &shared)
+            })
             .map_err(|e| why("drainer thread", e))?;
         Ok(Watch {
             stop,
@@ -357,10 +384,11 @@ impl Watch {
     /// lost.
     pub fn finish(self) -> Drained {
         let _ = self.stop.send(());
-        // a drainer that panicked read nothing more: count that as a loss
+        // a drainer that panicked read nothing more
         self.drainer.join().unwrap_or_else(|_| Drained {
             was_full: true,
             ended: super::clock::event_monotonic_ns().unwrap_or(0),
+            failed: true,
             ..Drained::default()
         })
     }
@@ -443,6 +471,19 @@ pub fn parse_watched(bytes: &[u8], lost: &mut u64) -> Vec<Watched> {
 mod tests {
     use super::*;
     use crate::bytes::PutExt;
+
+    // A failed drainer settles every mark and maps no pid: the writer's
+    // waiting ranges are dropped, not held to the end of the scan.
+    #[test]
+    fn a_failed_drainer_settles_everything() {
+        let p = Progress::default();
+        let n = p.begin();
+        p.complete(n, &mut HashSet::from([7]), false);
+        let mark = p.lock().mark();
+        assert!(!p.lock().settles(mark) && p.lock().mapped(7));
+        p.fail();
+        assert!(p.lock().settles(mark + 5) && !p.lock().mapped(7));
+    }
 
     /// A drained record of `record_type` whose body starts with `pid`.
     fn record(record_type: u32, pid: u32, body: usize) -> Vec<u8> {

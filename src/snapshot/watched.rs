@@ -137,6 +137,11 @@ impl ScanWatch {
                     None => reported.max(u64::from(drained.was_full)),
                 };
                 notes.lost_at_least = drained.lost.is_none();
+                if drained.failed {
+                    // maps made during the scan are missing, one at least
+                    notes.skipped = Some("the watch's drainer failed".to_string());
+                    (notes.lost, notes.lost_at_least) = (notes.lost.max(1), true);
+                }
                 recs
             }
             None => Vec::new(),
