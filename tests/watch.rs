@@ -500,6 +500,37 @@ fn a_failed_drainer_is_reported_and_fails_strict() {
     }
 }
 
+// With no periodic drain (a test hook spaces them a minute apart), the
+// record of a library mapped before the read (the scan held after the
+// heads) is taken by the last drain alone: its pid is noted all the same,
+// so the scan's map supersedes it and it is written once.
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn a_map_only_the_last_drain_takes_is_superseded_too() {
+    let (dir, lib_a, lib_b, mut m) = two_libraries("watch-last-drain");
+    lazymap_do(&mut m, lib_a.to_str().unwrap(), &dir.join("liba.so.mapped"));
+    let (heads, out) = (dir.join("heads.hold"), dir.join("last.data"));
+    let snap = Command::new(bin())
+        .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
+        .env("MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS", &heads)
+        .env("MMAP2_SYNTH_TEST_DRAIN_EVERY_MS", "60000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the scan to be held after the heads", || heads.exists());
+    let b = lib_b.to_str().unwrap();
+    lazymap_do(&mut m, b, &dir.join("libb.so.mapped"));
+    std::fs::remove_file(&heads).unwrap();
+    let o = snap.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("0 records added, 1 superseded"), "{err}");
+    let all = maps(&out);
+    let of_b: Vec<&Value> = all.iter().filter(|v| v["path"] == b).collect();
+    assert_eq!(of_b.len(), 1, "B once, the scan's: {all:?}");
+}
+
 // --json watches as the file output does: a library mapped after the scan
 // read its process (held there by the test hook) is among its lines once,
 // with a real CLOCK_MONOTONIC time and its ELF build id (also a build_id
