@@ -279,6 +279,35 @@ fn held_snapshot(
     cmd.spawn().unwrap()
 }
 
+/// `-p` of the lazymap fixture `m` to `out` (with `env` besides), held by
+/// the test hook `hook` through a file in `dir` while `line` is sent to the
+/// fixture (until `done` exists): its output, which must be a success, and
+/// its stderr.
+fn snapshot_while_held(
+    m: &mut Mapper,
+    (dir, out): (&Path, &Path),
+    (hook, env): (&str, &[(&str, &str)]),
+    line: &str,
+    done: &Path,
+) -> String {
+    let hold = dir.join("hook.hold");
+    let snap = Command::new(bin())
+        .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
+        .env(hook, &hold)
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(hook, || hold.exists());
+    lazymap_do(m, line, done);
+    std::fs::remove_file(&hold).unwrap();
+    let o = snap.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{err}");
+    err
+}
+
 /// A `-p ARGS` snapshot of the lazymap fixture with two libraries (in a
 /// scratch directory `name`): A mapped before the scan, B mapped while the
 /// scan is held after the heads (before the read), and A's executable map
@@ -412,21 +441,11 @@ fn a_map_changed_before_its_process_is_handed_on_is_a_new_event() {
     let (dir, lib_a, _lib_b, mut m) = two_libraries("watch-handed-on");
     let a = lib_a.to_str().unwrap();
     lazymap_do(&mut m, a, &dir.join("liba.so.mapped"));
-    let (hold, out) = (dir.join("maps.hold"), dir.join("handed.data"));
-    let snap = Command::new(bin())
-        .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
-        .env("MMAP2_SYNTH_TEST_HOLD_AFTER_MAPS", &hold)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the scan to be held after the maps", || hold.exists());
+    let out = dir.join("handed.data");
     let toggle = format!("toggle {a}");
-    lazymap_do(&mut m, &toggle, &dir.join("liba.so.toggled"));
-    std::fs::remove_file(&hold).unwrap();
-    let o = snap.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
+    let hook = ("MMAP2_SYNTH_TEST_HOLD_AFTER_MAPS", &[][..]);
+    let done = dir.join("liba.so.toggled");
+    let err = snapshot_while_held(&mut m, (&dir, &out), hook, &toggle, &done);
     assert!(err.contains("1 records added, 0 superseded"), "{err}");
     let all = maps(&out);
     let code: Vec<&Value> = all.iter().filter(|v| v["path"] == a).collect();
@@ -444,23 +463,12 @@ fn a_map_changed_before_its_process_is_handed_on_is_a_new_event() {
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn a_map_made_ahead_of_the_walk_is_written_once() {
     let (dir, lib_a, lib_b, mut m) = two_libraries("watch-ahead");
-    let a = lib_a.to_str().unwrap();
-    lazymap_do(&mut m, a, &dir.join("liba.so.mapped"));
-    let (hold, out) = (dir.join("vma.hold"), dir.join("ahead.data"));
-    let snap = Command::new(bin())
-        .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
-        .env("MMAP2_SYNTH_TEST_HOLD_AFTER_FIRST_VMA", &hold)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the scan to be held after the first VMA", || hold.exists());
+    lazymap_do(&mut m, lib_a.to_str().unwrap(), &dir.join("liba.so.mapped"));
+    let out = dir.join("ahead.data");
     let b = lib_b.to_str().unwrap();
-    lazymap_do(&mut m, b, &dir.join("libb.so.mapped"));
-    std::fs::remove_file(&hold).unwrap();
-    let o = snap.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
+    let hook = ("MMAP2_SYNTH_TEST_HOLD_AFTER_FIRST_VMA", &[][..]);
+    let done = dir.join("libb.so.mapped");
+    let err = snapshot_while_held(&mut m, (&dir, &out), hook, b, &done);
     assert!(err.contains("0 records added, 1 superseded"), "{err}");
     let all = maps(&out);
     let code: Vec<&Value> = all.iter().filter(|v| v["path"] == b).collect();
@@ -509,22 +517,12 @@ fn a_failed_drainer_is_reported_and_fails_strict() {
 fn a_map_only_the_last_drain_takes_is_superseded_too() {
     let (dir, lib_a, lib_b, mut m) = two_libraries("watch-last-drain");
     lazymap_do(&mut m, lib_a.to_str().unwrap(), &dir.join("liba.so.mapped"));
-    let (heads, out) = (dir.join("heads.hold"), dir.join("last.data"));
-    let snap = Command::new(bin())
-        .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
-        .env("MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS", &heads)
-        .env("MMAP2_SYNTH_TEST_DRAIN_EVERY_MS", "60000")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the scan to be held after the heads", || heads.exists());
+    let out = dir.join("last.data");
     let b = lib_b.to_str().unwrap();
-    lazymap_do(&mut m, b, &dir.join("libb.so.mapped"));
-    std::fs::remove_file(&heads).unwrap();
-    let o = snap.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
+    let env = [("MMAP2_SYNTH_TEST_DRAIN_EVERY_MS", "60000")];
+    let hook = ("MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS", &env[..]);
+    let done = dir.join("libb.so.mapped");
+    let err = snapshot_while_held(&mut m, (&dir, &out), hook, b, &done);
     assert!(err.contains("0 records added, 1 superseded"), "{err}");
     let all = maps(&out);
     let of_b: Vec<&Value> = all.iter().filter(|v| v["path"] == b).collect();
