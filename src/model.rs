@@ -294,8 +294,7 @@ pub struct Process {
     pub vmas: Vec<Vma>,
     /// Source of the VMAs (None for kernel threads and snapshot files).
     pub source: Option<Source>,
-    /// When its VMAs were read, at the earliest (a live scan's; empty
-    /// otherwise).
+    /// When its VMAs were read (a live scan's; empty otherwise).
     pub read_times: ReadTimes,
 }
 
@@ -307,10 +306,14 @@ pub struct Process {
 /// VMA's lower bound was there when the scan read that place; one recorded
 /// after its upper bound came after the read. Empty: unknown (0 to
 /// `u64::MAX`).
+///
+/// A walk also asked for its first VMA from an address: the end of the VMA
+/// before it in that walk (0 at the walk's start, the default).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadTimes {
     starts: Vec<u64>,
     end: u64,
+    first_from: u64,
 }
 
 impl Default for ReadTimes {
@@ -318,6 +321,7 @@ impl Default for ReadTimes {
         ReadTimes {
             starts: Vec::new(),
             end: u64::MAX,
+            first_from: 0,
         }
     }
 }
@@ -330,8 +334,21 @@ impl ReadTimes {
     pub fn at(time: u64) -> ReadTimes {
         ReadTimes {
             starts: vec![time],
-            end: u64::MAX,
+            ..ReadTimes::default()
         }
+    }
+
+    /// These times, for VMAs asked for from `addr` on.
+    pub fn from_addr(self, addr: u64) -> ReadTimes {
+        ReadTimes {
+            first_from: addr,
+            ..self
+        }
+    }
+
+    /// The address the walk asked for the first VMA from.
+    pub fn first_from(&self) -> u64 {
+        self.first_from
     }
 
     /// Adds the time taken before the read of the next [`Self::EVERY`] VMAs.
@@ -386,6 +403,8 @@ impl Process {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     // A VMA's read is bounded by the times taken before its run of EVERY
     // VMAs and before the next run (or at the end); past the times taken,
     // by the last start and the end; none taken, by 0 and u64::MAX.
@@ -400,8 +419,6 @@ mod tests {
         assert_eq!(ReadTimes::default().bounds(3), (0, u64::MAX));
         assert_eq!(ReadTimes::at(5).bounds(100), (5, u64::MAX));
     }
-
-    use super::*;
 
     // Ids of 1..=20 bytes are kept; empty and longer ones are refused.
     #[test]

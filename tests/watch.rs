@@ -529,6 +529,73 @@ fn a_map_only_the_last_drain_takes_is_superseded_too() {
     assert_eq!(of_b.len(), 1, "B once, the scan's: {all:?}");
 }
 
+// In a private PID namespace, a process forked and exec'd after the watch
+// opened but before the scan listed the processes (held there by the test
+// hook) is read after its exec: its watched FORK is dropped, as replayed
+// after the scan's records it would give perf the parent's maps for it
+// again (perf clones the parent's maps on FORK) over the new image the
+// scan read; the scan's own FORK and maps of it stand.
+#[test]
+#[ignore = "needs root (unshare -fp) and perf events"]
+fn a_process_forked_before_the_list_keeps_its_own_maps() {
+    needs_root("unshare -fp");
+    let f = fixtures();
+    let dir = scratch("watch-fork");
+    let (go, ready, hold, out) = (
+        dir.join("go"),
+        dir.join("ready"),
+        dir.join("list.hold"),
+        dir.join("fork.data"),
+    );
+    let script = format!(
+        "(while [ ! -e {go} ]; do sleep 0.01; done; \
+          {m} --wait forever --ready {ready} {lib} >/dev/null & wait) &\n\
+         MMAP2_SYNTH_TEST_HOLD_BEFORE_LIST={hold} {bin} --all -o {out} & snap=$!\n\
+         {held}touch {go}\n{mapped}rm {hold}\nwait $snap\n",
+        go = q(&go),
+        m = q(&f.mapper),
+        ready = q(&ready),
+        lib = q(&f.lib_sha1),
+        hold = q(&hold),
+        bin = bin(),
+        out = q(&out),
+        held = sh_poll("the hold", &format!("[ ! -e {} ]", q(&hold))),
+        mapped = sh_poll("the child", &format!("[ ! -e {} ]", q(&ready))),
+    );
+    let o = Command::new("unshare")
+        .args(["-fp", "--mount-proc", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let child: u64 = std::fs::read_to_string(&ready)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let lines: Vec<Value> = {
+        let out = synth_ok(["dump".as_ref(), "--json".as_ref(), out.as_os_str()]).stdout;
+        let text = String::from_utf8(out).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let of_child = |kind: &str| -> Vec<&Value> {
+        let kind = lines.iter().filter(|v| v["kind"] == kind);
+        kind.filter(|v| v["pid"] == child).collect()
+    };
+    let forks = of_child("fork");
+    assert_eq!(forks.len(), 1, "the scan's FORK alone: {forks:?} {err}");
+    assert_eq!(forks[0]["time"], 0, "{forks:?}");
+    let lib = f.lib_sha1.to_str().unwrap();
+    let maps = of_child("mmap2");
+    assert!(
+        maps.iter().any(|v| v["path"] == lib && v["time"] == 0),
+        "the scan read the exec'd child: {maps:?}"
+    );
+    assert!(err.contains("superseded by the scan's maps"), "{err}");
+}
+
 // --json watches as the file output does: a library mapped after the scan
 // read its process (held there by the test hook) is among its lines once,
 // with a real CLOCK_MONOTONIC time and its ELF build id (also a build_id

@@ -225,8 +225,11 @@ struct Pieces<'p, 's> {
     opts: &'p Options,
     /// VMAs read and not yet handed on.
     vmas: Vec<Vma>,
-    /// When they were read, at the earliest.
+    /// When they were read.
     times: ReadTimes,
+    /// The end of the last VMA the walk pushed (0 before the first): the
+    /// next was asked for from there.
+    last_end: u64,
     /// When the walk of the maps file began: the time of every VMA a text
     /// walk reads (it reads many at once, ahead of handing them on).
     walk_start: u64,
@@ -247,6 +250,7 @@ impl<'p, 's> Pieces<'p, 's> {
             opts,
             vmas: Vec::new(),
             times: ReadTimes::default(),
+            last_end: 0,
             walk_start: 0,
             bytes: 0,
             pushed: 0,
@@ -274,10 +278,11 @@ impl<'p, 's> Pieces<'p, 's> {
     /// start for a text walk (its lines may have been read already), now
     /// for PROCMAP_QUERY (the next VMA is read after this).
     fn times_from_here(&self) -> ReadTimes {
-        match self.head.source {
+        let times = match self.head.source {
             Some(Source::Text) => ReadTimes::at(self.walk_start),
             _ => ReadTimes::at(read_clock()),
-        }
+        };
+        times.from_addr(self.last_end)
     }
 
     fn push(&mut self, v: Vma) -> io::Result<()> {
@@ -291,6 +296,7 @@ impl<'p, 's> Pieces<'p, 's> {
         }
         self.bytes += 128 + v.name.len();
         self.pushed += 1;
+        self.last_end = v.end;
         self.vmas.push(v);
         if self.pushed == 1 {
             // a test maps a file ahead of the walk here
@@ -348,6 +354,7 @@ impl<'p, 's> Pieces<'p, 's> {
         self.bytes = 0;
         self.walk_start = read_clock();
         self.times = ReadTimes::at(self.walk_start);
+        self.last_end = 0;
     }
 
     /// The last piece: the VMAs not yet handed on and every thread.
@@ -366,7 +373,10 @@ impl<'p, 's> Pieces<'p, 's> {
 }
 
 /// The events' clock now, for [`ReadTimes`]; 0 (before anything) when it
-/// cannot be read.
+/// cannot be read. The kernel stamps records with its NMI-safe monotonic
+/// clock, which can differ from this one by a few nanoseconds around
+/// timekeeping updates; a bound taken a few hundred nanoseconds before a
+/// read has that much room.
 fn read_clock() -> u64 {
     super::clock::event_monotonic_ns().unwrap_or(0)
 }

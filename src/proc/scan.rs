@@ -141,6 +141,8 @@ pub fn scan_each_with<T: Send, E: From<ScanError>, W: Default>(
     map: impl Fn(&mut W, Process, Part) -> (T, usize) + Sync,
     mut sink: impl FnMut(T) -> Result<(), E>,
 ) -> Result<Scanned, E> {
+    // a test forks a process here: after the watch opened, before the list
+    crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_BEFORE_LIST");
     let pids = pids_of(target, opts)?;
     let uid = match target {
         Target::Uid(u) => Some(*u),

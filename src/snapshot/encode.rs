@@ -3,6 +3,8 @@
 //! order, all at time 0. Pure: the input is already read.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::sync::OnceLock;
 
 use crate::bytes::Endian;
 use crate::model::{BuildId, KernelMap, Part, Perms, Process, Thread, Vma, PATH_MAX, TOOLONG_NAME};
@@ -31,7 +33,9 @@ pub fn mmap_filename(vma: &Vma) -> (&[u8], u32) {
 /// offset, prot, shared or private, build id and file name as perf writes
 /// them), as a 64-bit hash; None without a build id (then the file's
 /// identity is unknown). A watched map identical to one the scan wrote at
-/// the same place may be the same map read twice.
+/// the same place may be the same map read twice. The hash is SipHash
+/// under keys drawn at random once per run: a process cannot make another
+/// map of its own collide with one it wants dropped.
 pub fn map_identity(
     pgoff: u64,
     prot: u32,
@@ -39,14 +43,15 @@ pub fn map_identity(
     build_id: Option<&BuildId>,
     filename: &[u8],
 ) -> Option<u64> {
+    static KEYS: OnceLock<RandomState> = OnceLock::new();
     let id = build_id?;
     let shared = flags & (libc::MAP_SHARED | libc::MAP_PRIVATE) as u32;
-    let mut h = Mix(0);
-    h.word(pgoff);
-    h.word(u64::from(prot) << 32 | u64::from(shared));
-    h.bytes(id.as_bytes());
-    h.bytes(filename);
-    Some(h.0)
+    let mut h = KEYS.get_or_init(RandomState::new).build_hasher();
+    h.write_u64(pgoff);
+    h.write_u64(u64::from(prot) << 32 | u64::from(shared));
+    id.as_bytes().hash(&mut h);
+    filename.hash(&mut h);
+    Some(h.finish())
 }
 
 /// [`map_identity`] of the record [`encode_part`] writes for `vma`.
@@ -60,27 +65,6 @@ pub fn vma_identity(vma: &Vma) -> Option<u64> {
         vma.build_id.as_ref(),
         filename,
     )
-}
-
-/// A fast word-at-a-time hash (Fx's mix): identities are compared only
-/// within one place of one process, so it needs no key.
-struct Mix(u64);
-
-impl Mix {
-    fn word(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn bytes(&mut self, b: &[u8]) {
-        self.word(b.len() as u64);
-        let mut chunks = b.chunks_exact(8);
-        for c in &mut chunks {
-            self.word(u64::from_le_bytes(c.try_into().expect("8 bytes")));
-        }
-        let mut last = [0u8; 8];
-        last[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-        self.word(u64::from_le_bytes(last));
-    }
 }
 
 /// How records are encoded.

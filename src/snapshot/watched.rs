@@ -4,13 +4,13 @@
 //! ([`WatchFilter`]): those of the selection, MMAP2 only when the scan's
 //! maps do not supersede them.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::encode::{map_identity, vma_identity, Encoding};
 use super::stats::Stats;
 use crate::bytes::Endian;
-use crate::model::{BuildId, ReadTimes, Vma};
+use crate::model::{BuildId, Process, ReadTimes};
 use crate::perf::consts::{misc, types};
 use crate::perf::events::{parse_fork, parse_map};
 use crate::perf::{BuildIdEntry, RecordHeader};
@@ -152,60 +152,81 @@ impl ScanWatch {
 }
 
 /// What the scan wrote, for choosing the watched records to add: where its
-/// maps lie and when they had been read, and its pids.
+/// maps lie, what each walk saw and when, and its pids.
 ///
 /// The scan's records stand for each process as it was read, at time 0,
-/// before every watched record. So a watched map the kernel recorded before
-/// the scan read that place is superseded by the scan's view and dropped
-/// when it overlaps a map the scan wrote there (the same map reported
-/// twice, or an older one the scan saw replaced: replayed after the scan's
-/// it would undo the replacement). One recorded after the read (an
-/// `mprotect` back to executable, a map made again at the same place) is a
-/// new event, added as `perf record` would have it; so is one of a place
-/// the scan found empty.
+/// before every watched record, which perf replays after them in time
+/// order, each over what was there. So the watched records are taken in
+/// time order, and a map is dropped only where that changes nothing perf
+/// ends with:
+/// - **Seen after it.** A walk asks for the map at or after the end of the
+///   one before, so each map the scan wrote shows its place and the gap
+///   before it as they were when it was read ([`ScanMap::from`]). A
+///   watched map whose whole range those places show, all read after it
+///   was recorded for sure ([`ReadTimes`]: times taken before each run of
+///   32 VMAs), is in the scan's view or was undone before it: superseded
+///   (the same map twice, or one the scan saw replaced, which replayed
+///   would undo the replacement).
+/// - **Maybe the scan's own.** One recorded while the one map there was
+///   being read (between the times around its run) is dropped when it is
+///   identical to it ([`map_identity`]: same place, offset, prot, build id
+///   and name): replaying it would change nothing.
+/// - **Anything else** is added: one recorded after the read (an
+///   `mprotect` back to executable, a map made again), one only partly
+///   seen after it, one of a place the scan never showed; and so is every
+///   later one over a place an added one covers, so the replay ends as the
+///   process did.
 ///
-/// When the scan read a place is known only between two times
-/// ([`ReadTimes`]: taken before and after each run of 32 VMAs), so a map
-/// recorded between them may or may not be one the scan read. It is
-/// dropped as the scan's own when it is identical to the scan's map there
-/// ([`map_identity`]: same place, offset, prot, build id and name) and no
-/// watched map of that place was added before it: then replaying it
-/// changes nothing. Anything else is added, in time order, so what perf
-/// ends with is what the process ended with: a change is never lost, and a
-/// map rarely written twice (one recorded between the times that differs
-/// from the scan's only in what the identity leaves out).
+/// So a change is never lost; a map is written twice when it was made
+/// while the scan read near it and has no identity (no build id, as
+/// anonymous and most data maps under `-d`, or the text fallback's whole
+/// walk as the window).
+///
+/// A watched FORK of a process the scan read after that fork is dropped
+/// too: replayed after the scan's records, it would give the child its
+/// parent's maps again over what the scan read (an exec'd child would end
+/// with its parent's image).
 #[derive(Debug, Default)]
 pub struct WatchFilter {
-    /// The scan's maps: (pid, start, end, bounds of when it was read (the
-    /// events' CLOCK_MONOTONIC ns, see [`ReadTimes`]), [`map_identity`] or
-    /// 0), appended per piece (cheap on the scan's path), sorted once when
-    /// the first watched map is looked up: most scans see few or none.
+    /// The scan's maps, appended per piece (cheap on the scan's path),
+    /// sorted once when the first watched map is looked up: most scans see
+    /// few or none.
     seen: Vec<Seen>,
-    /// The scan's maps (pid, start, end) that a watched map added since
-    /// overlapped: an identical one after it is a change back, not the
-    /// scan's own.
-    touched: HashSet<(u32, u64, u64)>,
     /// For each of `seen`, sorted, the furthest end of its pid's maps up to
     /// it: maps read while the process changed may overlap or nest.
     reach: Vec<u64>,
     /// Whether `seen` is sorted and `reach` made since the last append.
     sorted: bool,
-    /// The pids written, and the children forked from them meanwhile.
-    pids: HashSet<u32>,
-    /// The watch's drains, when followed: a piece's ranges wait in
-    /// `pending` until a drain begun after it was written has completed,
-    /// then stay only if the watch took a map of its pid. So the ranges
-    /// held are those of processes that mapped during the scan, not one per
-    /// map of the host.
+    /// Places covered by the watched maps added so far: a later one over
+    /// them is added too (see [`Dirty`]).
+    dirty: Dirty,
+    /// The pids written, each with the time before its maps were first
+    /// read (0 for the children forked from them meanwhile).
+    pids: HashMap<u32, u64>,
+    /// The watch's drains, when followed: a piece's maps wait in `pending`
+    /// until a drain begun after it was written has completed, then stay
+    /// only if the watch took a map of its pid. So the maps held are those
+    /// of processes that mapped during the scan, not one per map of the
+    /// host.
     progress: Option<Arc<Progress>>,
     pending: VecDeque<Pending>,
 }
 
-/// A map the scan wrote, as [`WatchFilter`] keeps it: (pid, start, end,
-/// bounds of its read, identity), in that order for sorting.
-type Seen = (u32, u64, u64, (u64, u64), u64);
+/// A map the scan wrote, as [`WatchFilter`] keeps it (fields in this order
+/// for sorting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Seen {
+    pid: u32,
+    start: u64,
+    end: u64,
+    /// Where the place its read showed begins ([`ScanMap::from`]).
+    from: u64,
+    /// When it was read: after the first, by the second ([`ReadTimes`]).
+    read: (u64, u64),
+    identity: u64,
+}
 
-/// A written piece's ranges waiting for the drains.
+/// A written piece's maps waiting for the drains.
 #[derive(Debug)]
 struct Pending {
     /// The drains begun when the writer got the piece.
@@ -220,26 +241,64 @@ struct Pending {
 pub struct ScanMap {
     pub start: u64,
     pub end: u64,
+    /// Where the place its read showed begins: the end of the map the walk
+    /// wrote before it (0 for a walk's first), or its start if that is
+    /// lower. The walk asked for the first map at or after that address,
+    /// so the gap up to this map held nothing it wanted then.
+    pub from: u64,
     /// Its [`map_identity`], 0 when it has none.
     pub identity: u64,
 }
 
 impl ScanMap {
-    /// The map the scan wrote for `vma`.
-    pub fn of(vma: &Vma) -> ScanMap {
-        ScanMap {
-            start: vma.start,
-            end: vma.end,
-            identity: vma_identity(vma).map_or(0, |i| i.max(1)),
+    /// The maps the scan wrote for `p`'s VMAs (a piece of it).
+    pub fn of(p: &Process) -> Vec<ScanMap> {
+        let mut from = p.read_times.first_from();
+        (p.vmas.iter())
+            .map(|v| {
+                let m = ScanMap {
+                    start: v.start,
+                    end: v.end,
+                    from: from.min(v.start),
+                    identity: vma_identity(v).map_or(0, |i| i.max(1)),
+                };
+                from = v.end;
+                m
+            })
+            .collect()
+    }
+}
+
+/// Places (pid, start..end) as disjoint ranges, merged as they are added.
+#[derive(Debug, Default)]
+struct Dirty(BTreeMap<(u32, u64), u64>);
+
+impl Dirty {
+    /// Whether some range of `pid` overlaps `start..end`.
+    fn overlaps(&self, pid: u32, start: u64, end: u64) -> bool {
+        let before = self.0.range(..(pid, end)).next_back();
+        before.is_some_and(|(&(p, _), &e)| p == pid && e > start)
+    }
+
+    /// Adds `start..end` of `pid`, merged with the ranges it overlaps.
+    fn add(&mut self, pid: u32, mut start: u64, mut end: u64) {
+        while let Some((&(p, s), &e)) = self.0.range(..=(pid, end)).next_back() {
+            if p != pid || e < start {
+                break;
+            }
+            self.0.remove(&(p, s));
+            (start, end) = (start.min(s), end.max(e));
         }
+        self.0.insert((pid, start), end);
     }
 }
 
 impl WatchFilter {
     /// Notes a process (or a piece of one) the scan wrote, with its maps
-    /// and when they were read, at the earliest.
+    /// and when they were read.
     pub fn note(&mut self, pid: u32, maps: Vec<ScanMap>, times: ReadTimes) {
-        self.pids.insert(pid);
+        let first_read = times.bounds(0).0;
+        self.pids.entry(pid).or_insert(first_read);
         let Some(progress) = self.progress.clone() else {
             self.keep(pid, maps, &times);
             return;
@@ -257,7 +316,7 @@ impl WatchFilter {
         }
     }
 
-    /// Keeps or drops the waiting ranges the drains have settled: kept for
+    /// Keeps or drops the waiting maps the drains have settled: kept for
     /// the pids they took maps of. After the watch's last drain, all are.
     fn settle(&mut self) {
         let Some(progress) = self.progress.clone() else {
@@ -276,58 +335,86 @@ impl WatchFilter {
     }
 
     fn keep(&mut self, pid: u32, maps: Vec<ScanMap>, times: &ReadTimes) {
-        let maps = (maps.into_iter().enumerate())
-            .map(|(i, m)| (pid, m.start, m.end, times.bounds(i), m.identity));
+        let maps = (maps.into_iter().enumerate()).map(|(i, m)| Seen {
+            pid,
+            start: m.start,
+            end: m.end,
+            from: m.from,
+            read: times.bounds(i),
+            identity: m.identity,
+        });
         self.seen.extend(maps);
         self.sorted = false;
     }
 
-    /// Whether the scan's view supersedes a map of `pid` over `start..end`
-    /// recorded at `time` with `identity` (0: none): the scan wrote a map
-    /// overlapping it and read it after `time` for sure, or wrote this very
-    /// map there, maybe read after `time`, and no watched map added since
-    /// touched it. If not, the scan's maps it overlaps are marked touched
-    /// (it is added).
+    /// Whether the scan's view supersedes a watched map of `pid` over
+    /// `start..end` recorded at `time` with `identity` (0: none), the
+    /// watched maps before it taken (see [`WatchFilter`]). If not, its
+    /// place is marked: it is added.
     fn superseded(&mut self, pid: u32, start: u64, end: u64, time: u64, identity: u64) -> bool {
+        if !self.dirty.overlaps(pid, start, end) && self.seen_over(pid, start, end, time, identity)
+        {
+            return true;
+        }
+        self.dirty.add(pid, start, end);
+        false
+    }
+
+    /// Whether the scan's maps around `start..end` show it all after
+    /// `time`, or are one identical map maybe read after it.
+    fn seen_over(&mut self, pid: u32, start: u64, end: u64, time: u64, identity: u64) -> bool {
         if !self.sorted {
             self.seen.sort_unstable();
             let mut last = None;
             self.reach.clear();
-            for &(p, _, e, _, _) in &self.seen {
+            for m in &self.seen {
                 let reach = match last {
-                    Some((lp, r)) if lp == p => e.max(r),
-                    _ => e,
+                    Some((lp, r)) if lp == m.pid => m.end.max(r),
+                    _ => m.end,
                 };
                 self.reach.push(reach);
-                last = Some((p, reach));
+                last = Some((m.pid, reach));
             }
             self.sorted = true;
         }
-        // back from the last map starting before `end`, while some map of
-        // the pid up to there still reaches past `start`
-        let below = self.seen.partition_point(|&(p, s, ..)| (p, s) < (pid, end));
-        let mut same = false;
-        let mut under = Vec::new();
+        // the maps over it: back from the last one starting before `end`,
+        // while some map of the pid up to there still reaches past `start`;
+        // and the next one, whose read showed the gap before it
+        let below = (self.seen).partition_point(|m| (m.pid, m.start) < (pid, end));
+        let mut over = Vec::new();
         for i in (0..below).rev() {
-            let (p, s, e, (read_from, read_by), id) = self.seen[i];
-            if p != pid || self.reach[i] <= start {
+            let m = &self.seen[i];
+            if m.pid != pid || self.reach[i] <= start {
                 break;
             }
-            if e <= start {
-                continue;
+            if m.end > start {
+                over.push(*m);
             }
-            if time <= read_from {
+        }
+        if let Some(next) = self.seen.get(below) {
+            if next.pid == pid && next.from < end {
+                over.push(*next);
+            }
+        }
+        if let [m] = over[..] {
+            let same = (m.start, m.end) == (start, end) && m.identity == identity && identity != 0;
+            if same && time <= m.read.1 {
                 return true;
             }
-            let maybe_read = time <= read_by;
-            same |= maybe_read && (s, e) == (start, end) && id == identity && id != 0;
-            under.push((p, s, e));
         }
-        if same && !self.touched.contains(&(pid, start, end)) {
-            return true;
+        // all read after it, and their places cover it
+        if over.is_empty() || over.iter().any(|m| time > m.read.0) {
+            return false;
         }
-        self.touched.extend(under);
-        false
+        over.sort_unstable_by_key(|m| m.from);
+        let mut covered = start;
+        for m in &over {
+            if m.from > covered {
+                return false;
+            }
+            covered = covered.max(m.end);
+        }
+        covered >= end
     }
 
     /// Maps held, kept and waiting.
@@ -357,15 +444,22 @@ impl WatchFilter {
         let me = std::process::id();
         let mut rec = Vec::new();
         for w in recs {
-            let selected = |pids: &HashSet<u32>, pid: u32| {
-                pid != u32::MAX && pid != 0 && pid != me && (all || pids.contains(&pid))
+            let selected = |pids: &HashMap<u32, u64>, pid: u32| {
+                pid != u32::MAX && pid != 0 && pid != me && (all || pids.contains_key(&pid))
             };
             match w.record_type {
                 types::FORK => {
-                    if let Some(f) = parse_fork(&w.body, e) {
-                        if selected(&self.pids, f.ppid) {
-                            self.pids.insert(f.pid);
-                        }
+                    let Some(f) = parse_fork(&w.body, e) else {
+                        continue;
+                    };
+                    // a new process the scan read after it was forked
+                    let first_read = self.pids.get(&f.pid).copied().unwrap_or(0);
+                    if f.pid == f.tid && f.pid != f.ppid && w.time <= first_read {
+                        stats.watched_superseded += 1;
+                        continue;
+                    }
+                    if selected(&self.pids, f.ppid) {
+                        self.pids.entry(f.pid).or_insert(0);
                     }
                 }
                 types::MMAP2 | types::COMM | types::EXIT => {}
@@ -453,6 +547,7 @@ mod tests {
     use super::*;
     use crate::perf::events::{encode_mmap2, Mmap2, Mmap2Id};
     use crate::perf::{SampleId, SampleIdLayout};
+    use std::collections::HashSet;
 
     /// A watched MMAP2 of a page of /lib/x.so at `addr` in `pid`, recorded
     /// at time 1.
@@ -476,24 +571,46 @@ mod tests {
     /// build id, executable (`prot` 5) or not, recorded at `time`; and the
     /// scan's map of it.
     fn identified(addr: u64, prot: u32, time: u64) -> (Watched, ScanMap) {
+        identified_over((addr, 0x1000, prot), time)
+    }
+
+    /// [`identified`] over (addr, len, prot).
+    fn identified_over((addr, len, prot): (u64, u64, u32), time: u64) -> (Watched, ScanMap) {
         let id = BuildId::new(&[7; 20]).unwrap();
-        let w = watched_mmap2(
-            7,
-            (addr, 0x1000, prot),
-            b"/lib/x.so",
-            Mmap2Id::BuildId(id),
+        let name = b"/lib/x.so";
+        let w = watched_mmap2(7, (addr, len, prot), name, Mmap2Id::BuildId(id), time);
+        let identity = map_identity(0, prot, 2, Some(&id), name).unwrap();
+        let (start, end) = (addr, addr + len);
+        let from = start;
+        let map = ScanMap {
+            start,
+            end,
+            from,
+            identity,
+        };
+        (w, map)
+    }
+
+    /// A watched FORK of process `pid` from `ppid`, recorded at `time`.
+    fn watched_fork(pid: u32, ppid: u32, time: u64) -> Watched {
+        let e = Endian::NATIVE;
+        let (mut rec, layout) = (Vec::new(), SampleIdLayout::default());
+        let f = crate::perf::events::Fork {
+            pid,
+            ppid,
+            tid: pid,
+            ptid: ppid,
             time,
-        );
-        let identity = map_identity(0, prot, 2, Some(&id), b"/lib/x.so").unwrap();
-        let (start, end) = page(addr);
-        (
-            w,
-            ScanMap {
-                start,
-                end,
-                identity,
-            },
-        )
+        };
+        crate::perf::events::encode_fork(&mut rec, e, &f, &layout, &SampleId::default()).unwrap();
+        Watched {
+            record_type: types::FORK,
+            misc: 0,
+            body: rec[8..].to_vec(),
+            pid,
+            tid: pid,
+            time,
+        }
     }
 
     /// A watched MMAP2 over (addr, len, prot) with its name and id.
@@ -542,14 +659,34 @@ mod tests {
         (addr, addr + 0x1000)
     }
 
-    /// The scan's map of the page at `addr`, with no identity.
+    /// The scan's map of the page at `addr`, with no identity, showing
+    /// only its own place.
     fn scanned(addr: u64) -> ScanMap {
         let (start, end) = page(addr);
         ScanMap {
             start,
             end,
+            from: start,
             identity: 0,
         }
+    }
+
+    /// The maps one walk wrote over `ranges`, in order, with no identity:
+    /// each showing the gap before it, from 0.
+    fn walk(ranges: &[(u64, u64)]) -> Vec<ScanMap> {
+        let mut from = 0;
+        (ranges.iter())
+            .map(|&(start, end)| {
+                let m = ScanMap {
+                    start,
+                    end,
+                    from,
+                    identity: 0,
+                };
+                from = end;
+                m
+            })
+            .collect()
     }
 
     /// Runs `f` over `recs` (a `-p` selection, native byte order): how many
@@ -607,10 +744,12 @@ mod tests {
         later.time = 11;
         let recs = [watched_map(7, 0x1000), later];
         assert_eq!(added_and_superseded(&mut f, &recs), (1, 1));
-        let mut at_end = watched_map(7, 0x2000);
-        at_end.time = 10;
+        let mut f = WatchFilter::default();
+        f.note(7, vec![scanned(0x1000), scanned(0x2000)], ReadTimes::at(10));
+        let mut at_start = watched_map(7, 0x2000);
+        at_start.time = 10;
         assert_eq!(
-            added_and_superseded(&mut f, &[at_end]),
+            added_and_superseded(&mut f, &[at_start]),
             (0, 1),
             "recorded at the time taken before the read: the scan's"
         );
@@ -632,18 +771,16 @@ mod tests {
         assert_eq!(added_and_superseded(&mut f, &[second]), (0, 1));
     }
 
-    // A watched map recorded before the read that overlaps a map the scan
-    // wrote is superseded by the scan's view, whatever its file (a library
-    // the scan saw replaced: replayed after the scan's records it would
-    // undo the replacement); one of a place the scan found empty is added.
+    // A watched map recorded before the read whose place the scan's maps
+    // and the gaps before them showed is superseded by the scan's view,
+    // whatever its file (a library the scan saw replaced: replayed after
+    // the scan's records it would undo the replacement); one past the
+    // walk's last map, or only partly shown, is added.
     #[test]
     fn older_maps_under_the_scans_are_superseded() {
         let mut f = WatchFilter::default();
-        f.note(
-            7,
-            vec![scanned(0x10000), scanned(0x20000)],
-            ReadTimes::at(10),
-        );
+        let ranges = [page(0x10000), page(0x20000)];
+        f.note(7, walk(&ranges), ReadTimes::at(10));
         let recs = [
             watched_map_of(7, 0x10000, 0x1000, b"/lib/b.so", 5),
             watched_map_of(7, 0x1f000, 0x2000, b"/lib/c.so", 6),
@@ -652,9 +789,84 @@ mod tests {
         ];
         assert_eq!(
             added_and_superseded(&mut f, &recs),
-            (2, 2),
-            "b and c (overlapping) dropped; d and e (beside) added"
+            (1, 3),
+            "b, c (over the gap and a map) and e (in the first gap) dropped; d added"
         );
+        let mut f = WatchFilter::default();
+        f.note(7, vec![scanned(0x20000)], ReadTimes::at(10));
+        let c = watched_map_of(7, 0x1f000, 0x2000, b"/lib/c.so", 6);
+        assert_eq!(added_and_superseded(&mut f, &[c]), (1, 0), "half shown");
+    }
+
+    // A watched map over two of the scan's maps, one read before it and one
+    // after, is added (the first would be stale), and so is a later one
+    // under it that the second map's read showed: replayed after the first,
+    // it puts back what the scan saw there. A map made ahead of the walk
+    // and written by it, then one identical to the first map there again,
+    // within one run: both added (the second map overlaps the first's place,
+    // so the first's identity alone does not tell its place).
+    #[test]
+    fn a_map_over_places_read_before_and_after_it_is_added_with_the_rest() {
+        let mut f = WatchFilter::default();
+        let first = ReadTimes::at(10);
+        f.note(7, walk(&[(0x1000, 0x2000)]), first);
+        let mut second = walk(&[(0x1000, 0x2000), (0x2000, 0x3000)]);
+        second.remove(0);
+        f.note(7, second, ReadTimes::at(20));
+        let over = watched_map_of(7, 0x1000, 0x2000, b"/lib/f.so", 15);
+        let under = watched_map_of(7, 0x2000, 0x1000, b"/lib/g.so", 16);
+        assert_eq!(added_and_superseded(&mut f, &[over, under]), (2, 0));
+
+        let mut f = WatchFilter::default();
+        let (a_again, a) = identified_over((0x1000, 0x2000, 5), 16);
+        let (b_over_a, b) = identified_over((0x2000, 0x2000, 5), 15);
+        let b = ScanMap { from: a.end, ..b };
+        f.note(7, vec![a, b], ReadTimes::at(10));
+        assert_eq!(added_and_superseded(&mut f, &[b_over_a, a_again]), (2, 0));
+    }
+
+    // A map in the gap before one of the scan's maps, recorded before that
+    // map was read, was gone when the walk passed there: superseded; one
+    // recorded after is added.
+    #[test]
+    fn maps_in_a_gap_the_walk_showed_are_superseded() {
+        let mut f = WatchFilter::default();
+        f.note(7, walk(&[page(0x10000)]), ReadTimes::at(10));
+        let before = watched_map_of(7, 0x5000, 0x1000, b"/lib/g.so", 9);
+        let after = watched_map_of(7, 0x6000, 0x1000, b"/lib/g.so", 12);
+        assert_eq!(added_and_superseded(&mut f, &[before, after]), (1, 1));
+    }
+
+    // A watched FORK of a process the scan read after it was forked is
+    // dropped (replayed, it would give the child its parent's maps over
+    // the scan's); one after the read, or of a process the scan did not
+    // write, is added.
+    #[test]
+    fn forks_of_processes_read_after_them_are_superseded() {
+        let mut f = WatchFilter::default();
+        f.note(7, walk(&[page(0x1000)]), ReadTimes::at(10));
+        f.note(8, Vec::new(), ReadTimes::at(20));
+        let recs = [
+            watched_fork(7, 8, 9),
+            watched_fork(8, 1, 21),
+            watched_fork(9, 8, 22),
+        ];
+        assert_eq!(added_and_superseded(&mut f, &recs), (2, 1));
+    }
+
+    // Places merge as they are added; a range overlaps only what it shares
+    // with one, and other pids' are apart.
+    #[test]
+    fn dirty_places_merge() {
+        let mut d = Dirty::default();
+        d.add(7, 0x1000, 0x2000);
+        d.add(7, 0x3000, 0x4000);
+        d.add(7, 0x1800, 0x3000);
+        d.add(8, 0x0, 0x10000);
+        assert_eq!(d.0.len(), 2, "{d:?}");
+        assert!(d.overlaps(7, 0x3fff, 0x5000) && d.overlaps(7, 0, 0x1001));
+        assert!(!d.overlaps(7, 0x4000, 0x5000) && !d.overlaps(7, 0, 0x1000));
+        assert!(!d.overlaps(9, 0, u64::MAX) && !d.overlaps(6, 0, u64::MAX));
     }
 
     // Maps read while a process changed may nest (the walk asks for the
@@ -663,13 +875,8 @@ mod tests {
     #[test]
     fn nested_scanned_maps_still_supersede() {
         let mut f = WatchFilter::default();
-        let map = |start, end| ScanMap {
-            start,
-            end,
-            identity: 0,
-        };
-        f.note(7, vec![map(0x1000, 0x9000)], ReadTimes::at(10));
-        f.note(7, vec![map(0x2000, 0x3000)], ReadTimes::at(10));
+        f.note(7, walk(&[(0x1000, 0x9000)]), ReadTimes::at(10));
+        f.note(7, walk(&[(0x2000, 0x3000)]), ReadTimes::at(10));
         let inside = watched_map_of(7, 0x5000, 0x1000, b"/lib/b.so", 5);
         let beyond = watched_map_of(7, 0x9000, 0x1000, b"/lib/c.so", 5);
         assert_eq!(added_and_superseded(&mut f, &[inside, beyond]), (1, 1));
@@ -744,7 +951,11 @@ mod tests {
         progress.complete(next, &mut HashSet::from([9]), false);
         f.note(12, vec![], ReadTimes::at(10));
         assert_eq!(f.held_maps(), 1, "pid 9's map kept, 7's and 11's dropped");
-        assert_eq!(f.seen, vec![(9, 0x1000, 0x2000, (10, u64::MAX), 0)]);
+        let kept = (f.seen.iter()).map(|m| (m.pid, m.start, m.end, m.read));
+        assert_eq!(
+            kept.collect::<Vec<_>>(),
+            [(9, 0x1000, 0x2000, (10, u64::MAX))]
+        );
         // a cap that stopped the draining keeps every range
         f.note(13, vec![scanned(0x1000)], ReadTimes::at(10));
         let capped = progress.begin();

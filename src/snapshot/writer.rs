@@ -36,8 +36,7 @@ pub struct Encoded {
     /// Its maps, when asked for: the watched maps of these places from
     /// before the read are superseded.
     pub map_ranges: Vec<ScanMap>,
-    /// When the maps were read, at the earliest, with the ranges: a watched
-    /// map recorded after this is a new event.
+    /// When the maps were read, with them (see [`WatchFilter`]).
     pub read_times: ReadTimes,
     /// Its pid.
     pub pid: u32,
@@ -49,7 +48,7 @@ impl Encoded {
     /// name is here twice, in a record and in `build_ids`.)
     pub fn held_bytes(&self) -> usize {
         let ids: usize = self.build_ids.iter().map(|(n, _)| 64 + n.len()).sum();
-        let ranges = 24 * self.map_ranges.len() + self.map_ranges.len() / 4;
+        let ranges = 32 * self.map_ranges.len() + self.map_ranges.len() / 4;
         128 + self.records.capacity() + ids + ranges + self.summary.held_bytes()
     }
 }
@@ -80,10 +79,7 @@ pub fn encode_piece(
     let mut records = Vec::with_capacity(64 + 160 * p.vmas.len());
     encode::encode_part(p, part, enc, &mut records)?;
     let (map_ranges, read_times) = match watched {
-        true => (
-            p.vmas.iter().map(ScanMap::of).collect(),
-            p.read_times.clone(),
-        ),
+        true => (ScanMap::of(p), p.read_times.clone()),
         false => Default::default(),
     };
     // with a worker's memo, only the VMAs that may bring something new
