@@ -3,11 +3,11 @@
 //! order, all at time 0. Pure: the input is already read.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{BuildHasher, Hash, Hasher, RandomState};
-use std::sync::OnceLock;
 
 use crate::bytes::Endian;
-use crate::model::{BuildId, KernelMap, Part, Perms, Process, Thread, Vma, PATH_MAX, TOOLONG_NAME};
+use crate::model::{
+    BuildId, KernelMap, Part, Perms, Process, Thread, Vma, MAX_BUILD_ID, PATH_MAX, TOOLONG_NAME,
+};
 use crate::perf::consts::misc;
 use crate::perf::events::{self, Fork, Mmap2, Mmap2Id};
 use crate::perf::{BuildIdEntry, RecordTooLarge, SampleId, SampleIdLayout};
@@ -29,33 +29,66 @@ pub fn mmap_filename(vma: &Vma) -> (&[u8], u32) {
     }
 }
 
-/// What tells one map of a place from another in an MMAP2 record (the
-/// offset, prot, shared or private, build id and file name as perf writes
-/// them), as a 64-bit hash; None without a build id (then the file's
-/// identity is unknown). A watched map identical to one the scan wrote at
-/// the same place may be the same map read twice. The hash is SipHash
-/// under keys drawn at random once per run: a process cannot make another
-/// map of its own collide with one it wants dropped.
+/// What tells one map of a place from another in an MMAP2 record, compared
+/// exactly: the offset, prot, shared or private, build id and the length of
+/// the file name as perf writes them. Without a build id (the file's
+/// identity unknown) it is [`MapIdentity::NONE`], the same as nothing. A
+/// watched map identical to one the scan wrote at the same place may be the
+/// same map read twice. The name's bytes are left out (kept for every map
+/// they would cost the scan a hash or a copy per VMA): two files of one
+/// build id, mapped alike at one place, read as the same map, as perf's
+/// symbol lookup by build id has them anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct MapIdentity {
+    pgoff: u64,
+    build_id: [u8; MAX_BUILD_ID],
+    build_id_len: u8,
+    /// PROT_* bits, and MAP_SHARED above them.
+    prot: u8,
+    name_len: u16,
+}
+
+impl MapIdentity {
+    /// No identity: the same as nothing.
+    pub const NONE: MapIdentity = MapIdentity {
+        pgoff: 0,
+        build_id: [0; MAX_BUILD_ID],
+        build_id_len: 0,
+        prot: 0,
+        name_len: 0,
+    };
+
+    /// Whether this and `other` are one map's (neither is [`Self::NONE`]).
+    pub fn same(&self, other: &MapIdentity) -> bool {
+        self.build_id_len != 0 && self == other
+    }
+}
+
+/// The [`MapIdentity`] of a map record's fields.
 pub fn map_identity(
     pgoff: u64,
     prot: u32,
     flags: u32,
     build_id: Option<&BuildId>,
     filename: &[u8],
-) -> Option<u64> {
-    static KEYS: OnceLock<RandomState> = OnceLock::new();
-    let id = build_id?;
-    let shared = flags & (libc::MAP_SHARED | libc::MAP_PRIVATE) as u32;
-    let mut h = KEYS.get_or_init(RandomState::new).build_hasher();
-    h.write_u64(pgoff);
-    h.write_u64(u64::from(prot) << 32 | u64::from(shared));
-    id.as_bytes().hash(&mut h);
-    filename.hash(&mut h);
-    Some(h.finish())
+) -> MapIdentity {
+    let Some(id) = build_id else {
+        return MapIdentity::NONE;
+    };
+    let mut build_id = [0; MAX_BUILD_ID];
+    build_id[..id.as_bytes().len()].copy_from_slice(id.as_bytes());
+    let shared = u8::from(flags & libc::MAP_SHARED as u32 != 0);
+    MapIdentity {
+        pgoff,
+        build_id,
+        build_id_len: id.as_bytes().len() as u8,
+        prot: (prot & 0x0f) as u8 | shared << 4,
+        name_len: filename.len().min(usize::from(u16::MAX)) as u16,
+    }
 }
 
 /// [`map_identity`] of the record [`encode_part`] writes for `vma`.
-pub fn vma_identity(vma: &Vma) -> Option<u64> {
+pub fn vma_identity(vma: &Vma) -> MapIdentity {
     let (filename, extra_flags) = mmap_filename(vma);
     let flags = vma.perms.map_flags() | extra_flags;
     map_identity(

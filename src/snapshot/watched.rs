@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
-use super::encode::{map_identity, vma_identity, Encoding};
+use super::encode::{map_identity, vma_identity, Encoding, MapIdentity};
 use super::stats::Stats;
 use crate::bytes::Endian;
 use crate::model::{BuildId, Process, ReadTimes};
@@ -223,7 +223,7 @@ struct Seen {
     from: u64,
     /// When it was read: after the first, by the second ([`ReadTimes`]).
     read: (u64, u64),
-    identity: u64,
+    identity: MapIdentity,
 }
 
 /// A written piece's maps waiting for the drains.
@@ -246,8 +246,8 @@ pub struct ScanMap {
     /// lower. The walk asked for the first map at or after that address,
     /// so the gap up to this map held nothing it wanted then.
     pub from: u64,
-    /// Its [`map_identity`], 0 when it has none.
-    pub identity: u64,
+    /// Its [`map_identity`].
+    pub identity: MapIdentity,
 }
 
 impl ScanMap {
@@ -260,7 +260,7 @@ impl ScanMap {
                     start: v.start,
                     end: v.end,
                     from: from.min(v.start),
-                    identity: vma_identity(v).map_or(0, |i| i.max(1)),
+                    identity: vma_identity(v),
                 };
                 from = v.end;
                 m
@@ -348,12 +348,11 @@ impl WatchFilter {
     }
 
     /// Whether the scan's view supersedes a watched map of `pid` over
-    /// `start..end` recorded at `time` with `identity` (0: none), the
+    /// `start..end` recorded at `time` with `identity`, the
     /// watched maps before it taken (see [`WatchFilter`]). If not, its
     /// place is marked: it is added.
-    fn superseded(&mut self, pid: u32, start: u64, end: u64, time: u64, identity: u64) -> bool {
-        if !self.dirty.overlaps(pid, start, end) && self.seen_over(pid, start, end, time, identity)
-        {
+    fn superseded(&mut self, pid: u32, start: u64, end: u64, time: u64, id: &MapIdentity) -> bool {
+        if !self.dirty.overlaps(pid, start, end) && self.seen_over(pid, start, end, time, id) {
             return true;
         }
         self.dirty.add(pid, start, end);
@@ -362,7 +361,7 @@ impl WatchFilter {
 
     /// Whether the scan's maps around `start..end` show it all after
     /// `time`, or are one identical map maybe read after it.
-    fn seen_over(&mut self, pid: u32, start: u64, end: u64, time: u64, identity: u64) -> bool {
+    fn seen_over(&mut self, pid: u32, start: u64, end: u64, time: u64, id: &MapIdentity) -> bool {
         if !self.sorted {
             self.seen.sort_unstable();
             let mut last = None;
@@ -397,7 +396,7 @@ impl WatchFilter {
             }
         }
         if let [m] = over[..] {
-            let same = (m.start, m.end) == (start, end) && m.identity == identity && identity != 0;
+            let same = (m.start, m.end) == (start, end) && m.identity.same(id);
             if same && time <= m.read.1 {
                 return true;
             }
@@ -480,10 +479,8 @@ impl WatchFilter {
                 };
                 let k = &m.key;
                 let end = k.addr.saturating_add(k.len);
-                let identity =
-                    map_identity(k.pgoff, m.prot, m.flags, m.build_id.as_ref(), &k.filename);
-                let identity = identity.map_or(0, |i| i.max(1));
-                if self.superseded(k.pid, k.addr, end, w.time, identity) {
+                let id = map_identity(k.pgoff, m.prot, m.flags, m.build_id.as_ref(), &k.filename);
+                if self.superseded(k.pid, k.addr, end, w.time, &id) {
                     stats.watched_superseded += 1;
                     continue;
                 }
@@ -579,7 +576,7 @@ mod tests {
         let id = BuildId::new(&[7; 20]).unwrap();
         let name = b"/lib/x.so";
         let w = watched_mmap2(7, (addr, len, prot), name, Mmap2Id::BuildId(id), time);
-        let identity = map_identity(0, prot, 2, Some(&id), name).unwrap();
+        let identity = map_identity(0, prot, 2, Some(&id), name);
         let (start, end) = (addr, addr + len);
         let from = start;
         let map = ScanMap {
@@ -667,7 +664,7 @@ mod tests {
             start,
             end,
             from: start,
-            identity: 0,
+            identity: MapIdentity::NONE,
         }
     }
 
@@ -681,7 +678,7 @@ mod tests {
                     start,
                     end,
                     from,
-                    identity: 0,
+                    identity: MapIdentity::NONE,
                 };
                 from = end;
                 m

@@ -48,7 +48,7 @@ impl Encoded {
     /// name is here twice, in a record and in `build_ids`.)
     pub fn held_bytes(&self) -> usize {
         let ids: usize = self.build_ids.iter().map(|(n, _)| 64 + n.len()).sum();
-        let ranges = 32 * self.map_ranges.len() + self.map_ranges.len() / 4;
+        let ranges = 56 * self.map_ranges.len() + self.map_ranges.len() / 4;
         128 + self.records.capacity() + ids + ranges + self.summary.held_bytes()
     }
 }
