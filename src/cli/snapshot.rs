@@ -100,7 +100,7 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
                     .insert(id);
             }
             stats.add(encoded.summary);
-            filter.note(encoded.pid, encoded.map_ranges, encoded.read_times);
+            filter.note(encoded.pid, encoded.records, encoded.read_times);
             Ok(())
         },
     )?;

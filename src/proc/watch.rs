@@ -406,9 +406,10 @@ pub struct Watched {
     pub time: u64,
 }
 
-/// The records of drained bytes (native byte order) as (type, misc, body
+/// The records of drained bytes (native byte order; or a watched
+/// snapshot's own records, which are native too) as (type, misc, body
 /// after the header), up to the first malformed one.
-fn records(bytes: &[u8]) -> impl Iterator<Item = (u32, u16, &[u8])> {
+pub fn records(bytes: &[u8]) -> impl Iterator<Item = (u32, u16, &[u8])> {
     let r = Rd(Endian::NATIVE);
     let mut at = 0usize;
     std::iter::from_fn(move || {

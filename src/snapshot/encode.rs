@@ -87,19 +87,6 @@ pub fn map_identity(
     }
 }
 
-/// [`map_identity`] of the record [`encode_part`] writes for `vma`.
-pub fn vma_identity(vma: &Vma) -> MapIdentity {
-    let (filename, extra_flags) = mmap_filename(vma);
-    let flags = vma.perms.map_flags() | extra_flags;
-    map_identity(
-        vma.offset,
-        vma.perms.prot(),
-        flags,
-        vma.build_id.as_ref(),
-        filename,
-    )
-}
-
 /// How records are encoded.
 #[derive(Debug, Clone, Copy)]
 pub struct Encoding {

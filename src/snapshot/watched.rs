@@ -7,10 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
-use super::encode::{map_identity, vma_identity, Encoding, MapIdentity};
+use super::encode::{map_identity, Encoding, MapIdentity};
 use super::stats::Stats;
 use crate::bytes::Endian;
-use crate::model::{BuildId, Process, ReadTimes};
+use crate::model::{BuildId, ReadTimes};
 use crate::perf::consts::{misc, types};
 use crate::perf::events::{parse_fork, parse_map};
 use crate::perf::{BuildIdEntry, RecordHeader};
@@ -161,7 +161,7 @@ impl ScanWatch {
 /// ends with:
 /// - **Seen after it.** A walk asks for the map at or after the end of the
 ///   one before, so each map the scan wrote shows its place and the gap
-///   before it as they were when it was read ([`ScanMap::from`]). A
+///   before it as they were when it was read ([`Seen::from`]). A
 ///   watched map whose whole range those places show, all read after it
 ///   was recorded for sure ([`ReadTimes`]: times taken before each run of
 ///   32 VMAs), is in the scan's view or was undone before it: superseded
@@ -210,6 +210,8 @@ pub struct WatchFilter {
     /// host.
     progress: Option<Arc<Progress>>,
     pending: VecDeque<Pending>,
+    /// Bytes of records in `pending`.
+    pending_bytes: usize,
 }
 
 /// A map the scan wrote, as [`WatchFilter`] keeps it (fields in this order
@@ -219,55 +221,30 @@ struct Seen {
     pid: u32,
     start: u64,
     end: u64,
-    /// Where the place its read showed begins ([`ScanMap::from`]).
+    /// Where the place its read showed begins: the end of the map the
+    /// walk wrote before it (0 for a walk's first), or its start if that is
+    /// lower. The walk asked for the first map at or after that address,
+    /// so the gap up to this map held nothing it wanted then.
     from: u64,
     /// When it was read: after the first, by the second ([`ReadTimes`]).
     read: (u64, u64),
     identity: MapIdentity,
 }
 
-/// A written piece's maps waiting for the drains.
+/// A written piece's records waiting for the drains.
 #[derive(Debug)]
 struct Pending {
     /// The drains begun when the writer got the piece.
     mark: u64,
     pid: u32,
-    maps: Vec<ScanMap>,
+    records: Vec<u8>,
     times: ReadTimes,
 }
 
-/// A map the scan wrote, as the watch's filter needs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScanMap {
-    pub start: u64,
-    pub end: u64,
-    /// Where the place its read showed begins: the end of the map the walk
-    /// wrote before it (0 for a walk's first), or its start if that is
-    /// lower. The walk asked for the first map at or after that address,
-    /// so the gap up to this map held nothing it wanted then.
-    pub from: u64,
-    /// Its [`map_identity`].
-    pub identity: MapIdentity,
-}
-
-impl ScanMap {
-    /// The maps the scan wrote for `p`'s VMAs (a piece of it).
-    pub fn of(p: &Process) -> Vec<ScanMap> {
-        let mut from = p.read_times.first_from();
-        (p.vmas.iter())
-            .map(|v| {
-                let m = ScanMap {
-                    start: v.start,
-                    end: v.end,
-                    from: from.min(v.start),
-                    identity: vma_identity(v),
-                };
-                from = v.end;
-                m
-            })
-            .collect()
-    }
-}
+/// Bytes of written records waiting for the drains past which the oldest
+/// are kept without waiting (a drainer far behind must not make the filter
+/// hold the output).
+const PENDING_BYTES: usize = 8 << 20;
 
 /// Places (pid, start..end) as disjoint ranges, merged as they are added.
 #[derive(Debug, Default)]
@@ -294,25 +271,38 @@ impl Dirty {
 }
 
 impl WatchFilter {
-    /// Notes a process (or a piece of one) the scan wrote, with its maps
-    /// and when they were read.
-    pub fn note(&mut self, pid: u32, maps: Vec<ScanMap>, times: ReadTimes) {
+    /// Notes a process (or a piece of one) the scan wrote: with `times`,
+    /// when its maps were read (a watched scan), the maps are read from
+    /// its `records` (this machine's byte order, as a watched snapshot's
+    /// are) once the drains tell they are needed.
+    pub fn note(&mut self, pid: u32, records: Vec<u8>, times: Option<ReadTimes>) {
+        let Some(times) = times else {
+            self.pids.entry(pid).or_insert(0);
+            return;
+        };
         let first_read = times.bounds(0).0;
         self.pids.entry(pid).or_insert(first_read);
         let Some(progress) = self.progress.clone() else {
-            self.keep(pid, maps, &times);
+            self.keep(pid, &records, &times);
             return;
         };
         self.settle();
         // marked after the process was read (it reached the writer)
         let mark = progress.lock().mark();
-        if !maps.is_empty() {
-            self.pending.push_back(Pending {
-                mark,
-                pid,
-                maps,
-                times,
-            });
+        if records.is_empty() {
+            return;
+        }
+        self.pending_bytes += records.len();
+        self.pending.push_back(Pending {
+            mark,
+            pid,
+            records,
+            times,
+        });
+        while self.pending_bytes > PENDING_BYTES {
+            let p = self.pending.pop_front().expect("bytes are pending");
+            self.pending_bytes -= p.records.len();
+            self.keep(p.pid, &p.records, &p.times);
         }
     }
 
@@ -328,22 +318,38 @@ impl WatchFilter {
                 break;
             }
             let p = self.pending.pop_front().expect("front seen");
+            self.pending_bytes -= p.records.len();
             if drains.mapped(p.pid) {
-                self.keep(p.pid, p.maps, &p.times);
+                self.keep(p.pid, &p.records, &p.times);
             }
         }
     }
 
-    fn keep(&mut self, pid: u32, maps: Vec<ScanMap>, times: &ReadTimes) {
-        let maps = (maps.into_iter().enumerate()).map(|(i, m)| Seen {
-            pid,
-            start: m.start,
-            end: m.end,
-            from: m.from,
-            read: times.bounds(i),
-            identity: m.identity,
-        });
-        self.seen.extend(maps);
+    /// Keeps the maps of a piece's records: the n-th MMAP2 is its n-th VMA.
+    fn keep(&mut self, pid: u32, records: &[u8], times: &ReadTimes) {
+        let mut from = times.first_from();
+        let maps = proc::watch::records(records).filter(|&(t, ..)| t == types::MMAP2);
+        for (i, (t, misc, body)) in maps.enumerate() {
+            let h = RecordHeader {
+                type_: t,
+                misc,
+                size: 0,
+            };
+            let Some(m) = parse_map(&h, body, Endian::NATIVE) else {
+                continue;
+            };
+            let k = &m.key;
+            let end = k.addr.saturating_add(k.len);
+            self.seen.push(Seen {
+                pid,
+                start: k.addr,
+                end,
+                from: from.min(k.addr),
+                read: times.bounds(i),
+                identity: map_identity(k.pgoff, m.prot, m.flags, m.build_id.as_ref(), &k.filename),
+            });
+            from = end;
+        }
         self.sorted = false;
     }
 
@@ -416,10 +422,10 @@ impl WatchFilter {
         covered >= end
     }
 
-    /// Maps held, kept and waiting.
+    /// Maps kept, and pieces waiting.
     #[cfg(test)]
-    fn held_maps(&self) -> usize {
-        self.seen.len() + self.pending.iter().map(|p| p.maps.len()).sum::<usize>()
+    fn held(&self) -> (usize, usize) {
+        (self.seen.len(), self.pending.len())
     }
 
     /// Passes to `emit`, in order, each watched record to add, encoded under
@@ -566,26 +572,18 @@ mod tests {
 
     /// A watched MMAP2 of a page at `addr` in pid 7 of /lib/x.so with a
     /// build id, executable (`prot` 5) or not, recorded at `time`; and the
-    /// scan's map of it.
-    fn identified(addr: u64, prot: u32, time: u64) -> (Watched, ScanMap) {
+    /// scan's record of it.
+    fn identified(addr: u64, prot: u32, time: u64) -> (Watched, Vec<u8>) {
         identified_over((addr, 0x1000, prot), time)
     }
 
     /// [`identified`] over (addr, len, prot).
-    fn identified_over((addr, len, prot): (u64, u64, u32), time: u64) -> (Watched, ScanMap) {
-        let id = BuildId::new(&[7; 20]).unwrap();
-        let name = b"/lib/x.so";
-        let w = watched_mmap2(7, (addr, len, prot), name, Mmap2Id::BuildId(id), time);
-        let identity = map_identity(0, prot, 2, Some(&id), name);
-        let (start, end) = (addr, addr + len);
-        let from = start;
-        let map = ScanMap {
-            start,
-            end,
-            from,
-            identity,
-        };
-        (w, map)
+    fn identified_over(place: (u64, u64, u32), time: u64) -> (Watched, Vec<u8>) {
+        let id = Mmap2Id::BuildId(BuildId::new(&[7; 20]).unwrap());
+        let w = watched_mmap2(7, place, b"/lib/x.so", id, time);
+        let mut rec = Vec::new();
+        put_mmap2(&mut rec, place, b"/lib/x.so", id);
+        (w, rec)
     }
 
     /// A watched FORK of process `pid` from `ppid`, recorded at `time`.
@@ -610,20 +608,13 @@ mod tests {
         }
     }
 
-    /// A watched MMAP2 over (addr, len, prot) with its name and id.
-    fn watched_mmap2(
-        pid: u32,
-        (addr, len, prot): (u64, u64, u32),
-        name: &[u8],
-        id: Mmap2Id,
-        time: u64,
-    ) -> Watched {
-        let e = Endian::NATIVE;
-        let mut rec = Vec::new();
+    /// Appends an MMAP2 of pid 7 over (addr, len, prot) with its name and
+    /// id, as the scan writes it (no trailer fields set).
+    fn put_mmap2(rec: &mut Vec<u8>, (addr, len, prot): (u64, u64, u32), name: &[u8], id: Mmap2Id) {
         let m = Mmap2 {
             misc: misc::USER,
-            pid,
-            tid: pid,
+            pid: 7,
+            tid: 7,
             addr,
             len,
             pgoff: 0,
@@ -632,15 +623,21 @@ mod tests {
             flags: 2,
             filename: name,
         };
-        encode_mmap2(
-            &mut rec,
-            e,
-            &m,
-            &SampleIdLayout::default(),
-            &SampleId::default(),
-        )
-        .unwrap();
-        let h = RecordHeader::parse(&rec, e).unwrap();
+        let (layout, sid) = (SampleIdLayout::default(), SampleId::default());
+        encode_mmap2(rec, Endian::NATIVE, &m, &layout, &sid).unwrap();
+    }
+
+    /// A watched MMAP2 over (addr, len, prot) with its name and id.
+    fn watched_mmap2(
+        pid: u32,
+        (addr, len, prot): (u64, u64, u32),
+        name: &[u8],
+        id: Mmap2Id,
+        time: u64,
+    ) -> Watched {
+        let mut rec = Vec::new();
+        put_mmap2(&mut rec, (addr, len, prot), name, id);
+        let h = RecordHeader::parse(&rec, Endian::NATIVE).unwrap();
         Watched {
             record_type: types::MMAP2,
             misc: h.misc,
@@ -656,34 +653,20 @@ mod tests {
         (addr, addr + 0x1000)
     }
 
-    /// The scan's map of the page at `addr`, with no identity, showing
-    /// only its own place.
-    fn scanned(addr: u64) -> ScanMap {
-        let (start, end) = page(addr);
-        ScanMap {
-            start,
-            end,
-            from: start,
-            identity: MapIdentity::NONE,
+    /// The records of the maps one walk wrote over `ranges`, in order,
+    /// with no build id (no identity).
+    fn scan(ranges: &[(u64, u64)]) -> Vec<u8> {
+        let mut rec = Vec::new();
+        let id = Mmap2Id::Inode {
+            maj: 8,
+            min: 1,
+            ino: 42,
+            ino_generation: 0,
+        };
+        for &(start, end) in ranges {
+            put_mmap2(&mut rec, (start, end - start, 5), b"/lib/x.so", id);
         }
-    }
-
-    /// The maps one walk wrote over `ranges`, in order, with no identity:
-    /// each showing the gap before it, from 0.
-    fn walk(ranges: &[(u64, u64)]) -> Vec<ScanMap> {
-        let mut from = 0;
-        (ranges.iter())
-            .map(|&(start, end)| {
-                let m = ScanMap {
-                    start,
-                    end,
-                    from,
-                    identity: MapIdentity::NONE,
-                };
-                from = end;
-                m
-            })
-            .collect()
+        rec
     }
 
     /// Runs `f` over `recs` (a `-p` selection, native byte order): how many
@@ -711,7 +694,7 @@ mod tests {
     #[test]
     fn watched_maps_deduplicated_against_the_scan() {
         let mut f = WatchFilter::default();
-        f.note(7, vec![scanned(0x1000)], ReadTimes::at(10));
+        f.note(7, scan(&[page(0x1000)]), Some(ReadTimes::at(10)));
         let recs = [
             watched_map(7, 0x1000),
             watched_map(7, 0x2000),
@@ -722,7 +705,7 @@ mod tests {
             (1, 1),
             "one added, one duplicate, pid 9 not selected"
         );
-        f.note(9, vec![scanned(0x1000)], ReadTimes::at(10));
+        f.note(9, scan(&[page(0x1000)]), Some(ReadTimes::at(10)));
         assert_eq!(
             added_and_superseded(&mut f, &recs),
             (1, 2),
@@ -736,13 +719,21 @@ mod tests {
     #[test]
     fn maps_recorded_after_the_read_are_new_events() {
         let mut f = WatchFilter::default();
-        f.note(7, vec![scanned(0x1000), scanned(0x2000)], ReadTimes::at(10));
+        f.note(
+            7,
+            scan(&[page(0x1000), page(0x2000)]),
+            Some(ReadTimes::at(10)),
+        );
         let mut later = watched_map(7, 0x2000);
         later.time = 11;
         let recs = [watched_map(7, 0x1000), later];
         assert_eq!(added_and_superseded(&mut f, &recs), (1, 1));
         let mut f = WatchFilter::default();
-        f.note(7, vec![scanned(0x1000), scanned(0x2000)], ReadTimes::at(10));
+        f.note(
+            7,
+            scan(&[page(0x1000), page(0x2000)]),
+            Some(ReadTimes::at(10)),
+        );
         let mut at_start = watched_map(7, 0x2000);
         at_start.time = 10;
         assert_eq!(
@@ -758,10 +749,12 @@ mod tests {
     #[test]
     fn read_times_are_per_vma_not_per_piece() {
         let mut f = WatchFilter::default();
-        let pages = (0..2 * ReadTimes::EVERY as u64).map(|i| scanned(0x1000 * (i + 1)));
+        let pages: Vec<_> = (0..2 * ReadTimes::EVERY as u64)
+            .map(|i| page(0x1000 * (i + 1)))
+            .collect();
         let mut times = ReadTimes::at(10);
         times.push(20);
-        f.note(7, pages.collect(), times);
+        f.note(7, scan(&pages), Some(times));
         let first = watched_map_of(7, 0x1000, 0x1000, b"/lib/a.so", 15);
         let second = watched_map_of(7, 0x1000 * 40, 0x1000, b"/lib/a.so", 15);
         assert_eq!(added_and_superseded(&mut f, &[first]), (1, 0));
@@ -777,7 +770,7 @@ mod tests {
     fn older_maps_under_the_scans_are_superseded() {
         let mut f = WatchFilter::default();
         let ranges = [page(0x10000), page(0x20000)];
-        f.note(7, walk(&ranges), ReadTimes::at(10));
+        f.note(7, scan(&ranges), Some(ReadTimes::at(10)));
         let recs = [
             watched_map_of(7, 0x10000, 0x1000, b"/lib/b.so", 5),
             watched_map_of(7, 0x1f000, 0x2000, b"/lib/c.so", 6),
@@ -790,7 +783,8 @@ mod tests {
             "b, c (over the gap and a map) and e (in the first gap) dropped; d added"
         );
         let mut f = WatchFilter::default();
-        f.note(7, vec![scanned(0x20000)], ReadTimes::at(10));
+        let times = ReadTimes::at(10).from_addr(0x20000);
+        f.note(7, scan(&[page(0x20000)]), Some(times));
         let c = watched_map_of(7, 0x1f000, 0x2000, b"/lib/c.so", 6);
         assert_eq!(added_and_superseded(&mut f, &[c]), (1, 0), "half shown");
     }
@@ -806,10 +800,9 @@ mod tests {
     fn a_map_over_places_read_before_and_after_it_is_added_with_the_rest() {
         let mut f = WatchFilter::default();
         let first = ReadTimes::at(10);
-        f.note(7, walk(&[(0x1000, 0x2000)]), first);
-        let mut second = walk(&[(0x1000, 0x2000), (0x2000, 0x3000)]);
-        second.remove(0);
-        f.note(7, second, ReadTimes::at(20));
+        f.note(7, scan(&[(0x1000, 0x2000)]), Some(first));
+        let second = ReadTimes::at(20).from_addr(0x2000);
+        f.note(7, scan(&[(0x2000, 0x3000)]), Some(second));
         let over = watched_map_of(7, 0x1000, 0x2000, b"/lib/f.so", 15);
         let under = watched_map_of(7, 0x2000, 0x1000, b"/lib/g.so", 16);
         assert_eq!(added_and_superseded(&mut f, &[over, under]), (2, 0));
@@ -817,8 +810,7 @@ mod tests {
         let mut f = WatchFilter::default();
         let (a_again, a) = identified_over((0x1000, 0x2000, 5), 16);
         let (b_over_a, b) = identified_over((0x2000, 0x2000, 5), 15);
-        let b = ScanMap { from: a.end, ..b };
-        f.note(7, vec![a, b], ReadTimes::at(10));
+        f.note(7, [a, b].concat(), Some(ReadTimes::at(10)));
         assert_eq!(added_and_superseded(&mut f, &[b_over_a, a_again]), (2, 0));
     }
 
@@ -828,7 +820,7 @@ mod tests {
     #[test]
     fn maps_in_a_gap_the_walk_showed_are_superseded() {
         let mut f = WatchFilter::default();
-        f.note(7, walk(&[page(0x10000)]), ReadTimes::at(10));
+        f.note(7, scan(&[page(0x10000)]), Some(ReadTimes::at(10)));
         let before = watched_map_of(7, 0x5000, 0x1000, b"/lib/g.so", 9);
         let after = watched_map_of(7, 0x6000, 0x1000, b"/lib/g.so", 12);
         assert_eq!(added_and_superseded(&mut f, &[before, after]), (1, 1));
@@ -841,8 +833,8 @@ mod tests {
     #[test]
     fn forks_of_processes_read_after_them_are_superseded() {
         let mut f = WatchFilter::default();
-        f.note(7, walk(&[page(0x1000)]), ReadTimes::at(10));
-        f.note(8, Vec::new(), ReadTimes::at(20));
+        f.note(7, scan(&[page(0x1000)]), Some(ReadTimes::at(10)));
+        f.note(8, Vec::new(), Some(ReadTimes::at(20)));
         let recs = [
             watched_fork(7, 8, 9),
             watched_fork(8, 1, 21),
@@ -872,8 +864,8 @@ mod tests {
     #[test]
     fn nested_scanned_maps_still_supersede() {
         let mut f = WatchFilter::default();
-        f.note(7, walk(&[(0x1000, 0x9000)]), ReadTimes::at(10));
-        f.note(7, walk(&[(0x2000, 0x3000)]), ReadTimes::at(10));
+        f.note(7, scan(&[(0x1000, 0x9000)]), Some(ReadTimes::at(10)));
+        f.note(7, scan(&[(0x2000, 0x3000)]), Some(ReadTimes::at(10)));
         let inside = watched_map_of(7, 0x5000, 0x1000, b"/lib/b.so", 5);
         let beyond = watched_map_of(7, 0x9000, 0x1000, b"/lib/c.so", 5);
         assert_eq!(added_and_superseded(&mut f, &[inside, beyond]), (1, 1));
@@ -887,7 +879,7 @@ mod tests {
     fn identical_maps_after_the_read_time_are_the_scans_until_touched() {
         let mut f = WatchFilter::default();
         let (same, map) = identified(0x1000, 5, 15);
-        f.note(7, vec![map], ReadTimes::at(10));
+        f.note(7, map, Some(ReadTimes::at(10)));
         assert_eq!(
             added_and_superseded(&mut f, std::slice::from_ref(&same)),
             (0, 1)
@@ -904,7 +896,7 @@ mod tests {
         let (after, map) = identified(0x1000, 5, 21);
         let mut times = ReadTimes::at(10);
         times.end_at(20);
-        f.note(7, vec![map], times);
+        f.note(7, map, Some(times));
         assert_eq!(
             added_and_superseded(&mut f, &[after]),
             (1, 0),
@@ -912,9 +904,8 @@ mod tests {
         );
         let mut f = WatchFilter::default();
         let (wide, _) = identified(0x1000, 5, 15);
-        let (_, map) = identified(0x1000, 5, 0);
-        let narrow = ScanMap { end: 0x1800, ..map };
-        f.note(7, vec![narrow], ReadTimes::at(10));
+        let (_, narrow) = identified_over((0x1000, 0x800, 5), 0);
+        f.note(7, narrow, Some(ReadTimes::at(10)));
         assert_eq!(
             added_and_superseded(&mut f, &[wide]),
             (1, 0),
@@ -939,26 +930,45 @@ mod tests {
     fn ranges_kept_only_for_pids_the_watch_mapped() {
         let (mut f, progress) = following();
         let under_way = progress.begin();
-        f.note(7, vec![scanned(0x1000), scanned(0x2000)], ReadTimes::at(10));
-        f.note(9, vec![scanned(0x1000)], ReadTimes::at(10));
+        f.note(
+            7,
+            scan(&[page(0x1000), page(0x2000)]),
+            Some(ReadTimes::at(10)),
+        );
+        f.note(9, scan(&[page(0x1000)]), Some(ReadTimes::at(10)));
         progress.complete(under_way, &mut HashSet::from([9]), false);
-        f.note(11, vec![scanned(0x1000)], ReadTimes::at(10));
-        assert_eq!(f.held_maps(), 4, "a drain begun before settles nothing");
+        f.note(11, scan(&[page(0x1000)]), Some(ReadTimes::at(10)));
+        assert_eq!(f.held(), (0, 3), "a drain begun before settles nothing");
         let next = progress.begin();
         progress.complete(next, &mut HashSet::from([9]), false);
-        f.note(12, vec![], ReadTimes::at(10));
-        assert_eq!(f.held_maps(), 1, "pid 9's map kept, 7's and 11's dropped");
+        f.note(12, Vec::new(), Some(ReadTimes::at(10)));
+        assert_eq!(f.held(), (1, 0), "pid 9's map kept, 7's and 11's dropped");
         let kept = (f.seen.iter()).map(|m| (m.pid, m.start, m.end, m.read));
         assert_eq!(
             kept.collect::<Vec<_>>(),
             [(9, 0x1000, 0x2000, (10, u64::MAX))]
         );
         // a cap that stopped the draining keeps every range
-        f.note(13, vec![scanned(0x1000)], ReadTimes::at(10));
+        f.note(13, scan(&[page(0x1000)]), Some(ReadTimes::at(10)));
         let capped = progress.begin();
         progress.complete(capped, &mut HashSet::new(), true);
-        f.note(14, vec![], ReadTimes::at(10));
-        assert_eq!(f.held_maps(), 2, "pid 13's map kept under the cap");
+        f.note(14, Vec::new(), Some(ReadTimes::at(10)));
+        assert_eq!(f.held(), (2, 0), "pid 13's map kept under the cap");
+    }
+
+    // Records waiting past PENDING_BYTES are kept at once, the oldest
+    // first: a drainer far behind does not make the filter hold the output.
+    #[test]
+    fn pending_records_are_bounded() {
+        let (mut f, _progress) = following();
+        let pages: Vec<_> = (0..60_000u64).map(|i| page(0x1000 * (i + 1))).collect();
+        let records = scan(&pages);
+        assert!(records.len() < PENDING_BYTES);
+        f.note(7, records.clone(), Some(ReadTimes::at(10)));
+        assert_eq!(f.held(), (0, 1), "under the bound: waiting");
+        f.note(8, records, Some(ReadTimes::at(10)));
+        assert_eq!(f.held(), (60_000, 1), "the oldest kept");
+        assert!(f.pending_bytes <= PENDING_BYTES);
     }
 
     // Ranges still waiting when the watched records are added are settled
@@ -967,13 +977,13 @@ mod tests {
     #[test]
     fn waiting_ranges_are_settled_by_the_last_drain() {
         let (mut f, progress) = following();
-        f.note(7, vec![scanned(0x1000)], ReadTimes::at(10));
-        f.note(8, vec![scanned(0x1000)], ReadTimes::at(10));
-        assert_eq!(f.held_maps(), 2, "no drain yet: both wait");
+        f.note(7, scan(&[page(0x1000)]), Some(ReadTimes::at(10)));
+        f.note(8, scan(&[page(0x1000)]), Some(ReadTimes::at(10)));
+        assert_eq!(f.held(), (0, 2), "no drain yet: both wait");
         let last = progress.begin();
         progress.complete(last, &mut HashSet::from([7]), false);
         let recs = [watched_map(7, 0x1000), watched_map(7, 0x3000)];
         assert_eq!(added_and_superseded(&mut f, &recs), (1, 1));
-        assert_eq!(f.held_maps(), 1, "pid 8 mapped nothing: its range dropped");
+        assert_eq!(f.held(), (1, 0), "pid 8 mapped nothing: its range dropped");
     }
 }

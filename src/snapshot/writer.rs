@@ -9,7 +9,7 @@ use super::encode::{self, table_entries, Encoding};
 use super::file::{host_features, snapshot_attr, snapshot_encoding, Out, WriteOptions, EVENT_ID};
 use super::reported::Reported;
 use super::stats::{ProcessSummary, Stats};
-use super::watched::{ScanMap, WatchFilter};
+use super::watched::WatchFilter;
 use crate::model::{BuildId, Part, Process, ReadTimes, Vma};
 use crate::perf::consts::{feature, misc, types};
 use crate::perf::features::event_desc_feature;
@@ -33,11 +33,9 @@ pub struct Encoded {
     pub build_ids: Vec<(Vec<u8>, BuildId)>,
     /// Its counts.
     pub summary: ProcessSummary,
-    /// Its maps, when asked for: the watched maps of these places from
-    /// before the read are superseded.
-    pub map_ranges: Vec<ScanMap>,
-    /// When the maps were read, with them (see [`WatchFilter`]).
-    pub read_times: ReadTimes,
+    /// When its maps were read, when watched: the watched maps are told
+    /// from the scan's by these and the records (see [`WatchFilter`]).
+    pub read_times: Option<ReadTimes>,
     /// Its pid.
     pub pid: u32,
 }
@@ -48,8 +46,7 @@ impl Encoded {
     /// name is here twice, in a record and in `build_ids`.)
     pub fn held_bytes(&self) -> usize {
         let ids: usize = self.build_ids.iter().map(|(n, _)| 64 + n.len()).sum();
-        let ranges = 56 * self.map_ranges.len() + self.map_ranges.len() / 4;
-        128 + self.records.capacity() + ids + ranges + self.summary.held_bytes()
+        128 + self.records.capacity() + ids + self.summary.held_bytes()
     }
 }
 
@@ -78,10 +75,7 @@ pub fn encode_piece(
 ) -> Result<Encoded, RecordTooLarge> {
     let mut records = Vec::with_capacity(64 + 160 * p.vmas.len());
     encode::encode_part(p, part, enc, &mut records)?;
-    let (map_ranges, read_times) = match watched {
-        true => (ScanMap::of(p), p.read_times.clone()),
-        false => Default::default(),
-    };
+    let read_times = watched.then(|| p.read_times.clone());
     // with a worker's memo, only the VMAs that may bring something new
     let (build_ids, summary) = match memo {
         Some(memo) => {
@@ -100,7 +94,6 @@ pub fn encode_piece(
         records,
         build_ids,
         summary,
-        map_ranges,
         read_times,
         pid: p.pid,
     })
@@ -228,7 +221,7 @@ impl<'a> SnapshotWriter<'a> {
         w.write_all(&p.records)?;
         self.data_len += p.records.len() as u64;
         self.stats.add(p.summary);
-        self.filter.note(p.pid, p.map_ranges, p.read_times);
+        self.filter.note(p.pid, p.records, p.read_times);
         Ok(())
     }
 
