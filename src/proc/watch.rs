@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::parse::cpu_list;
@@ -84,7 +84,6 @@ pub fn watch_attr(inherit: bool, data: bool, lost: bool) -> Vec<u8> {
 
 /// Open watch events, drained by a thread until [`Watch::finish`].
 pub struct Watch {
-    stop: mpsc::Sender<()>,
     drainer: std::thread::JoinHandle<Drained>,
     progress: Arc<Progress>,
 }
@@ -93,9 +92,11 @@ pub struct Watch {
 /// scanned process only if the watch may hold a record of one of its pid.
 /// The kernel writes a map's record into a ring before the new VMA can be
 /// read, so a drain begun after a process was read has taken every record
-/// of the maps that read saw.
+/// of the maps that read saw. The drainer waits on it between drains, for
+/// its period, a nudge (the writer has records waiting for a drain) or the
+/// end.
 #[derive(Debug, Default)]
-pub struct Progress(Mutex<Drains>);
+pub struct Progress(Mutex<Drains>, Condvar);
 
 /// The drains so far (see [`Progress`]).
 #[derive(Debug, Default)]
@@ -110,6 +111,10 @@ pub struct Drains {
     /// The drainer failed (panicked): nothing it took is used, so nothing
     /// waits for it.
     failed: bool,
+    /// A drain is asked for now.
+    nudged: bool,
+    /// The watch is ending: the last drain comes.
+    stop: bool,
 }
 
 impl Progress {
@@ -138,6 +143,32 @@ impl Progress {
     /// Marks the drainer failed (see [`Drains::settles`]).
     fn fail(&self) {
         self.lock().failed = true;
+    }
+
+    /// Asks for a drain now rather than at the end of the period.
+    pub fn nudge(&self) {
+        self.lock().nudged = true;
+        self.1.notify_one();
+    }
+
+    /// Tells the drainer to make its last drain.
+    fn stop(&self) {
+        self.lock().stop = true;
+        self.1.notify_one();
+    }
+
+    /// The drainer's wait: until `period` has passed, a nudge or the stop
+    /// (then true).
+    pub(crate) fn wait(&self, period: Duration) -> bool {
+        let mut d = self.lock();
+        if !d.nudged && !d.stop {
+            d = match self.1.wait_timeout(d, period) {
+                Ok((d, _)) => d,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        d.nudged = false;
+        d.stop
     }
 }
 
@@ -246,7 +277,7 @@ impl Events {
     /// The drainer: empties the rings every [`DRAIN_EVERY`] (while under
     /// [`DRAIN_CAP`]) until told to stop, then reads the lost counts and
     /// takes what is left.
-    fn run(mut self, stop: mpsc::Receiver<()>, progress: &Progress) -> Drained {
+    fn run(mut self, progress: &Progress) -> Drained {
         let mut bytes = Vec::new();
         let mut mapped = HashSet::new();
         // sticky: a ring found full at any drain may have dropped records
@@ -266,7 +297,7 @@ impl Events {
             progress.complete(n, &mut mapped, capped);
             full
         };
-        while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(every) {
+        while !progress.wait(every) {
             let capped = bytes.len() >= DRAIN_CAP;
             was_full |= drain(&mut self, &mut bytes, capped);
         }
@@ -355,7 +386,6 @@ impl Watch {
                 }
             }
         }
-        let (stop, stopped) = mpsc::channel();
         let progress = Arc::new(Progress::default());
         let shared = Arc::clone(&progress);
         let drainer = std::thread::Builder::new()
@@ -364,14 +394,10 @@ impl Watch {
                 let _failed = FailOnPanic(&shared);
                 // a test makes the drainer fail here
                 crate::testhook::fail("MMAP2_SYNTH_TEST_DRAINER_PANIC");
-                ev.run(stopped, &shared)
+                ev.run(&shared)
             })
             .map_err(|e| why("drainer thread", e))?;
-        Ok(Watch {
-            stop,
-            drainer,
-            progress,
-        })
+        Ok(Watch { drainer, progress })
     }
 
     /// The drainer's progress, shared with the writer's filter (see
@@ -383,7 +409,7 @@ impl Watch {
     /// Stops watching: every record written since the start, and what was
     /// lost.
     pub fn finish(self) -> Drained {
-        let _ = self.stop.send(());
+        self.progress.stop();
         // a drainer that panicked read nothing more
         self.drainer.join().unwrap_or_else(|_| Drained {
             was_full: true,
@@ -472,6 +498,22 @@ pub fn parse_watched(bytes: &[u8], lost: &mut u64) -> Vec<Watched> {
 mod tests {
     use super::*;
     use crate::bytes::PutExt;
+
+    // The drainer's wait ends at once on a nudge (a drain, not the end)
+    // and on the stop, and after its period otherwise.
+    #[test]
+    fn the_drainers_wait_ends_on_a_nudge_or_the_stop() {
+        let p = Progress::default();
+        let t = std::time::Instant::now();
+        assert!(!p.wait(Duration::from_millis(20)), "the period");
+        assert!(t.elapsed() >= Duration::from_millis(20));
+        p.nudge();
+        let t = std::time::Instant::now();
+        assert!(!p.wait(Duration::from_secs(30)), "a nudge: drain");
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        p.stop();
+        assert!(p.wait(Duration::from_secs(30)), "the stop");
+    }
 
     // A failed drainer settles every mark and maps no pid: the writer's
     // waiting ranges are dropped, not held to the end of the scan.

@@ -212,6 +212,8 @@ pub struct WatchFilter {
     pending: VecDeque<Pending>,
     /// Bytes of records in `pending`.
     pending_bytes: usize,
+    /// The drains begun when the drainer was last nudged.
+    nudged_at: Option<u64>,
 }
 
 /// A map the scan wrote, as [`WatchFilter`] keeps it (fields in this order
@@ -245,6 +247,11 @@ struct Pending {
 /// are kept without waiting (a drainer far behind must not make the filter
 /// hold the output).
 const PENDING_BYTES: usize = 8 << 20;
+
+/// Bytes of written records waiting for the drains past which the drainer
+/// is asked for a drain at once: on a busy machine its period can stretch
+/// to tens of milliseconds, megabytes of a `-d` scan.
+const NUDGE_BYTES: usize = 256 << 10;
 
 /// Places (pid, start..end) as disjoint ranges, merged as they are added.
 #[derive(Debug, Default)]
@@ -299,6 +306,11 @@ impl WatchFilter {
             records,
             times,
         });
+        // once per drain begun: a drain begun after this settles them all
+        if self.pending_bytes > NUDGE_BYTES && self.nudged_at != Some(mark) {
+            progress.nudge();
+            self.nudged_at = Some(mark);
+        }
         while self.pending_bytes > PENDING_BYTES {
             let p = self.pending.pop_front().expect("bytes are pending");
             self.pending_bytes -= p.records.len();
@@ -954,6 +966,19 @@ mod tests {
         progress.complete(capped, &mut HashSet::new(), true);
         f.note(14, Vec::new(), Some(ReadTimes::at(10)));
         assert_eq!(f.held(), (2, 0), "pid 13's map kept under the cap");
+    }
+
+    // Records waiting past NUDGE_BYTES ask the drainer for a drain at once.
+    #[test]
+    fn waiting_records_nudge_the_drainer() {
+        let (mut f, progress) = following();
+        let pages: Vec<_> = (0..4000u64).map(|i| page(0x1000 * (i + 1))).collect();
+        let records = scan(&pages);
+        assert!(records.len() > NUDGE_BYTES);
+        f.note(7, records, Some(ReadTimes::at(10)));
+        let t = std::time::Instant::now();
+        assert!(!progress.wait(std::time::Duration::from_secs(30)));
+        assert!(t.elapsed().as_secs() < 10, "not nudged: {:?}", t.elapsed());
     }
 
     // Records waiting past PENDING_BYTES are kept at once, the oldest
