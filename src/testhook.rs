@@ -11,18 +11,47 @@ use std::time::Duration;
 /// act while the tool is stopped here. Without it (or if the file cannot
 /// be made), returns at once.
 pub fn hold(var: &str) {
-    // some hooks are on the scan's path: the environment is looked at once
-    static ANY: OnceLock<bool> = OnceLock::new();
-    let any = ANY.get_or_init(|| {
-        std::env::vars_os().any(|(k, _)| k.as_encoded_bytes().starts_with(b"MMAP2_SYNTH_TEST_HOLD"))
-    });
-    if !any {
+    if !any_hold() {
         return;
     }
-    let Some(path) = std::env::var_os(var) else {
-        return;
-    };
-    let path = PathBuf::from(path);
+    if let Some(path) = std::env::var_os(var) {
+        hold_on(PathBuf::from(path));
+    }
+}
+
+/// Whether any hold hook is set (some are on the scan's path: the
+/// environment is looked at once).
+fn any_hold() -> bool {
+    static ANY: OnceLock<bool> = OnceLock::new();
+    *ANY.get_or_init(|| {
+        std::env::vars_os().any(|(k, _)| k.as_encoded_bytes().starts_with(b"MMAP2_SYNTH_TEST_HOLD"))
+    })
+}
+
+/// With `MMAP2_SYNTH_TEST_HOLD_AFTER_VMA` set to `N:PATH[,N:PATH...]`:
+/// holds as [`hold`] does through PATH when a walk has just read its N-th
+/// VMA (`count`), before anything else is taken (the next run's time
+/// included).
+pub fn hold_after_vma(count: usize) {
+    static AT: OnceLock<Vec<(usize, PathBuf)>> = OnceLock::new();
+    let at = AT.get_or_init(|| {
+        let Some(v) = any_hold().then(|| std::env::var("MMAP2_SYNTH_TEST_HOLD_AFTER_VMA")) else {
+            return Vec::new();
+        };
+        let v = v.unwrap_or_default();
+        let each = v.split(',').filter_map(|e| e.split_once(':'));
+        each.filter_map(|(n, p)| Some((n.parse().ok()?, PathBuf::from(p))))
+            .collect()
+    });
+    for (n, path) in at {
+        if *n == count {
+            hold_on(path.clone());
+        }
+    }
+}
+
+/// Creates `path` and waits until it is removed (30 s at most).
+fn hold_on(path: PathBuf) {
     if std::fs::write(&path, b"").is_err() {
         return;
     }

@@ -298,10 +298,9 @@ impl<'p, 's> Pieces<'p, 's> {
         self.pushed += 1;
         self.last_end = v.end;
         self.vmas.push(v);
-        if self.pushed == 1 {
-            // a test maps a file ahead of the walk here
-            crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_AFTER_FIRST_VMA");
-        }
+        // a test changes maps here: this VMA read, the next run's time not
+        // taken
+        crate::testhook::hold_after_vma(self.pushed);
         let ioctl = self.head.source == Some(Source::Ioctl);
         if ioctl && self.vmas.len().is_multiple_of(ReadTimes::EVERY) {
             // before the next VMA's ioctl
