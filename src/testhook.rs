@@ -50,6 +50,14 @@ pub fn hold_after_vma(count: usize) {
     }
 }
 
+/// [`hold`], the first time only.
+pub fn hold_once(var: &str) {
+    static HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if any_hold() && !HELD.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        hold(var);
+    }
+}
+
 /// Creates `path` and waits until it is removed (30 s at most).
 fn hold_on(path: PathBuf) {
     if std::fs::write(&path, b"").is_err() {

@@ -612,6 +612,65 @@ fn maps_over_a_run_boundary_end_as_the_process_did() {
     fixed_while_walked(&mut m, &dir, &holds, &[0x2e000, 0x2f000, 0x30000]);
 }
 
+// Another file mapped over a library after the walk read it but before
+// its build id was asked for (the scan held there): the answer, about the
+// other file, is not taken for the library (it was cached for it, for
+// every process mapping it); the library keeps its own id in both
+// processes, and the other file's map is added after, so perf's replay
+// ends with what the process has.
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn a_map_replaced_before_its_build_id_is_read_keeps_its_own() {
+    let (dir, lib_a, lib_b, _lazy) = two_libraries("watch-build-id");
+    let prog = build_fixture("fixedmap", &dir, &[]);
+    let (mut m, mut other) = (Mapper::start_as(&prog, &[]), Mapper::start_as(&prog, &[]));
+    let (a, b) = (lib_a.display(), lib_b.display());
+    fixed(&mut m, &dir, &format!("map {a} 10000 1000 0"));
+    fixed(&mut other, &dir, &format!("map {a} 10000 1000 0"));
+    let (hold, out) = (dir.join("id.hold"), dir.join("id.data"));
+    let snap = Command::new(bin())
+        .args(["-j", "1", "-p", &format!("{},{}", m.pid, other.pid)])
+        .args(["-o", out.to_str().unwrap()])
+        .env("MMAP2_SYNTH_TEST_HOLD_BEFORE_BUILD_ID", &hold)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the scan to be held before a build id", || hold.exists());
+    fixed(&mut m, &dir, &format!("map {b} 10000 1000 0"));
+    std::fs::remove_file(&hold).unwrap();
+    let o = snap.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let all = maps(&out);
+    let ids = |lib: &Path| -> Vec<&Value> {
+        let p = lib.to_str().unwrap();
+        all.iter()
+            .filter(|v| v["path"] == p)
+            .map(|v| &v["build_id"])
+            .collect()
+    };
+    let (of_a, of_b) = (ids(&lib_a), ids(&lib_b));
+    assert!(of_a.len() >= 2 && !of_b.is_empty(), "{all:?}");
+    assert!(
+        of_a.iter().all(|id| *id == of_a[0]),
+        "one id for A: {of_a:?}"
+    );
+    assert!(
+        of_b.iter().all(|id| *id != of_a[0]),
+        "B's is not A's: {of_b:?}"
+    );
+    let mine: Vec<Value> = (all.iter())
+        .filter(|v| v["pid"] == u64::from(m.pid))
+        .cloned()
+        .collect();
+    assert_eq!(
+        replayed_at(&mine, 0x10000),
+        mapped_at(m.pid, 0x10000),
+        "{err}"
+    );
+}
+
 // A watch whose drainer thread fails (a test hook makes it panic) takes
 // nothing: the summary says the drainer failed and maps made during the
 // scan may be missing, the scan's maps are written, and --strict fails.

@@ -273,14 +273,16 @@ pub fn notes_build_id(path: &Path) -> Option<BuildId> {
 /// Reads the build id of the mapped file of a VMA from user space, through
 /// `dir` (`/proc/PID`, or `/proc/PID/task/TID` for a live thread when the
 /// leader is a zombie): `map_files/START-END` (the mapped file itself, needs
-/// CAP_SYS_ADMIN), else `root/PATH` (the process's view of the path), used
-/// only when its inode is the VMA's. Files are opened non-blocking and must
+/// CAP_SYS_ADMIN), else `root/PATH` (the process's view of the path), each
+/// used only when its inode is the VMA's (another file may be mapped there
+/// since the VMA was read). Files are opened non-blocking and must
 /// be regular files. Returns what the file that was read says (an id, or
 /// `None` for an ELF without one) and how far it is trusted; `None` when no
 /// usable file could be read.
 pub fn read_mapped_build_id(dir: &Path, vma: &Vma) -> Option<(Option<Vec<u8>>, Trust)> {
     let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
-    if let Some((f, trust)) = open_checked(&map_file, None) {
+    // still the VMA's file: the process may have mapped another there
+    if let Some((f, trust)) = open_checked(&map_file, vma.file_key()) {
         if let Ok(id) = read_build_id_from_file(&f) {
             return Some((id, trust));
         }
@@ -324,7 +326,7 @@ pub fn vdso_image() -> Option<(BuildId, Vec<u8>)> {
 /// never on a pseudo filesystem.
 pub fn open_mapped_file(dir: &Path, vma: &Vma) -> Option<File> {
     let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
-    let f = match open_checked(&map_file, None) {
+    let f = match open_checked(&map_file, vma.file_key()) {
         Some((f, _)) => f,
         None => {
             let path = &vma.name;

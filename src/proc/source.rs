@@ -189,14 +189,24 @@ pub fn walk_ioctl(
         };
         if let Some(cache) = ids.cache {
             vma.build_id = resolve(&vma, cache, &mut local.ids, ids, || {
+                // a test maps another file here: between the two queries
+                crate::testhook::hold_once("MMAP2_SYNTH_TEST_HOLD_BEFORE_BUILD_ID");
                 let mut bid = [0u8; MAX_BUILD_ID];
                 let mut q = ProcmapQuery {
                     query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
                     query_addr: vma.start,
                     ..Default::default()
                 };
+                // the answer must be about the same file: the process may
+                // have mapped another over this place since (its id would
+                // be cached for this file, for every process)
+                let same = |q: &ProcmapQuery| {
+                    (q.vma_start, q.vma_end, q.vma_offset) == (vma.start, vma.end, vma.offset)
+                        && (q.dev_major, q.dev_minor, q.inode)
+                            == (vma.dev_major, vma.dev_minor, vma.inode)
+                };
                 match sys::procmap_query(fd, &mut q, &mut [], &mut bid) {
-                    Ok(()) if q.vma_start == vma.start && q.build_id_size > 0 => {
+                    Ok(()) if same(&q) && q.build_id_size > 0 => {
                         BuildId::new(&bid[..(q.build_id_size as usize).min(MAX_BUILD_ID)])
                     }
                     _ => None,
