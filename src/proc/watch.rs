@@ -491,6 +491,47 @@ pub fn parse_watched(bytes: &[u8], lost: &mut u64) -> Vec<Watched> {
         });
     }
     out.sort_by_key(|w| w.time);
+    drop_twins(out)
+}
+
+/// How far apart two of our events' copies of one kernel record can be.
+const TWIN_NS: u64 = 100_000;
+
+/// Drops the second of two records the kernel wrote through two of our
+/// events within [`TWIN_NS`] (time-ordered `recs`): a thread created while
+/// the per-thread events of `-p` were being opened inherits its creator's
+/// event and gets its own, so each of its records comes twice. Twins have
+/// the same type, misc, pid, tid and body (FORK and EXIT but for the time
+/// in their body, each event's own). A record truly made twice that close
+/// is the same record again: nothing is lost.
+fn drop_twins(recs: Vec<Watched>) -> Vec<Watched> {
+    use std::collections::HashMap;
+    use std::hash::{BuildHasher, RandomState};
+    fn key(w: &Watched) -> &[u8] {
+        match w.record_type {
+            // pid, ppid, tid, ptid; then the event's time
+            3 | 7 => &w.body[..w.body.len().min(16)],
+            _ => &w.body,
+        }
+    }
+    let hasher = RandomState::new();
+    // the last kept record of each hash: (its time, its index in `out`)
+    let mut last: HashMap<u64, (u64, usize)> = HashMap::new();
+    let mut out: Vec<Watched> = Vec::with_capacity(recs.len());
+    for w in recs {
+        let h = hasher.hash_one((w.record_type, w.misc, w.pid, w.tid, key(&w)));
+        if let Some(&(t, i)) = last.get(&h) {
+            let o = &out[i];
+            let same = (o.record_type, o.misc, o.pid, o.tid)
+                == (w.record_type, w.misc, w.pid, w.tid)
+                && key(o) == key(&w);
+            if same && w.time - t <= TWIN_NS {
+                continue;
+            }
+        }
+        last.insert(h, (w.time, out.len()));
+        out.push(w);
+    }
     out
 }
 
@@ -498,6 +539,40 @@ pub fn parse_watched(bytes: &[u8], lost: &mut u64) -> Vec<Watched> {
 mod tests {
     use super::*;
     use crate::bytes::PutExt;
+
+    // A record the kernel wrote through two events (a thread created
+    // while the events were opened) is kept once: MMAP2 twins whole, FORK
+    // twins but for their body's time; the same record again later, or
+    // another thread's, is kept.
+    #[test]
+    fn twin_records_are_kept_once() {
+        let w = |t: u32, tid: u32, body: &[u8], time: u64| Watched {
+            record_type: t,
+            misc: 0,
+            body: body.to_vec(),
+            pid: 7,
+            tid,
+            time,
+        };
+        let fork = |time: u64| {
+            let mut b = Vec::new();
+            for v in [7u32, 1, 8, 1] {
+                b.put_u32(Endian::NATIVE, v);
+            }
+            b.put_u64(Endian::NATIVE, time);
+            b
+        };
+        let recs = vec![
+            w(10, 7, b"map", 1_000),
+            w(10, 7, b"map", 1_700),
+            w(10, 8, b"map", 1_800),
+            w(3, 8, &fork(2_000), 2_000),
+            w(3, 8, &fork(2_600), 2_600),
+            w(10, 7, b"map", 500_000),
+        ];
+        let kept: Vec<u64> = drop_twins(recs).iter().map(|w| w.time).collect();
+        assert_eq!(kept, [1_000, 1_800, 2_000, 500_000]);
+    }
 
     // The drainer's wait ends at once on a nudge (a drain, not the end)
     // and on the stop, and after its period otherwise.

@@ -170,7 +170,7 @@ impl ScanWatch {
 /// - **Maybe the scan's own.** One recorded while the one map there was
 ///   being read (between the times around its run) is dropped when it is
 ///   identical to it ([`map_identity`]: same place, offset, prot, build id
-///   and name): replaying it would change nothing.
+///   and name length): replaying it would change nothing.
 /// - **Anything else** is added: one recorded after the read (an
 ///   `mprotect` back to executable, a map made again), one only partly
 ///   seen after it, one of a place the scan never showed; and so is every
@@ -185,7 +185,9 @@ impl ScanWatch {
 /// A watched FORK of a process the scan read after that fork is dropped
 /// too: replayed after the scan's records, it would give the child its
 /// parent's maps again over what the scan read (an exec'd child would end
-/// with its parent's image).
+/// with its parent's image). So is every record of that pid before the
+/// fork: an earlier process's, the pid reused (its exec's COMM, its maps
+/// and EXIT would land on the process the scan read).
 #[derive(Debug, Default)]
 pub struct WatchFilter {
     /// The scan's maps, appended per piece (cheap on the scan's path),
@@ -440,6 +442,24 @@ impl WatchFilter {
         (self.seen.len(), self.pending.len())
     }
 
+    /// For each pid the scan read a process of that was forked during the
+    /// watch, before the read: when (the last such fork). Records of the
+    /// pid before then are of a process that ended, the pid reused.
+    fn born(&self, recs: &[Watched], e: Endian) -> HashMap<u32, u64> {
+        let mut born = HashMap::new();
+        for w in recs.iter().filter(|w| w.record_type == types::FORK) {
+            let Some(f) = parse_fork(&w.body, e) else {
+                continue;
+            };
+            let first_read = self.pids.get(&f.pid).copied().unwrap_or(0);
+            if f.pid == f.tid && f.pid != f.ppid && w.time <= first_read {
+                let at = born.entry(f.pid).or_insert(w.time);
+                *at = (*at).max(w.time);
+            }
+        }
+        born
+    }
+
     /// Passes to `emit`, in order, each watched record to add, encoded under
     /// the snapshot's trailer (its pid, tid and real time), with the table
     /// entry its map brings when its build id is new to `ids` (which gets
@@ -459,8 +479,14 @@ impl WatchFilter {
         self.settle();
         let e = enc.endian;
         let me = std::process::id();
+        let born = self.born(recs, e);
         let mut rec = Vec::new();
         for w in recs {
+            // an earlier process of a pid the scan read a newer one of
+            if born.get(&w.pid).is_some_and(|&b| w.time < b) {
+                stats.watched_superseded += 1;
+                continue;
+            }
             let selected = |pids: &HashMap<u32, u64>, pid: u32| {
                 pid != u32::MAX && pid != 0 && pid != me && (all || pids.contains_key(&pid))
             };
@@ -853,6 +879,24 @@ mod tests {
             watched_fork(9, 8, 22),
         ];
         assert_eq!(added_and_superseded(&mut f, &recs), (2, 1));
+    }
+
+    // Records of a pid before a fork of a new process with it that the
+    // scan read after (the pid reused) are an earlier process's: dropped,
+    // the fork too; the new process's after it follow the usual rules.
+    #[test]
+    fn records_of_a_reused_pid_before_its_fork_are_dropped() {
+        let mut f = WatchFilter::default();
+        f.note(7, scan(&[page(0x1000)]), Some(ReadTimes::at(20)));
+        let mut exit = watched_fork(7, 1, 7);
+        exit.record_type = types::EXIT;
+        let recs = [
+            watched_map_of(7, 0x50000, 0x1000, b"/lib/old.so", 6),
+            exit,
+            watched_fork(7, 1, 8),
+            watched_map_of(7, 0x60000, 0x1000, b"/lib/new.so", 9),
+        ];
+        assert_eq!(added_and_superseded(&mut f, &recs), (1, 3));
     }
 
     // Places merge as they are added; a range overlaps only what it shares
