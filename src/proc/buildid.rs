@@ -270,21 +270,29 @@ pub fn notes_build_id(path: &Path) -> Option<BuildId> {
     BuildId::new(id)
 }
 
+/// `map_files/START-END` of a VMA under `dir`: the mapped file itself
+/// (needs CAP_SYS_ADMIN; there is none under `/proc/PID/task/TID`), if it is
+/// still the VMA's inode (the process may have mapped another file there
+/// since the VMA was read). Its device is not compared: overlayfs and
+/// btrfs give `stat` another device than the maps show, for the same file.
+fn open_map_file(dir: &Path, vma: &Vma) -> Option<File> {
+    use std::os::unix::fs::MetadataExt;
+    let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
+    let f = open_if_regular(&map_file)?;
+    (f.metadata().ok()?.ino() == vma.inode).then_some(f)
+}
+
 /// Reads the build id of the mapped file of a VMA from user space, through
 /// `dir` (`/proc/PID`, or `/proc/PID/task/TID` for a live thread when the
-/// leader is a zombie): `map_files/START-END` (the mapped file itself, needs
-/// CAP_SYS_ADMIN), else `root/PATH` (the process's view of the path), each
-/// used only when its inode is the VMA's (another file may be mapped there
-/// since the VMA was read). Files are opened non-blocking and must
+/// leader is a zombie): [`open_map_file`], else `root/PATH` (the process's
+/// view of the path), used only when its inode is the VMA's. Files are opened non-blocking and must
 /// be regular files. Returns what the file that was read says (an id, or
 /// `None` for an ELF without one) and how far it is trusted; `None` when no
 /// usable file could be read.
 pub fn read_mapped_build_id(dir: &Path, vma: &Vma) -> Option<(Option<Vec<u8>>, Trust)> {
-    let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
-    // still the VMA's file: the process may have mapped another there
-    if let Some((f, trust)) = open_checked(&map_file, vma.file_key()) {
+    if let Some(f) = open_map_file(dir, vma) {
         if let Ok(id) = read_build_id_from_file(&f) {
-            return Some((id, trust));
+            return Some((id, Trust::Verified));
         }
     }
     let path = &vma.name;
@@ -325,9 +333,8 @@ pub fn vdso_image() -> Option<(BuildId, Vec<u8>)> {
 /// view of the path when it is still the mapped inode. Regular files only,
 /// never on a pseudo filesystem.
 pub fn open_mapped_file(dir: &Path, vma: &Vma) -> Option<File> {
-    let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
-    let f = match open_checked(&map_file, vma.file_key()) {
-        Some((f, _)) => f,
+    let f = match open_map_file(dir, vma) {
+        Some(f) => f,
         None => {
             let path = &vma.name;
             if path.first() != Some(&b'/') || path.ends_with(b" (deleted)") {

@@ -500,13 +500,14 @@ const TWIN_NS: u64 = 100_000;
 /// Drops the second of two records the kernel wrote through two of our
 /// events within [`TWIN_NS`] (time-ordered `recs`): a thread created while
 /// the per-thread events of `-p` were being opened inherits its creator's
-/// event and gets its own, so each of its records comes twice. Twins have
-/// the same type, misc, pid, tid and body (FORK and EXIT but for the time
-/// in their body, each event's own). A record truly made twice that close
-/// is the same record again: nothing is lost.
+/// event and gets its own, so each of its records comes twice, one copy
+/// right after the other. Twins are a thread's consecutive records with
+/// the same type, misc, pid and body (FORK and EXIT but for the time in
+/// their body, each event's own). A record the thread truly made again,
+/// with nothing of it between, changes nothing when dropped; one with
+/// another between (a map, another, the first again) is kept.
 fn drop_twins(recs: Vec<Watched>) -> Vec<Watched> {
     use std::collections::HashMap;
-    use std::hash::{BuildHasher, RandomState};
     fn key(w: &Watched) -> &[u8] {
         match w.record_type {
             // pid, ppid, tid, ptid; then the event's time
@@ -514,22 +515,19 @@ fn drop_twins(recs: Vec<Watched>) -> Vec<Watched> {
             _ => &w.body,
         }
     }
-    let hasher = RandomState::new();
-    // the last kept record of each hash: (its time, its index in `out`)
-    let mut last: HashMap<u64, (u64, usize)> = HashMap::new();
+    // each thread's last record kept: its index in `out`
+    let mut last: HashMap<u32, usize> = HashMap::new();
     let mut out: Vec<Watched> = Vec::with_capacity(recs.len());
     for w in recs {
-        let h = hasher.hash_one((w.record_type, w.misc, w.pid, w.tid, key(&w)));
-        if let Some(&(t, i)) = last.get(&h) {
+        if let Some(&i) = last.get(&w.tid) {
             let o = &out[i];
-            let same = (o.record_type, o.misc, o.pid, o.tid)
-                == (w.record_type, w.misc, w.pid, w.tid)
+            let same = (o.record_type, o.misc, o.pid) == (w.record_type, w.misc, w.pid)
                 && key(o) == key(&w);
-            if same && w.time - t <= TWIN_NS {
+            if same && w.time - o.time <= TWIN_NS {
                 continue;
             }
         }
-        last.insert(h, (w.time, out.len()));
+        last.insert(w.tid, out.len());
         out.push(w);
     }
     out
@@ -543,7 +541,8 @@ mod tests {
     // A record the kernel wrote through two events (a thread created
     // while the events were opened) is kept once: MMAP2 twins whole, FORK
     // twins but for their body's time; the same record again later, or
-    // another thread's, is kept.
+    // another thread's, or after another of the thread's (a change and a
+    // change back), is kept.
     #[test]
     fn twin_records_are_kept_once() {
         let w = |t: u32, tid: u32, body: &[u8], time: u64| Watched {
@@ -569,9 +568,11 @@ mod tests {
             w(3, 8, &fork(2_000), 2_000),
             w(3, 8, &fork(2_600), 2_600),
             w(10, 7, b"map", 500_000),
+            w(10, 7, b"other", 500_010),
+            w(10, 7, b"map", 500_020),
         ];
         let kept: Vec<u64> = drop_twins(recs).iter().map(|w| w.time).collect();
-        assert_eq!(kept, [1_000, 1_800, 2_000, 500_000]);
+        assert_eq!(kept, [1_000, 1_800, 2_000, 500_000, 500_010, 500_020]);
     }
 
     // The drainer's wait ends at once on a nudge (a drain, not the end)

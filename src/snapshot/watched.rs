@@ -185,9 +185,10 @@ impl ScanWatch {
 /// A watched FORK of a process the scan read after that fork is dropped
 /// too: replayed after the scan's records, it would give the child its
 /// parent's maps again over what the scan read (an exec'd child would end
-/// with its parent's image). So is every record of that pid before the
-/// fork: an earlier process's, the pid reused (its exec's COMM, its maps
-/// and EXIT would land on the process the scan read).
+/// with its parent's image). So is every record about that pid before the
+/// fork (its maps, COMM, EXIT, and the FORK that made it, not those it
+/// wrote for its children): an earlier process's, the pid reused, which
+/// would land on the process the scan read.
 #[derive(Debug, Default)]
 pub struct WatchFilter {
     /// The scan's maps, appended per piece (cheap on the scan's path),
@@ -482,8 +483,13 @@ impl WatchFilter {
         let born = self.born(recs, e);
         let mut rec = Vec::new();
         for w in recs {
-            // an earlier process of a pid the scan read a newer one of
-            if born.get(&w.pid).is_some_and(|&b| w.time < b) {
+            // an earlier process of a pid the scan read a newer one of (a
+            // FORK is about its child; the parent writes it)
+            let subject = match w.record_type {
+                types::FORK => parse_fork(&w.body, e).map_or(w.pid, |f| f.pid),
+                _ => w.pid,
+            };
+            if born.get(&subject).is_some_and(|&b| w.time < b) {
                 stats.watched_superseded += 1;
                 continue;
             }
@@ -897,6 +903,14 @@ mod tests {
             watched_map_of(7, 0x60000, 0x1000, b"/lib/new.so", 9),
         ];
         assert_eq!(added_and_superseded(&mut f, &recs), (1, 3));
+        // the earlier process's fork of a child of its own is kept
+        let mut f = WatchFilter {
+            pids: HashMap::from([(7, 20)]),
+            ..WatchFilter::default()
+        };
+        let (mut child, new) = (watched_fork(13, 7, 5), watched_fork(7, 1, 8));
+        child.pid = 7;
+        assert_eq!(added_and_superseded(&mut f, &[child, new]), (1, 1));
     }
 
     // Places merge as they are added; a range overlaps only what it shares
