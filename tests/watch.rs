@@ -483,6 +483,14 @@ fn a_map_made_ahead_of_the_walk_is_written_once() {
     );
 }
 
+/// The fixedmap fixture, started in a scratch directory `name` with the
+/// two libraries of [`two_libraries`]: (dir, A, B, the fixture).
+fn fixed_mapper(name: &str) -> (Scratch, PathBuf, PathBuf, Mapper) {
+    let (dir, lib_a, lib_b, _lazymap) = two_libraries(name);
+    let m = Mapper::start_as(&build_fixture("fixedmap", &dir, &[]), &[]);
+    (dir, lib_a, lib_b, m)
+}
+
 /// Sends the fixedmap fixture `m` the map command `line` and waits for its
 /// "ok" in a file of `dir`.
 fn fixed(m: &mut Mapper, dir: &Path, line: &str) {
@@ -561,12 +569,21 @@ fn fixed_while_walked(m: &mut Mapper, dir: &Path, holds: &[(usize, &[String])], 
     let o = snap.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    let pid = u64::from(m.pid);
-    let mine: Vec<Value> = maps(&out).into_iter().filter(|v| v["pid"] == pid).collect();
+    assert_replayed_as_mapped(&maps(&out), m.pid, addrs, &err);
+}
+
+/// Asserts that perf's replay of the MMAP2 lines `all` has what process
+/// `pid` has at each of `addrs` (`context` goes with a failure).
+fn assert_replayed_as_mapped(all: &[Value], pid: u32, addrs: &[u64], context: &str) {
+    let pid_value = u64::from(pid);
+    let mine: Vec<Value> = (all.iter())
+        .filter(|v| v["pid"] == pid_value)
+        .cloned()
+        .collect();
     for &addr in addrs {
-        let (want, got) = (mapped_at(m.pid, addr), replayed_at(&mine, addr));
+        let (want, got) = (mapped_at(pid, addr), replayed_at(&mine, addr));
         assert!(want.is_some(), "{addr:#x} unmapped");
-        assert_eq!(got, want, "at {addr:#x}: {mine:?} {err}");
+        assert_eq!(got, want, "at {addr:#x}: {mine:?} {context}");
     }
 }
 
@@ -578,8 +595,7 @@ fn fixed_while_walked(m: &mut Mapper, dir: &Path, holds: &[(usize, &[String])], 
 #[test]
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn maps_moved_under_the_walk_end_as_the_process_did() {
-    let (dir, lib_a, lib_b, _lazy) = two_libraries("watch-moved");
-    let mut m = Mapper::start_as(&build_fixture("fixedmap", &dir, &[]), &[]);
+    let (dir, lib_a, lib_b, mut m) = fixed_mapper("watch-moved");
     let (a, b) = (lib_a.display(), lib_b.display());
     fixed(&mut m, &dir, &format!("map {a} 10000 3000 0"));
     let first = [format!("map {b} 12000 2000 0")];
@@ -596,8 +612,7 @@ fn maps_moved_under_the_walk_end_as_the_process_did() {
 #[test]
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn maps_over_a_run_boundary_end_as_the_process_did() {
-    let (dir, lib_a, lib_b, _lazy) = two_libraries("watch-boundary");
-    let mut m = Mapper::start_as(&build_fixture("fixedmap", &dir, &[]), &[]);
+    let (dir, lib_a, lib_b, mut m) = fixed_mapper("watch-boundary");
     let (a, b) = (lib_a.display(), lib_b.display());
     for i in 0..33u64 {
         let lib = if i % 2 == 0 { &a } else { &b };
@@ -620,8 +635,7 @@ fn maps_over_a_run_boundary_end_as_the_process_did() {
 #[test]
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn a_change_and_back_within_microseconds_is_kept() {
-    let (dir, lib_a, lib_b, _lazy) = two_libraries("watch-flip");
-    let mut m = Mapper::start_as(&build_fixture("fixedmap", &dir, &[]), &[]);
+    let (dir, lib_a, lib_b, mut m) = fixed_mapper("watch-flip");
     let (a, b) = (lib_a.display(), lib_b.display());
     fixed(&mut m, &dir, &format!("map {a} 10000 1000 0"));
     let (out, done) = (dir.join("flip.data"), dir.join("flip.done"));
@@ -629,14 +643,7 @@ fn a_change_and_back_within_microseconds_is_kept() {
     let hook = ("MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN", &[][..]);
     let err = snapshot_while_held(&mut m, (&dir, &out), hook, &flip, &done);
     assert!(err.contains("3 records added"), "{err}");
-    let mine: Vec<Value> = (maps(&out).into_iter())
-        .filter(|v| v["pid"] == u64::from(m.pid))
-        .collect();
-    assert_eq!(
-        replayed_at(&mine, 0x10000),
-        mapped_at(m.pid, 0x10000),
-        "{err}"
-    );
+    assert_replayed_as_mapped(&maps(&out), m.pid, &[0x10000], &err);
 }
 
 // Another file mapped over a library after the walk read it but before
@@ -687,15 +694,7 @@ fn a_map_replaced_before_its_build_id_is_read_keeps_its_own() {
         of_b.iter().all(|id| *id != of_a[0]),
         "B's is not A's: {of_b:?}"
     );
-    let mine: Vec<Value> = (all.iter())
-        .filter(|v| v["pid"] == u64::from(m.pid))
-        .cloned()
-        .collect();
-    assert_eq!(
-        replayed_at(&mine, 0x10000),
-        mapped_at(m.pid, 0x10000),
-        "{err}"
-    );
+    assert_replayed_as_mapped(&all, m.pid, &[0x10000], &err);
 }
 
 // A watch whose drainer thread fails (a test hook makes it panic) takes
