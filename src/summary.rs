@@ -90,9 +90,10 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
             "mmap2-synth: {why}; maps made during the scan{window} may be missing"
         )),
         (None, true) => lines.push(format!(
-            "mmap2-synth: watched during the scan: {} records added, {} superseded by the scan's maps, {}{} lost{window}{}",
+            "mmap2-synth: watched during the scan: {} records added, {} superseded by the scan's maps, {} repeated, {}{} lost{window}{}",
             stats.watched_added,
             stats.watched_superseded,
+            stats.watched_repeated,
             if stats.watch_lost_at_least { "at least " } else { "" },
             stats.watch_lost,
             lost_hint

@@ -464,8 +464,10 @@ pub fn map_pids(bytes: &[u8], into: &mut HashSet<u32>) {
 }
 
 /// Splits drained bytes (native byte order) into records, stopping at a
-/// malformed one; PERF_RECORD_LOST records count into `lost`.
-pub fn parse_watched(bytes: &[u8], lost: &mut u64) -> Vec<Watched> {
+/// malformed one; PERF_RECORD_LOST records count into `lost`, and the
+/// records a thread repeated at once (twins, see [`drop_twins`]) into
+/// `repeated`.
+pub fn parse_watched(bytes: &[u8], lost: &mut u64, repeated: &mut usize) -> Vec<Watched> {
     let r = Rd(Endian::NATIVE);
     let mut out = Vec::new();
     for (t, misc, body) in records(bytes) {
@@ -491,7 +493,10 @@ pub fn parse_watched(bytes: &[u8], lost: &mut u64) -> Vec<Watched> {
         });
     }
     out.sort_by_key(|w| w.time);
-    drop_twins(out)
+    let n = out.len();
+    let out = drop_twins(out);
+    *repeated += n - out.len();
+    out
 }
 
 /// How far apart two of our events' copies of one kernel record can be.

@@ -41,6 +41,10 @@ pub struct Stats {
     /// Watched maps dropped: recorded before the scan read their place,
     /// over a map it wrote there (see `WatchFilter`).
     pub watched_superseded: usize,
+    /// Watched records dropped as repeats: the same record again right
+    /// after, from one thread (written through two events, or made again
+    /// with nothing between).
+    pub watched_repeated: usize,
     /// Records the watch lost (ring overflow).
     pub watch_lost: u64,
     /// `watch_lost` is a lower bound (a kernel before 6.0 does not count

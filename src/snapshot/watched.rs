@@ -32,6 +32,7 @@ pub struct ScanWatch {
 #[derive(Debug, Default)]
 pub struct WatchNotes {
     lost: u64,
+    repeated: usize,
     lost_at_least: bool,
     skipped: Option<String>,
     window: (u64, u64),
@@ -42,6 +43,7 @@ impl WatchNotes {
     /// Puts the notes into the snapshot's counts.
     pub fn apply(self, stats: &mut Stats) {
         stats.watch_lost = self.lost;
+        stats.watched_repeated = self.repeated;
         stats.watch_lost_at_least = self.lost_at_least;
         stats.watch_skipped = self.skipped;
         stats.watch_window = Some(self.window);
@@ -128,7 +130,7 @@ impl ScanWatch {
                 let drained = watch.finish();
                 end = Some(drained.ended);
                 let mut reported = 0;
-                let recs = parse_watched(&drained.bytes, &mut reported);
+                let recs = parse_watched(&drained.bytes, &mut reported, &mut notes.repeated);
                 // The events' counts include what PERF_RECORD_LOST reported;
                 // without them, a ring found full at a drain may have dropped
                 // records with no PERF_RECORD_LOST written: one at least.
