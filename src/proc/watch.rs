@@ -515,8 +515,9 @@ fn drop_twins(recs: Vec<Watched>) -> Vec<Watched> {
     use std::collections::HashMap;
     fn key(w: &Watched) -> &[u8] {
         match w.record_type {
-            // pid, ppid, tid, ptid; then the event's time
-            3 | 7 => &w.body[..w.body.len().min(16)],
+            // PERF_RECORD_EXIT, PERF_RECORD_FORK: pid, ppid, tid, ptid;
+            // then the event's time
+            4 | 7 => &w.body[..w.body.len().min(16)],
             _ => &w.body,
         }
     }
@@ -547,7 +548,8 @@ mod tests {
     // while the events were opened) is kept once: MMAP2 twins whole, FORK
     // twins but for their body's time; the same record again later, or
     // another thread's, or after another of the thread's (a change and a
-    // change back), is kept.
+    // change back), is kept; COMMs are compared whole (names that share
+    // their first bytes are not twins).
     #[test]
     fn twin_records_are_kept_once() {
         let w = |t: u32, tid: u32, body: &[u8], time: u64| Watched {
@@ -570,14 +572,19 @@ mod tests {
             w(10, 7, b"map", 1_000),
             w(10, 7, b"map", 1_700),
             w(10, 8, b"map", 1_800),
-            w(3, 8, &fork(2_000), 2_000),
-            w(3, 8, &fork(2_600), 2_600),
+            w(7, 8, &fork(2_000), 2_000),
+            w(7, 8, &fork(2_600), 2_600),
+            w(3, 9, b"\x07\0\0\0\x09\0\0\0process-aaa\0", 3_000),
+            w(3, 9, b"\x07\0\0\0\x09\0\0\0process-bbb\0", 3_010),
             w(10, 7, b"map", 500_000),
             w(10, 7, b"other", 500_010),
             w(10, 7, b"map", 500_020),
         ];
         let kept: Vec<u64> = drop_twins(recs).iter().map(|w| w.time).collect();
-        assert_eq!(kept, [1_000, 1_800, 2_000, 500_000, 500_010, 500_020]);
+        assert_eq!(
+            kept,
+            [1_000, 1_800, 2_000, 3_000, 3_010, 500_000, 500_010, 500_020]
+        );
     }
 
     // The drainer's wait ends at once on a nudge (a drain, not the end)
