@@ -697,6 +697,79 @@ fn a_map_replaced_before_its_build_id_is_read_keeps_its_own() {
     assert_replayed_as_mapped(&all, m.pid, &[0x10000], &err);
 }
 
+// In a private PID namespace, a process started while the scan is held
+// before its list execs `sleep` and is killed, and its pid goes to a new
+// process (ns_last_pid), the mapper fixture, which the scan reads: the
+// earlier process's records (its FORK, exec COMM, maps and EXIT) are not
+// replayed on the new one, so perf names the pid after the mapper.
+#[test]
+#[ignore = "needs root (unshare -fp, ns_last_pid) and perf events"]
+fn records_of_a_pid_before_its_reuse_are_dropped() {
+    needs_root("unshare -fp");
+    let f = fixtures();
+    let dir = scratch("watch-reuse");
+    let (hold, ready, out, npid) = (
+        dir.join("list.hold"),
+        dir.join("ready"),
+        dir.join("reuse.data"),
+        dir.join("npid"),
+    );
+    let script = format!(
+        "MMAP2_SYNTH_TEST_HOLD_BEFORE_LIST={hold} {bin} --all --no-kernel -o {out} & S=$!\n\
+         {held}sleep 100 & O=$!\n\
+         {exec}kill $O; wait $O 2>/dev/null\n\
+         echo $((O-1)) > /proc/sys/kernel/ns_last_pid\n\
+         {m} --wait forever --ready {ready} {lib} >/dev/null & N=$!\n\
+         echo $N > {npid}\n\
+         [ $N = $O ] || {{ echo \"pid $O not reused: $N\" >&2; exit 1; }}\n\
+         {mapped}rm {hold}\nwait $S\n",
+        hold = q(&hold),
+        bin = bin(),
+        out = q(&out),
+        held = sh_poll("the hold", &format!("[ ! -e {} ]", q(&hold))),
+        exec = sh_poll("the exec", "[ \"$(cat /proc/$O/comm)\" != sleep ]"),
+        m = q(&f.mapper),
+        ready = q(&ready),
+        lib = q(&f.lib_sha1),
+        npid = q(&npid),
+        mapped = sh_poll("the mapper", &format!("[ ! -e {} ]", q(&ready))),
+    );
+    let o = Command::new("unshare")
+        .args(["-fp", "--mount-proc", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let pid: u64 = std::fs::read_to_string(&npid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let dumped = synth_ok(["dump".as_ref(), "--json".as_ref(), out.as_os_str()]).stdout;
+    let text = String::from_utf8(dumped).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let earlier: Vec<&Value> = (lines.iter())
+        .filter(|v| v["pid"] == pid && (v["comm"] == "sleep" || v["kind"] == "exit"))
+        .collect();
+    assert!(
+        earlier.is_empty(),
+        "the earlier process's: {earlier:?} {err}"
+    );
+    let tasks = perf(&[
+        "report".as_ref(),
+        "--tasks".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let line = tasks
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&pid.to_string()));
+    assert!(line.is_some_and(|l| l.contains("mapper")), "{tasks}");
+}
+
 // A watch whose drainer thread fails (a test hook makes it panic) takes
 // nothing: the summary says the drainer failed and maps made during the
 // scan may be missing, the scan's maps are written, and --strict fails.
