@@ -284,9 +284,10 @@ fn open_map_file(dir: &Path, vma: &Vma) -> Option<File> {
 
 /// Reads the build id of the mapped file of a VMA from user space, through
 /// `dir` (`/proc/PID`, or `/proc/PID/task/TID` for a live thread when the
-/// leader is a zombie): [`open_map_file`], else `root/PATH` (the process's
-/// view of the path), used only when its inode is the VMA's. Files are opened non-blocking and must
-/// be regular files. Returns what the file that was read says (an id, or
+/// leader is a zombie): `map_files/START-END` while it is the VMA's inode,
+/// else `root/PATH` (the process's view of the path), used only when its
+/// inode is the VMA's. Files are opened non-blocking and must be regular
+/// files. Returns what the file that was read says (an id, or
 /// `None` for an ELF without one) and how far it is trusted; `None` when no
 /// usable file could be read.
 pub fn read_mapped_build_id(dir: &Path, vma: &Vma) -> Option<(Option<Vec<u8>>, Trust)> {

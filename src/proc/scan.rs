@@ -11,8 +11,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use super::buildid::BuildIdCache;
 pub use super::options::{Options, Target, TaskSource, BPF_MIN_PROCESSES};
 use super::parse;
+pub use super::pieces::PART_BYTES;
 use super::process::{read_process, HeadFrom, Outcome};
-pub use super::process::{Skip, SkipReason, PART_BYTES};
+pub use super::skip::{Skip, SkipReason};
 pub use super::source::SourceChoice;
 use super::source::{self, Local, Walk};
 use super::tasks;
@@ -290,7 +291,7 @@ fn is_own_proc(proc_root: &Path, me: Option<&parse::Status>) -> bool {
     proc_root == Path::new("/proc") && me.is_some_and(|s| s.nspid_levels == 1)
 }
 
-/// [`is_own_proc`], reading our status from `proc_root`.
+/// `is_own_proc`, reading our status from `proc_root`.
 pub fn proc_is_own(proc_root: &Path) -> bool {
     is_own_proc(proc_root, own_status(proc_root).as_ref())
 }

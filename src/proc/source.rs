@@ -50,7 +50,7 @@ pub struct Local {
 
 /// One shared copy of each VMA name a worker read (a library's name is
 /// read again for each of its VMAs and in every process that maps it), so
-/// a VMA costs no allocation of its own. Up to [`NAMES_BYTES`] of names
+/// a VMA costs no allocation of its own. Up to `NAMES_BYTES` of names
 /// are kept; past that the table starts again, so a process of many
 /// distinct names cannot grow it.
 pub struct Names {

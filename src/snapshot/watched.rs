@@ -163,7 +163,7 @@ impl ScanWatch {
 /// ends with:
 /// - **Seen after it.** A walk asks for the map at or after the end of the
 ///   one before, so each map the scan wrote shows its place and the gap
-///   before it as they were when it was read ([`Seen::from`]). A
+///   before it as they were when it was read (`Seen::from`). A
 ///   watched map whose whole range those places show, all read after it
 ///   was recorded for sure ([`ReadTimes`]: times taken before each run of
 ///   32 VMAs), is in the scan's view or was undone before it: superseded
