@@ -5,9 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::bytes::Endian;
-use crate::model::{
-    BuildId, KernelMap, Part, Perms, Process, Thread, Vma, MAX_BUILD_ID, PATH_MAX, TOOLONG_NAME,
-};
+use crate::model::{BuildId, KernelMap, Part, Perms, Process, Thread, Vma, PATH_MAX, TOOLONG_NAME};
 use crate::perf::consts::misc;
 use crate::perf::events::{self, Fork, Mmap2, Mmap2Id};
 use crate::perf::{BuildIdEntry, RecordTooLarge, SampleId, SampleIdLayout};
@@ -26,64 +24,6 @@ pub fn mmap_filename(vma: &Vma) -> (&[u8], u32) {
         (TOOLONG_NAME, 0)
     } else {
         (&vma.name, 0)
-    }
-}
-
-/// What tells one map of a place from another in an MMAP2 record, compared
-/// exactly: the offset, prot, shared or private, build id and the length of
-/// the file name as perf writes them. Without a build id (the file's
-/// identity unknown) it is [`MapIdentity::NONE`], the same as nothing. A
-/// watched map identical to one the scan wrote at the same place may be the
-/// same map read twice. The name's bytes are left out (kept for every map
-/// they would cost the scan a hash or a copy per VMA): two files of one
-/// build id, mapped alike at one place, read as the same map, as perf's
-/// symbol lookup by build id has them anyway.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct MapIdentity {
-    pgoff: u64,
-    build_id: [u8; MAX_BUILD_ID],
-    build_id_len: u8,
-    /// PROT_* bits, and MAP_SHARED above them.
-    prot: u8,
-    name_len: u16,
-}
-
-impl MapIdentity {
-    /// No identity: the same as nothing.
-    pub const NONE: MapIdentity = MapIdentity {
-        pgoff: 0,
-        build_id: [0; MAX_BUILD_ID],
-        build_id_len: 0,
-        prot: 0,
-        name_len: 0,
-    };
-
-    /// Whether this and `other` are one map's (neither is [`Self::NONE`]).
-    pub fn same(&self, other: &MapIdentity) -> bool {
-        self.build_id_len != 0 && self == other
-    }
-}
-
-/// The [`MapIdentity`] of a map record's fields.
-pub fn map_identity(
-    pgoff: u64,
-    prot: u32,
-    flags: u32,
-    build_id: Option<&BuildId>,
-    filename: &[u8],
-) -> MapIdentity {
-    let Some(id) = build_id else {
-        return MapIdentity::NONE;
-    };
-    let mut build_id = [0; MAX_BUILD_ID];
-    build_id[..id.as_bytes().len()].copy_from_slice(id.as_bytes());
-    let shared = u8::from(flags & libc::MAP_SHARED as u32 != 0);
-    MapIdentity {
-        pgoff,
-        build_id,
-        build_id_len: id.as_bytes().len() as u8,
-        prot: (prot & 0x0f) as u8 | shared << 4,
-        name_len: filename.len().min(usize::from(u16::MAX)) as u16,
     }
 }
 

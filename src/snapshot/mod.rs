@@ -2,13 +2,15 @@
 //! (`encode`), what a snapshot file is (`file`), writing one (`writer`),
 //! reading one back (`read`), what a scan worker already reported
 //! (`reported`), a live scan streamed to its output (`live`),
-//! watching that scan, whatever the output (`watched`), and the counts of the summary (`stats`).
+//! watching that scan, whatever the output (`watched`), which of the watch's
+//! records are added (`filter`), and the counts of the summary (`stats`).
 //!
 //! May import: `bytes`, `model`, `perf`, `proc` (for the scan's result type
 //! and host facts).
 
 pub mod encode;
 pub mod file;
+pub mod filter;
 pub mod live;
 pub mod read;
 pub mod reported;
@@ -21,9 +23,10 @@ pub use encode::{
     Encoding,
 };
 pub use file::{snapshot_encoding, Out, WriteOptions, WriteSeek};
+pub use filter::WatchFilter;
 pub use live::{write_live, LiveError, LiveReport};
 pub use read::{is_kernel_map, read_snapshot, read_snapshot_with_kernel};
 pub use reported::Reported;
 pub use stats::Stats;
-pub use watched::{ScanWatch, WatchFilter, WatchNotes};
+pub use watched::{ScanWatch, WatchNotes};
 pub use writer::{encode_for_writer, encode_piece, weighed, write_snapshot, SnapshotWriter};

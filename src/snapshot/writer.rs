@@ -7,9 +7,9 @@ use std::io::{SeekFrom, Write};
 
 use super::encode::{self, table_entries, Encoding};
 use super::file::{host_features, snapshot_attr, snapshot_encoding, Out, WriteOptions, EVENT_ID};
+use super::filter::WatchFilter;
 use super::reported::Reported;
 use super::stats::{ProcessSummary, Stats};
-use super::watched::WatchFilter;
 use crate::model::{BuildId, Part, Process, ReadTimes, Vma};
 use crate::perf::consts::{feature, misc, types};
 use crate::perf::features::event_desc_feature;
@@ -63,8 +63,7 @@ pub fn encode_for_writer(p: &Process, enc: &Encoding) -> Result<Encoded, RecordT
 }
 
 /// [`encode_for_writer`] of one piece of a process ([`Part`]), with the
-/// ranges of its maps and the times they were read when `watched` (see
-/// [`WatchFilter`]). With a scan worker's `memo`, the build ids and DSOs it
+/// times its maps were read when `watched` (see [`WatchFilter`]). With a scan worker's `memo`, the build ids and DSOs it
 /// already reported are left out (the writer has them).
 pub fn encode_piece(
     p: &Process,
