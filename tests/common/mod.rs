@@ -232,6 +232,7 @@ pub fn fixtures() -> &'static Fixtures {
         let dir =
             Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fixtures-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
+        remove_dead_fixtures();
         std::fs::create_dir_all(dir.join("dir with space")).unwrap();
         let p = |n: &str| dir.join(n);
         let s = |p: &Path| p.to_str().unwrap().to_string();
@@ -275,6 +276,23 @@ pub fn fixtures() -> &'static Fixtures {
             dir,
         }
     })
+}
+
+/// Removes the fixture directories of test binaries that have exited (a
+/// static is never dropped, so each binary leaves its own behind).
+fn remove_dead_fixtures() {
+    let Ok(entries) = std::fs::read_dir(env!("CARGO_TARGET_TMPDIR")) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("fixtures-")) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// A mapper process this test started; killed and reaped on drop.
