@@ -90,12 +90,13 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
             "mmap2-synth: {why}; maps made during the scan{window} may be missing"
         )),
         (None, true) => lines.push(format!(
-            "mmap2-synth: watched during the scan: {} records added, {} superseded by the scan's maps, {} repeated, {}{} lost{window}{}",
+            "mmap2-synth: watched during the scan: {} records added, {} superseded by the scan's maps, {} repeated, {}{} lost{window}{}{}",
             stats.watched_added,
             stats.watched_superseded,
             stats.watched_repeated,
             if stats.watch_lost_at_least { "at least " } else { "" },
             stats.watch_lost,
+            late_note(stats),
             lost_hint
         )),
         (None, false) if stats.watch_window.is_some() => lines.push(format!(
@@ -105,6 +106,18 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
     }
     lines.extend(skip_lines(skipped));
     lines
+}
+
+/// The processes forked during a watched scan, read after it or left to
+/// their FORK records (then perf gives them their parent's maps as read).
+fn late_note(stats: &Stats) -> String {
+    match (stats.late_read, stats.late_unread) {
+        (0, 0) => String::new(),
+        (r, 0) => format!("; {r} processes forked meanwhile also read"),
+        (r, u) => format!(
+            "; {r} processes forked meanwhile also read, {u} others gone or past the bound (given their parent's maps)"
+        ),
+    }
 }
 
 /// The merge summary, then its skips and stale pids.

@@ -885,6 +885,59 @@ fn a_process_forked_before_the_list_keeps_its_own_maps() {
     assert!(err.contains("superseded by the scan's maps"), "{err}");
 }
 
+// A child forked while the scan is held after its list (so not in it),
+// before its parent is read, then the parent maps B over A's place: the
+// child, which keeps A, is read after the scan, so perf's replay gives it
+// its own maps (its watched FORK dropped), not its parent's as read after
+// the fork (B there); the summary counts it.
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn a_child_forked_during_the_scan_keeps_its_own_maps() {
+    let (dir, lib_a, lib_b, mut m) = fixed_mapper("watch-late-child");
+    let (a, b) = (lib_a.display(), lib_b.display());
+    fixed(&mut m, &dir, &format!("map {a} 10000 1000 0"));
+    let (heads, out) = (dir.join("heads.hold"), dir.join("late.data"));
+    let snap = held_snapshot(&m, &out, &[], &heads, None);
+    wait_until("the scan to be held after the heads", || heads.exists());
+    fixed(&mut m, &dir, "fork");
+    let child: u32 = std::fs::read_to_string(dir.join("fixed.done.pid"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    fixed(&mut m, &dir, &format!("map {b} 10000 1000 0"));
+    std::fs::remove_file(&heads).unwrap();
+    let o = snap.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("1 processes forked meanwhile also read"),
+        "{err}"
+    );
+    assert_eq!(mapped_at(child, 0x10000).unwrap().0, a.to_string());
+    let all = maps(&out);
+    assert_replayed_as_mapped(&all, child, &[0x10000], &err);
+    assert_replayed_as_mapped(&all, m.pid, &[0x10000], &err);
+    // its one FORK is the scan's (time 0), so perf gives it no maps after
+    // its own; and perf reads its map of A
+    let text =
+        String::from_utf8(synth_ok(["dump".as_ref(), "--json".as_ref(), out.as_os_str()]).stdout)
+            .unwrap();
+    let forks: Vec<Value> = (text.lines())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["kind"] == "fork" && v["pid"] == u64::from(child))
+        .collect();
+    assert!(forks.iter().all(|v| v["time"] == 0), "{forks:?}");
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let mine = format!("PERF_RECORD_MMAP2 {child}/{child}: [0x10000(0x1000)");
+    let line = script.lines().find(|l| l.contains(&mine));
+    assert!(line.is_some_and(|l| l.contains(&a.to_string())), "{script}");
+}
+
 // --json watches as the file output does: a library mapped after the scan
 // read its process (held there by the test hook) is among its lines once,
 // with a real CLOCK_MONOTONIC time and its ELF build id (also a build_id

@@ -10,7 +10,7 @@ use mmap2_synth::dump::{self, DumpOptions, Printer};
 use mmap2_synth::model::Selection;
 use mmap2_synth::output::{self, AtomicFile};
 use mmap2_synth::proc::kernel::KernelRoots;
-use mmap2_synth::proc::{self, HostFacts, Options, SourceChoice, Target, TaskSource};
+use mmap2_synth::proc::{HostFacts, Options, SourceChoice, Target, TaskSource};
 use mmap2_synth::snapshot::{self, LiveError, LiveReport, Out, ScanWatch, WriteOptions};
 use mmap2_synth::summary;
 
@@ -59,7 +59,7 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     let started = Instant::now();
     let scan = scan_options(&cli.scan)?;
     // The watch opens before anything is read.
-    let watch = ScanWatch::start(target, &scan, !cli.no_watch, Endian::NATIVE, cli.mmap_pages);
+    let mut watch = ScanWatch::start(target, &scan, !cli.no_watch, Endian::NATIVE, cli.mmap_pages);
     let enc = snapshot::snapshot_encoding(Endian::NATIVE, cli.all);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -85,7 +85,7 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     stats.kernel_skipped = kernel.skipped;
     let watched = watch.is_on();
     let mut filter = watch.filter();
-    let scanned = proc::scan_each_with(
+    let scanned = watch.scan(
         target,
         &scan,
         |memo: &mut snapshot::Reported, p, part| {

@@ -28,6 +28,6 @@ mod window;
 
 pub use host::HostFacts;
 pub use scan::{
-    scan_each, scan_each_with, snapshot, Options, ScanError, Scanned, Skip, SkipReason, Snapshot,
-    SourceChoice, Target, TaskSource,
+    scan_each, scan_each_with, scan_late_with, snapshot, Options, ScanError, Scanned, Skip,
+    SkipReason, Snapshot, SourceChoice, Target, TaskSource,
 };

@@ -77,6 +77,13 @@ pub struct Scanned {
     pub unverified_build_ids: usize,
     /// See [`Snapshot::iterator_heads`].
     pub iterator_heads: usize,
+    /// The pids listed to be read, sorted (whether read or not).
+    pub listed: Vec<u32>,
+    /// Processes read (their last pieces handed on).
+    pub read: usize,
+    /// Processes listed but not of the selection (another user's, for
+    /// `-u`).
+    pub not_selected: usize,
 }
 
 /// Reads the selected processes in parallel. The result is ordered by pid,
@@ -140,7 +147,7 @@ pub fn scan_each_with<T: Send, E: From<ScanError>, W: Default>(
     target: &Target,
     opts: &Options,
     map: impl Fn(&mut W, Process, Part) -> (T, usize) + Sync,
-    mut sink: impl FnMut(T) -> Result<(), E>,
+    sink: impl FnMut(T) -> Result<(), E>,
 ) -> Result<Scanned, E> {
     // a test forks a process here: after the watch opened, before the list
     crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_BEFORE_LIST");
@@ -152,6 +159,39 @@ pub fn scan_each_with<T: Send, E: From<ScanError>, W: Default>(
     let heads = Prefetched::new(prefetch_heads(&pids, target, opts)?);
     // a test makes a process exec here: between the heads and its maps
     crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS");
+    let mut scanned = read_listed(&pids, uid, heads, opts, map, sink)?;
+    scanned.listed = pids;
+    Ok(scanned)
+}
+
+/// [`scan_each_with`] of processes found after a scan's list was taken
+/// (those a watch saw forked meanwhile), each read from /proc if it still
+/// runs and, with `uid`, is that user's. One that is gone is not a skip:
+/// it is left out of what is returned.
+pub fn scan_late_with<T: Send, E: From<ScanError>, W: Default>(
+    pids: &[u32],
+    uid: Option<u32>,
+    opts: &Options,
+    map: impl Fn(&mut W, Process, Part) -> (T, usize) + Sync,
+    sink: impl FnMut(T) -> Result<(), E>,
+) -> Result<Scanned, E> {
+    let heads = Prefetched::new(BTreeMap::new());
+    let mut scanned = read_listed(pids, uid, heads, opts, map, sink)?;
+    scanned.skipped.retain(|s| s.reason != SkipReason::Vanished);
+    scanned.listed = pids.to_vec();
+    Ok(scanned)
+}
+
+/// Reads the processes `pids` (sorted) in parallel, their heads from
+/// `heads` or /proc, as [`scan_each_with`] tells.
+fn read_listed<T: Send, E: From<ScanError>, W: Default>(
+    pids: &[u32],
+    uid: Option<u32>,
+    heads: Prefetched,
+    opts: &Options,
+    map: impl Fn(&mut W, Process, Part) -> (T, usize) + Sync,
+    mut sink: impl FnMut(T) -> Result<(), E>,
+) -> Result<Scanned, E> {
     let cache = BuildIdCache::new();
     let no_ioctl = AtomicBool::new(opts.source == SourceChoice::Text);
     let walk = Walk {
@@ -211,13 +251,17 @@ pub fn scan_each_with<T: Send, E: From<ScanError>, W: Default>(
                 return Err(ScanError::NoIoctl.into());
             }
             match o {
-                Outcome::Read(t) => sink(t)?,
+                Outcome::Read(t) => {
+                    sink(t)?;
+                    scanned.read += 1;
+                }
                 Outcome::CutShort(t, s) => {
                     sink(t)?;
                     scanned.skipped.push(s);
+                    scanned.read += 1;
                 }
                 Outcome::Skipped(s) => scanned.skipped.push(s),
-                Outcome::NotSelected => {}
+                Outcome::NotSelected => scanned.not_selected += 1,
             }
         }
         Ok(())

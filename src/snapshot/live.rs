@@ -42,7 +42,7 @@ pub fn write_live(
     opts: &WriteOptions,
 ) -> Result<LiveReport, LiveError> {
     // The watch opens before anything is read.
-    let watch = ScanWatch::start(target, scan, opts.watch, opts.endian, opts.watch_pages);
+    let mut watch = ScanWatch::start(target, scan, opts.watch, opts.endian, opts.watch_pages);
     let mut w = SnapshotWriter::start(out, opts)?;
     w.follow(watch.filter());
     let enc = w.encoding();
@@ -50,7 +50,7 @@ pub fn write_live(
         w.write_kernel(&crate::proc::kernel::kernel_maps(roots))?;
     }
     let watched = watch.is_on();
-    let scanned = proc::scan_each_with(
+    let scanned = watch.scan(
         target,
         scan,
         |memo: &mut Reported, p, part| weighed(encode_piece(&p, part, &enc, watched, Some(memo))),

@@ -57,6 +57,11 @@ pub struct Stats {
     pub watch_window: Option<(u64, u64)>,
     /// The scan was watched.
     pub watched: bool,
+    /// Processes the watch saw forked during the scan, read after it.
+    pub late_read: usize,
+    /// Processes the watch saw forked during the scan and not read (gone,
+    /// or past the bound): left to their FORK, their parent's maps.
+    pub late_unread: usize,
     /// Whether each DSO seen so far has a build id, by [`name_key`] (names
     /// are a process's choice: randomly seeded hash).
     dso_ids: HashMap<NameKey, bool, foldhash::fast::RandomState>,

@@ -3,17 +3,36 @@
 //! and what it tells the summary; which of its records are added is the
 //! filter's ([`WatchFilter`]).
 
+use std::collections::HashSet;
+use std::time::Duration;
+
 use super::filter::WatchFilter;
 use super::stats::Stats;
 use crate::bytes::Endian;
+use crate::model::{Part, Process};
+use crate::proc::scan::{ScanError, Scanned};
 use crate::proc::watch::{parse_watched, Watch, Watched};
 use crate::proc::{self, Target};
+
+/// Rounds of [`ScanWatch::scan`]'s reads of processes forked during the
+/// scan (a round reads the children forked before the last one's reads).
+const LATE_ROUNDS: usize = 3;
+
+/// Processes forked during the scan that [`ScanWatch::scan`] reads at most
+/// (a host forking without pause cannot keep it reading).
+const LATE_MAX: usize = 4096;
+
+/// How long [`ScanWatch::scan`] waits for a drain of the watch.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The watch of a live snapshot, opened before anything is read (maps made
 /// from then on are reported by the kernel even if the scan has passed
 /// their process), or why there is none.
 pub struct ScanWatch {
     watch: Option<Watch>,
+    /// Processes forked during the scan and read after it, and those
+    /// left to their FORK (gone, past [`LATE_MAX`], or no drain in time).
+    late: (usize, usize),
     /// Why watching was asked for and is not possible.
     skipped: Option<String>,
     /// CLOCK_MONOTONIC ns at the start.
@@ -23,6 +42,8 @@ pub struct ScanWatch {
 /// What the watch of a scan tells the summary.
 #[derive(Debug, Default)]
 pub struct WatchNotes {
+    late_read: usize,
+    late_unread: usize,
     lost: u64,
     repeated: usize,
     lost_at_least: bool,
@@ -40,6 +61,8 @@ impl WatchNotes {
         stats.watch_skipped = self.skipped;
         stats.watch_window = Some(self.window);
         stats.watched = self.watched;
+        stats.late_read = self.late_read;
+        stats.late_unread = self.late_unread;
     }
 }
 
@@ -83,9 +106,65 @@ impl ScanWatch {
         };
         ScanWatch {
             watch,
+            late: (0, 0),
             skipped,
             start,
         }
+    }
+
+    /// Reads `target`'s processes as [`proc::scan_each_with`] does, then,
+    /// when watched, the new processes the watch saw forked meanwhile that
+    /// the scan's list did not have (of the selection: with `-p`, the
+    /// children of those read), each after its fork, so that its maps are
+    /// its own: left to its FORK, perf's replay would give it its parent's
+    /// maps as the scan read them, after the fork. Up to [`LATE_ROUNDS`]
+    /// rounds (children forked before a round's reads) and [`LATE_MAX`]
+    /// processes. Their results go to `sink` after the scan's.
+    pub fn scan<T: Send, E: From<ScanError>, W: Default>(
+        &mut self,
+        target: &Target,
+        opts: &proc::Options,
+        map: impl Fn(&mut W, Process, Part) -> (T, usize) + Sync,
+        mut sink: impl FnMut(T) -> Result<(), E>,
+    ) -> Result<Scanned, E> {
+        let mut scanned = proc::scan_each_with(target, opts, &map, &mut sink)?;
+        let Some(watch) = &self.watch else {
+            return Ok(scanned);
+        };
+        let uid = match target {
+            Target::Uid(u) => Some(*u),
+            _ => None,
+        };
+        let mut known: HashSet<u32> = scanned.listed.iter().copied().collect();
+        known.insert(std::process::id());
+        let progress = watch.progress();
+        for _ in 0..LATE_ROUNDS {
+            let Some(forked) = progress.sync(SYNC_TIMEOUT) else {
+                break;
+            };
+            let mut late = Vec::new();
+            for (pid, ppid) in forked {
+                // with -p, only the children of what was selected
+                let selected = !matches!(target, Target::Pids(_)) || known.contains(&ppid);
+                if selected && known.insert(pid) {
+                    late.push(pid);
+                }
+            }
+            let room = LATE_MAX.saturating_sub(self.late.0 + self.late.1);
+            if late.len() > room {
+                self.late.1 += late.len() - room;
+                late.truncate(room);
+            }
+            if late.is_empty() {
+                break;
+            }
+            late.sort_unstable();
+            let more = proc::scan_late_with(&late, uid, opts, &map, &mut sink)?;
+            self.late.0 += more.read;
+            self.late.1 += late.len().saturating_sub(more.read + more.not_selected);
+            scanned.skipped.extend(more.skipped);
+        }
+        Ok(scanned)
     }
 
     /// Whether the scan is watched (its pieces' map ranges and read times
@@ -108,6 +187,8 @@ impl ScanWatch {
     pub fn finish(self) -> (Vec<Watched>, WatchNotes) {
         let mut end = None;
         let mut notes = WatchNotes {
+            late_read: self.late.0,
+            late_unread: self.late.1,
             skipped: self.skipped,
             watched: self.watch.is_some(),
             ..WatchNotes::default()

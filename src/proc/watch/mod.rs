@@ -20,7 +20,7 @@ use std::time::Duration;
 pub use attr::watch_attr;
 use progress::FailOnPanic;
 pub use progress::{Drains, Progress};
-pub use records::{map_pids, parse_watched, records, Watched, TRAILER};
+pub use records::{fork_children, map_pids, parse_watched, records, Watched, TRAILER};
 
 use super::parse::cpu_list;
 use super::scan::Target;
@@ -118,6 +118,7 @@ impl Events {
     fn run(mut self, progress: &Progress) -> Drained {
         let mut bytes = Vec::new();
         let mut mapped = HashSet::new();
+        let mut forked = Vec::new();
         // sticky: a ring found full at any drain may have dropped records
         let mut was_full = false;
         // A test hook: drain only this often, so a test can fill a ring.
@@ -132,6 +133,8 @@ impl Events {
             let from = bytes.len();
             let full = capped || ev.drain(bytes);
             map_pids(&bytes[from..], &mut mapped);
+            fork_children(&bytes[from..], &mut forked);
+            progress.forked(&mut forked);
             progress.complete(n, &mut mapped, capped);
             full
         };

@@ -10,9 +10,10 @@ use std::time::Duration;
 /// read, so a drain begun after a process was read has taken every record
 /// of the maps that read saw. The drainer waits on it between drains, for
 /// its period, a nudge (the writer has records waiting for a drain) or the
-/// end.
+/// end (the first condition variable); [`Progress::sync`] waits on the
+/// second for a drain to complete.
 #[derive(Debug, Default)]
-pub struct Progress(Mutex<Drains>, Condvar);
+pub struct Progress(Mutex<Drains>, Condvar, Condvar);
 
 /// The drains so far (see [`Progress`]).
 #[derive(Debug, Default)]
@@ -27,6 +28,9 @@ pub struct Drains {
     /// The drainer failed (panicked): nothing it took is used, so nothing
     /// waits for it.
     failed: bool,
+    /// New processes the drains saw forked, (pid, parent pid), not yet
+    /// taken by [`Progress::sync`].
+    forked: Vec<(u32, u32)>,
     /// A drain is asked for now.
     nudged: bool,
     /// The watch is ending: the last drain comes.
@@ -54,11 +58,39 @@ impl Progress {
         d.mapped.extend(mapped.drain());
         d.all |= all;
         d.done = d.done.max(n);
+        self.2.notify_all();
+    }
+
+    /// Notes the new processes a drain saw forked (before it completes).
+    pub fn forked(&self, forked: &mut Vec<(u32, u32)>) {
+        self.lock().forked.append(forked);
+    }
+
+    /// Asks for a drain now and waits for it, at most `timeout`: the new
+    /// processes the drains saw forked that no sync took yet, every fork
+    /// before the call among them (None when the drain did not complete
+    /// in time, or the drainer failed or stopped).
+    pub fn sync(&self, timeout: Duration) -> Option<Vec<(u32, u32)>> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut d = self.lock();
+        // a drain begun after now
+        let want = d.begun + 1;
+        d.nudged = true;
+        self.1.notify_one();
+        while d.done < want && !d.failed && !d.stop {
+            let left = deadline.checked_duration_since(std::time::Instant::now())?;
+            d = match self.2.wait_timeout(d, left) {
+                Ok((d, _)) => d,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        (d.done >= want && !d.failed).then(|| std::mem::take(&mut d.forked))
     }
 
     /// Marks the drainer failed (see [`Drains::settles`]).
     pub(super) fn fail(&self) {
         self.lock().failed = true;
+        self.2.notify_all();
     }
 
     /// Asks for a drain now rather than at the end of the period.
@@ -71,6 +103,7 @@ impl Progress {
     pub(super) fn stop(&self) {
         self.lock().stop = true;
         self.1.notify_one();
+        self.2.notify_all();
     }
 
     /// The drainer's wait: until `period` has passed, a nudge or the stop
@@ -165,5 +198,35 @@ mod tests {
         let d = p.lock();
         assert!(d.settles(mark));
         assert!(d.mapped(5) && !d.mapped(6));
+    }
+
+    // A sync is answered by a drain begun after it (with the forks the
+    // drains saw, once), and by nothing in time when no drain comes or the
+    // drainer failed.
+    #[test]
+    fn a_sync_waits_for_a_drain_begun_after_it() {
+        let p = std::sync::Arc::new(Progress::default());
+        let under_way = p.begin();
+        assert_eq!(p.sync(Duration::from_millis(20)), None, "no drain came");
+        assert!(!p.wait(Duration::ZERO), "its nudge, taken here");
+        let drainer = {
+            let p = std::sync::Arc::clone(&p);
+            std::thread::spawn(move || {
+                // the one under way completes, then one begun after the sync
+                p.forked(&mut vec![(5, 1)]);
+                p.complete(under_way, &mut HashSet::new(), false);
+                assert!(!p.wait(Duration::from_secs(30)), "nudged by the sync");
+                let n = p.begin();
+                p.forked(&mut vec![(6, 5)]);
+                p.complete(n, &mut HashSet::new(), false);
+            })
+        };
+        let got = p.sync(Duration::from_secs(30));
+        drainer.join().unwrap();
+        assert_eq!(got, Some(vec![(5, 1), (6, 5)]));
+        let n = p.begin();
+        p.complete(n, &mut HashSet::new(), false);
+        p.fail();
+        assert_eq!(p.sync(Duration::from_secs(30)), None, "failed");
     }
 }

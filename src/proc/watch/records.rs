@@ -50,6 +50,22 @@ pub fn map_pids(bytes: &[u8], into: &mut HashSet<u32>) {
     into.extend(pids.filter_map(|(_, _, body)| r.u32(body, 0)));
 }
 
+/// Appends to `into` the (pid, parent pid) of each new process a FORK
+/// record in drained bytes (native byte order) tells of (not the threads),
+/// stopping at a malformed record.
+pub fn fork_children(bytes: &[u8], into: &mut Vec<(u32, u32)>) {
+    let r = Rd(Endian::NATIVE);
+    // PERF_RECORD_FORK: pid, ppid, tid, ptid, time
+    for (_, _, body) in records(bytes).filter(|&(t, _, _)| t == 7) {
+        if let (Some(pid), Some(ppid), Some(tid)) = (r.u32(body, 0), r.u32(body, 4), r.u32(body, 8))
+        {
+            if pid == tid && pid != ppid {
+                into.push((pid, ppid));
+            }
+        }
+    }
+}
+
 /// Splits drained bytes (native byte order) into records, stopping at a
 /// malformed one; PERF_RECORD_LOST records count into `lost`, and the
 /// records a thread repeated at once (twins, see `drop_twins`) into
@@ -206,5 +222,24 @@ mod tests {
         tiny[6..8].copy_from_slice(&4u16.to_ne_bytes());
         map_pids(&tiny, &mut pids);
         assert!(pids.is_empty(), "a size below a header stops the walk");
+    }
+
+    // FORK records give new processes (pid == tid) with their parent, not
+    // new threads nor other records.
+    #[test]
+    fn fork_children_are_new_processes() {
+        let fork = |pid: u32, ppid: u32, tid: u32| {
+            let mut r = record(7, pid, 32);
+            r[12..16].copy_from_slice(&ppid.to_ne_bytes());
+            r[16..20].copy_from_slice(&tid.to_ne_bytes());
+            r
+        };
+        let mut bytes = fork(20, 10, 20);
+        bytes.extend(fork(10, 10, 21)); // a thread of 10
+        bytes.extend(record(10, 30, 40)); // an MMAP2
+        bytes.extend(fork(31, 20, 31));
+        let mut got = Vec::new();
+        fork_children(&bytes, &mut got);
+        assert_eq!(got, [(20, 10), (31, 20)]);
     }
 }
