@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::encode::Encoding;
+use super::ids::WatchedIds;
 use super::stats::Stats;
 use crate::bytes::Endian;
 use crate::model::{BuildId, ReadTimes, MAX_BUILD_ID};
@@ -82,6 +83,8 @@ pub struct WatchFilter {
     pending_bytes: usize,
     /// The drains begun when the drainer was last nudged.
     nudged_at: Option<u64>,
+    /// The build ids of the watched maps' files.
+    ids: WatchedIds,
 }
 
 /// A map the scan wrote, as [`WatchFilter`] keeps it (fields in this order
@@ -392,13 +395,16 @@ impl WatchFilter {
                 continue;
             }
             let mut new_id = None;
+            let (mut misc, mut body) = (w.misc, std::borrow::Cow::Borrowed(&w.body[..]));
             if w.record_type == types::MMAP2 {
+                // its file's id, read now (the watch asks the kernel for none)
+                self.ids.stamp(&mut misc, body.to_mut());
                 let h = RecordHeader {
                     type_: types::MMAP2,
-                    misc: w.misc,
+                    misc,
                     size: 0,
                 };
-                let Some(m) = parse_map(&h, &w.body, e) else {
+                let Some(m) = parse_map(&h, &body, e) else {
                     continue;
                 };
                 let k = &m.key;
@@ -416,7 +422,7 @@ impl WatchFilter {
                 });
             }
             rec.clear();
-            if !encode_watched(enc, w, &mut rec) {
+            if !encode_watched(enc, w, (misc, &body), &mut rec) {
                 continue;
             }
             let new_id = new_id.filter(|b| {
@@ -433,7 +439,12 @@ impl WatchFilter {
 
 /// Appends a watched record under the snapshot's trailer (its pid, tid and
 /// real time); false when it would not fit a record.
-fn encode_watched(enc: &Encoding, w: &Watched, rec: &mut Vec<u8>) -> bool {
+fn encode_watched(
+    enc: &Encoding,
+    w: &Watched,
+    (misc, body): (u16, &[u8]),
+    rec: &mut Vec<u8>,
+) -> bool {
     let e = enc.endian;
     let sid = crate::perf::SampleId {
         pid: w.pid,
@@ -445,11 +456,11 @@ fn encode_watched(enc: &Encoding, w: &Watched, rec: &mut Vec<u8>) -> bool {
     let at = rec.len();
     RecordHeader {
         type_: w.record_type,
-        misc: w.misc,
+        misc,
         size: 0,
     }
     .put(rec, e);
-    rec.extend_from_slice(&w.body);
+    rec.extend_from_slice(body);
     enc.layout.write(rec, e, &sid);
     match u16::try_from(rec.len() - at) {
         Ok(size) => {

@@ -136,7 +136,8 @@ impl ScanWatch {
             _ => None,
         };
         let mut known: HashSet<u32> = scanned.listed.iter().copied().collect();
-        known.insert(std::process::id());
+        // ourselves, and what another pid namespace's processes are to us
+        known.extend([std::process::id(), 0]);
         let progress = watch.progress();
         for _ in 0..LATE_ROUNDS {
             let Some(forked) = progress.sync(SYNC_TIMEOUT) else {

@@ -15,6 +15,8 @@ mod bits {
     pub const MMAP2: u64 = 1 << 23;
     pub const COMM_EXEC: u64 = 1 << 24;
     pub const USE_CLOCKID: u64 = 1 << 25;
+    /// Never set (see [`watch_attr`](super::watch_attr)).
+    #[cfg(test)]
     pub const BUILD_ID: u64 = 1 << 34;
 }
 
@@ -22,9 +24,12 @@ mod bits {
 /// the kernel could not write (Linux 6.0+).
 const FORMAT_LOST: u64 = 1 << 4;
 
-/// The attr of a watch event: software dummy, mmap2/comm/task with build
-/// ids, trailer TID|TIME, times on CLOCK_MONOTONIC; `lost`: readable lost
-/// count.
+/// The attr of a watch event: software dummy, mmap2/comm/task, trailer
+/// TID|TIME, times on CLOCK_MONOTONIC; `lost`: readable lost count. No
+/// build ids: the kernel leaves the build-id flag it sets for an event
+/// that asks for them in the header of the records it writes next for
+/// the same mmap, other sessions' inode-form records included (see
+/// `snapshot::ids`, which reads the ids instead).
 pub fn watch_attr(inherit: bool, data: bool, lost: bool) -> Vec<u8> {
     let e = Endian::NATIVE;
     let mut a = Vec::with_capacity(128);
@@ -40,8 +45,7 @@ pub fn watch_attr(inherit: bool, data: bool, lost: bool) -> Vec<u8> {
         | bits::SAMPLE_ID_ALL
         | bits::MMAP2
         | bits::COMM_EXEC
-        | bits::USE_CLOCKID
-        | bits::BUILD_ID;
+        | bits::USE_CLOCKID;
     if inherit {
         flags |= bits::INHERIT;
     }
@@ -78,6 +82,18 @@ mod tests {
         ];
         for (ours, theirs) in pairs {
             assert_eq!(ours, theirs);
+        }
+    }
+
+    // No watch event asks for build ids, in any mode: the kernel's flag
+    // for them would leak into other sessions' records.
+    #[test]
+    fn no_watch_event_asks_for_build_ids() {
+        for (inherit, data, lost) in [(false, false, true), (true, true, false)] {
+            let a = watch_attr(inherit, data, lost);
+            let flags = u64::from_ne_bytes(a[40..48].try_into().unwrap());
+            assert_eq!(flags & bits::BUILD_ID, 0);
+            assert_ne!(flags & bits::MMAP2, 0, "the flags word is read");
         }
     }
 }

@@ -86,6 +86,13 @@ pub fn parse_watched(bytes: &[u8], lost: &mut u64, repeated: &mut usize) -> Vec<
         else {
             continue;
         };
+        // The watch asks for no build ids, so its MMAP2 bodies are in
+        // inode form; the kernel may still have left the flag of another
+        // session's event that asked for them (see `watch_attr`).
+        let misc = match t {
+            10 => misc & !crate::perf::consts::misc::MMAP_BUILD_ID,
+            _ => misc,
+        };
         out.push(Watched {
             record_type: t,
             misc,
