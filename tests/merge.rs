@@ -257,6 +257,47 @@ fn record_merge_check(
     (rec, merged, err)
 }
 
+// A process that maps a file during a --synth=no recording (so the
+// recording has a map of its own, with a real time) still gets its maps
+// from before the recording by default: only synthesized maps (time 0) or
+// its fork or exec in the recording give perf its whole picture (a process
+// with any map was skipped, its samples left [unknown]).
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_process_mapping_during_the_recording_is_merged() {
+    needs_perf_record();
+    let dir = scratch("merge-mapping");
+    let (trigger, rec) = (dir.join("map.now"), dir.join("rec.data"));
+    let f = fixtures();
+    let b = Mapper::start_as(
+        &f.burn,
+        &["120".as_ref(), trigger.as_os_str(), f.lib_md5.as_os_str()],
+    );
+    let recorder = perf_record_enabled(b.pid, &rec, &dir, &["--synth=no", "-g"]);
+    std::fs::write(&trigger, b"").unwrap();
+    let done = dir.join("map.now.done");
+    wait_until("the burner's map", || done.exists());
+    // samples for a moment after the map
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    sigint(recorder);
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        rec.as_os_str(),
+    ]);
+    let md5 = f.lib_md5.display().to_string();
+    assert!(
+        script
+            .lines()
+            .any(|l| l.contains("PERF_RECORD_MMAP2") && l.contains(&md5)),
+        "the recording has the burner's map: {script}"
+    );
+    let merged = dir.join("merged.data");
+    let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+    check_merged(&rec, &merged, b.pid, &err);
+}
+
 // A snapshot taken before the recording (--maps) repairs it just as well.
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]

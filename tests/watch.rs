@@ -938,55 +938,6 @@ fn a_child_forked_during_the_scan_keeps_its_own_maps() {
     assert!(line.is_some_and(|l| l.contains(&a.to_string())), "{script}");
 }
 
-/// `perf record -e dummy -p PID -o OUT`, started disabled and enabled
-/// through its control FIFOs in `dir`: returned once perf has acknowledged
-/// (its events are then recording).
-fn perf_record_enabled(pid: u32, out: &Path, dir: &Path) -> std::process::Child {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let (ctl, ack) = (dir.join("perf.ctl"), dir.join("perf.ack"));
-    mkfifo(&ctl);
-    mkfifo(&ack);
-    let control = format!("fifo:{},{}", ctl.display(), ack.display());
-    let recorder = Command::new("perf")
-        .args([
-            "record",
-            "-q",
-            "-e",
-            "dummy",
-            "-D",
-            "-1",
-            "--control",
-            &control,
-        ])
-        .args(["-p", &pid.to_string(), "-o", out.to_str().unwrap()])
-        .args(["--", "sleep", "60"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // read and write ends of our own: opening never blocks
-    let open = |p: &Path| {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(p)
-            .unwrap()
-    };
-    let (mut ctl, mut ack) = (open(&ctl), open(&ack));
-    ctl.write_all(b"enable\n").unwrap();
-    let mut got = Vec::new();
-    wait_until("perf's ack", || {
-        let mut buf = [0u8; 64];
-        if let Ok(n) = ack.read(&mut buf) {
-            got.extend_from_slice(&buf[..n]);
-        }
-        got.starts_with(b"ack")
-    });
-    recorder
-}
-
 // A perf record of a process while a watched snapshot of it runs keeps
 // its MMAP2 records as perf asked for them (inode form, perf script reads
 // them): the watch's events ask the kernel for no build ids, as its flag
@@ -997,7 +948,7 @@ fn perf_record_enabled(pid: u32, out: &Path, dir: &Path) -> std::process::Child 
 fn a_watch_leaves_other_perf_sessions_records_intact() {
     let (dir, lib_a, _lib_b, mut m) = fixed_mapper("watch-other-session");
     let rec = dir.join("rec.data");
-    let recorder = perf_record_enabled(m.pid, &rec, &dir);
+    let recorder = perf_record_enabled(m.pid, &rec, &dir, &["-e", "dummy"]);
     let (drain, out) = (dir.join("drain.hold"), dir.join("snap.data"));
     let snap = Command::new(bin())
         .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
@@ -1019,10 +970,7 @@ fn a_watch_leaves_other_perf_sessions_records_intact() {
     let o = snap.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // perf ends its recording on SIGINT (a process this test started)
-    sigint(recorder.id());
-    let p = recorder.wait_with_output().unwrap();
-    // (perf writes the file, then dies of the signal it got)
-    assert!(p.status.code().is_none_or(|c| c == 0), "{p:?}");
+    sigint(recorder);
     let script = perf(&[
         "script".as_ref(),
         "--show-mmap-events".as_ref(),
@@ -1038,15 +986,6 @@ fn a_watch_leaves_other_perf_sessions_records_intact() {
         of_a.iter().all(|l| !l.contains("build_id")),
         "perf's records in inode form: {of_a:?}"
     );
-}
-
-/// Sends SIGINT to `pid` (by `kill`, a process the test started).
-fn sigint(pid: u32) {
-    let st = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
 }
 
 // --json watches as the file output does: a library mapped after the scan

@@ -1,13 +1,12 @@
 //! What a rewrite learns from one pass over a recording: the pids its records
-//! name, which of them have maps, the maps and build ids already present, the
+//! name, which of them it gives perf the maps of, the maps and build ids already present, the
 //! sample time range and, in pipe mode, where synthesized records belong.
 
 use std::collections::{BTreeSet, HashSet};
 
 use crate::bytes::{Endian, Rd};
 use crate::model::BuildId;
-use crate::perf::consts::feature;
-use crate::perf::consts::types;
+use crate::perf::consts::{feature, misc, types};
 use crate::perf::events::{map_error, parse_map, sample_pid_time, MapKey};
 use crate::perf::features::{parse_build_id_table, parse_string_feature};
 use crate::perf::{Attrs, FormatError, FormatErrorKind, RecordHeader, Visitor};
@@ -18,8 +17,12 @@ use crate::snapshot::is_kernel_map;
 pub struct RecordingFacts {
     /// Pids named by samples, COMM and FORK records (never 0 or -1).
     pub pids: BTreeSet<u32>,
-    /// Pids that have at least one MMAP/MMAP2.
-    pub has_maps: HashSet<u32>,
+    /// Pids whose maps the recording gives perf whole: it has one
+    /// synthesized for them (time 0, or records without times), or saw
+    /// them born (a FORK of a new process; an exec COMM). A process that
+    /// only mapped something during the recording is not among them: its
+    /// maps from before are missing.
+    pub covered: HashSet<u32>,
     /// The recording has a map of the host kernel (`[kernel.kallsyms]...`,
     /// pid -1, cpumode kernel).
     pub has_kernel_map: bool,
@@ -51,7 +54,7 @@ impl RecordingFacts {
     pub fn new(e: Endian, dedupe_for: Option<HashSet<u32>>) -> RecordingFacts {
         RecordingFacts {
             pids: BTreeSet::new(),
-            has_maps: HashSet::new(),
+            covered: HashSet::new(),
             has_kernel_map: false,
             existing: HashSet::new(),
             dedupe_for,
@@ -65,12 +68,12 @@ impl RecordingFacts {
         }
     }
 
-    /// Pids the recording names but has no maps for, ascending.
+    /// Pids the recording names but does not give the maps of, ascending.
     pub fn needed(&self) -> Vec<u32> {
         self.pids
             .iter()
             .copied()
-            .filter(|p| !self.has_maps.contains(p))
+            .filter(|p| !self.covered.contains(p))
             .collect()
     }
 
@@ -133,28 +136,63 @@ impl Visitor for RecordingFacts {
             self.sample(body, attrs, self.endian);
             return Ok(());
         }
-        self.other(at, h, body)
+        self.other(at, h, body, attrs)
     }
 }
 
 impl RecordingFacts {
     /// Every record but samples.
     #[inline(never)]
-    fn other(&mut self, at: u64, h: RecordHeader, body: &[u8]) -> Result<(), FormatError> {
+    fn other(
+        &mut self,
+        at: u64,
+        h: RecordHeader,
+        body: &[u8],
+        attrs: &Attrs,
+    ) -> Result<(), FormatError> {
         let e = self.endian;
         let bad = || FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_));
+        let real = |p: u32| p != 0 && p != u32::MAX;
         match h.type_ {
-            types::COMM | types::FORK => {
+            types::COMM => {
                 let pid = Rd(e).u32(body, 0).ok_or_else(bad)?;
-                if pid != 0 && pid != u32::MAX {
+                if real(pid) {
                     self.pids.insert(pid);
+                    // perf records every map of the new image
+                    if h.misc & misc::COMM_EXEC != 0 {
+                        self.covered.insert(pid);
+                    }
+                }
+            }
+            types::FORK => {
+                let r = Rd(e);
+                let (pid, ppid, tid) = (r.u32(body, 0), r.u32(body, 4), r.u32(body, 8));
+                let (Some(pid), Some(ppid), Some(tid)) = (pid, ppid, tid) else {
+                    return Err(bad());
+                };
+                if real(pid) {
+                    self.pids.insert(pid);
+                }
+                // A new process: perf gives it its parent's maps, so the
+                // parent's are needed, and its own after that are recorded.
+                if real(pid) && pid == tid && pid != ppid {
+                    self.covered.insert(pid);
+                    if real(ppid) {
+                        self.pids.insert(ppid);
+                    }
                 }
             }
             types::MMAP | types::MMAP2 => {
                 let m = parse_map(&h, body, e)
                     .ok_or_else(|| FormatError::at(at, map_error(&h, body)))?;
                 if m.key.pid != u32::MAX {
-                    self.has_maps.insert(m.key.pid);
+                    // synthesized: perf writes them with time 0
+                    let time = (attrs.of_trailer(body, e))
+                        .and_then(|a| a.layout().read(body, e))
+                        .map_or(0, |sid| sid.time);
+                    if time == 0 {
+                        self.covered.insert(m.key.pid);
+                    }
                 } else if is_kernel_map(&m) && m.key.filename.starts_with(KERNEL_DSO) {
                     self.has_kernel_map = true;
                 }

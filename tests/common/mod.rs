@@ -460,6 +460,59 @@ pub fn assert_same_but_cmdline(a: &[u8], b: &[u8]) {
     );
 }
 
+/// `perf record -q ARGS -p PID -o OUT -- sleep 60`, started disabled and
+/// enabled through its control FIFOs in `dir`: returned once perf has
+/// acknowledged (its events are then recording). End it with [`sigint`].
+pub fn perf_record_enabled(pid: u32, out: &Path, dir: &Path, args: &[&str]) -> Child {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let (ctl, ack) = (dir.join("perf.ctl"), dir.join("perf.ack"));
+    mkfifo(&ctl);
+    mkfifo(&ack);
+    let control = format!("fifo:{},{}", ctl.display(), ack.display());
+    let recorder = Command::new("perf")
+        .args(["record", "-q", "-D", "-1", "--control", &control])
+        .args(args)
+        .args(["-p", &pid.to_string(), "-o", out.to_str().unwrap()])
+        .args(["--", "sleep", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // read and write ends of our own: opening never blocks
+    let open = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(p)
+            .unwrap()
+    };
+    let (mut ctl, mut ack) = (open(&ctl), open(&ack));
+    ctl.write_all(b"enable\n").unwrap();
+    let mut got = Vec::new();
+    wait_until("perf's ack", || {
+        let mut buf = [0u8; 64];
+        if let Ok(n) = ack.read(&mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+        got.starts_with(b"ack")
+    });
+    recorder
+}
+
+/// Ends a `perf record` this test started with SIGINT and waits for it:
+/// perf writes its file, then dies of the signal.
+pub fn sigint(recorder: Child) {
+    let st = Command::new("kill")
+        .args(["-INT", &recorder.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let p = recorder.wait_with_output().unwrap();
+    assert!(p.status.code().is_none_or(|c| c == 0), "{p:?}");
+}
+
 /// Runs perf with the arguments and returns stdout (asserting success).
 pub fn perf(args: &[&std::ffi::OsStr]) -> String {
     let out = Command::new("perf").args(args).output().expect("run perf");
