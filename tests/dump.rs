@@ -335,12 +335,17 @@ fn text_form_and_sort() {
     assert!(line.contains(" prot=r-xp "), "{line}");
     assert!(line.contains(" build_id="), "{line}");
     let sorted = dump_json(&snap, &["--sort"]);
-    let times: Vec<u64> = sorted
-        .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            v["time"].as_u64().unwrap_or(0)
-        })
+    let lines: Vec<Value> = (sorted.lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // the records by time, then the build-id table
+    let table = lines.iter().position(|v| v["kind"] == "build_id").unwrap();
+    assert!(
+        lines[table..].iter().all(|v| v["kind"] == "build_id"),
+        "{sorted}"
+    );
+    let times: Vec<u64> = (lines[..table].iter())
+        .map(|v| v["time"].as_u64().unwrap_or(0))
         .collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]), "{sorted}");
     let mut a: Vec<&str> = sorted.lines().collect();
@@ -420,6 +425,30 @@ fn dump_refuses_bad_input() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("cut.data") && err.contains("offset"), "{err}");
+    // A map record that does not decode (a build-id size of 254, as the
+    // kernel leaves an inode body under the build-id flag) is an error at
+    // its offset, not a line left out.
+    let data_at = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+    let mut at = data_at;
+    for r in data_records(&bytes) {
+        let (t, misc) = (
+            u32::from_le_bytes(r[..4].try_into().unwrap()),
+            r[4..6].to_vec(),
+        );
+        if t == 10 && u16::from_le_bytes([misc[0], misc[1]]) & 0x4000 != 0 {
+            break;
+        }
+        at += r.len();
+    }
+    let mut bad = bytes.clone();
+    bad[at + 8 + 32] = 0xfe;
+    let leaked = dir.join("leaked.data");
+    std::fs::write(&leaked, &bad).unwrap();
+    let o = synth(["dump".as_ref(), leaked.as_os_str()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("offset {at}")), "{at}: {err}");
+    assert!(err.contains("build_id_size"), "{err}");
     // Not a regular file.
     let o = synth(["dump", "/dev/zero"]);
     assert_eq!(o.status.code(), Some(2));

@@ -135,12 +135,14 @@ impl Line {
         }
     }
 
-    /// The time the line sorts by (`--sort`): records without one first.
+    /// The time the line sorts by (`--sort`): records without one first,
+    /// the build-id table's lines last (they have none; a dump ends with
+    /// the table).
     pub fn time(&self) -> u64 {
         match self {
             Line::Map(MapLine { time, .. }) | Line::Comm { time, .. } => time.unwrap_or(0),
             Line::Task { time, .. } => *time,
-            Line::BuildId { .. } => 0,
+            Line::BuildId { .. } => u64::MAX,
         }
     }
 
@@ -276,7 +278,7 @@ impl MapLine {
                 let _ = write!(s, "build_id={}", b.to_hex());
             }
             (None, Some((maj, min, ino))) => {
-                let _ = write!(s, "dev={maj:x}:{min:x} ino={ino}");
+                let _ = write!(s, "dev={maj:02x}:{min:02x} ino={ino}");
             }
             (None, None) => s.push('-'),
         }
@@ -425,7 +427,7 @@ mod tests {
         let line = Line::of_record(&h, &out[8..], e, layout).unwrap();
         assert_eq!(
             line.text(),
-            "mmap2 pid=7 tid=8 time=99 start=0x1000 len=0x2000 pgoff=0x0 prot=r-xp flags=0x2 cpumode=2 dev=8:1 ino=42 path=/bin/x y"
+            "mmap2 pid=7 tid=8 time=99 start=0x1000 len=0x2000 pgoff=0x0 prot=r-xp flags=0x2 cpumode=2 dev=08:01 ino=42 path=/bin/x y"
         );
         assert_eq!(
             line.json(),

@@ -15,9 +15,12 @@ pub use line::{escape, Line};
 
 use crate::bytes::Endian;
 use crate::perf::consts::{feature, types};
+use crate::perf::events::map_error;
 use crate::perf::features::parse_build_id_table;
 use crate::perf::record::split_records;
-use crate::perf::{Attrs, FormatError, Input, InputError, RecordHeader, SampleIdLayout, Visitor};
+use crate::perf::{
+    Attrs, FormatError, FormatErrorKind, Input, InputError, RecordHeader, SampleIdLayout, Visitor,
+};
 
 /// How lines are printed.
 #[derive(Debug, Clone, Copy, Default)]
@@ -148,9 +151,16 @@ impl Visitor for Dumper<'_, '_> {
             .of_trailer(body, e)
             .map(|a| a.layout())
             .unwrap_or_default();
-        if let Some(l) = Line::of_record(&h, body, e, layout) {
-            self.printer.line(l);
-        }
+        // a record of these kinds that does not decode is an error, as in
+        // merge and pprof, not a line left out
+        let l = Line::of_record(&h, body, e, layout).ok_or_else(|| {
+            let kind = match h.type_ {
+                types::MMAP | types::MMAP2 => map_error(&h, body),
+                t => FormatErrorKind::MalformedRecord(t),
+            };
+            FormatError::at(at, kind)
+        })?;
+        self.printer.line(l);
         Ok(())
     }
 }

@@ -373,7 +373,10 @@ pub fn map_error(h: &RecordHeader, body: &[u8]) -> super::error::FormatErrorKind
                 && usize::from(n) > MAX_BUILD_ID =>
         {
             K::Implausible {
-                what: "MMAP2 build_id_size (more than 20)",
+                // seen in recordings made beside a session that asked for
+                // build ids: the kernel leaves the flag in the header it
+                // shares among an mmap's records
+                what: "MMAP2 build_id_size (more than 20; an inode-form body under the build-id flag, as Linux writes when another perf session asked for build ids)",
                 value: u64::from(n),
             }
         }
