@@ -132,6 +132,75 @@ fn fifos_stdin_and_non_files() {
     );
 }
 
+/// Asserts that dump, convert and merge refuse `rec` (a file-mode recording
+/// with data size 0: perf record killed) with exit 2 and a message saying so.
+fn assert_unterminated(rec: &Path, dir: &Path) {
+    let out = dir.join("out.data");
+    for cmd in ["dump", "convert", "merge"] {
+        let mut c = Command::new(bin());
+        c.arg(cmd).arg(rec);
+        if cmd == "convert" {
+            c.args(["--to", "pipe"]);
+        }
+        if cmd != "dump" {
+            c.arg("-o").arg(&out);
+        }
+        let o = c.stdin(Stdio::null()).output().unwrap();
+        let err = assert_bad(&o, rec, "at offset 48: the header's data size is 0");
+        assert!(
+            err.contains("not terminated properly (perf record killed?)"),
+            "{err}"
+        );
+        assert!(!out.exists());
+    }
+}
+
+// A recording whose header says its data size is 0 (as perf record leaves
+// it when killed: records where the feature table should be) is refused
+// with exit 2 and says so, not "feature section ... runs past the end".
+#[test]
+fn a_recording_with_data_size_zero_says_perf_was_killed() {
+    let dir = scratch("in-size0");
+    let rec = dir.join("killed.data");
+    let mut b = std::fs::read(pin("rec-file.data")).unwrap();
+    b[48..56].fill(0);
+    std::fs::write(&rec, b).unwrap();
+    assert_unterminated(&rec, &dir);
+}
+
+// The same for a real perf record killed with SIGKILL while its workload ran.
+#[test]
+#[ignore = "needs perf record"]
+fn a_recording_of_a_killed_perf_record_says_so() {
+    use std::os::unix::process::CommandExt;
+    needs_perf_record();
+    let dir = scratch("in-killed");
+    let rec = dir.join("killed.data");
+    let mut perf = Command::new("perf")
+        .args(["record", "-q", "-g", "-o"])
+        .arg(&rec)
+        .args(["--", "sh", "-c", "while :; do :; done"])
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // records written after the header and attrs (the data offset, at 40)
+    wait_until("perf record to write records", || {
+        let b = std::fs::read(&rec).unwrap_or_default();
+        let at = b
+            .get(40..48)
+            .map(|o| u64::from_le_bytes(o.try_into().unwrap()));
+        at.is_some_and(|at| at > 0 && b.len() as u64 > at)
+    });
+    let group = format!("-{}", perf.id());
+    let st = Command::new("kill")
+        .args(["-s", "KILL", "--", &group])
+        .status();
+    assert!(st.unwrap().success());
+    wait_until("perf to die", || perf.try_wait().unwrap().is_some());
+    assert_unterminated(&rec, &dir);
+}
+
 // Without this process's /proc (a chroot, a tmpfs over it) an input that
 // exists cannot be reopened from its checked descriptor: a system failure
 // (exit 1) that says so, not "no such file" (exit 2, the input's fault).
