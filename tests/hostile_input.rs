@@ -132,6 +132,81 @@ fn fifos_stdin_and_non_files() {
     );
 }
 
+/// Whether process `pid` has `path` open.
+fn has_open(pid: u32, path: &Path) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .any(|l| l == path)
+}
+
+// A FIFO given as input before its writer has opened it is waited on (not
+// read as an empty file, exit 2), by dump and convert alike, and what the
+// writer then writes is read as from a file.
+#[test]
+fn a_fifo_input_waits_for_its_writer() {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = scratch("in-fifo-wait");
+    let fifo = dir.join("in.fifo");
+    mkfifo(&fifo);
+    let rec = pin("rec-pipe.data");
+    let from_file = |args: &[&str]| {
+        let o = Command::new(bin()).args(args).arg(&rec).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o.stdout
+    };
+    let reference = dir.join("ref.data");
+    let convert = ["convert", "--to", "file", "-o"];
+    from_file(&[&convert[..], &[reference.to_str().unwrap()]].concat());
+    let out = dir.join("out.data");
+    for args in [
+        vec!["dump"],
+        [&convert[..], &[out.to_str().unwrap()]].concat(),
+    ] {
+        let mut child = Command::new(bin())
+            .args(&args)
+            .arg(&fifo)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        wait_until("the reader to open the FIFO", || {
+            has_open(pid, &fifo) || child.try_wait().unwrap().is_some()
+        });
+        // still there a while later: waiting, not failed
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        if child.try_wait().unwrap().is_some() {
+            let o = child.wait_with_output().unwrap();
+            panic!("{args:?} ended: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        // non-blocking: with no reader this fails (ENXIO) instead of hanging
+        let mut w = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        mmap2_synth::sys::set_blocking(w.as_fd()).unwrap();
+        std::io::copy(&mut std::fs::File::open(&rec).unwrap(), &mut w).unwrap();
+        drop(w);
+        wait_until("the reader to finish", || {
+            child.try_wait().unwrap().is_some()
+        });
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        if args[0] == "dump" {
+            assert_eq!(o.stdout, from_file(&["dump"]));
+        } else {
+            assert_eq!(
+                std::fs::read(&out).unwrap(),
+                std::fs::read(&reference).unwrap()
+            );
+        }
+    }
+}
+
 /// Asserts that dump, convert and merge refuse `rec` (a file-mode recording
 /// with data size 0: perf record killed) with exit 2 and a message saying so.
 fn assert_unterminated(rec: &Path, dir: &Path) {

@@ -110,7 +110,8 @@ impl Input {
     /// Opens and checks the header (and in file mode the feature table).
     /// `path` is a regular file, or `-` (stdin) or a FIFO holding a
     /// pipe-mode stream, which is first copied to an unlinked temporary
-    /// file; opening never blocks and anything else is refused.
+    /// file (a FIFO once its writer has connected); opening never blocks
+    /// and anything else is refused.
     pub fn open(path: &Path) -> Result<Input, InputError> {
         Input::open_as(path, false)
     }
@@ -275,9 +276,10 @@ impl Input {
     }
 }
 
-/// Opens an input without blocking: a regular file as it is; stdin (`-`) or
-/// a FIFO copied to an unlinked temporary file (returned with `true`),
-/// unless `regular_only`.
+/// Opens an input: a regular file as it is; stdin (`-`) or a FIFO copied
+/// to an unlinked temporary file (returned with `true`), unless
+/// `regular_only`. Opening never blocks; a FIFO is then waited on until its
+/// writer connects.
 fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool), InputError> {
     use std::os::fd::AsFd;
     use std::os::unix::fs::FileTypeExt;
@@ -329,6 +331,9 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
             path: path.to_path_buf(),
         });
     }
+    // A FIFO opened (non-blocking) before its writer reads as empty: wait
+    // for the writer, or anything to read, first.
+    crate::sys::wait_readable(file.as_fd()).map_err(io_err("reading", path))?;
     crate::sys::set_blocking(file.as_fd()).map_err(io_err("reading", path))?;
     let mut spool = tempfile::tempfile().map_err(io_err("spooling", path))?;
     let len = io::copy(&mut &file, &mut spool).map_err(io_err("reading", path))?;
