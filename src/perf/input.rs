@@ -279,7 +279,8 @@ impl Input {
 /// Opens an input: a regular file as it is; stdin (`-`) or a FIFO copied
 /// to an unlinked temporary file (returned with `true`), unless
 /// `regular_only`. Opening never blocks; a FIFO is then waited on until its
-/// writer connects.
+/// writer connects, and from then on a first SIGINT or SIGTERM lets it be
+/// read to its end ([`crate::interrupt`]).
 fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool), InputError> {
     use std::os::fd::AsFd;
     use std::os::unix::fs::FileTypeExt;
@@ -335,6 +336,7 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
     // for the writer, or anything to read, first.
     crate::sys::wait_readable(file.as_fd()).map_err(io_err("reading", path))?;
     crate::sys::set_blocking(file.as_fd()).map_err(io_err("reading", path))?;
+    crate::interrupt::reading_a_stream();
     let mut spool = tempfile::tempfile().map_err(io_err("spooling", path))?;
     let len = io::copy(&mut &file, &mut spool).map_err(io_err("reading", path))?;
     Ok((spool, len, true))
