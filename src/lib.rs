@@ -15,7 +15,8 @@
 //! 7. [`pprof`]: recordings written as symbolized pprof profiles.
 //!
 //! Leaves shared by all of them: [`bytes`] (byte order), [`model`] (the data
-//! types), [`output`] (atomic output files), [`sys`] (every FFI call, the only
+//! types), [`output`] (atomic output files), [`interrupt`] (signals while
+//! a stream input is read), [`sys`] (every FFI call, the only
 //! `unsafe`). [`summary`] formats the CLI's reports.
 //!
 //! Imports go one way: leaves <- `perf`, `proc` <- `snapshot` <- `rewrite`
@@ -29,6 +30,7 @@
 pub mod archive;
 pub mod bytes;
 pub mod dump;
+pub mod interrupt;
 pub mod model;
 pub mod output;
 pub mod perf;

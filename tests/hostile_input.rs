@@ -132,6 +132,150 @@ fn fifos_stdin_and_non_files() {
     );
 }
 
+/// Whether process `pid` has `path` open.
+fn has_open(pid: u32, path: &Path) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .any(|l| l == path)
+}
+
+// A FIFO given as input before its writer has opened it is waited on (not
+// read as an empty file, exit 2), by dump and convert alike, and what the
+// writer then writes is read as from a file.
+#[test]
+fn a_fifo_input_waits_for_its_writer() {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = scratch("in-fifo-wait");
+    let fifo = dir.join("in.fifo");
+    mkfifo(&fifo);
+    let rec = pin("rec-pipe.data");
+    let from_file = |args: &[&str]| {
+        let o = Command::new(bin()).args(args).arg(&rec).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o.stdout
+    };
+    let reference = dir.join("ref.data");
+    let convert = ["convert", "--to", "file", "-o"];
+    from_file(&[&convert[..], &[reference.to_str().unwrap()]].concat());
+    let out = dir.join("out.data");
+    for args in [
+        vec!["dump"],
+        [&convert[..], &[out.to_str().unwrap()]].concat(),
+    ] {
+        let mut child = Command::new(bin())
+            .args(&args)
+            .arg(&fifo)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        wait_until("the reader to open the FIFO", || {
+            has_open(pid, &fifo) || child.try_wait().unwrap().is_some()
+        });
+        // still there a while later: waiting, not failed
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        if child.try_wait().unwrap().is_some() {
+            let o = child.wait_with_output().unwrap();
+            panic!("{args:?} ended: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        // non-blocking: with no reader this fails (ENXIO) instead of hanging
+        let mut w = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        mmap2_synth::sys::set_blocking(w.as_fd()).unwrap();
+        std::io::copy(&mut std::fs::File::open(&rec).unwrap(), &mut w).unwrap();
+        drop(w);
+        wait_until("the reader to finish", || {
+            child.try_wait().unwrap().is_some()
+        });
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        if args[0] == "dump" {
+            assert_eq!(o.stdout, from_file(&["dump"]));
+        } else {
+            assert_eq!(
+                std::fs::read(&out).unwrap(),
+                std::fs::read(&reference).unwrap()
+            );
+        }
+    }
+}
+
+/// Asserts that dump, convert and merge refuse `rec` (a file-mode recording
+/// with data size 0: perf record killed) with exit 2 and a message saying so.
+fn assert_unterminated(rec: &Path, dir: &Path) {
+    let out = dir.join("out.data");
+    for cmd in ["dump", "convert", "merge"] {
+        let mut c = Command::new(bin());
+        c.arg(cmd).arg(rec);
+        if cmd == "convert" {
+            c.args(["--to", "pipe"]);
+        }
+        if cmd != "dump" {
+            c.arg("-o").arg(&out);
+        }
+        let o = c.stdin(Stdio::null()).output().unwrap();
+        let err = assert_bad(&o, rec, "at offset 48: the header's data size is 0");
+        assert!(
+            err.contains("not terminated properly (perf record killed?)"),
+            "{err}"
+        );
+        assert!(!out.exists());
+    }
+}
+
+// A recording whose header says its data size is 0 (as perf record leaves
+// it when killed: records where the feature table should be) is refused
+// with exit 2 and says so, not "feature section ... runs past the end".
+#[test]
+fn a_recording_with_data_size_zero_says_perf_was_killed() {
+    let dir = scratch("in-size0");
+    let rec = dir.join("killed.data");
+    let mut b = std::fs::read(pin("rec-file.data")).unwrap();
+    b[48..56].fill(0);
+    std::fs::write(&rec, b).unwrap();
+    assert_unterminated(&rec, &dir);
+}
+
+// The same for a real perf record killed with SIGKILL while its workload ran.
+#[test]
+#[ignore = "needs perf record"]
+fn a_recording_of_a_killed_perf_record_says_so() {
+    use std::os::unix::process::CommandExt;
+    needs_perf_record();
+    let dir = scratch("in-killed");
+    let rec = dir.join("killed.data");
+    let mut perf = Command::new("perf")
+        .args(["record", "-q", "-g", "-o"])
+        .arg(&rec)
+        .args(["--", "sh", "-c", "while :; do :; done"])
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    // records written after the header and attrs (the data offset, at 40)
+    wait_until("perf record to write records", || {
+        let b = std::fs::read(&rec).unwrap_or_default();
+        let at = b
+            .get(40..48)
+            .map(|o| u64::from_le_bytes(o.try_into().unwrap()));
+        at.is_some_and(|at| at > 0 && b.len() as u64 > at)
+    });
+    let group = format!("-{}", perf.id());
+    let st = Command::new("kill")
+        .args(["-s", "KILL", "--", &group])
+        .status();
+    assert!(st.unwrap().success());
+    wait_until("perf to die", || perf.try_wait().unwrap().is_some());
+    assert_unterminated(&rec, &dir);
+}
+
 // Without this process's /proc (a chroot, a tmpfs over it) an input that
 // exists cannot be reopened from its checked descriptor: a system failure
 // (exit 1) that says so, not "no such file" (exit 2, the input's fault).

@@ -350,3 +350,161 @@ fn concurrent_in_place_merges_keep_both() {
     }
     assert!(leftovers(&dir).is_empty());
 }
+
+/// A pipe-mode stream of about `mib` MiB (unknown-type records under one
+/// attr), made by converting a file-mode recording.
+fn pipe_stream(dir: &Path, mib: usize) -> std::path::PathBuf {
+    let file = dir.join("rec.data");
+    let data = unknown_records(mib << 20, |i| i as u8);
+    write_recording(&file, mmap2_synth::perf::Attr::default(), vec![], &data);
+    let stream = dir.join("stream.data");
+    synth_ok([
+        "convert".as_ref(),
+        "-q".as_ref(),
+        file.as_os_str(),
+        "--to".as_ref(),
+        "pipe".as_ref(),
+        "-o".as_ref(),
+        stream.as_os_str(),
+    ]);
+    std::fs::remove_file(file).unwrap();
+    stream
+}
+
+/// `writer | mmap2-synth convert - --to file -o OUT` in a process group of
+/// its own, as a shell runs a pipeline. The writer, like `perf record`,
+/// survives SIGINT and SIGTERM: it writes the first `half` bytes of
+/// `stream`, creates `dir/half`, waits for `dir/go` (30 s at most) and
+/// writes the rest. Killed (the group) on drop.
+struct Pipeline {
+    writer: Child,
+    reader: Child,
+    stderr: std::path::PathBuf,
+}
+
+impl Pipeline {
+    fn start(dir: &Path, stream: &Path, half: u64, out: &Path) -> Pipeline {
+        use std::os::unix::process::CommandExt;
+        let script = format!(
+            "trap '' INT TERM\nhead -c {half} {s}\ntouch {h}\n{wait}tail -c +{rest} {s}\n",
+            s = q(stream),
+            h = q(&dir.join("half")),
+            wait = sh_poll("the go file", &format!("[ ! -e {} ]", q(&dir.join("go")))),
+            rest = half + 1,
+        );
+        let mut writer = Command::new("sh")
+            .args(["-c", &script])
+            .stdout(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let stderr = dir.join("reader.err");
+        let reader = Command::new(bin())
+            .args(["convert", "-", "--to", "file", "-o"])
+            .arg(out)
+            .stdin(writer.stdout.take().unwrap())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .process_group(writer.id() as i32)
+            .spawn()
+            .unwrap();
+        Pipeline {
+            writer,
+            reader,
+            stderr,
+        }
+    }
+
+    /// Sends `sig` to the whole group, as a Ctrl-C does.
+    fn signal_group(&self, sig: &str) {
+        let group = format!("-{}", self.writer.id());
+        let st = Command::new("kill")
+            .args(["-s", sig, "--", &group])
+            .status()
+            .unwrap();
+        assert!(st.success(), "kill -s {sig} -- {group}");
+    }
+
+    /// The reader's stderr so far.
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits (bounded) for the reader to exit, then for the writer.
+    fn wait(&mut self) -> std::process::ExitStatus {
+        let mut status = None;
+        wait_until("the reader to exit", || {
+            status = self.reader.try_wait().unwrap();
+            status.is_some()
+        });
+        wait_until("the writer to exit", || {
+            self.writer.try_wait().unwrap().is_some()
+        });
+        status.unwrap()
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        if self.writer.try_wait().unwrap_or(None).is_none() {
+            let group = format!("-{}", self.writer.id());
+            let _ = Command::new("kill")
+                .args(["-s", "KILL", "--", &group])
+                .status();
+        }
+        let _ = self.reader.wait();
+        let _ = self.writer.wait();
+    }
+}
+
+// Ctrl-C (SIGINT to the process group) mid-stream does not lose a piped-in
+// recording: the reader reads the stream to its end and writes the same
+// output as without the signal; SIGTERM is put off alike, and a second
+// signal still aborts (exit 130), nothing left.
+#[test]
+fn ctrl_c_on_a_streamed_pipeline_keeps_the_recording() {
+    let dir = scratch("sig-stream");
+    let stream = pipe_stream(&dir, 1);
+    // more than a pipe holds (64 KiB): the reader has read from it by the
+    // time the writer is past it
+    let half = 512 << 10;
+    let reference = dir.join("ref.data");
+    synth_ok([
+        "convert".as_ref(),
+        "-q".as_ref(),
+        stream.as_os_str(),
+        "--to".as_ref(),
+        "file".as_ref(),
+        "-o".as_ref(),
+        reference.as_os_str(),
+    ]);
+    for signals in [&["INT"][..], &["TERM", "INT"]] {
+        for f in ["half", "go"] {
+            let _ = std::fs::remove_file(dir.join(f));
+        }
+        let out = dir.join(format!("out{}.data", signals.len()));
+        let mut p = Pipeline::start(&dir, &stream, half, &out);
+        let exited = |p: &mut Pipeline| p.reader.try_wait().unwrap().is_some();
+        wait_until("the writer's first half", || dir.join("half").exists());
+        for sig in signals {
+            p.signal_group(sig);
+            // taken (put off, or the reader ended) before anything else
+            let note = format!("SIG{sig}: reading the input stream to its end");
+            wait_until("the reader to take the signal", || {
+                exited(&mut p) || p.stderr().contains(&note)
+            });
+        }
+        std::fs::write(dir.join("go"), b"").unwrap();
+        let status = p.wait();
+        let err = p.stderr();
+        if signals.len() == 1 {
+            assert!(status.success(), "{status:?}: {err}");
+            let (got, want) = (std::fs::read(&out), std::fs::read(&reference).unwrap());
+            assert!(got.is_ok_and(|g| g == want), "{err}");
+            mmap2_synth::perf::Input::open(&out).unwrap();
+        } else {
+            assert_eq!(status.code(), Some(130), "{err}");
+            assert!(!out.exists());
+        }
+        assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
+    }
+}

@@ -51,7 +51,10 @@ pub(crate) fn print(lines: &[String]) {
 /// On SIGINT, SIGTERM or SIGHUP: remove the temporary output files, then
 /// exit with 128 + the signal, as a shell reports it. While `record` runs
 /// perf, the signal is perf's instead ([`record::on_signal`]): perf stops,
-/// and its output is still merged.
+/// and its output is still merged. While a stream input is read, the first
+/// SIGINT or SIGTERM is put off ([`mmap2_synth::interrupt`]): the writer
+/// (perf record, in the same process group) ends its stream, and the
+/// command reads it to its end and completes.
 fn remove_temporaries_on_signals() {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
@@ -60,6 +63,14 @@ fn remove_temporaries_on_signals() {
     std::thread::spawn(move || {
         for sig in signals.forever() {
             if record::on_signal(sig) {
+                continue;
+            }
+            if mmap2_synth::interrupt::put_off(sig) {
+                let name = signal_hook::low_level::signal_name(sig).unwrap_or("signal");
+                eprintln!(
+                    "mmap2-synth: {name}: reading the input stream to its end \
+                     (signal again to abort)"
+                );
                 continue;
             }
             output::remove_temporaries();

@@ -51,6 +51,13 @@ pub enum FormatErrorKind {
     /// A layout perf never writes and this tool does not handle.
     #[error("{0} is not supported")]
     Unsupported(&'static str),
+    /// A file-mode header with data size 0 and no feature table after it:
+    /// perf record did not end its file (killed).
+    #[error(
+        "the header's data size is 0: the recording was probably not terminated \
+         properly (perf record killed?)"
+    )]
+    DataSizeZero,
     /// The sections contradict each other.
     #[error("{0}")]
     Inconsistent(&'static str),

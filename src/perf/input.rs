@@ -56,6 +56,9 @@ const OPENING: &str = "opening";
 /// cannot be reopened (a system failure, not the input's).
 const REOPENING: &str = "reopening (through /proc/thread-self/fd: is /proc mounted?)";
 
+/// Where the file header holds the data section's size.
+const DATA_SIZE_FIELD: u64 = 48;
+
 impl InputError {
     /// Whether the input itself is at fault (malformed, not a file, or no
     /// such file), not the system: the CLI exits 2 for these.
@@ -107,7 +110,8 @@ impl Input {
     /// Opens and checks the header (and in file mode the feature table).
     /// `path` is a regular file, or `-` (stdin) or a FIFO holding a
     /// pipe-mode stream, which is first copied to an unlinked temporary
-    /// file; opening never blocks and anything else is refused.
+    /// file (a FIFO once its writer has connected); opening never blocks
+    /// and anything else is refused.
     pub fn open(path: &Path) -> Result<Input, InputError> {
         Input::open_as(path, false)
     }
@@ -139,22 +143,36 @@ impl Input {
                     K::Unsupported("file-mode perf.data from a pipe (it needs a seekable file)");
                 return Err(input.format(FormatError::at(0, err)));
             }
-            Kind::File(e) => {
+            Kind::File(_) => {
                 let header = FileHeader::parse(&head, len).map_err(|err| input.format(err))?;
-                let at = header.feature_table_offset();
-                let table_len = header.feature_table_len();
-                if at.checked_add(table_len).is_none_or(|end| end > len) {
-                    let err = K::Truncated("feature section table");
-                    return Err(input.format(FormatError::at(at, err)));
-                }
-                let mut tb = vec![0u8; table_len as usize];
-                input.read_at(&mut tb, at)?;
-                let features = FeatureTable::parse(&tb, e, &header.features, at, len)
-                    .map_err(|err| input.format(err))?;
+                let features = match input.feature_table(&header) {
+                    // perf record writes the data size and the features
+                    // when it ends: killed, it leaves 0 and records where
+                    // the table should be (perf itself only warns)
+                    Err(InputError::Format { .. }) if header.data.size == 0 => {
+                        let err = FormatError::at(DATA_SIZE_FIELD, K::DataSizeZero);
+                        return Err(input.format(err));
+                    }
+                    t => t?,
+                };
                 Layout::File { header, features }
             }
         };
         Ok(input)
+    }
+
+    /// Reads and checks the feature table of a file-mode input.
+    fn feature_table(&self, header: &FileHeader) -> Result<FeatureTable, InputError> {
+        let at = header.feature_table_offset();
+        let table_len = header.feature_table_len();
+        if at.checked_add(table_len).is_none_or(|end| end > self.len) {
+            let err = K::Truncated("feature section table");
+            return Err(self.format(FormatError::at(at, err)));
+        }
+        let mut tb = vec![0u8; table_len as usize];
+        self.read_at(&mut tb, at)?;
+        FeatureTable::parse(&tb, header.endian, &header.features, at, self.len)
+            .map_err(|err| self.format(err))
     }
 
     /// The byte order.
@@ -258,9 +276,11 @@ impl Input {
     }
 }
 
-/// Opens an input without blocking: a regular file as it is; stdin (`-`) or
-/// a FIFO copied to an unlinked temporary file (returned with `true`),
-/// unless `regular_only`.
+/// Opens an input: a regular file as it is; stdin (`-`) or a FIFO copied
+/// to an unlinked temporary file (returned with `true`), unless
+/// `regular_only`. Opening never blocks; a FIFO is then waited on until its
+/// writer connects, and from then on a first SIGINT or SIGTERM lets it be
+/// read to its end ([`crate::interrupt`]).
 fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool), InputError> {
     use std::os::fd::AsFd;
     use std::os::unix::fs::FileTypeExt;
@@ -312,7 +332,11 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
             path: path.to_path_buf(),
         });
     }
+    // A FIFO opened (non-blocking) before its writer reads as empty: wait
+    // for the writer, or anything to read, first.
+    crate::sys::wait_readable(file.as_fd()).map_err(io_err("reading", path))?;
     crate::sys::set_blocking(file.as_fd()).map_err(io_err("reading", path))?;
+    crate::interrupt::reading_a_stream();
     let mut spool = tempfile::tempfile().map_err(io_err("spooling", path))?;
     let len = io::copy(&mut &file, &mut spool).map_err(io_err("reading", path))?;
     Ok((spool, len, true))

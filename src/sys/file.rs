@@ -1,5 +1,6 @@
 //! Open files and FIFOs: making FIFOs, reopening an `O_PATH` descriptor,
-//! file status flags and the filesystem a file lives on.
+//! file status flags, waiting for a FIFO's writer and the filesystem a
+//! file lives on.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -120,9 +121,69 @@ pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// Waits until a stream opened for reading has something to read, or its
+/// writers have come and gone (poll(2) for POLLIN, no timeout, no spinning;
+/// a signal does not end the wait, the signal thread does). A FIFO opened
+/// non-blocking before any writer reads as empty (EOF) but shows no POLLHUP
+/// until a writer has connected (Linux keeps the writer count it was
+/// opened at), so this waits for its writer as a blocking open would.
+pub fn wait_readable(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: `p` is one valid pollfd, alive and not aliased for the
+        // call, and nfds is 1; poll writes only its `revents`. `fd` stays
+        // open for the call.
+        let rc = unsafe { libc::poll(&mut p, 1, -1) };
+        if rc > 0 {
+            return Ok(());
+        }
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsFd;
+
+    // A FIFO opened non-blocking before any writer is waited on until a
+    // writer connects (no POLLHUP before), then reads what it wrote.
+    #[test]
+    fn a_fifo_without_a_writer_is_waited_for() {
+        use std::io::{Read, Write};
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        mkfifo(&path).unwrap();
+        let mut r = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&path)
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fd = r.try_clone().unwrap();
+        std::thread::spawn(move || tx.send(wait_readable(fd.as_fd()).is_ok()));
+        let wait = std::time::Duration::from_millis(300);
+        assert!(rx.recv_timeout(wait).is_err(), "returned with no writer");
+        let mut w = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        w.write_all(b"x").unwrap();
+        drop(w);
+        let bound = std::time::Duration::from_secs(30);
+        assert_eq!(rx.recv_timeout(bound), Ok(true));
+        set_blocking(r.as_fd()).unwrap();
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"x");
+    }
 
     // procfs and sysfs files are pseudo-filesystem files; a temporary file is not.
     #[test]
