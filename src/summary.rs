@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::archive::Vdso;
 use crate::proc::Skip;
 use crate::rewrite::{ConvertReport, MergeReport};
 use crate::snapshot::Stats;
@@ -255,7 +256,7 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
         Some(why) => format!("no kallsyms ({why})"),
     };
     let mut lines = vec![format!(
-        "mmap2-synth archive: {} processes; {} files added ({} bytes), {} already there, {} unreadable, {} mapping another file than recorded, {} too large or sparse, {} failed; vdso {}; {}; {:.3} s -> {}",
+        "mmap2-synth archive: {} processes; {} files added ({} bytes), {} already there, {} unreadable, {} mapping another file than recorded, {} too large or sparse, {} not written; vdso {}; {}; {:.3} s -> {}",
         r.processes,
         r.added,
         r.bytes,
@@ -264,7 +265,11 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
         r.mismatched,
         r.too_large,
         r.failed,
-        if r.vdso { "archived" } else { "not found" },
+        match r.vdso {
+            Vdso::Archived => "archived",
+            Vdso::NotFound => "not found",
+            Vdso::NotWritten => "not written",
+        },
         kernel,
         took.as_secs_f64(),
         dest,
@@ -276,7 +281,8 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
     lines
 }
 
-/// `--strict` failed: this many processes were skipped.
+/// `--strict` failed: processes were skipped, records lost, files not
+/// archived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StrictFailure {
     /// Processes had to be skipped.
@@ -285,6 +291,10 @@ pub enum StrictFailure {
     /// The watch lost records (a ring overflowed): maps may be missing.
     #[error("--strict: the watch lost {0} records")]
     Lost(u64),
+    /// `archive`: mapped files could not be read, or were not the
+    /// recorded ones.
+    #[error("--strict: {0} mapped files could not be read or were not the recorded ones")]
+    NotArchived(usize),
 }
 
 /// Fails under `--strict` when the watch lost records.
@@ -304,6 +314,18 @@ pub fn strict(enabled: bool, skipped: &[Skip]) -> Result<(), StrictFailure> {
         .count();
     if enabled && failed > 0 {
         return Err(StrictFailure::Skipped(failed));
+    }
+    Ok(())
+}
+
+/// Fails `archive --strict` when mapped files could not be read (gone,
+/// denied) or were not the recorded ones: the archive lacks them.
+pub fn strict_archive(
+    enabled: bool,
+    r: &crate::archive::ArchiveReport,
+) -> Result<(), StrictFailure> {
+    if enabled && r.not_read() > 0 {
+        return Err(StrictFailure::NotArchived(r.not_read()));
     }
     Ok(())
 }

@@ -275,11 +275,19 @@ pub fn notes_build_id(path: &Path) -> Option<BuildId> {
 /// still the VMA's inode (the process may have mapped another file there
 /// since the VMA was read). Its device is not compared: overlayfs and
 /// btrfs give `stat` another device than the maps show, for the same file.
+/// A VMA with a build id and no inode (from a build-id MMAP2 record, which
+/// carries none) is matched by id instead: the file's own id, read with
+/// [`read_build_id_from_file`], must be the recorded one.
 fn open_map_file(dir: &Path, vma: &Vma) -> Option<File> {
     use std::os::unix::fs::MetadataExt;
     let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
     let f = open_if_regular(&map_file)?;
-    (f.metadata().ok()?.ino() == vma.inode).then_some(f)
+    if vma.inode != 0 {
+        return (f.metadata().ok()?.ino() == vma.inode).then_some(f);
+    }
+    let want = vma.build_id?;
+    let got = read_build_id_from_file(&f).ok()??;
+    (got.as_slice() == want.as_bytes()).then_some(f)
 }
 
 /// Reads the build id of the mapped file of a VMA from user space, through
@@ -330,9 +338,11 @@ pub fn vdso_image() -> Option<(BuildId, Vec<u8>)> {
 }
 
 /// Opens the file a VMA maps, as [`read_mapped_build_id`] finds it:
-/// `map_files/START-END` under `dir` (`/proc/PID`), else the process's
-/// view of the path when it is still the mapped inode. Regular files only,
-/// never on a pseudo filesystem.
+/// `map_files/START-END` under `dir` (`/proc/PID`) while it is the VMA's
+/// inode or, for a VMA with a build id and no inode, has that build id;
+/// else the process's view of the path when it is still the mapped inode
+/// (any file there for a VMA without one: the caller checks its id).
+/// Regular files only, never on a pseudo filesystem.
 pub fn open_mapped_file(dir: &Path, vma: &Vma) -> Option<File> {
     let f = match open_map_file(dir, vma) {
         Some(f) => f,
