@@ -168,7 +168,7 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
 /// rest did not.
 pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
     let mut lines = vec![format!(
-        "mmap2-synth convert: {} records; {} maps given build ids ({} from the BUILD_ID table, {} from the same file on disk, {} from /sys, {} by path); kept: {} stale (another file at the path now), {} file missing, {} without a usable id, {} had ids already, {} anonymous/special; {:.3} s -> {}",
+        "mmap2-synth convert: {} records; {} maps given build ids ({} from the BUILD_ID table, {} from the same file on disk, {} from /sys, {} by path); kept: {} stale (another file at the path now), {} ambiguous (one table id, several files at the path), {} file missing, {} without a usable id, {} had ids already, {} anonymous/special; {:.3} s -> {}",
         r.records,
         r.from_table + r.from_disk + r.from_sys + r.from_path,
         r.from_table,
@@ -176,6 +176,7 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
         r.from_sys,
         r.from_path,
         r.stale,
+        r.ambiguous,
         r.missing,
         r.no_id,
         r.already,
@@ -240,13 +241,25 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
             "mmap2-synth: the stream's last {n} bytes (from offset {at}) form no records: {what}"
         ));
     }
-    for p in &r.stale_paths {
-        lines.push(format!(
-            "mmap2-synth: stale: {} was replaced on disk after the recording; its maps keep maj/min/ino",
-            crate::dump::escape(p)
-        ));
-    }
+    lines.extend(kept_paths(r));
     lines
+}
+
+/// The paths whose maps `convert` kept without an id, and why.
+fn kept_paths(r: &ConvertReport) -> impl Iterator<Item = String> + '_ {
+    let stale = r.stale_paths.iter().map(|p| {
+        format!(
+            "mmap2-synth: stale: {} was replaced on disk since it was mapped; its maps keep maj/min/ino",
+            crate::dump::escape(p)
+        )
+    });
+    let ambiguous = r.ambiguous_paths.iter().map(|p| {
+        format!(
+            "mmap2-synth: ambiguous: {} names several files in this recording (replaced while recorded) and the BUILD_ID table one id; maps not of the file it was read from keep maj/min/ino",
+            crate::dump::escape(p)
+        )
+    });
+    stale.chain(ambiguous)
 }
 
 /// The summary of `archive`.
@@ -380,6 +393,13 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
         lines.push(format!(
             "mmap2-synth: {} locations in maps without a build id not symbolized (nothing proves which file they were)",
             r.no_build_id
+        ));
+    }
+    if !r.replaced.is_empty() {
+        let paths: Vec<String> = r.replaced.iter().map(|p| crate::dump::escape(p)).collect();
+        lines.push(format!(
+            "mmap2-synth: no build id for maps of files replaced since or while recorded (the BUILD_ID table's id may be the new file's): {}",
+            paths.join(", ")
         ));
     }
     if let Some(k) = &r.kernel_symbols {

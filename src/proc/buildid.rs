@@ -145,24 +145,46 @@ pub enum OnDisk {
     Missing,
 }
 
+/// The regular file at a recorded path now, as [`read_file_at`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileAt {
+    /// Its device and inode, as `stat` gives them.
+    pub key: FileKey,
+    /// Its build id (`Some(None)`: an ELF without one; None: unreadable).
+    pub id: Option<Option<Vec<u8>>>,
+}
+
+impl FileAt {
+    /// What it says about a mapping of the file `key` (device and inode
+    /// both).
+    pub fn about(&self, key: FileKey) -> OnDisk {
+        match &self.id {
+            _ if self.key != key => OnDisk::Replaced,
+            Some(id) => OnDisk::Same(id.clone()),
+            None => OnDisk::Missing,
+        }
+    }
+}
+
+/// The regular file at `path` now and its build id (opened non-blocking,
+/// regular files only); None when there is none.
+pub fn read_file_at(path: &Path) -> Option<FileAt> {
+    use std::os::unix::fs::MetadataExt;
+    let (f, _) = open_checked(path, None)?;
+    let m = f.metadata().ok()?;
+    let key = FileKey {
+        dev_major: libc::major(m.dev()),
+        dev_minor: libc::minor(m.dev()),
+        inode: m.ino(),
+    };
+    let id = read_build_id_from_file(&f).ok();
+    Some(FileAt { key, id })
+}
+
 /// Reads the build id of the file at `path` only if it is still the mapped
 /// file `key` (device and inode both). Opened non-blocking, regular files only.
 pub fn read_build_id_if_same(path: &Path, key: FileKey) -> OnDisk {
-    use std::os::unix::fs::MetadataExt;
-    let Some((f, _)) = open_checked(path, None) else {
-        return OnDisk::Missing;
-    };
-    let Ok(m) = f.metadata() else {
-        return OnDisk::Missing;
-    };
-    let dev = (libc::major(m.dev()), libc::minor(m.dev()));
-    if m.ino() != key.inode || dev != (key.dev_major, key.dev_minor) {
-        return OnDisk::Replaced;
-    }
-    match read_build_id_from_file(&f) {
-        Ok(id) => OnDisk::Same(id),
-        Err(_) => OnDisk::Missing,
-    }
+    read_file_at(path).map_or(OnDisk::Missing, |f| f.about(key))
 }
 
 /// Reads the build id of whatever regular file is at `path` now, without
