@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::archive::Vdso;
 use crate::proc::Skip;
 use crate::rewrite::{ConvertReport, MergeReport};
 use crate::snapshot::Stats;
@@ -167,7 +168,7 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
 /// rest did not.
 pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
     let mut lines = vec![format!(
-        "mmap2-synth convert: {} records; {} maps given build ids ({} from the BUILD_ID table, {} from the same file on disk, {} from /sys, {} by path); kept: {} stale (another file at the path now), {} file missing, {} without a usable id, {} had ids already, {} anonymous/special; {:.3} s -> {}",
+        "mmap2-synth convert: {} records; {} maps given build ids ({} from the BUILD_ID table, {} from the same file on disk, {} from /sys, {} by path); kept: {} stale (another file at the path now), {} ambiguous (one table id, several files at the path), {} file missing, {} without a usable id, {} had ids already, {} anonymous/special; {:.3} s -> {}",
         r.records,
         r.from_table + r.from_disk + r.from_sys + r.from_path,
         r.from_table,
@@ -175,6 +176,7 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
         r.from_sys,
         r.from_path,
         r.stale,
+        r.ambiguous,
         r.missing,
         r.no_id,
         r.already,
@@ -239,13 +241,25 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
             "mmap2-synth: the stream's last {n} bytes (from offset {at}) form no records: {what}"
         ));
     }
-    for p in &r.stale_paths {
-        lines.push(format!(
-            "mmap2-synth: stale: {} was replaced on disk after the recording; its maps keep maj/min/ino",
-            crate::dump::escape(p)
-        ));
-    }
+    lines.extend(kept_paths(r));
     lines
+}
+
+/// The paths whose maps `convert` kept without an id, and why.
+fn kept_paths(r: &ConvertReport) -> impl Iterator<Item = String> + '_ {
+    let stale = r.stale_paths.iter().map(|p| {
+        format!(
+            "mmap2-synth: stale: {} was replaced on disk since it was mapped; its maps keep maj/min/ino",
+            crate::dump::escape(p)
+        )
+    });
+    let ambiguous = r.ambiguous_paths.iter().map(|p| {
+        format!(
+            "mmap2-synth: ambiguous: {} names several files in this recording (replaced while recorded) and the BUILD_ID table one id; maps not of the file it was read from keep maj/min/ino",
+            crate::dump::escape(p)
+        )
+    });
+    stale.chain(ambiguous)
 }
 
 /// The summary of `archive`.
@@ -255,7 +269,7 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
         Some(why) => format!("no kallsyms ({why})"),
     };
     let mut lines = vec![format!(
-        "mmap2-synth archive: {} processes; {} files added ({} bytes), {} already there, {} unreadable, {} mapping another file than recorded, {} too large or sparse, {} failed; vdso {}; {}; {:.3} s -> {}",
+        "mmap2-synth archive: {} processes; {} files added ({} bytes), {} already there, {} unreadable, {} mapping another file than recorded, {} too large or sparse, {} not written; vdso {}; {}; {:.3} s -> {}",
         r.processes,
         r.added,
         r.bytes,
@@ -264,7 +278,11 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
         r.mismatched,
         r.too_large,
         r.failed,
-        if r.vdso { "archived" } else { "not found" },
+        match r.vdso {
+            Vdso::Archived => "archived",
+            Vdso::NotFound => "not found",
+            Vdso::NotWritten => "not written",
+        },
         kernel,
         took.as_secs_f64(),
         dest,
@@ -276,7 +294,8 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
     lines
 }
 
-/// `--strict` failed: this many processes were skipped.
+/// `--strict` failed: processes were skipped, records lost, files not
+/// archived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StrictFailure {
     /// Processes had to be skipped.
@@ -285,6 +304,10 @@ pub enum StrictFailure {
     /// The watch lost records (a ring overflowed): maps may be missing.
     #[error("--strict: the watch lost {0} records")]
     Lost(u64),
+    /// `archive`: mapped files could not be read, or were not the
+    /// recorded ones.
+    #[error("--strict: {0} mapped files could not be read or were not the recorded ones")]
+    NotArchived(usize),
 }
 
 /// Fails under `--strict` when the watch lost records.
@@ -304,6 +327,18 @@ pub fn strict(enabled: bool, skipped: &[Skip]) -> Result<(), StrictFailure> {
         .count();
     if enabled && failed > 0 {
         return Err(StrictFailure::Skipped(failed));
+    }
+    Ok(())
+}
+
+/// Fails `archive --strict` when mapped files could not be read (gone,
+/// denied) or were not the recorded ones: the archive lacks them.
+pub fn strict_archive(
+    enabled: bool,
+    r: &crate::archive::ArchiveReport,
+) -> Result<(), StrictFailure> {
+    if enabled && r.not_read() > 0 {
+        return Err(StrictFailure::NotArchived(r.not_read()));
     }
     Ok(())
 }
@@ -358,6 +393,13 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
         lines.push(format!(
             "mmap2-synth: {} locations in maps without a build id not symbolized (nothing proves which file they were)",
             r.no_build_id
+        ));
+    }
+    if !r.replaced.is_empty() {
+        let paths: Vec<String> = r.replaced.iter().map(|p| crate::dump::escape(p)).collect();
+        lines.push(format!(
+            "mmap2-synth: no build id for maps of files replaced since or while recorded (the BUILD_ID table's id may be the new file's): {}",
+            paths.join(", ")
         ));
     }
     if let Some(k) = &r.kernel_symbols {

@@ -162,7 +162,8 @@ fn archived_library_symbolizes_after_it_is_replaced() {
 
 // A cache directory where someone planted a symlink on the way to an entry
 // (DIR/work -> elsewhere): nothing is written through it, the entry is
-// counted as failed and named, and the rest (the vDSO) is still archived.
+// counted as not written and named, the rest (the vDSO) is still
+// archived, and the run fails (exit 1).
 #[test]
 #[ignore = "needs map_files (root)"]
 fn a_symlink_in_the_cache_is_never_followed() {
@@ -177,15 +178,15 @@ fn a_symlink_in_the_cache_is_never_followed() {
     std::fs::create_dir_all(&elsewhere).unwrap();
     let first = lib.components().nth(1).unwrap().as_os_str().to_owned();
     std::os::unix::fs::symlink(&elsewhere, cache.join(&first)).unwrap();
-    let err = synth_ok([
+    let out = synth([
         "archive".as_ref(),
         "-p".as_ref(),
         m.pid.to_string().as_ref(),
         "-o".as_ref(),
         cache.as_os_str(),
-    ])
-    .stderr;
-    let err = String::from_utf8_lossy(&err).into_owned();
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains("not written: ") && err.contains("vdso archived"),
         "{err}"
@@ -195,4 +196,186 @@ fn a_symlink_in_the_cache_is_never_followed() {
         0,
         "written through the symlink"
     );
+}
+
+/// A tmpfs mounted at a directory for one test, unmounted (lazily, so a
+/// failing test cannot leave it busy) when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (mount's syntax, e.g. `100k`) at `at`.
+    fn mount(at: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(at).unwrap();
+        let st = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .status()
+            .expect("run mount");
+        assert!(st.success(), "mount tmpfs at {}", at.display());
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+// A cache on a 100 KiB tmpfs filled up: every copy fails with ENOSPC, and
+// the run is an error even with --strict (exit 1, the message naming a
+// cache path and the cause), the vDSO is reported not written (not "not
+// found"), and no directory made for a failed entry is left behind.
+#[test]
+#[ignore = "needs root (mount, map_files)"]
+fn a_full_disk_fails_the_archive_and_leaves_no_empty_entries() {
+    needs_root("mount a tmpfs, map_files to copy the mapped files");
+    let f = fixtures();
+    let dir = scratch("archive-full");
+    let lib = dir.join("libfull.so");
+    std::fs::copy(&f.lib_sha1, &lib).unwrap();
+    let m = Mapper::start(&[lib.as_os_str()]);
+    let fs = dir.join("fs");
+    let _mounted = Tmpfs::mount(&fs, "100k");
+    // fill it: write until the filesystem refuses
+    {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(fs.join("filler")).unwrap();
+        let chunk = [0u8; 4096];
+        while filler
+            .write_all(&chunk)
+            .and_then(|()| filler.flush())
+            .is_ok()
+        {}
+    }
+    let cache = fs.join("cache");
+    let out = synth([
+        "archive".as_ref(),
+        "--strict".as_ref(),
+        "-p".as_ref(),
+        m.pid.to_string().as_ref(),
+        "-o".as_ref(),
+        cache.as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let error = err.lines().find(|l| l.starts_with("error: ")).unwrap_or("");
+    assert!(
+        error.contains("not written")
+            && error.contains(&format!("{}/", cache.display()))
+            && error.contains("No space left on device"),
+        "{err}"
+    );
+    assert!(err.contains("vdso not written"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "left in the cache: {left:?}");
+}
+
+// Files that cannot be read are warnings, not errors: a snapshot of a
+// process that has exited since archives nothing of it (counted
+// unreadable) and exits 0, but --strict fails with exit 3 for them.
+#[test]
+fn unreadable_files_fail_only_strict() {
+    let f = fixtures();
+    let dir = scratch("archive-unreadable");
+    let lib = dir.join("libgone.so");
+    std::fs::copy(&f.lib_sha1, &lib).unwrap();
+    let m = Mapper::start(&[lib.as_os_str()]);
+    let snap = dir.join("snap.data");
+    synth_ok([
+        "-p".as_ref(),
+        m.pid.to_string().as_ref(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        snap.as_os_str(),
+    ]);
+    drop(m); // killed and reaped: its mappings are gone
+    let archive = |strict: bool, cache: &str| {
+        let mut args = vec![
+            "archive".as_ref(),
+            "--from".as_ref(),
+            snap.as_os_str(),
+            "--no-kernel".as_ref(),
+        ];
+        if strict {
+            args.push("--strict".as_ref());
+        }
+        let cache = dir.join(cache);
+        args.extend(["-o".as_ref(), cache.as_os_str()]);
+        synth(&args)
+    };
+    let plain = archive(false, "c1");
+    let err = String::from_utf8_lossy(&plain.stderr).into_owned();
+    assert_eq!(plain.status.code(), Some(0), "{err}");
+    assert!(!err.contains(" 0 unreadable"), "{err}");
+    let strict = archive(true, "c2");
+    let err = String::from_utf8_lossy(&strict.stderr).into_owned();
+    assert_eq!(strict.status.code(), Some(3), "{err}");
+    assert!(err.contains("could not be read"), "{err}");
+}
+
+// archive --from a build-id snapshot (the default: its MMAP2 records carry
+// no inode) takes the files from the live mappings: a library deleted
+// since the snapshot and one replaced by another build are both archived
+// under their recorded ids with the bytes that ran, none counted
+// unreadable or mismatched, and --strict passes.
+#[test]
+#[ignore = "needs root (map_files)"]
+fn from_a_build_id_snapshot_uses_the_live_mappings() {
+    needs_root("map_files, to copy the mapped files");
+    let f = fixtures();
+    let dir = scratch("archive-from-ids");
+    let (gone, swapped) = (dir.join("libgone.so"), dir.join("libswapped.so"));
+    std::fs::copy(&f.lib_sha1, &gone).unwrap();
+    std::fs::copy(&f.lib_md5, &swapped).unwrap();
+    let m = Mapper::start(&[gone.as_os_str(), swapped.as_os_str()]);
+    let snap = dir.join("snap.data");
+    synth_ok([
+        "-p".as_ref(),
+        m.pid.to_string().as_ref(),
+        "-q".as_ref(),
+        "-o".as_ref(),
+        snap.as_os_str(),
+    ]);
+    std::fs::remove_file(&gone).unwrap();
+    let new = dir.join("new.so");
+    std::fs::copy(&f.lib_hex8, &new).unwrap();
+    std::fs::rename(&new, &swapped).unwrap(); // a new inode at the path
+    let cache = dir.join("cache");
+    let out = synth_ok([
+        "archive".as_ref(),
+        "--strict".as_ref(),
+        "--from".as_ref(),
+        snap.as_os_str(),
+        "-o".as_ref(),
+        cache.as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        err.contains(" 0 unreadable, 0 mapping another file than recorded"),
+        "{err}"
+    );
+    for (path, built) in [(&gone, &f.lib_sha1), (&swapped, &f.lib_md5)] {
+        let id = readelf_build_id(built).unwrap();
+        let entry = cache.join(path.strip_prefix("/").unwrap()).join(&id);
+        assert_eq!(
+            std::fs::read(entry.join("elf")).unwrap(),
+            std::fs::read(built).unwrap(),
+            "{}",
+            path.display()
+        );
+        let link = cache.join(".build-id").join(&id[..2]).join(&id[2..]);
+        assert!(link.join("elf").is_file(), "{}", link.display());
+    }
+    let replacement = readelf_build_id(&f.lib_hex8).unwrap();
+    assert!(!cache
+        .join(swapped.strip_prefix("/").unwrap())
+        .join(replacement)
+        .exists());
 }

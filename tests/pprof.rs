@@ -837,3 +837,43 @@ fn kernel_frames_named_from_kallsyms() {
         assert_eq!(m.has_functions, any_named, "{}", s(m.filename));
     }
 }
+
+// A library replaced while recorded (v1 mapped by one process, v2 by the
+// next; perf's table says v2 for the path): the profile's mapping of v1's
+// addresses has no build id, v2's has v2's, and the summary names the
+// path. pprof takes ids by convert's rules.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_library_replaced_while_recorded_keeps_the_new_id_off_its_old_maps() {
+    needs_perf_record();
+    let dir = scratch("pprof-ambiguous");
+    let r = record_replaced_library(&dir, true);
+    let lib = r.lib.to_str().unwrap();
+    // the two maps' starts, in time order, from the recording
+    let dump = synth_ok(["dump".as_ref(), "--json".as_ref(), r.rec.as_os_str()]).stdout;
+    let mut starts: Vec<(u64, u64)> = String::from_utf8(dump)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["kind"] == "mmap2" && v["path"] == lib)
+        .map(|v| (v["time"].as_u64().unwrap(), v["start"].as_u64().unwrap()))
+        .collect();
+    starts.sort();
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    let out = dir.join("p.pb.gz");
+    let summary = pprof(&r.rec, &out, &["--no-symbolize".as_ref()]);
+    let p = read_profile(&out);
+    let s = |i: i64| p.string_table[i as usize].clone();
+    let id_at = |start: u64| {
+        p.mapping
+            .iter()
+            .find(|m| m.memory_start == start && s(m.filename) == lib)
+            .map(|m| s(m.build_id))
+    };
+    assert_eq!(id_at(starts[0].1), Some(String::new()), "v1's map");
+    assert_eq!(id_at(starts[1].1), Some(r.ids[1].clone()), "v2's map");
+    assert!(
+        summary.contains("replaced since or while recorded") && summary.contains(lib),
+        "{summary}"
+    );
+}

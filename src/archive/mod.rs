@@ -9,12 +9,15 @@
 //!
 //! May import: `model`, `proc`, `perf`, `snapshot`, `sys`.
 
+mod entry;
+
 use std::collections::HashSet;
-use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use entry::{add_entry, copy_file, write_bytes, Added, EntryError, Root};
+pub use entry::{cache_entry, cache_leaf, CacheEntry};
 
 use crate::model::{BuildId, Process, Vma, VDSO_NAME};
 use crate::proc::buildid::{
@@ -22,7 +25,6 @@ use crate::proc::buildid::{
 };
 use crate::proc::kernel::KERNEL_DSO;
 use crate::proc::{self, ScanError, Skip, Target};
-use crate::sys::{create_at, dir_at, exists_at, rename_at, symlink_at, unlink_at};
 
 /// What to archive, and where.
 #[derive(Debug, Clone)]
@@ -51,24 +53,60 @@ pub struct ArchiveReport {
     pub bytes: u64,
     /// Ids the cache had already.
     pub present: usize,
-    /// Mapped files with an id that could not be opened (gone, denied).
+    /// Mapped files with an id that could not be opened or read (gone,
+    /// denied, a read error while copying).
     pub unreadable: usize,
     /// Maps whose mapped file is not the one the scan or record says
     /// (another id, device or inode).
     pub mismatched: usize,
     /// Files skipped for their size (over [`MAX_FILE`], or sparse).
     pub too_large: usize,
-    /// Entries that could not be written (a symlink in the way, a name too
-    /// long), and the first messages.
+    /// Entries that could not be written (a full disk, a symlink in the
+    /// way, a name too long), and the first messages (`PATH: cause`, PATH
+    /// the cache file or link not written). Any makes the run an error
+    /// ([`ArchiveReport::written`]).
     pub failed: usize,
     pub failures: Vec<String>,
     /// Processes skipped while reading them.
     pub skipped: Vec<Skip>,
-    /// The vDSO was archived (or present).
-    pub vdso: bool,
+    /// What became of this kernel's vDSO image.
+    pub vdso: Vdso,
     /// Why the kernel's kallsyms was not archived (None: it was, or the
     /// cache had it).
     pub kernel_missing: Option<String>,
+}
+
+/// What became of this kernel's vDSO image.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Vdso {
+    /// Archived, or the cache had it.
+    Archived,
+    /// No vDSO here, or no build id in it.
+    #[default]
+    NotFound,
+    /// Found, but writing it into the cache failed (counted in `failed`).
+    NotWritten,
+}
+
+impl ArchiveReport {
+    /// Mapped files that were not archived because they could not be read
+    /// or were not the recorded file: what `--strict` fails on.
+    pub fn not_read(&self) -> usize {
+        self.unreadable + self.mismatched
+    }
+
+    /// An error when some entry could not be written into the cache (the
+    /// run went on with the others): naming how many and the first, with
+    /// its path and cause.
+    pub fn written(&self) -> Result<(), ArchiveError> {
+        if self.failed == 0 {
+            return Ok(());
+        }
+        Err(ArchiveError::NotWritten {
+            count: self.failed,
+            first: self.failures.first().cloned().unwrap_or_default(),
+        })
+    }
 }
 
 /// An archive failure.
@@ -88,152 +126,53 @@ pub enum ArchiveError {
         #[source]
         source: io::Error,
     },
-}
-
-/// Where a cache entry for `name` (an absolute path, or `[vdso]` /
-/// `[kernel.kallsyms]`) with `id` goes, as path components under the cache
-/// directory: the entry's directory, the `.build-id/xx` directory, the
-/// link's name there and the link's target. None for a name that is not a
-/// clean absolute path (`.`/`..` or empty components, NUL) nor one of
-/// perf's bracketed names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheEntry {
-    /// PATH components, then the id in hex.
-    pub dir: Vec<Vec<u8>>,
-    /// `.build-id`, then the id's first two hex digits.
-    pub link_dir: [Vec<u8>; 2],
-    /// The rest of the id's hex digits.
-    pub link_name: Vec<u8>,
-    /// `../../PATH/ID`.
-    pub target: Vec<u8>,
-}
-
-impl CacheEntry {
-    /// The archived file under `root`: `PATH/ID/` then `elf`, or `vdso` and
-    /// `kallsyms` for those names (what `perf --buildid-dir` reads), and
-    /// the same through the `.build-id` link.
-    pub fn files(&self, root: &Path, name: &[u8]) -> [PathBuf; 2] {
-        let leaf = cache_leaf(name);
-        let dir: PathBuf = self.dir.iter().map(|c| OsStr::from_bytes(c)).collect();
-        let link: PathBuf = self
-            .link_dir
-            .iter()
-            .chain([&self.link_name])
-            .map(|c| OsStr::from_bytes(c))
-            .collect();
-        [root.join(dir).join(leaf), root.join(link).join(leaf)]
-    }
-}
-
-/// The file name an entry's directory holds for `name`.
-pub fn cache_leaf(name: &[u8]) -> &'static str {
-    match name {
-        n if n == VDSO_NAME => "vdso",
-        n if n == KERNEL_DSO => "kallsyms",
-        _ => "elf",
-    }
-}
-
-/// See [`CacheEntry`].
-pub fn cache_entry(name: &[u8], id: &BuildId) -> Option<CacheEntry> {
-    let hex = id.to_hex();
-    let mut dir: Vec<Vec<u8>> = if name == VDSO_NAME || name == KERNEL_DSO {
-        vec![name.to_vec()]
-    } else {
-        let rest = name.strip_prefix(b"/")?;
-        let parts: Vec<Vec<u8>> = rest.split(|&c| c == b'/').map(<[u8]>::to_vec).collect();
-        let clean = parts
-            .iter()
-            .all(|c| !c.is_empty() && c != b"." && c != b".." && !c.contains(&0));
-        if !clean {
-            return None;
-        }
-        parts
-    };
-    dir.push(hex.as_bytes().to_vec());
-    let mut target = b"../..".to_vec();
-    for c in &dir {
-        target.push(b'/');
-        target.extend_from_slice(c);
-    }
-    Some(CacheEntry {
-        dir,
-        link_dir: [b".build-id".to_vec(), hex.as_bytes()[..2].to_vec()],
-        link_name: hex.as_bytes()[2..].to_vec(),
-        target,
-    })
+    /// Entries could not be written into the cache (the others were).
+    #[error("{count} cache entries not written; the first: {first}")]
+    NotWritten {
+        /// How many.
+        count: usize,
+        /// The first, as `PATH: cause`.
+        first: String,
+    },
 }
 
 /// Most bytes of one archived file: bigger (or sparse) files are skipped
 /// and counted, so no mapping can fill the disk.
 pub const MAX_FILE: u64 = 4 << 30;
 
-/// Walks (creating) `parts` below the cache directory `root`, never through
-/// a symlink: a component an attacker made a symlink stops the walk.
-fn walk_dirs(root: &File, parts: &[Vec<u8>]) -> io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::AsFd;
-    let mut fd = root.as_fd().try_clone_to_owned()?;
-    for c in parts {
-        fd = dir_at(fd.as_fd(), c)?;
-    }
-    Ok(fd)
-}
-
-/// Adds one entry: the bytes `copy` writes, as `file` in the entry's
-/// directory (a temporary file renamed into place, mode 0644 as perf's
-/// cache keeps readable files), and its `.build-id` link (made again if it
-/// was lost). Every step is relative to a directory descriptor reached
-/// without following symlinks, so nothing is written outside the cache.
-/// Ok(false) when the cache had the file.
-fn add_entry(
-    root: &File,
-    e: &CacheEntry,
-    file: &str,
-    copy: impl FnOnce(&mut File) -> io::Result<u64>,
+/// Adds an entry ([`add_entry`]) and counts what became of it: true when
+/// the cache has it now. A source that could not be read is counted
+/// unreadable; an entry not written is counted failed, the first few
+/// messages kept for the summary and the error.
+fn add_counted(
+    root: &Root,
+    entry: &CacheEntry,
+    name: &[u8],
+    copy: impl FnOnce(&mut File) -> Result<u64, entry::CopyFailed>,
     report: &mut ArchiveReport,
-) -> io::Result<bool> {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::PermissionsExt;
-    let dir = walk_dirs(root, &e.dir)?;
-    let added = if exists_at(dir.as_fd(), file.as_bytes()) {
-        report.present += 1;
-        false
-    } else {
-        let tmp = format!(".m2s-{}.tmp", std::process::id());
-        let mut out = create_at(dir.as_fd(), tmp.as_bytes(), 0o600)?;
-        let done = copy(&mut out)
-            .and_then(|n| {
-                out.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-                Ok(n)
-            })
-            .and_then(|n| rename_at(dir.as_fd(), tmp.as_bytes(), file.as_bytes()).map(|()| n));
-        match done {
-            Ok(n) => {
-                report.added += 1;
-                report.bytes += n;
-                true
-            }
-            Err(err) => {
-                let _ = unlink_at(dir.as_fd(), tmp.as_bytes());
-                return Err(err);
+) -> bool {
+    let err = match add_entry(root, entry, name, copy) {
+        Ok(Added::Present) => {
+            report.present += 1;
+            return true;
+        }
+        Ok(Added::New(n)) => {
+            report.added += 1;
+            report.bytes += n;
+            return true;
+        }
+        Err(err) => err,
+    };
+    match err {
+        EntryError::Read => report.unreadable += 1,
+        EntryError::Write(path, err) => {
+            report.failed += 1;
+            if report.failures.len() < 3 {
+                report.failures.push(format!("{}: {err}", path.display()));
             }
         }
-    };
-    let links = walk_dirs(root, &e.link_dir)?;
-    if !exists_at(links.as_fd(), &e.link_name) {
-        symlink_at(&e.target, links.as_fd(), &e.link_name)?;
     }
-    Ok(added)
-}
-
-/// Counts a failed entry, keeping the first few messages for the summary.
-fn failed(report: &mut ArchiveReport, what: &[u8], err: &io::Error) {
-    report.failed += 1;
-    if report.failures.len() < 3 {
-        report
-            .failures
-            .push(format!("{}: {err}", String::from_utf8_lossy(what)));
-    }
+    false
 }
 
 /// The cache name of a VMA's file: its path without the kernel's
@@ -263,11 +202,14 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
         path: opts.dir.clone(),
         source,
     })?;
-    let root = File::open(&opts.dir).map_err(|source| ArchiveError::Io {
-        op: "opening",
+    let root = Root {
+        dir: File::open(&opts.dir).map_err(|source| ArchiveError::Io {
+            op: "opening",
+            path: opts.dir.clone(),
+            source,
+        })?,
         path: opts.dir.clone(),
-        source,
-    })?;
+    };
     let processes = match &from {
         Some(input) => crate::snapshot::read_snapshot(input)?,
         None => {
@@ -281,15 +223,13 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
     for p in &processes {
         archive_process(opts, &root, p, &mut done, &mut report);
     }
-    if let Some((id, image)) = vdso_image() {
-        if let Some(entry) = cache_entry(VDSO_NAME, &id) {
-            let copy =
-                |out: &mut File| io::Write::write_all(out, &image).map(|()| image.len() as u64);
-            match add_entry(&root, &entry, cache_leaf(VDSO_NAME), copy, &mut report) {
-                Ok(_) => report.vdso = true,
-                Err(e) => failed(&mut report, VDSO_NAME, &e),
-            }
-        }
+    let vdso = vdso_image().and_then(|(id, image)| Some((cache_entry(VDSO_NAME, &id)?, image)));
+    if let Some((entry, image)) = vdso {
+        let copy = |out: &mut File| write_bytes(out, &image);
+        report.vdso = match add_counted(&root, &entry, VDSO_NAME, copy, &mut report) {
+            true => Vdso::Archived,
+            false => Vdso::NotWritten,
+        };
     }
     if opts.kernel {
         report.kernel_missing = archive_kernel(opts, &root, &mut report).err();
@@ -302,7 +242,7 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
 /// cannot be archived is counted and skipped; the run goes on.
 fn archive_process(
     opts: &ArchiveOptions,
-    root: &File,
+    root: &Root,
     p: &Process,
     done: &mut HashSet<BuildId>,
     report: &mut ArchiveReport,
@@ -338,17 +278,9 @@ fn archive_process(
             report.unreadable += 1;
             continue;
         };
-        match add_entry(
-            root,
-            &entry,
-            cache_leaf(file_name(vma)),
-            |out| io::copy(&mut f, out),
-            report,
-        ) {
-            Ok(_) => {
-                done.insert(id);
-            }
-            Err(e) => failed(report, file_name(vma), &e),
+        let copy = |out: &mut File| copy_file(&mut f, out);
+        if add_counted(root, &entry, file_name(vma), copy, report) {
+            done.insert(id);
         }
     }
 }
@@ -377,12 +309,12 @@ fn mapped_id(f: &File, vma: &Vma, report: &mut ArchiveReport) -> Option<BuildId>
 }
 
 /// The kernel's entry: a copy of kallsyms under its build id, when its
-/// addresses are readable.
+/// addresses are readable; else why not (a failed write is counted too).
 fn archive_kernel(
     opts: &ArchiveOptions,
-    root: &File,
+    root: &Root,
     report: &mut ArchiveReport,
-) -> Result<bool, String> {
+) -> Result<(), String> {
     let id = kernel_build_id().ok_or("no build id in /sys/kernel/notes")?;
     let kallsyms = std::fs::read(opts.scan.proc_root.join("kallsyms"))
         .map_err(|e| format!("reading kallsyms: {e}"))?;
@@ -397,53 +329,9 @@ fn archive_kernel(
         );
     }
     let entry = cache_entry(KERNEL_DSO, &id).ok_or("bad kernel name")?;
-    let copy =
-        |out: &mut File| io::Write::write_all(out, &kallsyms).map(|()| kallsyms.len() as u64);
-    add_entry(root, &entry, cache_leaf(KERNEL_DSO), copy, report).map_err(|e| e.to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Entries, links and file names as perf lays them out; unclean names have none.
-    #[test]
-    fn cache_layout() {
-        let id = BuildId::new(&[0xab, 0xcd, 0xef, 0x01]).unwrap();
-        let e = cache_entry(b"/usr/lib/libx.so", &id).unwrap();
-        let parts: Vec<&[u8]> = e.dir.iter().map(Vec::as_slice).collect();
-        assert_eq!(parts, [&b"usr"[..], b"lib", b"libx.so", b"abcdef01"]);
-        assert_eq!(e.link_dir, [b".build-id".to_vec(), b"ab".to_vec()]);
-        assert_eq!(e.link_name, b"cdef01");
-        assert_eq!(e.target, b"../../usr/lib/libx.so/abcdef01");
-        let root = Path::new("/c");
-        assert_eq!(
-            e.files(root, b"/usr/lib/libx.so"),
-            [
-                PathBuf::from("/c/usr/lib/libx.so/abcdef01/elf"),
-                PathBuf::from("/c/.build-id/ab/cdef01/elf")
-            ]
-        );
-        let e = cache_entry(b"[vdso]", &id).unwrap();
-        assert_eq!(e.target, b"../../[vdso]/abcdef01");
-        assert_eq!(
-            e.files(root, b"[vdso]")[0],
-            PathBuf::from("/c/[vdso]/abcdef01/vdso")
-        );
-        let k = cache_entry(KERNEL_DSO, &id).unwrap();
-        assert_eq!(
-            k.files(root, KERNEL_DSO)[0],
-            PathBuf::from("/c/[kernel.kallsyms]/abcdef01/kallsyms")
-        );
-        for bad in [
-            &b"relative/x"[..],
-            b"/a/../b",
-            b"/a/./b",
-            b"/a//b",
-            b"/",
-            b"[heap]",
-        ] {
-            assert!(cache_entry(bad, &id).is_none(), "{bad:?}");
-        }
+    let copy = |out: &mut File| write_bytes(out, &kallsyms);
+    match add_counted(root, &entry, KERNEL_DSO, copy, report) {
+        true => Ok(()),
+        false => Err("not written".into()),
     }
 }

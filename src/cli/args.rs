@@ -127,8 +127,14 @@ pub(crate) struct RecordArgs {
     pub(crate) perf_args: Vec<String>,
 }
 
+/// `archive --strict`: what it fails on besides skipped processes (a
+/// cache entry not written is an error whatever the flag, exit 1).
+const ARCHIVE_STRICT: &str = "Fail (exit 3) if any process had to be skipped or a mapped file \
+could not be read (gone, denied) or was not the recorded one";
+
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("archive_target").args(["all", "pid", "uid", "from"]).required(true)))]
+#[command(mut_arg("strict", |a| a.help(ARCHIVE_STRICT)))]
 pub(crate) struct ArchiveArgs {
     /// The cache directory (created if missing).
     #[arg(short = 'o', long, value_name = "DIR")]

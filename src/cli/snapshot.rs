@@ -303,7 +303,11 @@ pub(crate) fn run_archive(a: &super::args::ArchiveArgs) -> Result<(), CliError> 
             &a.output.display().to_string(),
         ));
     }
+    // a cache entry not written is an error (exit 1) like any failed
+    // output; files that could not be read only fail --strict (exit 3)
+    report.written()?;
     summary::strict(a.scan.strict, &report.skipped)?;
+    summary::strict_archive(a.scan.strict, &report)?;
     Ok(())
 }
 

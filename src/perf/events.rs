@@ -309,6 +309,8 @@ pub struct MapRecord {
     pub build_id: Option<BuildId>,
     /// maj, min, ino (MMAP2 inode form).
     pub dev_ino: Option<(u32, u32, u64)>,
+    /// ino_generation (MMAP2 inode form; 0 otherwise).
+    pub ino_generation: u64,
     /// PROT_* (MMAP2); for MMAP see [`mmap_v1_prot_flags`].
     pub prot: u32,
     /// MAP_* flags (MMAP2), MAP_PRIVATE for MMAP.
@@ -325,10 +327,10 @@ pub fn parse_map(h: &RecordHeader, body: &[u8], e: Endian) -> Option<MapRecord> 
     let pgoff = r.u64(body, 24)?;
     // The parts that differ: where the name starts, the file identity,
     // prot and flags (MMAP has none: exec unless MMAP_DATA, private).
-    let (name_at, build_id, dev_ino, prot, flags) = match h.type_ {
+    let (name_at, build_id, (dev_ino, ino_generation), prot, flags) = match h.type_ {
         types::MMAP => {
             let (prot, flags) = mmap_v1_prot_flags(h.misc);
-            (32, None, None, prot, flags)
+            (32, None, (None, 0), prot, flags)
         }
         types::MMAP2 => {
             let (build_id, dev_ino) = if h.misc & misc::MMAP_BUILD_ID != 0 {
@@ -336,10 +338,10 @@ pub fn parse_map(h: &RecordHeader, body: &[u8], e: Endian) -> Option<MapRecord> 
                 if n > MAX_BUILD_ID {
                     return None;
                 }
-                (BuildId::new(body.get(36..36 + n)?), None)
+                (BuildId::new(body.get(36..36 + n)?), (None, 0))
             } else {
                 let ino = (r.u32(body, 32)?, r.u32(body, 36)?, r.u64(body, 40)?);
-                (None, Some(ino))
+                (None, (Some(ino), r.u64(body, 48)?))
             };
             (64, build_id, dev_ino, r.u32(body, 56)?, r.u32(body, 60)?)
         }
@@ -357,6 +359,7 @@ pub fn parse_map(h: &RecordHeader, body: &[u8], e: Endian) -> Option<MapRecord> 
         misc: h.misc,
         build_id,
         dev_ino,
+        ino_generation,
         prot,
         flags,
     })

@@ -25,7 +25,7 @@ use prost::Message;
 use crate::perf::consts::{feature, PERF_TYPE_SOFTWARE};
 use crate::perf::features::parse_event_desc;
 use crate::perf::writer::RawMeta;
-use crate::perf::{Attr, FormatError, FormatErrorKind, Input, InputError, Layout};
+use crate::perf::{Attr, FormatError, FormatErrorKind, Input, InputError, Layout, Walk};
 use crate::rewrite::meta::read_meta;
 use crate::rewrite::transcode::map_ids;
 
@@ -67,6 +67,9 @@ pub struct PprofReport {
     /// User locations in mappings without a build id (not symbolized:
     /// nothing proves which file they were).
     pub no_build_id: usize,
+    /// Paths of maps whose id is not known because the file was replaced
+    /// since or while recorded (convert's stale and ambiguous maps), up to 10.
+    pub replaced: Vec<Vec<u8>>,
     /// Build ids whose file was not found.
     pub files_missing: usize,
     /// Up to 5 of them, as `path (id)`.
@@ -105,9 +108,7 @@ pub fn pprof(
     out: &mut dyn Write,
 ) -> Result<PprofReport, PprofError> {
     let meta = metadata(input)?;
-    let ids = map_ids(input, &meta, false)?;
-    let mut reader = read::Reader::new(input.endian(), ids, maps::map_limit(input.len));
-    let walk = input.walk(&mut reader)?;
+    let (mut reader, walk) = read_all(input, &meta)?;
     let mut names: Vec<Option<String>> = vec![None; walk.attrs.list.len()];
     let desc = meta
         .feature(feature::EVENT_DESC)
@@ -125,6 +126,7 @@ pub fn pprof(
         }
     }
     let mut report = std::mem::take(&mut reader.report);
+    report.replaced = reader.unattributed();
     let spaces = &reader.spaces;
     reader.builder.add_main_binary(|pid| spaces.process(pid));
     let builder = reader.builder;
@@ -185,6 +187,23 @@ pub fn pprof(
         .and_then(|()| gz.finish().map(drop))
         .map_err(PprofError::Write)?;
     Ok(report)
+}
+
+/// The recording's samples and maps, read by a walk: made again knowing
+/// the files the maps name when the first used a table id for a path whose
+/// maps name several files (replaced while recorded; see
+/// [`crate::rewrite::attribution`]).
+fn read_all(input: &Input, meta: &RawMeta) -> Result<(read::Reader, Walk), InputError> {
+    let limit = maps::map_limit(input.len);
+    let mut reader = read::Reader::new(input.endian(), map_ids(input, meta, false)?, limit);
+    let walk = input.walk(&mut reader)?;
+    let Some(files) = reader.take_second_pass() else {
+        return Ok((reader, walk));
+    };
+    let ids = map_ids(input, meta, false)?.knowing(files);
+    let mut reader = read::Reader::new(input.endian(), ids, limit);
+    let walk = input.walk(&mut reader)?;
+    Ok((reader, walk))
 }
 
 /// The features pprof reads (BUILD_ID, OSRELEASE, EVENT_DESC): from their

@@ -113,6 +113,23 @@ pub(super) struct Reader {
 }
 
 impl Reader {
+    /// After the walk: the files the maps name, when the walk used a table
+    /// id for a path whose maps turned out to name several files (the
+    /// walk must be made again knowing them, [`MapIds::knowing`]).
+    pub(super) fn take_second_pass(&mut self) -> Option<crate::rewrite::attribution::MappedFiles> {
+        self.ids.take_second_pass()
+    }
+
+    /// Paths of maps kept without the table's or the disk's id: replaced
+    /// since they were mapped (stale), or one table id for several files
+    /// (ambiguous).
+    pub(super) fn unattributed(&self) -> Vec<Vec<u8>> {
+        let r = &self.ids_report;
+        let mut paths = r.stale_paths.clone();
+        paths.extend(r.ambiguous_paths.iter().cloned());
+        paths
+    }
+
     pub(super) fn new(e: Endian, ids: MapIds, map_limit: usize) -> Reader {
         Reader {
             e,
@@ -145,12 +162,18 @@ impl Reader {
         let Some(end) = m.key.addr.checked_add(m.key.len) else {
             return Ok(());
         };
+        // convert's rules; names that are no file (`[vdso]`) take the
+        // table's id as it is, files never (one id_of kept may be another
+        // file's: stale or ambiguous)
         let build_id = match m.build_id {
             Some(id) => Some(id),
             None => self
                 .ids
                 .id_of(h, body, self.e, &mut self.ids_report)
-                .or_else(|| self.ids.table_id(cpumode, &m.key.filename)),
+                .or_else(|| match m.key.filename.first() {
+                    Some(b'/') => None,
+                    _ => self.ids.table_id(cpumode, &m.key.filename),
+                }),
         };
         let filename = self
             .names_by_path

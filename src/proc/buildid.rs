@@ -145,24 +145,46 @@ pub enum OnDisk {
     Missing,
 }
 
+/// The regular file at a recorded path now, as [`read_file_at`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileAt {
+    /// Its device and inode, as `stat` gives them.
+    pub key: FileKey,
+    /// Its build id (`Some(None)`: an ELF without one; None: unreadable).
+    pub id: Option<Option<Vec<u8>>>,
+}
+
+impl FileAt {
+    /// What it says about a mapping of the file `key` (device and inode
+    /// both).
+    pub fn about(&self, key: FileKey) -> OnDisk {
+        match &self.id {
+            _ if self.key != key => OnDisk::Replaced,
+            Some(id) => OnDisk::Same(id.clone()),
+            None => OnDisk::Missing,
+        }
+    }
+}
+
+/// The regular file at `path` now and its build id (opened non-blocking,
+/// regular files only); None when there is none.
+pub fn read_file_at(path: &Path) -> Option<FileAt> {
+    use std::os::unix::fs::MetadataExt;
+    let (f, _) = open_checked(path, None)?;
+    let m = f.metadata().ok()?;
+    let key = FileKey {
+        dev_major: libc::major(m.dev()),
+        dev_minor: libc::minor(m.dev()),
+        inode: m.ino(),
+    };
+    let id = read_build_id_from_file(&f).ok();
+    Some(FileAt { key, id })
+}
+
 /// Reads the build id of the file at `path` only if it is still the mapped
 /// file `key` (device and inode both). Opened non-blocking, regular files only.
 pub fn read_build_id_if_same(path: &Path, key: FileKey) -> OnDisk {
-    use std::os::unix::fs::MetadataExt;
-    let Some((f, _)) = open_checked(path, None) else {
-        return OnDisk::Missing;
-    };
-    let Ok(m) = f.metadata() else {
-        return OnDisk::Missing;
-    };
-    let dev = (libc::major(m.dev()), libc::minor(m.dev()));
-    if m.ino() != key.inode || dev != (key.dev_major, key.dev_minor) {
-        return OnDisk::Replaced;
-    }
-    match read_build_id_from_file(&f) {
-        Ok(id) => OnDisk::Same(id),
-        Err(_) => OnDisk::Missing,
-    }
+    read_file_at(path).map_or(OnDisk::Missing, |f| f.about(key))
 }
 
 /// Reads the build id of whatever regular file is at `path` now, without
@@ -275,11 +297,19 @@ pub fn notes_build_id(path: &Path) -> Option<BuildId> {
 /// still the VMA's inode (the process may have mapped another file there
 /// since the VMA was read). Its device is not compared: overlayfs and
 /// btrfs give `stat` another device than the maps show, for the same file.
+/// A VMA with a build id and no inode (from a build-id MMAP2 record, which
+/// carries none) is matched by id instead: the file's own id, read with
+/// [`read_build_id_from_file`], must be the recorded one.
 fn open_map_file(dir: &Path, vma: &Vma) -> Option<File> {
     use std::os::unix::fs::MetadataExt;
     let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
     let f = open_if_regular(&map_file)?;
-    (f.metadata().ok()?.ino() == vma.inode).then_some(f)
+    if vma.inode != 0 {
+        return (f.metadata().ok()?.ino() == vma.inode).then_some(f);
+    }
+    let want = vma.build_id?;
+    let got = read_build_id_from_file(&f).ok()??;
+    (got.as_slice() == want.as_bytes()).then_some(f)
 }
 
 /// Reads the build id of the mapped file of a VMA from user space, through
@@ -330,9 +360,11 @@ pub fn vdso_image() -> Option<(BuildId, Vec<u8>)> {
 }
 
 /// Opens the file a VMA maps, as [`read_mapped_build_id`] finds it:
-/// `map_files/START-END` under `dir` (`/proc/PID`), else the process's
-/// view of the path when it is still the mapped inode. Regular files only,
-/// never on a pseudo filesystem.
+/// `map_files/START-END` under `dir` (`/proc/PID`) while it is the VMA's
+/// inode or, for a VMA with a build id and no inode, has that build id;
+/// else the process's view of the path when it is still the mapped inode
+/// (any file there for a VMA without one: the caller checks its id).
+/// Regular files only, never on a pseudo filesystem.
 pub fn open_mapped_file(dir: &Path, vma: &Vma) -> Option<File> {
     let f = match open_map_file(dir, vma) {
         Some(f) => f,

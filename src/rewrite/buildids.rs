@@ -1,13 +1,16 @@
 //! What `convert` decides per map and counts: the build id of each MMAP and
-//! inode-form MMAP2 (from the recording's BUILD_ID table; from the file on
-//! disk only while it is provably the mapped one; kernel and modules from
-//! /sys for a recording of this kernel; by path only when trusted) and the
-//! report of a conversion. Shared by the in-place patch and the stream.
+//! inode-form MMAP2 (from the recording's BUILD_ID table where it can be
+//! the mapped file's, see [`super::attribution`]; from the file on disk
+//! only while it is provably the mapped one; kernel and modules from /sys
+//! for a recording of this kernel; by path only when trusted) and the
+//! report of a conversion. Shared by the in-place patch, the stream and
+//! `pprof`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use super::attribution::{table_verdict, MappedFile, MappedFiles, TableVerdict};
 use crate::bytes::Endian;
 use crate::model::{BuildId, FileKey, VDSO_NAME};
 use crate::perf::consts::{misc, types};
@@ -16,7 +19,7 @@ use crate::perf::features::{parse_build_id_table, parse_string_feature};
 use crate::perf::BuildIdEntry;
 use crate::perf::{FormatError, RecordHeader};
 use crate::proc::buildid::{
-    kernel_build_id, module_build_id, read_build_id_at_path, read_build_id_if_same, vdso_build_id,
+    kernel_build_id, module_build_id, read_build_id_at_path, read_file_at, vdso_build_id, FileAt,
     OnDisk,
 };
 use crate::proc::kernel::{module_of_file, KERNEL_DSO};
@@ -32,8 +35,12 @@ pub struct ConvertReport {
     pub from_disk: u64,
     /// MMAP2 records that had a build id already.
     pub already: u64,
-    /// Kept: another file is at the path now.
+    /// Kept: another file is at the path now (or, for a table id, another
+    /// file with exactly that id).
     pub stale: u64,
+    /// Kept: the table's id for the path, whose maps name several files
+    /// (replaced while recorded), may be another file's.
+    pub ambiguous: u64,
     /// Kept: no file at the path.
     pub missing: u64,
     /// Kept: the file has no build id, or one longer than MMAP2 holds.
@@ -61,6 +68,8 @@ pub struct ConvertReport {
     pub features_dropped: Vec<u32>,
     /// Up to 5 stale paths, for the summary.
     pub stale_paths: Vec<Vec<u8>>,
+    /// Up to 5 ambiguous paths, for the summary.
+    pub ambiguous_paths: Vec<Vec<u8>>,
     /// PERF_RECORD_COMPRESSED(2) records in the input.
     pub compressed_records: u64,
     /// Records taken out of compressed ones (`--decompress`).
@@ -125,12 +134,17 @@ pub fn module_name(path: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Decides the build id of each map record: the BUILD_ID table (by cpumode
-/// and path; host entries first), the file on disk when it is provably the
-/// mapped one, and what [`Trust`] allows. Shared by the in-place patch and
-/// the streaming rewrite.
+/// and path; host entries first) where it can be the mapped file's, the
+/// file on disk when it is provably the mapped one, and what [`Trust`]
+/// allows. Shared by the in-place patch and the streaming rewrite.
 pub struct MapIds {
     table: HashMap<(u16, Vec<u8>), BuildId>,
-    disk: HashMap<(FileKey, Vec<u8>), OnDisk>,
+    /// The file at each path now, looked at once.
+    now: HashMap<Vec<u8>, Option<FileAt>>,
+    /// The files the maps seen so far name, per path.
+    files: MappedFiles,
+    /// Those of the whole recording, from a first pass.
+    complete: Option<MappedFiles>,
     by_path: HashMap<Vec<u8>, Option<BuildId>>,
     trust: Trust,
     /// Every (cpumode, path) with the id its maps carry after conversion,
@@ -174,11 +188,47 @@ impl MapIds {
         let kernel = table.get(&(misc::KERNEL, KERNEL_DSO.to_vec())).copied();
         Ok(MapIds {
             table,
-            disk: HashMap::new(),
+            now: HashMap::new(),
+            files: MappedFiles::default(),
+            complete: None,
             by_path: HashMap::new(),
             trust: trust_for(osrelease, e, kernel, trust_paths),
             mapped: BTreeMap::new(),
         })
+    }
+
+    /// The same lookup knowing the files every path's maps name (from a
+    /// first pass, [`MapIds::take_second_pass`]).
+    pub fn knowing(self, files: MappedFiles) -> MapIds {
+        MapIds {
+            complete: Some(files),
+            ..self
+        }
+    }
+
+    /// After a pass without that knowledge: the files the maps name, when a
+    /// table id was looked up for a path whose maps name several files
+    /// (the pass must be made again, [`MapIds::knowing`] them).
+    pub fn take_second_pass(&mut self) -> Option<MappedFiles> {
+        let again = self.complete.is_none() && self.files.needs_second_pass();
+        again.then(|| std::mem::take(&mut self.files))
+    }
+
+    /// Whether the maps of (cpumode, path) name several files.
+    fn several(&self, cpumode: u16, path: &[u8]) -> bool {
+        self.complete
+            .as_ref()
+            .unwrap_or(&self.files)
+            .several(cpumode, path)
+    }
+
+    /// The file at `path` now, looked at once.
+    fn file_at(&mut self, path: &[u8]) -> Option<&FileAt> {
+        if !self.now.contains_key(path) {
+            let at = read_file_at(Path::new(std::ffi::OsStr::from_bytes(path)));
+            self.now.insert(path.to_vec(), at);
+        }
+        self.now.get(path).and_then(Option::as_ref)
     }
 
     /// The (cpumode, path, id) of mapped files the table lacks: what
@@ -287,6 +337,9 @@ impl MapIds {
                 dev_minor: min,
                 inode: ino,
             };
+            let generation = m.ino_generation;
+            self.files
+                .note(cpumode, path, MappedFile { key, generation });
             self.id_for(cpumode, path, key, r)
         }?;
         self.remember(cpumode, path, id);
@@ -302,9 +355,15 @@ impl MapIds {
         } else if path.first() != Some(&b'/') {
             r.special += 1;
             None
-        } else if let Some(id) = self.table.get(&(cpumode, path.clone())) {
+        } else if let Some(&id) = self.table.get(&(cpumode, path.clone())) {
+            self.files.note_table_use(cpumode, path);
+            // no inode: nothing can prove which of several files it was
+            if self.several(cpumode, path) {
+                note_path(&mut r.ambiguous, &mut r.ambiguous_paths, path);
+                return None;
+            }
             r.from_table += 1;
-            Some(*id)
+            Some(id)
         } else if self.trust.paths {
             self.by_path_id(path, r)
         } else {
@@ -390,18 +449,28 @@ impl MapIds {
     ) -> Option<BuildId> {
         // The recording's own table first: the same device and inode do
         // not prove the same contents (`cp` over a file, `rsync --inplace`
-        // keep the inode), while perf read the table's ids while recording.
-        if let Some(id) = self.table.get(&(cpumode, path.to_vec())) {
-            r.from_table += 1;
-            return Some(*id);
+        // keep the inode), while perf read the table's ids while recording;
+        // but only where its id can be this file's.
+        if let Some(&id) = self.table.get(&(cpumode, path.to_vec())) {
+            self.files.note_table_use(cpumode, path);
+            let several = self.several(cpumode, path);
+            match table_verdict(several, key, self.file_at(path), &id) {
+                TableVerdict::Table => {
+                    r.from_table += 1;
+                    return Some(id);
+                }
+                TableVerdict::Disk => {}
+                TableVerdict::Ambiguous => {
+                    note_path(&mut r.ambiguous, &mut r.ambiguous_paths, path);
+                    return None;
+                }
+                TableVerdict::Stale => {
+                    note_path(&mut r.stale, &mut r.stale_paths, path);
+                    return None;
+                }
+            }
         }
-        let on_disk = self
-            .disk
-            .entry((key, path.to_vec()))
-            .or_insert_with(|| {
-                read_build_id_if_same(Path::new(std::ffi::OsStr::from_bytes(path)), key)
-            })
-            .clone();
+        let on_disk = self.file_at(path).map_or(OnDisk::Missing, |f| f.about(key));
         match on_disk {
             OnDisk::Same(Some(raw)) => match BuildId::new(&raw) {
                 Some(id) => {
@@ -418,10 +487,7 @@ impl MapIds {
                 None
             }
             OnDisk::Replaced => {
-                r.stale += 1;
-                if r.stale_paths.len() < 5 && !r.stale_paths.iter().any(|p| p == path) {
-                    r.stale_paths.push(path.to_vec());
-                }
+                note_path(&mut r.stale, &mut r.stale_paths, path);
                 None
             }
             OnDisk::Missing => {
@@ -429,6 +495,14 @@ impl MapIds {
                 None
             }
         }
+    }
+}
+
+/// Counts a map kept for `path`, which joins the first five named.
+fn note_path(count: &mut u64, paths: &mut Vec<Vec<u8>>, path: &[u8]) {
+    *count += 1;
+    if paths.len() < 5 && !paths.iter().any(|p| p == path) {
+        paths.push(path.to_vec());
     }
 }
 

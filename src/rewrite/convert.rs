@@ -8,16 +8,20 @@
 //! rewrite of [`super::transcode`].
 //!
 //! The id of a record comes from the recording's own BUILD_ID table (by
-//! cpumode and path), else from the file at the path, but only when that
-//! file still has the record's device and inode; otherwise the record is
-//! kept and counted as stale, never given another file's id.
+//! cpumode and path) where that id can be the mapped file's
+//! ([`super::attribution`]), else from the file at the path, but only when
+//! that file still has the record's device and inode; otherwise the record
+//! is kept and counted as stale or ambiguous, never given another file's
+//! id. When a path's maps turn out to name several files after its table
+//! id was used, the conversion is made again knowing them.
 
 use std::io::{self, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use super::attribution::MappedFiles;
 use super::buildids::{ConvertReport, MapIds};
 use super::merge::{open_input, MergeError};
-use super::transcode::{transcode, TranscodeError, TranscodeOptions};
+use super::transcode::{transcode_knowing, TranscodeError, TranscodeOptions};
 use super::write::{
     finish_edited, gap_for, growth, patch_in_place, write_edited, write_head_and_prefix, Edit,
 };
@@ -103,10 +107,12 @@ struct Editor {
 
 impl Editor {
     /// An editor with the ids of `input`'s BUILD_ID table (and OSRELEASE,
-    /// for /sys), telling `tx` where the prefix ends.
+    /// for /sys), knowing the files its maps name if a pass found them,
+    /// telling `tx` where the prefix ends.
     fn new(
         input: &Input,
         trust_paths: bool,
+        known: Option<MappedFiles>,
         tx: SyncSender<(u64, u64)>,
     ) -> Result<Editor, InputError> {
         let table = input.feature(feature::BUILD_ID)?;
@@ -115,6 +121,10 @@ impl Editor {
         let e = input.endian();
         let ids = MapIds::new(table.as_deref(), osrelease.as_deref(), (e, at), trust_paths)
             .map_err(|err| input.format(err))?;
+        let ids = match known {
+            Some(files) => ids.knowing(files),
+            None => ids,
+        };
         Ok(Editor {
             e,
             ids,
@@ -216,15 +226,28 @@ pub fn convert(
         && !opts.decompress
         && !compressed;
     let mut report = None;
-    if patchable {
-        report = patch_copy(&input, &mut out, output, opts.trust_paths)?;
-        if report.is_none() {
-            // MMAP (v1) to convert, or compressed records without the
-            // COMPRESSED feature: start over with the stream
-            let f = out.file();
-            f.set_len(0).map_err(out_err("writing", output))?;
-            f.seek(SeekFrom::Start(0))
-                .map_err(out_err("writing", output))?;
+    let mut known = None;
+    let restart = |out: &mut AtomicFile| {
+        let f = out.file();
+        f.set_len(0)
+            .and_then(|()| f.seek(SeekFrom::Start(0)).map(drop))
+            .map_err(out_err("writing", output))
+    };
+    while patchable && report.is_none() {
+        match patch_copy(&input, &mut out, output, opts.trust_paths, known.take())? {
+            Patched::Done(r) => report = Some(*r),
+            Patched::Again(files) => {
+                // a table id was used for a path that turned out to name
+                // several files: again, knowing them
+                restart(&mut out)?;
+                known = Some(files);
+            }
+            Patched::Stream => {
+                // compressed records without the COMPRESSED feature, or an
+                // AUXTRACE index: start over with the stream
+                restart(&mut out)?;
+                break;
+            }
         }
     }
     let mut report = match report {
@@ -237,7 +260,7 @@ pub fn convert(
                 trust_paths: opts.trust_paths,
                 buildid_all: opts.buildid_all,
             };
-            transcode(&input, out.file(), t).map_err(|e| match e {
+            transcode_knowing(&input, out.file(), t, None).map_err(|e| match e {
                 TranscodeError::Input(e) => ConvertError::Input(e),
                 TranscodeError::Output(source) => out_err("writing", output)(source),
                 e @ TranscodeError::TooLarge { .. } => ConvertError::TooLarge {
@@ -253,32 +276,43 @@ pub fn convert(
     Ok(report)
 }
 
+/// What the in-place patch did.
+enum Patched {
+    /// The output is written.
+    Done(Box<ConvertReport>),
+    /// A table id was used for a path whose maps turned out to name
+    /// several files: to be made again knowing them.
+    Again(MappedFiles),
+    /// The streaming rewrite must do it.
+    Stream,
+}
+
 /// The in-place patch: the input's records walked once for the edits the
 /// converted maps make, the output written from the input with kernel
 /// copies around them (see [`write_edited`]). The records after the
 /// synthesized prefix (where MMAP v1 records, which grow, are) are copied
 /// while the walk still runs: MMAP2 patches there keep their size, so
-/// their place is known once the prefix is. None when the walk met
-/// compressed records or the recording has an AUXTRACE index (then the
-/// streaming rewrite does it).
+/// their place is known once the prefix is. [`Patched::Stream`] when the
+/// walk met compressed records or the recording has an AUXTRACE index.
 fn patch_copy(
     input: &Input,
     out: &mut AtomicFile,
     output: &Path,
     trust_paths: bool,
-) -> Result<Option<ConvertReport>, ConvertError> {
+    known: Option<MappedFiles>,
+) -> Result<Patched, ConvertError> {
     let Layout::File { header, features } = &input.layout else {
-        return Ok(None);
+        return Ok(Patched::Stream);
     };
     if header.features.contains(feature::AUXTRACE) {
-        return Ok(None);
+        return Ok(Patched::Stream);
     }
     let before = input
         .file
         .metadata()
         .map_err(out_err("reading", &input.path))?;
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let mut ed = Editor::new(input, trust_paths, tx)?;
+    let mut ed = Editor::new(input, trust_paths, known, tx)?;
     let werr = out_err("writing", output);
     let end = header.data.end();
     let stop = std::sync::atomic::AtomicBool::new(false);
@@ -310,7 +344,10 @@ fn patch_copy(
     });
     walked?;
     if ed.compressed {
-        return Ok(None);
+        return Ok(Patched::Stream);
+    }
+    if let Some(files) = ed.ids.take_second_pass() {
+        return Ok(Patched::Again(files));
     }
     let f = out.file();
     let planned = match tail {
@@ -331,7 +368,7 @@ fn patch_copy(
         f.seek(SeekFrom::Start(0))
             .map_err(out_err("writing", output))?;
         write_edited(input, header, features, &ed.edits, f).map_err(werr)?;
-        return check_unchanged(input, &before).map(|()| Some(ed.report));
+        return check_unchanged(input, &before).map(|()| Patched::Done(Box::new(ed.report)));
     };
     let (prefix, rest) = ed.edits.split_at(ed.edits.partition_point(|x| x.at < p));
     let got =
@@ -347,7 +384,7 @@ fn patch_copy(
     } else {
         finish_edited(input, header, features, grow, f).map_err(werr)?;
     }
-    check_unchanged(input, &before).map(|()| Some(ed.report))
+    check_unchanged(input, &before).map(|()| Patched::Done(Box::new(ed.report)))
 }
 
 /// The walk read the input while the copies did: a writer meanwhile would

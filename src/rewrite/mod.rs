@@ -2,10 +2,12 @@
 //! `convert` use: one scan of the input that gathers facts while the kernel
 //! copies its data section to the output (`scan`), a pure plan of what to insert (`plan`),
 //! file- and pipe-mode output (`write`), the merge itself (`merge`), the
-//! record-by-record rewrite between modes (`transcode`) and `convert`.
+//! record-by-record rewrite between modes (`transcode`) and `convert`,
+//! with the build id each map gets (`buildids`, `attribution`).
 //!
 //! May import: `bytes`, `model`, `perf`, `proc`, `snapshot`, `output`.
 
+pub mod attribution;
 pub mod buildids;
 pub mod convert;
 mod emit;

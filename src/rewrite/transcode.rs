@@ -15,6 +15,7 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 
+use super::attribution::MappedFiles;
 use super::buildids::{ConvertReport, MapIds};
 use super::emit::{auxtrace_index, Emitter};
 use super::meta::read_meta;
@@ -80,6 +81,24 @@ pub fn map_ids(input: &Input, meta: &RawMeta, trust_paths: bool) -> Result<MapId
         .map_err(|err| input.format(err))
 }
 
+/// The id lookup when maps are converted or listed, knowing the files
+/// they name if a pass found them.
+fn ids_for(
+    input: &Input,
+    meta: &RawMeta,
+    opts: TranscodeOptions,
+    known: Option<MappedFiles>,
+) -> Result<Option<MapIds>, InputError> {
+    if !(opts.buildid_mmap2 || opts.buildid_all) {
+        return Ok(None);
+    }
+    let ids = map_ids(input, meta, opts.trust_paths)?;
+    Ok(Some(match known {
+        Some(files) => ids.knowing(files),
+        None => ids,
+    }))
+}
+
 /// What an output starts with: a file-mode head, the pipe-mode prologue
 /// of a file-mode input's metadata, or (stream to stream, the metadata
 /// records staying in place) just the pipe header.
@@ -105,27 +124,50 @@ pub fn transcode(
     out: &mut File,
     opts: TranscodeOptions,
 ) -> Result<ConvertReport, TranscodeError> {
+    transcode_knowing(input, out, opts, None)
+}
+
+/// [`transcode`], knowing the files the maps name if a pass found them;
+/// a pass that used a table id for a path whose maps turned out to name
+/// several files is made again knowing them (see
+/// [`super::attribution`]).
+pub fn transcode_knowing(
+    input: &Input,
+    out: &mut File,
+    opts: TranscodeOptions,
+    mut known: Option<MappedFiles>,
+) -> Result<ConvertReport, TranscodeError> {
+    loop {
+        match transcode_once(input, out, opts, known.take())? {
+            Ok(report) => return Ok(report),
+            Err(files) => {
+                out.set_len(0)
+                    .and_then(|()| out.seek(SeekFrom::Start(0)).map(drop))
+                    .map_err(TranscodeError::Output)?;
+                known = Some(files);
+            }
+        }
+    }
+}
+
+/// One pass of [`transcode_knowing`]: its report, or the files the maps
+/// name when it must be made again knowing them.
+fn transcode_once(
+    input: &Input,
+    out: &mut File,
+    opts: TranscodeOptions,
+    known: Option<MappedFiles>,
+) -> Result<Result<ConvertReport, MappedFiles>, TranscodeError> {
     let e = input.endian();
     let mut meta = read_meta(input)?;
     let from_pipe = matches!(input.layout, Layout::Pipe(_));
     if opts.decompress {
         meta.remove_feature(feature::COMPRESSED);
     }
-    let ids = match opts.buildid_mmap2 || opts.buildid_all {
-        true => Some(map_ids(input, &meta, opts.trust_paths)?),
-        false => None,
-    };
+    let ids = ids_for(input, &meta, opts, known)?;
     let werr = TranscodeError::Output;
     let head = head_of(&meta, opts.to_pipe, from_pipe)?;
-    let dropped: Vec<u32> = match opts.to_pipe && !from_pipe {
-        true => meta
-            .features
-            .iter()
-            .map(|(b, _)| *b)
-            .filter(|&b| !is_known_feature(b))
-            .collect(),
-        false => Vec::new(),
-    };
+    let dropped = dropped_features(&meta, opts.to_pipe && !from_pipe);
     out.write_all(&head).map_err(werr)?;
     let mut em = Emitter {
         e,
@@ -147,6 +189,12 @@ pub fn transcode(
     };
     let walk = input.walk(&mut em)?;
     em.end_group();
+    if let Some(files) = em.ids.as_mut().and_then(MapIds::take_second_pass) {
+        return match em.failed.take() {
+            Some(err) => Err(werr(err)),
+            None => Ok(Err(files)),
+        };
+    }
     let added = match (&em.ids, opts.buildid_all) {
         (Some(ids), true) => ids.table_lacks(),
         _ => Vec::new(),
@@ -184,7 +232,21 @@ pub fn transcode(
         }
         finish_file(&mut meta, &aux, data_len, out).map_err(werr)?;
     }
-    Ok(report)
+    Ok(Ok(report))
+}
+
+/// The feature bits left out of a stream made from a file (`to_stream`):
+/// those perf 6.1 does not know (it aborts on them there).
+fn dropped_features(meta: &RawMeta, to_stream: bool) -> Vec<u32> {
+    match to_stream {
+        true => meta
+            .features
+            .iter()
+            .map(|(b, _)| *b)
+            .filter(|&b| !is_known_feature(b))
+            .collect(),
+        false => Vec::new(),
+    }
 }
 
 /// The zstd level of recompressed records: the recording's

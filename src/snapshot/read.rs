@@ -160,6 +160,7 @@ mod tests {
                 misc: 0,
                 build_id: None,
                 dev_ino: Some((1, 2, 3)),
+                ino_generation: 0,
                 prot,
                 flags,
             })

@@ -117,8 +117,8 @@ impl ScanWatch {
     /// the scan's list did not have (of the selection: with `-p`, the
     /// children of those read), each after its fork, so that its maps are
     /// its own: left to its FORK, perf's replay would give it its parent's
-    /// maps as the scan read them, after the fork. Up to [`LATE_ROUNDS`]
-    /// rounds (children forked before a round's reads) and [`LATE_MAX`]
+    /// maps as the scan read them, after the fork. Up to `LATE_ROUNDS`
+    /// rounds (children forked before a round's reads) and `LATE_MAX`
     /// processes. Their results go to `sink` after the scan's.
     pub fn scan<T: Send, E: From<ScanError>, W: Default>(
         &mut self,

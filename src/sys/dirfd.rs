@@ -19,8 +19,9 @@ pub(super) fn bad_name() -> io::Error {
 }
 
 /// Opens (creating it first, mode 0755, if missing) the directory `name`
-/// inside `dir`, never through a symlink (ELOOP/ENOTDIR then).
-pub fn dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<std::os::fd::OwnedFd> {
+/// inside `dir`, never through a symlink (ELOOP/ENOTDIR then); true when
+/// this call created it.
+pub fn dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<(std::os::fd::OwnedFd, bool)> {
     use std::os::fd::FromRawFd;
     let c = component(name).ok_or_else(bad_name)?;
     // SAFETY: `c` is a valid C string and `dir` an open descriptor for the call.
@@ -31,6 +32,7 @@ pub fn dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<std::os::fd::Owned
             return Err(e);
         }
     }
+    let created = rc == 0;
     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: as above; the kernel returns a new descriptor or -1.
     let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) };
@@ -38,7 +40,18 @@ pub fn dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<std::os::fd::Owned
         return Err(io::Error::last_os_error());
     }
     // SAFETY: a descriptor the kernel just returned, owned by no one else.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    Ok((unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }, created))
+}
+
+/// Removes the empty directory `name` from `dir` (ENOTEMPTY otherwise).
+pub fn rmdir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
+    let c = component(name).ok_or_else(bad_name)?;
+    // SAFETY: valid C string; `dir` open for the call.
+    let rc = unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Whether `name` exists in `dir` (a symlink counts, and is not followed).

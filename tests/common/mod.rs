@@ -779,3 +779,48 @@ pub fn sh_poll(what: &str, cond: &str) -> String {
          [ $n -lt 3000 ] || {{ echo '{what} not in 30 s' >&2; exit 1; }}; sleep 0.01; done\n"
     )
 }
+
+/// A recording of a library replaced at its path during `perf record`:
+/// `burn` (linked to `dir/libburn.so`) runs with build v1 mapped, then the
+/// path gets build v2 (`cp` and `mv`: a new inode) and, with `twice`,
+/// `burn` runs again with v2 mapped. perf reads the BUILD_ID table at the
+/// end, by path: it says v2 for maps of v1 too.
+pub struct ReplacedLib {
+    /// The recording.
+    pub rec: PathBuf,
+    /// The library's path.
+    pub lib: PathBuf,
+    /// The build ids of v1 and v2.
+    pub ids: [String; 2],
+}
+
+/// Records [`ReplacedLib`] in `dir` (perf record, cpu-clock).
+pub fn record_replaced_library(dir: &Path, twice: bool) -> ReplacedLib {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let ids = [
+        "1111111111111111111111111111111111111111".to_string(),
+        "2222222222222222222222222222222222222222".to_string(),
+    ];
+    let (v1, v2, lib) = (dir.join("v1.so"), dir.join("v2.so"), dir.join("libburn.so"));
+    for (out, id) in [(&v1, &ids[0]), (&v2, &ids[1])] {
+        let build_id = format!("-Wl,--build-id=0x{id}");
+        let c = s(&src.join("libburn.c"));
+        cc(&["-shared", "-fPIC", "-O1", &build_id, "-o", &s(out), &c]);
+    }
+    std::fs::copy(&v1, &lib).unwrap();
+    let burn = dir.join("burn");
+    let (l, r) = (format!("-L{}", s(dir)), format!("-Wl,-rpath,{}", s(dir)));
+    let b = s(&src.join("burn.c"));
+    cc(&["-O1", "-o", &s(&burn), &b, &l, "-lburn", &r]);
+    let run = format!("sleep 0.5 | {} 0.3 >/dev/null", q(&burn));
+    let tmp = dir.join("t");
+    let replace = format!("cp {} {} && mv {} {}", q(&v2), q(&tmp), q(&tmp), q(&lib));
+    let script = match twice {
+        true => format!("{run}; {replace}; {run}"),
+        false => format!("{run}; {replace}"),
+    };
+    let rec = dir.join("rec.data");
+    perf_record_to(&rec, &["-e", "cpu-clock"], &["--", "bash", "-c", &script]);
+    ReplacedLib { rec, lib, ids }
+}
