@@ -318,12 +318,13 @@ pub fn strict_lost(enabled: bool, lost: u64) -> Result<(), StrictFailure> {
     Ok(())
 }
 
-/// Fails under `--strict` when a process had to be skipped (a pid that did
-/// not exist is not a failure).
-pub fn strict(enabled: bool, skipped: &[Skip]) -> Result<(), StrictFailure> {
+/// Fails under `--strict` when a process had to be skipped. A pid that did
+/// not exist fails only when `named` (the user named the pids, `-p`): one
+/// gone between the list of /proc and its read is the host's churn.
+pub fn strict(enabled: bool, skipped: &[Skip], named: bool) -> Result<(), StrictFailure> {
     let failed = skipped
         .iter()
-        .filter(|s| s.reason != crate::proc::SkipReason::NotFound)
+        .filter(|s| named || s.reason != crate::proc::SkipReason::NotFound)
         .count();
     if enabled && failed > 0 {
         return Err(StrictFailure::Skipped(failed));
@@ -462,7 +463,8 @@ mod tests {
         assert!(bound.contains(", at least 1 lost; maps made"), "{bound}");
     }
 
-    // --strict fails only when enabled and something was skipped; skips get a line each.
+    // --strict fails only when enabled and something was skipped (a pid
+    // that did not exist only if named); skips get a line each.
     #[test]
     fn strict_and_skip_lines() {
         let s = vec![Skip {
@@ -470,10 +472,18 @@ mod tests {
             reason: SkipReason::Denied,
             detail: "EACCES".into(),
         }];
-        assert_eq!(strict(true, &s), Err(StrictFailure::Skipped(1)));
+        assert_eq!(strict(true, &s, false), Err(StrictFailure::Skipped(1)));
         assert_eq!(strict_lost(true, 2), Err(StrictFailure::Lost(2)));
         assert!(strict_lost(false, 2).is_ok() && strict_lost(true, 0).is_ok());
-        assert!(strict(false, &s).is_ok() && strict(true, &[]).is_ok());
+        assert!(strict(false, &s, true).is_ok() && strict(true, &[], true).is_ok());
+        // a pid that did not exist fails only when the user named it
+        let gone = [Skip {
+            pid: 8,
+            reason: SkipReason::NotFound,
+            detail: "ENOENT".into(),
+        }];
+        assert!(strict(true, &gone, false).is_ok());
+        assert_eq!(strict(true, &gone, true), Err(StrictFailure::Skipped(1)));
         assert_eq!(
             skip_lines(&s),
             vec!["mmap2-synth: skipped pid 7 (denied): EACCES"]

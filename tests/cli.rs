@@ -582,9 +582,10 @@ fn dead_pid() -> u32 {
 }
 
 // A pid that does not exist is counted as not found (not as vanished mid-
-// scan), is not fatal and does not fail --strict; the live one is written.
+// scan) and is not fatal; the live one is written. Named with -p, it fails
+// --strict (exit 3: "any process skipped"; it exited 0 before).
 #[test]
-fn missing_pid_is_not_found_not_a_failure() {
+fn missing_pid_is_not_found_and_fails_strict() {
     let m = Mapper::start(&[]);
     let dir = scratch("vanished");
     let out = dir.join("v.data");
@@ -598,12 +599,9 @@ fn missing_pid_is_not_found_not_a_failure() {
     );
     assert!(out.exists());
     let o = synth(["--strict", "-p", pids.as_str(), "-o", out.to_str().unwrap()]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("--strict: 1 processes were skipped"), "{err}");
 }
 
 // A process the caller may not read (root's, read by nobody) is counted as

@@ -127,15 +127,22 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     printer.finish()?;
     stats.add_skips(&scanned.skipped, scanned.unverified_build_ids);
     stats.iterator_heads = scanned.iterator_heads;
+    conclude(cli, target, (&stats, &scanned.skipped), started, "stdout")
+}
+
+/// The end of a snapshot: its summary (unless `-q`) for `dest`, then what
+/// `--strict` makes of its skips and losses.
+fn conclude(
+    cli: &Cli,
+    target: &Target,
+    (stats, skipped): (&mmap2_synth::snapshot::Stats, &[mmap2_synth::proc::Skip]),
+    started: Instant,
+    dest: &str,
+) -> Result<(), CliError> {
     if !cli.scan.quiet {
-        print(&summary::snapshot(
-            &stats,
-            &scanned.skipped,
-            started.elapsed(),
-            "stdout",
-        ));
+        print(&summary::snapshot(stats, skipped, started.elapsed(), dest));
     }
-    summary::strict(cli.scan.strict, &scanned.skipped)?;
+    summary::strict(cli.scan.strict, skipped, matches!(target, Target::Pids(_)))?;
     summary::strict_lost(cli.scan.strict, stats.watch_lost)?;
     Ok(())
 }
@@ -181,22 +188,18 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
         Some(output::Target::File(p)) => write_file(p, &mut write)?,
         Some(output::Target::Stream(p)) => write_stream(p, &mut write)?,
     };
-    if !cli.scan.quiet {
-        let dest = if to_stdout {
-            "stdout".to_string()
-        } else {
-            cli.output.display().to_string()
-        };
-        print(&summary::snapshot(
-            &report.stats,
-            &report.skipped,
-            started.elapsed(),
-            &dest,
-        ));
-    }
-    summary::strict(cli.scan.strict, &report.skipped)?;
-    summary::strict_lost(cli.scan.strict, report.stats.watch_lost)?;
-    Ok(())
+    let dest = if to_stdout {
+        "stdout".to_string()
+    } else {
+        cli.output.display().to_string()
+    };
+    conclude(
+        cli,
+        &target,
+        (&report.stats, &report.skipped),
+        started,
+        &dest,
+    )
 }
 
 /// A live snapshot written into an output.
@@ -306,7 +309,9 @@ pub(crate) fn run_archive(a: &super::args::ArchiveArgs) -> Result<(), CliError> 
     // a cache entry not written is an error (exit 1) like any failed
     // output; files that could not be read only fail --strict (exit 3)
     report.written()?;
-    summary::strict(a.scan.strict, &report.skipped)?;
+    // (with --from, the snapshot's pids are not the user's naming)
+    let named = !a.all && a.uid.is_none() && a.from.is_none();
+    summary::strict(a.scan.strict, &report.skipped, named)?;
     summary::strict_archive(a.scan.strict, &report)?;
     Ok(())
 }
