@@ -164,6 +164,15 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
     lines
 }
 
+/// The line of a conversion that repaired MMAP2 records with the kernel's
+/// leaked build-id flag, if it did.
+fn leaked_line(r: &ConvertReport) -> Option<String> {
+    (r.leaked_flags > 0).then(|| format!(
+        "mmap2-synth: {} MMAP2 records had the build-id flag over an inode body (Linux leaks it from another session's event that asked for ids; perf 6.1 aborts on them): repaired",
+        r.leaked_flags
+    ))
+}
+
 /// The summary of a conversion: what became build-id MMAP2, and why the
 /// rest did not.
 pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
@@ -193,6 +202,7 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
             if r.from_path > 0 { "; ids by path were trusted (--trust-paths)" } else { "; --trust-paths reads the file at the path" },
         ));
     }
+    lines.extend(leaked_line(r));
     if r.kernel_no_id > 0 {
         lines.push(format!(
             "mmap2-synth: {} kernel/module maps without an id (not in the table, and the recording is not of this kernel)",

@@ -6,6 +6,7 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::process::Command;
 
 use common::*;
 use serde_json::Value;
@@ -130,6 +131,76 @@ fn buildid_mmap2_gives_every_file_map_its_elf_id() {
     assert_eq!(std::fs::read(&inplace).unwrap(), z);
     let mode = std::fs::metadata(&inplace).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o640);
+}
+
+// MMAP2 records with the build-id flag over their inode bodies, as Linux
+// writes them beside a session that asked for build ids (the flag is left
+// in the header an mmap's records share): perf 6.1 aborts reading them;
+// dump reads them as the inode form they are, and convert --buildid-mmap2
+// repairs them (each file's map with its id), so perf reads the output.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn leaked_build_id_flags_are_read_and_repaired() {
+    needs_perf_record();
+    let b = Mapper::burner();
+    let dir = scratch("convert-leaked");
+    let rec = dir.join("rec.data");
+    perf_record(b.pid, &rec, &[]);
+    // the flag set on every inode-form MMAP2 whose device major shows it
+    let mut bytes = std::fs::read(&rec).unwrap();
+    let mut at = u64::from_le_bytes(bytes[40..48].try_into().unwrap()) as usize;
+    let mut flagged = 0;
+    for r in data_records(&bytes.clone()) {
+        let misc = u16::from_le_bytes([r[4], r[5]]);
+        let maj = (r[0] == 10).then(|| u32::from_le_bytes(r[40..44].try_into().unwrap()));
+        if misc & 0x4000 == 0 && maj.is_some_and(|m| m & 0xff > 20 || m > 0xff) {
+            bytes[at + 4..at + 6].copy_from_slice(&(misc | 0x4000).to_le_bytes());
+            flagged += 1;
+        }
+        at += r.len();
+    }
+    assert!(
+        flagged >= 2,
+        "no inode-form map on a device whose major shows the leak"
+    );
+    let leaked = dir.join("leaked.data");
+    std::fs::write(&leaked, &bytes).unwrap();
+    let o = Command::new("perf")
+        .args(["script", "--show-mmap-events", "-i"])
+        .arg(&leaked)
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success(),
+        "perf 6.1 reads the leaked flags: {o:?}"
+    );
+    let read = maps(&leaked);
+    assert_eq!(
+        read.iter().filter(|m| m["ino"].is_u64()).count(),
+        maps(&rec).iter().filter(|m| m["ino"].is_u64()).count(),
+        "dump reads them as inode form"
+    );
+    let out = dir.join("out.data");
+    let err = convert(&[leaked.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    assert!(
+        err.contains(&format!("{flagged} MMAP2 records had the build-id flag")),
+        "{err}"
+    );
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let lib = fixtures().libburn.display().to_string();
+    let want = readelf_build_id(&fixtures().libburn).unwrap();
+    let line = script
+        .lines()
+        .find(|l| l.contains("PERF_RECORD_MMAP2") && l.contains(&lib));
+    assert!(
+        line.is_some_and(|l| l.contains(&format!("<{want}>"))),
+        "{script}"
+    );
 }
 
 // A library replaced on disk after a `--no-buildid` recording (no BUILD_ID

@@ -451,7 +451,9 @@ fn trailing_text_after_a_pipe_stream_is_kept_with_a_warning() {
     assert_eq!(merge(&strict, &dir.join("s.data")).status.code(), Some(2));
 }
 
-// An MMAP2 whose build_id_size is over 20 is named as such; a bad magic is
+// An MMAP2 too short for its fields is named as such (one whose build-id
+// size is over 20 is the kernel's inode body under a leaked flag, read as
+// such: `leaked_build_id_flags_are_read_and_repaired`); a bad magic is
 // reported once with its offset.
 #[test]
 fn messages_say_what_was_wrong_once() {
@@ -460,21 +462,20 @@ fn messages_say_what_was_wrong_once() {
     let mut data = Vec::new();
     data.put_u32(e, types::MMAP2);
     data.put_u16(e, 2 | (1 << 14));
-    data.put_u16(e, 8 + 64 + 8 + 16);
+    data.put_u16(e, 8 + 40);
     data.put_u32(e, 100);
     data.put_u32(e, 100);
     for v in [0x1000u64, 0x1000, 0] {
         data.put_u64(e, v);
     }
-    data.push(32); // build_id_size
-    data.extend_from_slice(&[0; 23]);
-    data.put_u32(e, 5);
-    data.put_u32(e, 2);
-    data.extend_from_slice(b"/x\0\0\0\0\0\0");
-    data.extend_from_slice(&[0; 16]);
+    data.extend_from_slice(&[0; 8]);
     let rec = dir.join("mmap2.data");
     recording(&rec, &data);
-    assert_bad(&merge(&rec, &dir.join("o.data")), &rec, "build_id_size");
+    assert_bad(
+        &merge(&rec, &dir.join("o.data")),
+        &rec,
+        "malformed record of type 10",
+    );
     let bad = dir.join("bad.data");
     std::fs::write(&bad, b"NOTPERF!xxxxxxxxxxxxxxxxxxxxxx").unwrap();
     let err = assert_bad(&merge(&bad, &dir.join("o.data")), &bad, "bad magic");

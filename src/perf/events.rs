@@ -333,16 +333,17 @@ pub fn parse_map(h: &RecordHeader, body: &[u8], e: Endian) -> Option<MapRecord> 
             (32, None, (None, 0), prot, flags)
         }
         types::MMAP2 => {
-            let (build_id, dev_ino) = if h.misc & misc::MMAP_BUILD_ID != 0 {
-                let n = usize::from(*body.get(32)?);
-                if n > MAX_BUILD_ID {
-                    return None;
-                }
-                (BuildId::new(body.get(36..36 + n)?), (None, 0))
-            } else {
-                let ino = (r.u32(body, 32)?, r.u32(body, 36)?, r.u64(body, 40)?);
-                (None, (Some(ino), r.u64(body, 48)?))
-            };
+            let (build_id, dev_ino) =
+                if h.misc & misc::MMAP_BUILD_ID != 0 && !leaked_build_id_flag(h, body) {
+                    let n = usize::from(*body.get(32)?);
+                    if n > MAX_BUILD_ID {
+                        return None;
+                    }
+                    (BuildId::new(body.get(36..36 + n)?), (None, 0))
+                } else {
+                    let ino = (r.u32(body, 32)?, r.u32(body, 36)?, r.u64(body, 40)?);
+                    (None, (Some(ino), r.u64(body, 48)?))
+                };
             (64, build_id, dev_ino, r.u32(body, 56)?, r.u32(body, 60)?)
         }
         _ => return None,
@@ -356,7 +357,10 @@ pub fn parse_map(h: &RecordHeader, body: &[u8], e: Endian) -> Option<MapRecord> 
             filename: cstr(body.get(name_at..)?).to_vec(),
         },
         tid,
-        misc: h.misc,
+        misc: match leaked_build_id_flag(h, body) {
+            true => h.misc & !misc::MMAP_BUILD_ID,
+            false => h.misc,
+        },
         build_id,
         dev_ino,
         ino_generation,
@@ -365,26 +369,25 @@ pub fn parse_map(h: &RecordHeader, body: &[u8], e: Endian) -> Option<MapRecord> 
     })
 }
 
-/// Why [`parse_map`] refused a record: an oversized build id is named, the
-/// rest is a record whose fields do not fit its size.
-pub fn map_error(h: &RecordHeader, body: &[u8]) -> super::error::FormatErrorKind {
-    use super::error::FormatErrorKind as K;
-    match body.get(32) {
-        Some(&n)
-            if h.type_ == types::MMAP2
-                && h.misc & misc::MMAP_BUILD_ID != 0
-                && usize::from(n) > MAX_BUILD_ID =>
-        {
-            K::Implausible {
-                // seen in recordings made beside a session that asked for
-                // build ids: the kernel leaves the flag in the header it
-                // shares among an mmap's records
-                what: "MMAP2 build_id_size (more than 20; an inode-form body under the build-id flag, as Linux writes when another perf session asked for build ids)",
-                value: u64::from(n),
-            }
-        }
-        _ => K::MalformedRecord(h.type_),
-    }
+/// Whether an MMAP2 carries the build-id flag over an inode-form body: a
+/// size byte over 20 or nonzero reserved bytes after it, which no build-id
+/// form has. Linux writes these: it sets the flag in the header an mmap's
+/// records share when an event asks for build ids and never clears it, so
+/// the records written after it for events that did not ask keep their
+/// maj, min, ino under the flag (perf 6.1 aborts reading them). Only a
+/// device major over 20 or 255 shows; for the others the body reads as a
+/// short build id. [`parse_map`] reads the body as the inode form it is.
+pub fn leaked_build_id_flag(h: &RecordHeader, body: &[u8]) -> bool {
+    h.type_ == types::MMAP2
+        && h.misc & misc::MMAP_BUILD_ID != 0
+        && body
+            .get(32..36)
+            .is_some_and(|b| usize::from(b[0]) > MAX_BUILD_ID || b[1..] != [0, 0, 0])
+}
+
+/// Why [`parse_map`] refused a record: its fields do not fit its size.
+pub fn map_error(h: &RecordHeader, _body: &[u8]) -> super::error::FormatErrorKind {
+    super::error::FormatErrorKind::MalformedRecord(h.type_)
 }
 
 /// Decodes a COMM record body: (pid, tid, name).

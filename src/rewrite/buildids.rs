@@ -14,7 +14,9 @@ use super::attribution::{table_verdict, MappedFile, MappedFiles, TableVerdict};
 use crate::bytes::Endian;
 use crate::model::{BuildId, FileKey, VDSO_NAME};
 use crate::perf::consts::{misc, types};
-use crate::perf::events::{mmap_to_mmap2, parse_map, put_mmap2_id, MapRecord, Mmap2Id};
+use crate::perf::events::{
+    leaked_build_id_flag, mmap_to_mmap2, parse_map, put_mmap2_id, MapRecord, Mmap2Id, MMAP2_ID_AT,
+};
 use crate::perf::features::{parse_build_id_table, parse_string_feature};
 use crate::perf::BuildIdEntry;
 use crate::perf::{FormatError, RecordHeader};
@@ -35,6 +37,10 @@ pub struct ConvertReport {
     pub from_disk: u64,
     /// MMAP2 records that had a build id already.
     pub already: u64,
+    /// MMAP2 records with the build-id flag over an inode body (the
+    /// kernel's leak, see `leaked_build_id_flag`): written back with an id,
+    /// or as the inode form they are.
+    pub leaked_flags: usize,
     /// Kept: another file is at the path now (or, for a table id, another
     /// file with exactly that id).
     pub stale: u64,
@@ -272,7 +278,17 @@ impl MapIds {
         if m.build_id.is_some() {
             r.already += 1;
         }
-        let (id, fresh) = self.mmap2_id(h.misc & misc::CPUMODE_MASK, &m, r)?;
+        // the kernel's flag over an inode body: written back in the form
+        // its body has when no id is found
+        let leaked = leaked_build_id_flag(h, body);
+        r.leaked_flags += usize::from(leaked);
+        let Some((id, fresh)) = self.mmap2_id(h.misc & misc::CPUMODE_MASK, &m, r) else {
+            let unflagged = RecordHeader {
+                misc: h.misc & !misc::MMAP_BUILD_ID,
+                ..*h
+            };
+            return leaked.then(|| (unflagged, body[MMAP2_ID_AT..MMAP2_ID_AT + 24].to_vec()));
+        };
         if !fresh {
             return None;
         }
