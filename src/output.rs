@@ -203,11 +203,17 @@ pub fn remove_temporaries() {
 /// created, and held open: the temporary file is made, renamed and removed
 /// relative to it, so a directory on the path swapped for a link meanwhile
 /// (by whoever owns it) cannot send the file anywhere else.
+///
+/// The file is made unnamed (O_TMPFILE) where the file system allows: then
+/// it is invisible until the commit links it in, and a process killed
+/// even by SIGKILL leaves nothing. Elsewhere it is a named temporary file,
+/// removed on error or a catchable signal.
 #[derive(Debug)]
 pub struct AtomicFile {
     file: Option<File>,
     dir: Arc<OwnedFd>,
-    /// The temporary file's name in `dir`; empty once renamed or removed.
+    /// The temporary file's name in `dir`; empty while unnamed, and once
+    /// renamed or removed.
     tmp: Vec<u8>,
     /// The target's name in `dir`.
     name: Vec<u8>,
@@ -236,7 +242,39 @@ impl AtomicFile {
             .open(&dir)?
             .into();
         let dir_fd = Arc::new(dir_fd);
-        let mut n = 0u32;
+        let name = name.as_bytes().to_vec();
+        // (linked in through /proc/self/fd at the commit: only with it)
+        if Path::new("/proc/self/fd").is_dir() {
+            if let Ok(file) = crate::sys::create_unnamed_at(dir_fd.as_fd(), 0o600) {
+                return Ok(AtomicFile {
+                    file: Some(file),
+                    dir: dir_fd,
+                    tmp: Vec::new(),
+                    name,
+                    keep: None,
+                });
+            }
+        }
+        let (file, tmp) = create_named(&dir_fd, None)?;
+        Ok(AtomicFile {
+            file,
+            dir: dir_fd,
+            tmp,
+            name,
+            keep: None,
+        })
+    }
+}
+
+/// Creates a temporary file `.m2s-PID-N.tmp` in `dir` (mode 0600, listed
+/// for the signal handler), or, with `unnamed`, gives that name to the
+/// unnamed file: the file made (None for `unnamed`) and its name.
+fn create_named(
+    dir_fd: &Arc<OwnedFd>,
+    unnamed: Option<&File>,
+) -> io::Result<(Option<File>, Vec<u8>)> {
+    let mut n = 0u32;
+    {
         loop {
             // Short and fixed-length, so it fits wherever the target's name does.
             let tmp = format!(".m2s-{}-{n}.tmp", std::process::id()).into_bytes();
@@ -248,23 +286,23 @@ impl AtomicFile {
                     "the process is ending (a signal)",
                 ));
             }
-            match crate::sys::create_at(dir_fd.as_fd(), &tmp, 0o600) {
+            let made = match unnamed {
+                Some(f) => crate::sys::link_at(f, dir_fd.as_fd(), &tmp).map(|()| None),
+                None => crate::sys::create_at(dir_fd.as_fd(), &tmp, 0o600).map(Some),
+            };
+            match made {
                 Ok(file) => {
                     t.list.push((dir_fd.clone(), tmp.clone()));
-                    return Ok(AtomicFile {
-                        file: Some(file),
-                        dir: dir_fd,
-                        tmp,
-                        name: name.as_bytes().to_vec(),
-                        keep: None,
-                    });
+                    return Ok((file, tmp));
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 100 => n += 1,
                 Err(e) => return Err(e),
             }
         }
     }
+}
 
+impl AtomicFile {
     /// Gives the committed file the mode and owner of `meta` (the file it
     /// replaces) instead of 0600 and ours.
     pub fn keep_mode_and_owner(&mut self, meta: &std::fs::Metadata) {
@@ -289,14 +327,24 @@ impl AtomicFile {
     /// never a torn one; a new file needs no flush (nothing is lost if it is
     /// missing after a crash), which keeps big outputs as fast as `cp`.
     pub fn commit(mut self) -> io::Result<()> {
-        if let Some(f) = self.file.take() {
+        let file = self.file.take();
+        if let Some(f) = &file {
             if let Some((mode, uid, gid)) = self.keep {
-                std::os::unix::fs::fchown(&f, Some(uid), Some(gid))?;
+                std::os::unix::fs::fchown(f, Some(uid), Some(gid))?;
                 f.set_permissions(std::fs::Permissions::from_mode(mode))?;
             }
             if crate::sys::exists_at(self.dir.as_fd(), &self.name) {
                 f.sync_all()?;
             }
+        }
+        if let (Some(f), true) = (&file, self.tmp.is_empty()) {
+            // unnamed, for a new file: linked in under its name at once
+            match crate::sys::link_at(f, self.dir.as_fd(), &self.name) {
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                done => return done,
+            }
+            // replacing one: named first (listed for a signal), then renamed
+            self.tmp = create_named(&self.dir, Some(f))?.1;
         }
         // renamed and off the list at once for a signal (which would
         // otherwise remove a name that is not ours any more)
@@ -328,7 +376,9 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    // The target appears only on commit, mode 0600, and a dropped file leaves nothing behind.
+    // The target appears only on commit, mode 0600, replacing a file or
+    // new; while written the file has no name (nothing in the directory,
+    // nothing for a signal to remove), and a dropped one leaves nothing.
     #[test]
     fn commit_and_abandon() {
         let tmp = tempfile::tempdir().unwrap();
@@ -338,23 +388,43 @@ mod tests {
         let mut f = AtomicFile::create(&target).unwrap();
         f.file().write_all(b"new").unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"old");
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 1, "unnamed");
         f.commit().unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
         let mode = std::fs::metadata(&target).unwrap().mode() & 0o777;
         assert_eq!(mode, 0o600);
+        let fresh = dir.join("fresh.data");
+        let mut f = AtomicFile::create(&fresh).unwrap();
+        f.file().write_all(b"fresh").unwrap();
+        f.commit().unwrap();
+        assert_eq!(std::fs::read(&fresh).unwrap(), b"fresh");
         let mut f = AtomicFile::create(&target).unwrap();
         f.file().write_all(b"partial").unwrap();
-        let tmp_path = dir.join(std::ffi::OsStr::from_bytes(&f.tmp));
         let held = f.dir.clone();
-        assert!(temporaries()
+        assert!(f.tmp.is_empty());
+        assert!(!temporaries()
             .list
             .iter()
             .any(|(d, _)| Arc::ptr_eq(d, &held)));
         drop(f);
-        assert!(!tmp_path.exists());
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
-        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 1);
-        // off the signal handler's list (other tests' files may be on it)
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 2);
+        // a named temporary (where there is no O_TMPFILE) is listed for a
+        // signal until removed
+        let (named, name) = create_named(&held, None).unwrap();
+        assert!(named.is_some() && dir.join(std::ffi::OsStr::from_bytes(&name)).exists());
+        assert!(temporaries()
+            .list
+            .iter()
+            .any(|(d, n)| Arc::ptr_eq(d, &held) && *n == name));
+        drop(AtomicFile {
+            file: named,
+            dir: held.clone(),
+            tmp: name,
+            name: b"never.data".to_vec(),
+            keep: None,
+        });
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 2);
         assert!(!temporaries()
             .list
             .iter()
@@ -385,11 +455,7 @@ mod tests {
         repoint(&a);
         let f = AtomicFile::create(&link.join("gone.data")).unwrap();
         repoint(&b);
-        std::fs::write(
-            b.join(f.tmp.iter().map(|&c| c as char).collect::<String>()),
-            b"theirs",
-        )
-        .unwrap();
+        std::fs::write(b.join("gone.data"), b"theirs").unwrap();
         drop(f);
         assert_eq!(std::fs::read_dir(&a).unwrap().count(), 1, "only out.data");
         assert_eq!(

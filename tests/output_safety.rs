@@ -6,6 +6,7 @@
 mod common;
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -201,8 +202,19 @@ fn big_recording(path: &Path, mib: usize) {
     write_recording(path, mmap2_synth::perf::Attr::default(), vec![], &data);
 }
 
-// SIGTERM, SIGINT or SIGHUP during a merge removes the temporary file and
-// exits with 128 + the signal; the input is untouched.
+/// Whether process `pid` has a file open in `dir` other than `input` (its
+/// output, unnamed or not).
+fn writes_in(pid: u32, dir: &Path, input: &Path) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten()
+        .any(|f| std::fs::read_link(f.path()).is_ok_and(|l| l.starts_with(dir) && l != input))
+}
+
+// SIGTERM, SIGINT or SIGHUP during a merge leaves no temporary file and
+// exits with 128 + the signal; SIGKILL leaves none either (the output is
+// unnamed until its commit); the input is untouched.
 #[test]
 fn signals_remove_the_temporary_file() {
     let dir = tempfile::Builder::new()
@@ -212,7 +224,7 @@ fn signals_remove_the_temporary_file() {
     let rec = dir.path().join("big.data");
     big_recording(&rec, 512);
     let len = std::fs::metadata(&rec).unwrap().len();
-    for (sig, name) in [(15, "TERM"), (2, "INT"), (1, "HUP")] {
+    for (sig, name) in [(15, "TERM"), (2, "INT"), (1, "HUP"), (9, "KILL")] {
         let out = dir.path().join("out.data");
         let mut child = Command::new(bin())
             .args(["merge", "-q", "-p", "1"])
@@ -221,8 +233,8 @@ fn signals_remove_the_temporary_file() {
             .arg(&out)
             .spawn()
             .unwrap();
-        wait_until("the merge's temporary file", || {
-            !leftovers(dir.path()).is_empty()
+        wait_until("the merge's output", || {
+            writes_in(child.id(), dir.path(), &rec)
         });
         let pid = child.id().to_string();
         assert!(Command::new("kill")
@@ -231,13 +243,21 @@ fn signals_remove_the_temporary_file() {
             .unwrap()
             .success());
         let status = child.wait().unwrap();
-        assert_eq!(status.code(), Some(128 + sig), "SIG{name}");
+        match sig {
+            9 => assert_eq!(status.signal(), Some(9), "SIGKILL"),
+            _ => assert_eq!(status.code(), Some(128 + sig), "SIG{name}"),
+        }
         assert!(
             leftovers(dir.path()).is_empty(),
             "SIG{name} left {:?}",
             leftovers(dir.path())
         );
         assert!(!out.exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "SIG{name}"
+        );
     }
     assert_eq!(std::fs::metadata(&rec).unwrap().len(), len);
 }

@@ -94,6 +94,45 @@ pub fn create_at(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> io::Result<std:
     Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
+/// Creates an unnamed file in `dir` (O_TMPFILE, mode `mode`): it has no
+/// name until [`link_at`] gives it one, so a process killed before that
+/// (even by SIGKILL) leaves nothing behind. Fails where the file system
+/// has no O_TMPFILE (EOPNOTSUPP, EISDIR or EINVAL on older kernels).
+pub fn create_unnamed_at(dir: BorrowedFd<'_>, mode: u32) -> io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    let flags = libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC;
+    // SAFETY: a valid C string literal, `dir` open; a new descriptor or -1.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c".".as_ptr(), flags, mode as libc::c_uint) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Gives the unnamed file `file` (from [`create_unnamed_at`]) the name
+/// `name` in `dir` (EEXIST if taken), through `/proc/self/fd` (the
+/// AT_EMPTY_PATH form needs CAP_DAC_READ_SEARCH).
+pub fn link_at(file: &std::fs::File, dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
+    let c = component(name).ok_or_else(bad_name)?;
+    let from = std::ffi::CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_err(|_| bad_name())?;
+    // SAFETY: valid C strings; `dir` and `file` open for the call.
+    let rc = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            dir.as_raw_fd(),
+            c.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Renames `from` to `to`, both in `dir` (replacing `to`).
 pub fn rename_at(dir: BorrowedFd<'_>, from: &[u8], to: &[u8]) -> io::Result<()> {
     let (a, b) = (
