@@ -82,6 +82,7 @@ fn record_in(cwd: &Path, args: &[&str]) -> i32 {
 /// of its own (so a test can signal the group, or it alone), stderr piped.
 fn spawn_record_group(out: &Path, work: &str) -> std::process::Child {
     use std::os::unix::process::CommandExt;
+    let err = std::fs::File::create(out.with_extension("err")).unwrap();
     Command::new(bin())
         .args([
             "record",
@@ -94,9 +95,24 @@ fn spawn_record_group(out: &Path, work: &str) -> std::process::Child {
             work,
         ])
         .process_group(0)
-        .stderr(Stdio::piped())
+        .stderr(err)
         .spawn()
         .unwrap()
+}
+
+/// Waits until the perf of [`spawn_record_group`] writing `out` has its
+/// events enabled (perf says so on stderr): a signal before that finds
+/// nothing recorded, so nothing is merged.
+fn wait_recording(out: &Path) {
+    let err = out.with_extension("err");
+    wait_until("perf's events enabled", || {
+        std::fs::read_to_string(&err).is_ok_and(|s| s.contains("Events enabled"))
+    });
+}
+
+/// The stderr of the [`spawn_record_group`] writing `out`.
+fn record_err(out: &Path) -> String {
+    std::fs::read_to_string(out.with_extension("err")).unwrap()
 }
 
 // A burner started before the recording, recorded with -p: at least 99% of
@@ -175,6 +191,7 @@ fn terminal_signals_stop_perf_and_still_merge() {
         let work = format!("echo > '{}'; exec sleep 30", mark.display());
         let mut child = spawn_record_group(&out, &work);
         wait_until("the workload", || mark.exists());
+        wait_recording(&out);
         // the group of our own child: mmap2-synth, perf and the workload
         let group = format!("-{}", child.id());
         let st = Command::new("kill")
@@ -183,11 +200,11 @@ fn terminal_signals_stop_perf_and_still_merge() {
             .unwrap();
         assert!(st.success());
         wait_until("mmap2-synth to end", || child.try_wait().unwrap().is_some());
-        let o = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
+        let status = child.wait().unwrap();
+        let err = record_err(&out);
         assert!(err.contains("mmap2-synth merge: "), "SIG{sig}: {err}");
         if let Some(code) = code {
-            assert_eq!(o.status.code(), Some(code), "SIG{sig}: {err}");
+            assert_eq!(status.code(), Some(code), "SIG{sig}: {err}");
         }
         perf(&["script".as_ref(), "-i".as_ref(), out.as_os_str()]);
     }
@@ -217,6 +234,7 @@ fn signals_to_record_alone_stop_perf_and_still_merge() {
         );
         let child = spawn_record_group(&out, &work);
         wait_until("the workload", || mark.exists());
+        wait_recording(&out);
         let workload = std::fs::read_to_string(&mark).unwrap().trim().to_string();
         // our own child only, not its group
         let st = Command::new("kill")
@@ -227,9 +245,8 @@ fn signals_to_record_alone_stop_perf_and_still_merge() {
         let mut child = child;
         wait_until("mmap2-synth to end", || child.try_wait().unwrap().is_some());
         let scratch_prefix = format!("mmap2-synth-record-{}-", child.id());
-        let o = child.wait_with_output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        let code = o.status.code().unwrap_or(-1);
+        let code = child.wait().unwrap().code().unwrap_or(-1);
+        let err = record_err(&out);
         assert!(codes.contains(&code), "SIG{sig}: exit {code}: {err}");
         assert!(err.contains("mmap2-synth merge: "), "SIG{sig}: {err}");
         let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
