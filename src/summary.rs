@@ -416,6 +416,13 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
     if let Some(k) = &r.kernel_symbols {
         lines.push(format!("mmap2-synth: kernel symbols: {k}"));
     }
+    if r.unsymbolizable > 0 {
+        lines.push(format!(
+            "mmap2-synth: {} binaries could not be symbolized (addresses kept): {}",
+            r.unsymbolizable,
+            r.unsymbolizable_names.join(", ")
+        ));
+    }
     if let Some(e) = &r.symbolize_error {
         lines.push(format!(
             "mmap2-synth: {} files could not be symbolized: {e}",

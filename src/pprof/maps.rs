@@ -1,10 +1,11 @@
 //! The address spaces a recording describes, replayed record by record: per
 //! process the maps its MMAP/MMAP2 records made (a new map cuts what it
 //! overlaps, as the kernel's would), copied to a child on FORK, emptied on
-//! exec; the kernel's and modules' maps shared by all. Pure; forks share
-//! their parent's maps until one of them changes.
-
-use std::collections::BTreeMap;
+//! exec; the kernel's and modules' maps shared by all. Pure. A process's
+//! maps are a persistent tree ([`rpds`]): a fork shares its parent's, and a
+//! change on either side copies only the tree nodes on its path (O(log n)),
+//! not the whole set: a child mapping into a copy of a parent with 40,000
+//! maps, 40,000 times over, cost 1.6 billion entry copies.
 
 use foldhash::HashMap;
 use std::rc::Rc;
@@ -26,8 +27,8 @@ pub struct Map {
     pub build_id: Option<BuildId>,
 }
 
-/// One address space's maps, by start address.
-pub type Maps = BTreeMap<u64, Rc<Map>>;
+/// One address space's maps, by start address (cloned in O(1), sharing).
+pub type Maps = rpds::RedBlackTreeMap<u64, Rc<Map>>;
 
 /// Too many maps held at once (fork copies included): the recording is
 /// refused rather than exhaust memory.
@@ -37,7 +38,7 @@ pub struct TooManyMaps(pub usize);
 /// Every process's maps and the kernel's.
 #[derive(Debug, Default)]
 pub struct AddressSpaces {
-    procs: HashMap<u32, Rc<Maps>>,
+    procs: HashMap<u32, Maps>,
     kernel: Maps,
     /// Map entries held (a shared space counted once per holder), bounded
     /// by `limit`.
@@ -68,12 +69,12 @@ impl AddressSpaces {
         }
         let space = match pid {
             None => &mut self.kernel,
-            Some(pid) => Rc::make_mut(self.procs.entry(pid).or_default()),
+            Some(pid) => self.procs.entry(pid).or_default(),
         };
-        let before = space.len();
+        let before = space.size();
         cut(space, map.start, map.end);
-        space.insert(map.start, Rc::new(map));
-        self.held = (self.held + space.len()).saturating_sub(before);
+        space.insert_mut(map.start, Rc::new(map));
+        self.held = (self.held + space.size()).saturating_sub(before);
         if self.held > self.limit {
             return Err(TooManyMaps(self.held));
         }
@@ -89,9 +90,9 @@ impl AddressSpaces {
             self.exec(child);
             return Ok(());
         };
-        self.held += space.len();
+        self.held += space.size();
         if let Some(old) = self.procs.insert(child, space) {
-            self.held -= old.len();
+            self.held -= old.size();
         }
         if self.held > self.limit {
             return Err(TooManyMaps(self.held));
@@ -102,13 +103,13 @@ impl AddressSpaces {
     /// exec (a COMM record with the exec bit): the old maps are gone.
     pub fn exec(&mut self, pid: u32) {
         if let Some(old) = self.procs.remove(&pid) {
-            self.held -= old.len();
+            self.held -= old.size();
         }
     }
 
     /// The maps of process `pid` (look addresses up with [`find`]).
     pub fn process(&self, pid: u32) -> Option<&Maps> {
-        self.procs.get(&pid).map(|s| &**s)
+        self.procs.get(&pid)
     }
 
     /// The kernel map holding `addr`.
@@ -125,22 +126,23 @@ pub fn find(space: &Maps, addr: u64) -> Option<&Rc<Map>> {
 
 /// Removes [start, end) from `space`, keeping the parts of maps outside it
 /// (their file offsets moved with them).
+/// `start < end` (a range the other way round panics in [`rpds`]).
 fn cut(space: &mut Maps, start: u64, end: u64) {
-    let mut hit = Vec::new();
-    if let Some((&s, m)) = space.range(..start).next_back() {
+    let mut hit: Vec<Rc<Map>> = Vec::new();
+    if let Some((_, m)) = space.range(..start).next_back() {
         if m.end > start {
-            hit.push(s);
+            hit.push(m.clone());
         }
     }
-    hit.extend(space.range(start..end).map(|(&s, _)| s));
-    for s in hit {
-        let Some(m) = space.remove(&s) else { continue };
+    hit.extend(space.range(start..end).map(|(_, m)| m.clone()));
+    for m in hit {
+        space.remove_mut(&m.start);
         if m.start < start {
             let head = Map {
                 end: start,
                 ..(*m).clone()
             };
-            space.insert(head.start, Rc::new(head));
+            space.insert_mut(head.start, Rc::new(head));
         }
         if m.end > end {
             let tail = Map {
@@ -148,7 +150,7 @@ fn cut(space: &mut Maps, start: u64, end: u64) {
                 pgoff: m.pgoff.wrapping_add(end - m.start),
                 ..(*m).clone()
             };
-            space.insert(tail.start, Rc::new(tail));
+            space.insert_mut(tail.start, Rc::new(tail));
         }
     }
 }

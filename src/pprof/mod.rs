@@ -11,6 +11,7 @@
 //! May import: `archive` (the build-id cache layout), `bytes`, `model`,
 //! `perf`, `proc`, `rewrite`.
 
+mod isolate;
 pub mod maps;
 pub mod profile;
 pub mod proto;
@@ -80,6 +81,11 @@ pub struct PprofReport {
     pub symbolize_errors: usize,
     /// The first error.
     pub symbolize_error: Option<String>,
+    /// Files blazesym panicked on (malformed debug info), left as
+    /// addresses.
+    pub unsymbolizable: usize,
+    /// Up to 5 of them, as `path (why: where blazesym panicked)`.
+    pub unsymbolizable_names: Vec<String>,
 }
 
 /// Why no profile was written.

@@ -588,7 +588,8 @@ mod tests {
             (0x1000, lib.clone()),
             (0x8000, named(0x8000, "/usr/bin/burn")),
         ]
-        .into();
+        .into_iter()
+        .collect();
         let mut asked = Vec::new();
         b.add_main_binary(|pid| {
             asked.push(pid);

@@ -18,6 +18,7 @@ use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
 
+use super::isolate::{isolated, Panicked};
 use super::profile::{Builder, Frame, MappingSymbols, Space};
 use super::PprofReport;
 use crate::archive::cache_entry;
@@ -131,7 +132,9 @@ fn fd_path(f: &File) -> PathBuf {
 
 /// Symbolizes `wants` (file offsets, or absolute addresses) from `src`,
 /// named `name` in errors (a fresh symbolizer per file: its cache is keyed
-/// by path, and `/proc/thread-self/fd/N` names are reused).
+/// by path, and `/proc/thread-self/fd/N` names are reused). A panic in
+/// blazesym (malformed DWARF it unwraps) leaves this file's frames as
+/// addresses and is counted and named, not a crash ([`isolated`]).
 fn run(
     src: &Source,
     (file_offsets, name): (bool, &str),
@@ -139,28 +142,48 @@ fn run(
     out: &mut Symbols,
     report: &mut PprofReport,
 ) {
-    let symbolizer = Symbolizer::builder()
-        .enable_code_info(true)
-        .enable_inlined_fns(true)
-        .build();
     let addrs: Vec<u64> = wants.iter().map(|w| w.1).collect();
-    let input = match file_offsets {
-        true => Input::FileOffset(addrs.as_slice()),
-        false => Input::AbsAddr(addrs.as_slice()),
-    };
-    let results = match symbolizer.symbolize(src, input) {
-        Ok(r) => r,
-        Err(err) => {
+    let found = isolated(|| {
+        let symbolizer = Symbolizer::builder()
+            .enable_code_info(true)
+            .enable_inlined_fns(true)
+            .build();
+        let input = match file_offsets {
+            true => Input::FileOffset(addrs.as_slice()),
+            false => Input::AbsAddr(addrs.as_slice()),
+        };
+        let results = symbolizer.symbolize(src, input)?;
+        let frames = results.iter().map(|r| match r {
+            Symbolized::Sym(sym) => Some(frames_of(sym)),
+            _ => None,
+        });
+        Ok::<_, blazesym::Error>(frames.collect::<Vec<_>>())
+    });
+    let results = match found {
+        Ok(Ok(r)) => r,
+        Ok(Err(err)) => {
             report.symbolize_errors += 1;
             if report.symbolize_error.is_none() {
                 report.symbolize_error = Some(format!("{name}: {err}"));
             }
             return;
         }
+        Err(Panicked(at)) => {
+            report.unsymbolizable += 1;
+            if report.unsymbolizable_names.len() < 5 {
+                let what = match file_offsets {
+                    true => "its debug info is malformed",
+                    false => "it is malformed",
+                };
+                report
+                    .unsymbolizable_names
+                    .push(format!("{name} ({what}: blazesym panicked at {at})"));
+            }
+            return;
+        }
     };
-    for (&(loc, _, mapping), r) in wants.iter().zip(results) {
-        let Symbolized::Sym(sym) = r else { continue };
-        let frames = frames_of(&sym);
+    for (&(loc, _, mapping), frames) in wants.iter().zip(results) {
+        let Some(frames) = frames else { continue };
         let flags = &mut out.mappings[mapping];
         flags.functions = true;
         if frames.iter().any(|f| f.file.is_some()) {
