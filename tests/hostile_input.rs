@@ -75,6 +75,23 @@ fn compressed_record(payload: &[u8]) -> Vec<u8> {
     r
 }
 
+/// A PERF_RECORD_COMPRESSED2 record holding `payload` (its size given, so
+/// the padding after an ended zstd frame is not taken for another frame).
+fn compressed2_record(payload: &[u8]) -> Vec<u8> {
+    let e = Endian::Little;
+    let mut r = Vec::new();
+    r.put_u32(e, types::COMPRESSED2);
+    r.put_u16(e, 0);
+    r.put_u16(
+        e,
+        u16::try_from(16 + payload.len().div_ceil(8) * 8).unwrap(),
+    );
+    r.put_u64(e, payload.len() as u64);
+    r.extend_from_slice(payload);
+    r.pad_to(8);
+    r
+}
+
 /// `n` bytes of 8-byte FINISHED_ROUND records, zstd-compressed in a stream.
 fn rounds_compressed(n: usize) -> Vec<u8> {
     use std::io::Write;
@@ -340,6 +357,100 @@ fn truncated_zstd_frame_is_an_error() {
     let rec = dir.join("trunc.data");
     recording(&rec, &compressed_record(&payload[..payload.len() / 2]));
     assert_bad(&merge(&rec, &dir.join("o.data")), &rec, "compressed data");
+}
+
+/// Runs `mmap2-synth CMD IN [-o OUT] ARGS...` (no `-o` for dump), bounded
+/// by a 120 s `timeout`.
+fn run(cmd: &[&str], input: &Path, out: &Path) -> Output {
+    let mut c = Command::new("timeout");
+    c.arg("120").arg(bin()).arg(cmd[0]).arg(input);
+    if cmd[0] != "dump" {
+        c.arg("-o").arg(out);
+    }
+    c.args(&cmd[1..]).stdin(Stdio::null()).output().unwrap()
+}
+
+/// The files in `dir` other than `keep`.
+fn others(dir: &Path, keep: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p != keep)
+        .collect()
+}
+
+// COMPRESSED records each under the per-record cap but together expanding
+// past 1000 times their zstd bytes (and the 256 MiB floor) are refused at the
+// record that passes the bound: dump and convert --decompress exit 2, and
+// convert leaves no output (it wrote 6.3 GB for 560 KB).
+#[test]
+fn compressed_data_expanding_past_the_ratio_is_refused() {
+    let dir = scratch("in-ratio");
+    let frame = zstd::bulk::compress(&unknown_records(60 << 20, |_| 7), 19).unwrap();
+    assert!(frame.len() < 60_000, "frame {} bytes", frame.len());
+    let one = compressed2_record(&frame);
+    let rec = dir.join("ratio.data");
+    recording(&rec, &one.repeat(5));
+    let file = std::fs::read(&rec).unwrap();
+    let data_at = u64::from_le_bytes(file[40..48].try_into().unwrap());
+    // 4 x 60 MiB stay under the floor; the fifth record passes it
+    let at = format!("at offset {}:", data_at + 4 * one.len() as u64);
+    let what = "compressed data decompresses to more than 1000 times its size";
+    let out = dir.join("o.data");
+    for cmd in [&["dump"][..], &["convert", "--decompress"]] {
+        let err = assert_bad(&run(cmd, &rec, &out), &rec, what);
+        assert!(err.contains(&at), "{err}");
+    }
+    assert!(others(&dir, &rec).is_empty(), "{:?}", others(&dir, &rec));
+}
+
+// An AUXTRACE or HEADER_TRACING_DATA record inside a COMPRESSED one (their
+// data follows them in the file, where the compressed record's neighbours
+// are) is refused at the compressed record's offset by every command:
+// convert --decompress copied the bytes after the compressed record as its
+// data (exit 0), or failed "writing OUT: input shrank" (exit 1) when last.
+#[test]
+fn records_with_data_after_them_inside_compressed_records_are_refused() {
+    let dir = scratch("in-zaux");
+    let e = Endian::Little;
+    let mut aux = Vec::new();
+    aux.put_u32(e, types::AUXTRACE);
+    aux.put_u16(e, 0);
+    aux.put_u16(e, 48);
+    aux.put_u64(e, 20_000); // AUX data size
+    aux.resize(48, 0);
+    let mut tracing = Vec::new();
+    tracing.put_u32(e, types::HEADER_TRACING_DATA);
+    tracing.put_u16(e, 0);
+    tracing.put_u16(e, 16);
+    tracing.put_u32(e, 20_000); // tracing data size
+    tracing.put_u32(e, 0);
+    let stream = std::fs::read(pin("rec-pipe.data")).unwrap();
+    let out = dir.join("o.data");
+    for (name, inner) in [("AUXTRACE", &aux), ("HEADER_TRACING_DATA", &tracing)] {
+        for last in [false, true] {
+            let mut f = stream.clone();
+            let at = f.len();
+            f.extend(compressed2_record(&zstd::bulk::compress(inner, 1).unwrap()));
+            if !last {
+                f.extend(unknown_records(40_000, |_| 0xab)); // not its data
+            }
+            let rec = dir.join(format!("{name}-{last}.data"));
+            std::fs::write(&rec, &f).unwrap();
+            let what = format!("at offset {at}: {name} inside a compressed record");
+            for cmd in [
+                &["dump"][..],
+                &["convert", "--buildid-mmap2"],
+                &["convert", "--decompress"],
+                &["convert", "--to", "file"],
+                &["pprof", "--no-symbolize"],
+            ] {
+                assert_bad(&run(cmd, &rec, &out), &rec, &what);
+                assert!(!out.exists(), "{cmd:?}");
+            }
+            assert_bad(&merge(&rec, &out), &rec, &what);
+        }
+    }
 }
 
 // 200 attrs naming one 16 MiB id section are refused quickly (the ids may

@@ -9,17 +9,37 @@ use super::error::{FormatError, FormatErrorKind as K};
 use super::record::RecordHeader;
 use crate::bytes::Endian;
 
+/// How many times its compressed size a recording's compressed data may
+/// expand to in total (beyond [`EXPANSION_FLOOR`]). perf's `-z` data (zstd
+/// level 1 by default, flushed after every ring-buffer chunk) shrinks a few
+/// times to about 20 times; only bombs, runs of identical records that zstd
+/// squeezes up to ~30,000 times, come near 1000. The bound keeps the time
+/// every reader spends, and the output of `convert --decompress`, within
+/// 1000 times the compressed bytes read.
+pub(crate) const EXPANSION_RATIO: u64 = 1000;
+
+/// What compressed data may always expand to, whatever its ratio: a small
+/// recording of near-identical records is let through.
+pub(crate) const EXPANSION_FLOOR: u64 = 256 << 20;
+
 /// Streaming zstd decoder for PERF_RECORD_COMPRESSED payloads; records may
 /// span payloads, so the undecoded tail is kept. Records are handed out after
 /// every output chunk, so memory stays within one record plus one chunk
-/// whatever a payload expands to.
+/// whatever a payload expands to; the total output is bounded by the input
+/// fed ([`EXPANSION_RATIO`], [`EXPANSION_FLOOR`]).
 pub(crate) struct Decompressor {
     dec: zstd::stream::raw::Decoder<'static>,
     pending: Vec<u8>,
     out: Vec<u8>,
-    /// zstd's hint after the last payload: how many input bytes it needs
-    /// next (0: the frame ended).
+    /// zstd's hint after the last run that consumed or produced bytes: how
+    /// many input bytes it needs next (0: the frame ended).
     hint: usize,
+    /// Compressed bytes fed so far.
+    read: u64,
+    /// Bytes decompressed so far.
+    written: u64,
+    /// [`EXPANSION_FLOOR`] (lower in unit tests).
+    floor: u64,
 }
 
 impl Decompressor {
@@ -29,7 +49,25 @@ impl Decompressor {
             pending: Vec::new(),
             out: vec![0; 1 << 16],
             hint: 0,
+            read: 0,
+            written: 0,
+            floor: EXPANSION_FLOOR,
         })
+    }
+
+    /// Fails when the bytes decompressed so far pass the bound on the
+    /// compressed bytes fed.
+    fn check_expansion(&self, at: u64) -> Result<(), FormatError> {
+        let bound = self.read.saturating_mul(EXPANSION_RATIO).max(self.floor);
+        if self.written > bound {
+            let kind = K::Expansion {
+                ratio: EXPANSION_RATIO,
+                compressed: self.read,
+                decompressed: self.written,
+            };
+            return Err(FormatError::at(at, kind));
+        }
+        Ok(())
     }
 
     /// Decodes one payload, at most `cap` bytes of output, and calls `f` for
@@ -44,6 +82,7 @@ impl Decompressor {
     ) -> Result<(), FormatError> {
         use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
         let mut input = InBuffer::around(payload);
+        self.read += payload.len() as u64;
         let mut stalled = false;
         let mut produced = 0u64;
         loop {
@@ -53,8 +92,15 @@ impl Decompressor {
                 FormatError::at(at, K::Compressed(format!("does not decompress: {err}")))
             })?;
             let n = output.pos();
-            self.hint = hint;
+            // A run that neither consumed nor produced anything changes
+            // nothing but its hint: after a frame that ended with a full
+            // output buffer, the hint for a next frame's header (not a
+            // frame cut short).
+            if n > 0 || input.pos != before {
+                self.hint = hint;
+            }
             produced += n as u64;
+            self.written += n as u64;
             if produced > cap {
                 let kind = K::Implausible {
                     what: "decompressed size of one COMPRESSED record (over the recording's buffer size)",
@@ -62,6 +108,7 @@ impl Decompressor {
                 };
                 return Err(FormatError::at(at, kind));
             }
+            self.check_expansion(at)?;
             self.pending.extend_from_slice(&self.out[..n]);
             self.hand_out(at, e, &mut f)?;
             // A full output buffer may leave more decoded bytes inside zstd.
@@ -289,5 +336,94 @@ mod tests {
             d.finish(0).unwrap();
             assert_eq!(back, recs);
         }
+    }
+
+    /// `n` bytes of 8-byte FINISHED_ROUND records.
+    fn rounds(n: usize, e: Endian) -> Vec<u8> {
+        let mut r = Vec::with_capacity(n);
+        while r.len() < n {
+            RecordHeader {
+                type_: types::FINISHED_ROUND,
+                misc: 0,
+                size: 8,
+            }
+            .put(&mut r, e);
+        }
+        r
+    }
+
+    // A finished zstd frame whose output fills the 64 KiB output buffer
+    // exactly (once, twice, thrice) is complete: zstd's hint for the next
+    // frame's header, after a run that did nothing, is not a frame cut short.
+    #[test]
+    fn a_frame_ending_on_a_full_output_buffer_is_complete() {
+        let e = Endian::Little;
+        for k in 1..=3 {
+            let frame = zstd::bulk::compress(&rounds(k << 16, e), 3).unwrap();
+            let mut d = Decompressor::new().unwrap();
+            let mut n = 0;
+            d.feed(0, &frame, e, u64::MAX, |_, _| {
+                n += 1;
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(n, k << 13);
+            d.finish(0).unwrap();
+            // cut by a byte, the frame is unfinished
+            let mut d = Decompressor::new().unwrap();
+            d.feed(0, &frame[..frame.len() - 1], e, u64::MAX, |_, _| Ok(()))
+                .unwrap();
+            assert!(d.finish(0).is_err(), "{k}");
+        }
+    }
+
+    // The total output is bounded by EXPANSION_RATIO times the compressed
+    // bytes fed, past the floor: a bomb is refused at its record's offset,
+    // data that shrinks less decodes in full beyond the floor.
+    #[test]
+    fn total_expansion_is_bounded_by_the_ratio() {
+        let e = Endian::Little;
+        let floor = 1 << 20;
+        let bomb = zstd::bulk::compress(&rounds(2 << 20, e), 19).unwrap();
+        assert!(bomb.len() as u64 * EXPANSION_RATIO < 2 << 20);
+        let mut d = Decompressor::new().unwrap();
+        d.floor = floor;
+        let err = d.feed(4242, &bomb, e, u64::MAX, |_, _| Ok(())).unwrap_err();
+        assert_eq!(err.offset, 4242);
+        assert!(
+            matches!(err.kind, K::Expansion { ratio: 1000, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("more than 1000 times"), "{err}");
+
+        // records of pseudo-random bytes: zstd barely shrinks them
+        let mut raw = Vec::new();
+        let mut x = 0x2545_f491u32;
+        while raw.len() < 2 << 20 {
+            RecordHeader {
+                type_: 4000,
+                misc: 0,
+                size: 4096,
+            }
+            .put(&mut raw, e);
+            for _ in 0..4088 {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                raw.push(x as u8);
+            }
+        }
+        let mut d = Decompressor::new().unwrap();
+        d.floor = floor;
+        let mut n = 0;
+        for chunk in zstd::bulk::compress(&raw, 1).unwrap().chunks(60_000) {
+            d.feed(0, chunk, e, u64::MAX, |_, b| {
+                n += 8 + b.len();
+                Ok(())
+            })
+            .unwrap();
+        }
+        d.finish(0).unwrap();
+        assert_eq!(n, raw.len());
     }
 }

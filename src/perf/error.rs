@@ -83,6 +83,25 @@ pub enum FormatErrorKind {
     /// A compressed record could not be decoded.
     #[error("compressed record: {0}")]
     Compressed(String),
+    /// Compressed records expand past the bound on their total
+    /// (`compress::EXPANSION_RATIO` times the compressed bytes read, beyond
+    /// a floor).
+    #[error(
+        "compressed data decompresses to more than {ratio} times its size: \
+         {decompressed} bytes from {compressed} bytes of zstd so far (a decompression bomb?)"
+    )]
+    Expansion {
+        ratio: u64,
+        compressed: u64,
+        decompressed: u64,
+    },
+    /// A record whose data follows it in the file (AUXTRACE,
+    /// HEADER_TRACING_DATA) inside a compressed record, where nothing can
+    /// follow it: perf writes these uncompressed.
+    #[error(
+        "{0} inside a compressed record (perf writes it, and the data after it, uncompressed)"
+    )]
+    InsideCompressed(&'static str),
     /// A BUILD_ID table entry with a size outside 36..=rest of the table.
     #[error("bad build-id entry size {0}")]
     BadBuildIdEntry(usize),

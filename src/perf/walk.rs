@@ -37,7 +37,9 @@ pub trait Visitor {
     fn stored(&mut self, _at: u64, _h: &RecordHeader, _body: &[u8]) {}
 
     /// Every record, those inside compressed ones one by one (`at` is then
-    /// the offset of the compressed record).
+    /// the offset of the compressed record; an AUXTRACE or
+    /// HEADER_TRACING_DATA, whose data follows at `at + size`, is never
+    /// one of those).
     fn record(
         &mut self,
         at: u64,
@@ -101,6 +103,9 @@ impl Input {
             let d = self.decompressor(&mut dec)?;
             let (attrs, records) = (&w.attrs, &mut w.records);
             d.feed(at, payload, e, cap, |ih, ib| {
+                if let Some(what) = data_follows(ih.type_) {
+                    return Err(FormatError::at(at, K::InsideCompressed(what)));
+                }
                 *records += 1;
                 visitor.record(at, ih, ib, attrs)
             })
@@ -157,6 +162,18 @@ impl Input {
                 source,
             },
         }
+    }
+}
+
+/// The name of a record type whose data follows the record in the file,
+/// outside its size (AUXTRACE, HEADER_TRACING_DATA). Inside a COMPRESSED
+/// record nothing can follow it (perf never compresses them): readers would
+/// take the bytes after the compressed record for its data.
+fn data_follows(t: u32) -> Option<&'static str> {
+    match t {
+        types::AUXTRACE => Some("AUXTRACE"),
+        types::HEADER_TRACING_DATA => Some("HEADER_TRACING_DATA"),
+        _ => None,
     }
 }
 

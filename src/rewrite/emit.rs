@@ -223,6 +223,8 @@ impl Visitor for Emitter<'_> {
             self.recompress_from(start);
             return Ok(());
         }
+        // `at` is this record's own offset: the walk refuses AUXTRACE and
+        // tracing records inside compressed ones.
         let after = at + u64::from(h.size);
         match h.type_ {
             types::AUXTRACE => {

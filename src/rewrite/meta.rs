@@ -1,6 +1,8 @@
 //! The metadata of a recording as bytes ([`RawMeta`]), lossless: from its
 //! header in file mode, from its metadata records in pipe mode.
 
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
 use std::os::unix::fs::FileExt;
 
 use crate::bytes::{Endian, Rd};
@@ -64,8 +66,8 @@ pub fn read_meta(input: &Input) -> Result<RawMeta, InputError> {
             let mut c = Collector {
                 input,
                 e,
-                features: Vec::new(),
-                build_ids: Vec::new(),
+                features: BTreeMap::new(),
+                build_ids: BuildIds::default(),
                 tracing: None,
             };
             let walk = input.walk(&mut c)?;
@@ -75,12 +77,10 @@ pub fn read_meta(input: &Input) -> Result<RawMeta, InputError> {
                 features: Vec::new(),
             };
             for (bit, payload) in c.features {
-                if meta.feature(bit).is_none() {
-                    meta.set_feature(bit, payload);
-                }
+                meta.set_feature(bit, payload);
             }
-            if !c.build_ids.is_empty() {
-                meta.set_feature(feature::BUILD_ID, c.build_ids);
+            if !c.build_ids.table.is_empty() {
+                meta.set_feature(feature::BUILD_ID, c.build_ids.table);
             }
             if let Some(t) = c.tracing {
                 meta.set_feature(feature::TRACING_DATA, t);
@@ -96,13 +96,53 @@ fn raw_attrs(attrs: &Attrs) -> Vec<(Vec<u8>, Vec<u64>)> {
     attrs.raw.iter().cloned().zip(ids).collect()
 }
 
-/// Gathers a pipe-mode stream's metadata records.
+/// Gathers a pipe-mode stream's metadata records, holding what differs
+/// only: memory follows the distinct content, not the record count (a
+/// compressed stream can repeat a 64 KiB record a million times).
 struct Collector<'a> {
     input: &'a Input,
     e: Endian,
-    features: Vec<(u32, Vec<u8>)>,
-    build_ids: Vec<u8>,
+    /// The payload of each feature bit: the last HEADER_FEATURE record's,
+    /// as perf reads a stream (each replaces what an earlier one set).
+    features: BTreeMap<u32, Vec<u8>>,
+    build_ids: BuildIds,
     tracing: Option<Vec<u8>>,
+}
+
+/// HEADER_BUILD_ID records as a BUILD_ID table (record type 0), in order,
+/// each distinct entry once: perf gives a repeated entry (same cpumode,
+/// pid, id and path, byte for byte) to the DSO that already has it.
+#[derive(Default)]
+struct BuildIds {
+    table: Vec<u8>,
+    /// Entries' (start, length) in `table` by their bytes' hash.
+    seen: HashMap<u64, Vec<(usize, usize)>, foldhash::fast::FixedState>,
+}
+
+impl BuildIds {
+    /// Appends `entry` unless the table has it; the table may not pass
+    /// [`MAX_METADATA`].
+    fn add(&mut self, at: u64, entry: &[u8]) -> Result<(), FormatError> {
+        let hash = self.seen.hasher().hash_one(entry);
+        let starts = self.seen.entry(hash).or_default();
+        if starts
+            .iter()
+            .any(|&(s, n)| self.table.get(s..s + n) == Some(entry))
+        {
+            return Ok(());
+        }
+        let total = (self.table.len() + entry.len()) as u64;
+        if total > MAX_METADATA {
+            let kind = K::Implausible {
+                what: "size of the distinct HEADER_BUILD_ID records (to hold in memory)",
+                value: total,
+            };
+            return Err(FormatError::at(at, kind));
+        }
+        starts.push((self.table.len(), entry.len()));
+        self.table.extend_from_slice(entry);
+        Ok(())
+    }
 }
 
 impl Visitor for Collector<'_> {
@@ -122,7 +162,7 @@ impl Visitor for Collector<'_> {
                 if let Ok(bit) = u32::try_from(bit) {
                     // 0 is reserved (never set); LAST_FEATURE ends the list
                     if bit != 0 && bit != feature::LAST_FEATURE && bit < 256 {
-                        self.features.push((bit, body[8..].to_vec()));
+                        self.features.insert(bit, body[8..].to_vec());
                     }
                 }
             }
@@ -131,7 +171,9 @@ impl Visitor for Collector<'_> {
                 h.put(&mut rec, e);
                 rec.extend_from_slice(body);
                 parse_build_id_table(&rec, e, at)?;
-                retyped_build_ids(&mut self.build_ids, &rec, e, 0);
+                let mut entry = Vec::with_capacity(rec.len());
+                retyped_build_ids(&mut entry, &rec, e, 0);
+                self.build_ids.add(at, &entry)?;
             }
             types::HEADER_TRACING_DATA if self.tracing.is_none() => {
                 let size = tracing_size(at, body, e)?;
@@ -161,4 +203,62 @@ pub(super) fn tracing_size(at: u64, body: &[u8], e: Endian) -> Result<u32, Forma
         at,
         K::Truncated("HEADER_TRACING_DATA record"),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bytes::PutExt;
+    use crate::perf::features::string_feature;
+
+    /// A record of `type_` with this body.
+    fn rec(e: Endian, type_: u32, misc: u16, body: &[u8]) -> Vec<u8> {
+        let mut r = Vec::new();
+        let size = u16::try_from(8 + body.len()).unwrap();
+        RecordHeader { type_, misc, size }.put(&mut r, e);
+        r.extend_from_slice(body);
+        r
+    }
+
+    /// A HEADER_BUILD_ID record: pid -1, a 20-byte id of `fill`, `path`.
+    fn build_id(e: Endian, fill: u8, path: &[u8]) -> Vec<u8> {
+        let mut body = Vec::new();
+        body.put_u32(e, u32::MAX);
+        body.resize(4 + 20, fill);
+        body.resize(4 + 24, 0);
+        body.extend_from_slice(path);
+        body.push(0);
+        body.resize((body.len() + 8).div_ceil(8) * 8 - 8, 0);
+        rec(e, types::HEADER_BUILD_ID, 2, &body)
+    }
+
+    // A stream's repeated metadata records are held once: the last
+    // HEADER_FEATURE of a bit wins, as perf reads a stream, and a build-id
+    // entry repeated byte for byte is kept once, distinct ones in order.
+    #[test]
+    fn repeated_stream_metadata_is_held_once() {
+        let e = Endian::Little;
+        let pin = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/pin/rec-pipe.data");
+        let mut f = std::fs::read(pin).unwrap();
+        let hostname = |s: &[u8]| {
+            let mut body = Vec::new();
+            body.put_u64(e, u64::from(feature::HOSTNAME));
+            body.extend(string_feature(e, s));
+            rec(e, types::HEADER_FEATURE, 0, &body)
+        };
+        let (a, b) = (build_id(e, 0xaa, b"/lib/a.so"), build_id(e, 0xbb, b"/b"));
+        for r in [&hostname(b"first"), &a, &a, &b, &a, &hostname(b"last")] {
+            f.extend_from_slice(r);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("in.data");
+        std::fs::write(&path, &f).unwrap();
+        let meta = read_meta(&Input::open(&path).unwrap()).unwrap();
+        let last = string_feature(e, b"last");
+        assert_eq!(meta.feature(feature::HOSTNAME), Some(&last[..]));
+        let mut table = Vec::new();
+        retyped_build_ids(&mut table, &a, e, 0);
+        retyped_build_ids(&mut table, &b, e, 0);
+        assert_eq!(meta.feature(feature::BUILD_ID), Some(&table[..]));
+    }
 }
