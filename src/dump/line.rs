@@ -58,6 +58,8 @@ pub struct MapLine {
     pub build_id: Option<BuildId>,
     /// maj, min, ino of an inode-form MMAP2.
     pub dev_ino: Option<(u32, u32, u64)>,
+    /// Its ino_generation (0 otherwise), as perf prints it beside the inode.
+    pub ino_generation: u64,
     pub path: Vec<u8>,
     pub cpumode: u16,
 }
@@ -95,6 +97,7 @@ impl Line {
                     flags: m.flags,
                     build_id: m.build_id,
                     dev_ino: m.dev_ino,
+                    ino_generation: m.ino_generation,
                     path: m.key.filename,
                     cpumode: h.misc & misc::CPUMODE_MASK,
                 }))
@@ -278,7 +281,8 @@ impl MapLine {
                 let _ = write!(s, "build_id={}", b.to_hex());
             }
             (None, Some((maj, min, ino))) => {
-                let _ = write!(s, "dev={maj:02x}:{min:02x} ino={ino}");
+                let gen = m.ino_generation;
+                let _ = write!(s, "dev={maj:02x}:{min:02x} ino={ino} gen={gen}");
             }
             (None, None) => s.push('-'),
         }
@@ -310,6 +314,8 @@ impl MapLine {
         f.push(("maj", maj));
         f.push(("min", min));
         f.push(("ino", ino));
+        let gen = m.dev_ino.map_or("null".into(), |_| num(m.ino_generation));
+        f.push(("ino_generation", gen));
         f.push(("path", json_string(&m.path)));
         f.push(("cpumode", num(m.cpumode.into())));
     }
@@ -410,7 +416,7 @@ mod tests {
                 maj: 8,
                 min: 1,
                 ino: 42,
-                ino_generation: 0,
+                ino_generation: 3,
             },
             prot: 5,
             flags: 2,
@@ -427,11 +433,11 @@ mod tests {
         let line = Line::of_record(&h, &out[8..], e, layout).unwrap();
         assert_eq!(
             line.text(),
-            "mmap2 pid=7 tid=8 time=99 start=0x1000 len=0x2000 pgoff=0x0 prot=r-xp flags=0x2 cpumode=2 dev=08:01 ino=42 path=/bin/x y"
+            "mmap2 pid=7 tid=8 time=99 start=0x1000 len=0x2000 pgoff=0x0 prot=r-xp flags=0x2 cpumode=2 dev=08:01 ino=42 gen=3 path=/bin/x y"
         );
         assert_eq!(
             line.json(),
-            "{\"kind\":\"mmap2\",\"pid\":7,\"tid\":8,\"time\":99,\"start\":4096,\"len\":8192,\"pgoff\":0,\"prot\":5,\"flags\":2,\"build_id\":null,\"maj\":8,\"min\":1,\"ino\":42,\"path\":\"/bin/x y\",\"cpumode\":2}"
+            "{\"kind\":\"mmap2\",\"pid\":7,\"tid\":8,\"time\":99,\"start\":4096,\"len\":8192,\"pgoff\":0,\"prot\":5,\"flags\":2,\"build_id\":null,\"maj\":8,\"min\":1,\"ino\":42,\"ino_generation\":3,\"path\":\"/bin/x y\",\"cpumode\":2}"
         );
     }
 }
