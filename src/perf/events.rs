@@ -370,19 +370,26 @@ pub fn parse_map(h: &RecordHeader, body: &[u8], e: Endian) -> Option<MapRecord> 
 }
 
 /// Whether an MMAP2 carries the build-id flag over an inode-form body: a
-/// size byte over 20 or nonzero reserved bytes after it, which no build-id
-/// form has. Linux writes these: it sets the flag in the header an mmap's
-/// records share when an event asks for build ids and never clears it, so
-/// the records written after it for events that did not ask keep their
-/// maj, min, ino under the flag (perf 6.1 aborts reading them). Only a
-/// device major over 20 or 255 shows; for the others the body reads as a
-/// short build id. [`parse_map`] reads the body as the inode form it is.
+/// size byte over 20, nonzero reserved bytes after it, or nonzero bytes in
+/// the id's 20 past its size (the kernel and perf zero them; an inode body
+/// has its inode and generation there). Linux writes these: it sets the
+/// flag in the header an mmap's records share when an event asks for build
+/// ids and never clears it, so the records written after it for events that
+/// did not ask keep their maj, min, ino under the flag (perf 6.1 aborts
+/// reading them). Undetected only when the device major, read as the
+/// size, covers every nonzero byte of minor, inode and generation (major 8
+/// with an inode below 2^32 and generation 0); file systems with random
+/// generations (ext4, tmpfs) show. [`parse_map`] reads the body as the
+/// inode form it is.
 pub fn leaked_build_id_flag(h: &RecordHeader, body: &[u8]) -> bool {
-    h.type_ == types::MMAP2
-        && h.misc & misc::MMAP_BUILD_ID != 0
-        && body
-            .get(32..36)
-            .is_some_and(|b| usize::from(b[0]) > MAX_BUILD_ID || b[1..] != [0, 0, 0])
+    if h.type_ != types::MMAP2 || h.misc & misc::MMAP_BUILD_ID == 0 {
+        return false;
+    }
+    let Some(id) = body.get(32..32 + 4 + MAX_BUILD_ID) else {
+        return false;
+    };
+    let size = usize::from(id[0]);
+    size > MAX_BUILD_ID || id[1..4] != [0, 0, 0] || id[4 + size..].iter().any(|&b| b != 0)
 }
 
 /// Why [`parse_map`] refused a record: its fields do not fit its size.
@@ -663,6 +670,64 @@ mod tests {
         assert_eq!(
             sample_pid_time(&body, t, Endian::Little),
             (Some(77), Some(123456))
+        );
+    }
+
+    // The kernel's leaked build-id flag shows over an inode body wherever a
+    // byte past the claimed size is nonzero (a random generation, a large
+    // inode, a minor) or the size is no build id's; genuine ids, zero-padded
+    // as the kernel and perf write them, never do. The one blind spot: a
+    // major that covers every nonzero byte.
+    #[test]
+    fn leaked_build_id_flags_show_past_the_claimed_size() {
+        let e = Endian::Little;
+        let h = RecordHeader {
+            type_: types::MMAP2,
+            misc: misc::USER | misc::MMAP_BUILD_ID,
+            size: 0,
+        };
+        let body = |id: Mmap2Id| {
+            let mut b = vec![0u8; 32];
+            put_mmap2_id(&mut b, e, &id);
+            b.resize(72, 0);
+            b
+        };
+        let inode = |maj, min, ino, ino_generation| {
+            body(Mmap2Id::Inode {
+                maj,
+                min,
+                ino,
+                ino_generation,
+            })
+        };
+        for n in [1usize, 8, 16, 20] {
+            let id = Id::new(&vec![0xab; n]).unwrap();
+            assert!(
+                !leaked_build_id_flag(&h, &body(Mmap2Id::BuildId(id))),
+                "{n}"
+            );
+        }
+        assert!(leaked_build_id_flag(&h, &inode(254, 0, 12, 0)), "size 254");
+        assert!(leaked_build_id_flag(&h, &inode(259, 1, 12, 0)), "reserved");
+        assert!(
+            leaked_build_id_flag(&h, &inode(8, 1, 12, 0x5eed)),
+            "a generation"
+        );
+        assert!(
+            leaked_build_id_flag(&h, &inode(0, 0, 12, 0)),
+            "tmpfs' major 0"
+        );
+        assert!(
+            !leaked_build_id_flag(&h, &inode(8, 1, 12, 0)),
+            "the blind spot"
+        );
+        let plain = RecordHeader {
+            misc: misc::USER,
+            ..h
+        };
+        assert!(
+            !leaked_build_id_flag(&plain, &inode(254, 0, 12, 0)),
+            "no flag"
         );
     }
 }

@@ -177,7 +177,9 @@ pub fn scan_late_with<T: Send, E: From<ScanError>, W: Default>(
 ) -> Result<Scanned, E> {
     let heads = Prefetched::new(BTreeMap::new());
     let mut scanned = read_listed(pids, uid, heads, opts, map, sink)?;
-    scanned.skipped.retain(|s| s.reason != SkipReason::Vanished);
+    // gone before or while it was read: left to its FORK, not a skip
+    let gone = [SkipReason::Vanished, SkipReason::NotFound];
+    scanned.skipped.retain(|s| !gone.contains(&s.reason));
     scanned.listed = pids.to_vec();
     Ok(scanned)
 }

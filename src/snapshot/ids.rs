@@ -82,12 +82,35 @@ fn watched_vma(body: &[u8]) -> Option<(u32, Vma)> {
     Some((pid, vma))
 }
 
-/// The id of the file of `vma`, mapped by process `pid`, read as the scan
-/// reads its own ([`buildid::read_mapped_build_id`]).
+/// The id of the file of `vma`, mapped by process `pid`: through
+/// `map_files` while it is that file, else the path (seen from the
+/// process's root) while it is, both by device and inode. Unlike the
+/// scan's read, which follows its VMA's query within microseconds, this
+/// comes after the whole scan, time enough to map another file of the
+/// same inode number from another device over the place: so the device
+/// must match too (a file on overlayfs or btrfs, whose `stat` device is not
+/// the maps', gets no id here and stays in inode form).
 fn read_id(pid: u32, vma: &Vma) -> Option<BuildId> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::os::unix::fs::MetadataExt;
     let dir = Path::new("/proc").join(pid.to_string());
-    let (raw, _) = buildid::read_mapped_build_id(&dir, vma)?;
-    BuildId::new(&raw?)
+    let key = vma.file_key()?;
+    let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
+    let same = |f: &std::fs::File| {
+        f.metadata().is_ok_and(|m| {
+            let dev = (libc::major(m.dev()), libc::minor(m.dev()));
+            m.ino() == key.inode && dev == (key.dev_major, key.dev_minor)
+        })
+    };
+    if let Some(f) = buildid::open_if_regular(&map_file).filter(same) {
+        return BuildId::new(&buildid::read_build_id_from_file(&f).ok()??);
+    }
+    let mut path = dir.join("root").into_os_string().into_vec();
+    path.extend_from_slice(&vma.name);
+    match buildid::read_build_id_if_same(Path::new(std::ffi::OsStr::from_bytes(&path)), key) {
+        buildid::OnDisk::Same(raw) => BuildId::new(&raw?),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -123,8 +146,8 @@ mod tests {
     }
 
     // A watched map of a file this process maps gets that file's id in
-    // build-id form (the flag set); an anonymous one and one whose inode
-    // is not the file's at the path are left as they are.
+    // build-id form (the flag set); an anonymous one, and one whose inode
+    // or device is not the mapped file's, are left as they are.
     #[test]
     fn watched_maps_get_their_files_ids() {
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
@@ -153,10 +176,14 @@ mod tests {
         assert_eq!(m, 2 | misc::MMAP_BUILD_ID);
         assert_eq!(b[32] as usize, want.len(), "the id's size");
         assert_eq!(&b[36..36 + want.len()], &want[..]);
-        for (dev_ino, name) in [
+        // anonymous; another inode; the same inode number on another device
+        // (the mapping may be another file's by the time the watch is read)
+        let others = [
             ((0, 0, 0), &b""[..]),
             ((dev.0, dev.1, ino + 1), f[5].as_bytes()),
-        ] {
+            ((dev.0, dev.1 + 1, ino), f[5].as_bytes()),
+        ];
+        for (dev_ino, name) in others {
             let mut b = body(s, e - s, dev_ino, name);
             let (before, mut m) = (b.clone(), 2u16);
             ids.stamp(&mut m, &mut b);
