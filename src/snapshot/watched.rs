@@ -71,6 +71,12 @@ fn monotonic() -> u64 {
     crate::proc::clock::event_monotonic_ns().unwrap_or(0)
 }
 
+/// The parent pid of process `pid` now, from its stat file under `root`.
+fn parent_of(root: &std::path::Path, pid: u32) -> Option<u32> {
+    let text = std::fs::read(root.join(pid.to_string()).join("stat")).ok()?;
+    proc::parse::parse_stat(&text).ok().map(|s| s.ppid)
+}
+
 impl ScanWatch {
     /// Opens the watch for `target` when `on` (only in this machine's byte
     /// order; `pages`: of each ring, None for the defaults).
@@ -144,9 +150,14 @@ impl ScanWatch {
                 break;
             };
             let mut late = Vec::new();
+            let named = matches!(target, Target::Pids(_));
             for (pid, ppid) in forked {
-                // with -p, only the children of what was selected
-                let selected = !matches!(target, Target::Pids(_)) || known.contains(&ppid);
+                // with -p, only the children of what was selected, and not
+                // once the pid is another's child (reused since; one gone is
+                // counted so)
+                let selected = !named
+                    || (known.contains(&ppid)
+                        && parent_of(&opts.proc_root, pid).is_none_or(|p| p == ppid));
                 if selected && known.insert(pid) {
                     late.push(pid);
                 }
