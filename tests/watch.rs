@@ -990,6 +990,74 @@ fn a_watch_leaves_other_perf_sessions_records_intact() {
     );
 }
 
+// Under -p, a child of the selected process forked during the scan (so
+// read after it) that exited, its pid then reused by a process of another
+// parent (ns_last_pid) before the late read: that process is not read as
+// the child (its maps would stand under the child's pid).
+#[test]
+#[ignore = "needs root (unshare -fp, ns_last_pid) and perf events"]
+fn a_late_pid_reused_by_another_parent_is_not_read() {
+    needs_root("unshare -fp");
+    let f = fixtures();
+    let dir = scratch("watch-late-reuse");
+    let (hold, go, cpid, ready, out) = (
+        dir.join("heads.hold"),
+        dir.join("go"),
+        dir.join("cpid"),
+        dir.join("ready"),
+        dir.join("late.data"),
+    );
+    let parent = format!(
+        "while [ ! -e {go} ]; do sleep 0.01; done; sleep 100 & echo $! > {cpid}.tmp; \
+         mv {cpid}.tmp {cpid}; while :; do sleep 0.05; done",
+        go = q(&go),
+        cpid = q(&cpid),
+    );
+    let parent_sh = dir.join("parent.sh");
+    std::fs::write(&parent_sh, parent).unwrap();
+    let script = format!(
+        "sh {parent_sh} & P=$!\n\
+         MMAP2_SYNTH_TEST_HOLD_AFTER_HEADS={hold} {bin} -p $P --no-kernel -o {out} & S=$!\n\
+         {held}touch {go}\n{child}C=$(cat {cpid}); kill $C\n{gone}\
+         echo $((C-1)) > /proc/sys/kernel/ns_last_pid\n\
+         {m} --wait forever --ready {ready} {lib} >/dev/null & N=$!\n\
+         [ $N = $C ] || {{ echo \"pid $C not reused: $N\" >&2; exit 1; }}\n\
+         {mapped}rm {hold}\nwait $S\n",
+        parent_sh = q(&parent_sh),
+        hold = q(&hold),
+        bin = bin(),
+        out = q(&out),
+        go = q(&go),
+        cpid = q(&cpid),
+        held = sh_poll("the hold", &format!("[ ! -e {} ]", q(&hold))),
+        child = sh_poll("the child", &format!("[ ! -e {} ]", q(&cpid))),
+        gone = sh_poll("the child to end", "[ -e /proc/$C ]"),
+        m = q(&f.mapper),
+        ready = q(&ready),
+        lib = q(&f.lib_sha1),
+        mapped = sh_poll("the mapper", &format!("[ ! -e {} ]", q(&ready))),
+    );
+    let o = Command::new("unshare")
+        .args(["-fp", "--mount-proc", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let child: u64 = std::fs::read_to_string(&cpid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let lib = f.lib_sha1.to_str().unwrap();
+    let theirs: Vec<Value> = (maps(&out).into_iter())
+        .filter(|v| v["pid"] == child && v["path"] == lib)
+        .collect();
+    assert!(
+        theirs.is_empty(),
+        "the other process's maps: {theirs:?} {err}"
+    );
+}
+
 // --json watches as the file output does: a library mapped after the scan
 // read its process (held there by the test hook) is among its lines once,
 // with a real CLOCK_MONOTONIC time and its ELF build id (also a build_id
