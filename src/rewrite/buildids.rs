@@ -1,143 +1,32 @@
-//! What `convert` decides per map and counts: the build id of each MMAP and
+//! What `convert` decides per map: the build id of each MMAP and
 //! inode-form MMAP2 (from the recording's BUILD_ID table where it can be
 //! the mapped file's, see [`super::attribution`]; from the file on disk
 //! only while it is provably the mapped one; kernel and modules from /sys
-//! for a recording of this kernel; by path only when trusted) and the
-//! report of a conversion. Shared by the in-place patch, the stream and
-//! `pprof`.
+//! for a recording of this kernel, see [`super::trust`]; by path only when
+//! trusted), counted in the report ([`super::report`]). Shared by the
+//! in-place patch, the stream and `pprof`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::attribution::{table_verdict, MappedFile, MappedFiles, TableVerdict};
+pub use super::report::ConvertReport;
+use super::trust::{module_name, trust_for, Trust};
 use crate::bytes::Endian;
 use crate::model::{BuildId, FileKey, VDSO_NAME};
 use crate::perf::consts::{misc, types};
 use crate::perf::events::{
     leaked_build_id_flag, mmap_to_mmap2, parse_map, put_mmap2_id, MapRecord, Mmap2Id, MMAP2_ID_AT,
 };
-use crate::perf::features::{parse_build_id_table, parse_string_feature};
+use crate::perf::features::parse_build_id_table;
 use crate::perf::BuildIdEntry;
 use crate::perf::{FormatError, RecordHeader};
 use crate::proc::buildid::{
     kernel_build_id, module_build_id, read_build_id_at_path, read_file_at, vdso_build_id, FileAt,
     OnDisk,
 };
-use crate::proc::kernel::{module_of_file, KERNEL_DSO};
-
-/// What a conversion did.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct ConvertReport {
-    /// Records in the input.
-    pub records: u64,
-    /// Maps given a build id from the BUILD_ID table.
-    pub from_table: u64,
-    /// MMAP2 records given a build id read from the (same) file on disk.
-    pub from_disk: u64,
-    /// MMAP2 records that had a build id already.
-    pub already: u64,
-    /// MMAP2 records with the build-id flag over an inode body (the
-    /// kernel's leak, see `leaked_build_id_flag`): written back with an id,
-    /// or as the inode form they are.
-    pub leaked_flags: usize,
-    /// Kept: another file is at the path now (or, for a table id, another
-    /// file with exactly that id).
-    pub stale: u64,
-    /// Kept: the table's id for the path, whose maps name several files
-    /// (replaced while recorded), may be another file's.
-    pub ambiguous: u64,
-    /// Kept: no file at the path.
-    pub missing: u64,
-    /// Kept: the file has no build id, or one longer than MMAP2 holds.
-    pub no_id: u64,
-    /// Anonymous and special maps (`[vdso]`, `//anon`, `[heap]`...), passed through.
-    pub special: u64,
-    /// MMAP (v1) records kept as they are (no id known for them).
-    pub mmap_v1: u64,
-    /// MMAP (v1) records turned into build-id MMAP2.
-    pub v1_converted: u64,
-    /// MMAP (v1) maps of files with no id in the table (read from the
-    /// file at the path only with `--trust-paths`) or none at that path.
-    pub v1_no_id: u64,
-    /// Ids taken from the file at the path without an inode check
-    /// (`--trust-paths`: MMAP v1, `[vdso]`).
-    pub from_path: u64,
-    /// Kernel and module ids read from /sys (recording of this kernel).
-    pub from_sys: u64,
-    /// Kernel and module maps left without an id.
-    pub kernel_no_id: u64,
-    /// BUILD_ID table entries added (`--buildid-all`).
-    pub table_added: u64,
-    /// Feature bits left out of a stream (perf 6.1 aborts on a
-    /// HEADER_FEATURE it does not know).
-    pub features_dropped: Vec<u32>,
-    /// Up to 5 stale paths, for the summary.
-    pub stale_paths: Vec<Vec<u8>>,
-    /// Up to 5 ambiguous paths, for the summary.
-    pub ambiguous_paths: Vec<Vec<u8>>,
-    /// PERF_RECORD_COMPRESSED(2) records in the input.
-    pub compressed_records: u64,
-    /// Records taken out of compressed ones (`--decompress`).
-    pub decompressed: u64,
-    /// COMPRESSED records written anew (maps converted inside them).
-    pub recompressed: u64,
-    /// The input was a pipe-mode stream.
-    pub from_pipe: bool,
-    /// The output is a pipe-mode stream.
-    pub to_pipe: bool,
-    /// (offset, length) of bytes at the end of a pipe-mode input that form
-    /// no records (perf's messages appended by `2>&1`, or damage): copied
-    /// to a pipe-mode output, left out of a file-mode one.
-    pub trailing: Option<(u64, u64)>,
-}
-
-/// Where ids may come from besides the table and files proven to be the
-/// mapped ones.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Trust {
-    /// `--trust-paths`: the file at a path is taken for the mapped one when
-    /// the record cannot tell (MMAP v1 has no inode; `[vdso]` on this kernel).
-    pub paths: bool,
-    /// The recording was made on the running kernel: kernel and module ids
-    /// from /sys, the vDSO's from our own.
-    pub this_kernel: bool,
-}
-
-/// Whether a recording comes from the running kernel: its OSRELEASE is
-/// the running one and its table's `[kernel.kallsyms]` id, if any, is the
-/// running kernel's (perf.data carries no boot id, so this is the test).
-pub fn same_kernel(
-    recorded: Option<&[u8]>,
-    running: &[u8],
-    table_kernel: Option<BuildId>,
-    running_kernel: Option<BuildId>,
-) -> bool {
-    recorded == Some(running) && table_kernel.is_none_or(|t| Some(t) == running_kernel)
-}
-
-/// The trust for a recording with this OSRELEASE payload and table kernel
-/// id: `paths` as asked, `this_kernel` by [`same_kernel`] against the
-/// running kernel.
-pub fn trust_for(
-    osrelease: Option<&[u8]>,
-    e: Endian,
-    table_kernel: Option<BuildId>,
-    paths: bool,
-) -> Trust {
-    let recorded = osrelease.and_then(|b| parse_string_feature(b, e));
-    let running = crate::proc::host::HostFacts::read().osrelease;
-    Trust {
-        paths,
-        this_kernel: same_kernel(recorded, &running, table_kernel, kernel_build_id()),
-    }
-}
-
-/// The module name of a `.ko` path as /sys/module spells it (`x-y.ko.zst`
-/// -> `x_y`), None for other paths.
-pub fn module_name(path: &[u8]) -> Option<Vec<u8>> {
-    module_of_file(path.rsplit(|&c| c == b'/').next()?)
-}
+use crate::proc::kernel::KERNEL_DSO;
 
 /// Decides the build id of each map record: the BUILD_ID table (by cpumode
 /// and path; host entries first) where it can be the mapped file's, the
@@ -375,7 +264,7 @@ impl MapIds {
             self.files.note_table_use(cpumode, path);
             // no inode: nothing can prove which of several files it was
             if self.several(cpumode, path) {
-                note_path(&mut r.ambiguous, &mut r.ambiguous_paths, path);
+                r.note_ambiguous(path);
                 return None;
             }
             r.from_table += 1;
@@ -477,11 +366,11 @@ impl MapIds {
                 }
                 TableVerdict::Disk => {}
                 TableVerdict::Ambiguous => {
-                    note_path(&mut r.ambiguous, &mut r.ambiguous_paths, path);
+                    r.note_ambiguous(path);
                     return None;
                 }
                 TableVerdict::Stale => {
-                    note_path(&mut r.stale, &mut r.stale_paths, path);
+                    r.note_stale(path);
                     return None;
                 }
             }
@@ -503,7 +392,7 @@ impl MapIds {
                 None
             }
             OnDisk::Replaced => {
-                note_path(&mut r.stale, &mut r.stale_paths, path);
+                r.note_stale(path);
                 None
             }
             OnDisk::Missing => {
@@ -511,46 +400,5 @@ impl MapIds {
                 None
             }
         }
-    }
-}
-
-/// Counts a map kept for `path`, which joins the first five named.
-fn note_path(count: &mut u64, paths: &mut Vec<Vec<u8>>, path: &[u8]) {
-    *count += 1;
-    if paths.len() < 5 && !paths.iter().any(|p| p == path) {
-        paths.push(path.to_vec());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Module names as /sys/module spells them; other paths have none.
-    #[test]
-    fn module_names() {
-        let n = |p: &[u8]| module_name(p).map(|v| String::from_utf8(v).unwrap());
-        assert_eq!(
-            n(b"/lib/modules/6.1/kernel/fs/ext4.ko"),
-            Some("ext4".into())
-        );
-        assert_eq!(
-            n(b"/lib/modules/x/snd-hda-intel.ko.zst"),
-            Some("snd_hda_intel".into())
-        );
-        assert_eq!(n(b"/usr/lib/libc.so.6"), None);
-        assert_eq!(n(b"/x/.ko"), None);
-    }
-
-    // A recording is of this kernel only when the release matches and the
-    // table's kernel id, if any, is the running one.
-    #[test]
-    fn same_kernel_needs_release_and_id() {
-        let (a, b) = (BuildId::new(&[1; 20]), BuildId::new(&[2; 20]));
-        assert!(same_kernel(Some(b"6.1"), b"6.1", None, a));
-        assert!(same_kernel(Some(b"6.1"), b"6.1", a, a));
-        assert!(!same_kernel(Some(b"6.1"), b"6.1", b, a));
-        assert!(!same_kernel(Some(b"6.2"), b"6.1", None, a));
-        assert!(!same_kernel(None, b"6.1", None, a));
     }
 }

@@ -3,7 +3,8 @@
 //! copies its data section to the output (`scan`), a pure plan of what to insert (`plan`),
 //! file- and pipe-mode output (`write`), the merge itself (`merge`), the
 //! record-by-record rewrite between modes (`transcode`) and `convert`,
-//! with the build id each map gets (`buildids`, `attribution`).
+//! with the build id each map gets (`buildids`, `attribution`, `trust`) and
+//! what a conversion reports (`report`).
 //!
 //! May import: `bytes`, `model`, `perf`, `proc`, `snapshot`, `output`.
 
@@ -14,8 +15,10 @@ mod emit;
 pub mod merge;
 pub mod meta;
 pub mod plan;
+pub mod report;
 pub mod scan;
 pub mod transcode;
+pub mod trust;
 pub mod write;
 
 #[cfg(test)]
