@@ -126,7 +126,7 @@ pub fn records(data: &[u8]) {
         let _ = perf::FeatureTable::parse(data, e, &bits, 0, data.len() as u64);
         for (h, body) in record::split_records(data, e) {
             let _ = events::parse_map(&h, body, e);
-            let _ = events::map_error(&h, body);
+            let _ = events::leaked_build_id_flag(&h, body);
             let _ = events::parse_comm(body, e);
             for t in [
                 st::IP | st::TID | st::TIME,

@@ -15,7 +15,6 @@ pub use line::{escape, Line};
 
 use crate::bytes::Endian;
 use crate::perf::consts::{feature, types};
-use crate::perf::events::map_error;
 use crate::perf::features::parse_build_id_table;
 use crate::perf::record::split_records;
 use crate::perf::{
@@ -153,13 +152,8 @@ impl Visitor for Dumper<'_, '_> {
             .unwrap_or_default();
         // a record of these kinds that does not decode is an error, as in
         // merge and pprof, not a line left out
-        let l = Line::of_record(&h, body, e, layout).ok_or_else(|| {
-            let kind = match h.type_ {
-                types::MMAP | types::MMAP2 => map_error(&h, body),
-                t => FormatErrorKind::MalformedRecord(t),
-            };
-            FormatError::at(at, kind)
-        })?;
+        let l = Line::of_record(&h, body, e, layout)
+            .ok_or_else(|| FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_)))?;
         self.printer.line(l);
         Ok(())
     }

@@ -392,11 +392,6 @@ pub fn leaked_build_id_flag(h: &RecordHeader, body: &[u8]) -> bool {
     size > MAX_BUILD_ID || id[1..4] != [0, 0, 0] || id[4 + size..].iter().any(|&b| b != 0)
 }
 
-/// Why [`parse_map`] refused a record: its fields do not fit its size.
-pub fn map_error(h: &RecordHeader, _body: &[u8]) -> super::error::FormatErrorKind {
-    super::error::FormatErrorKind::MalformedRecord(h.type_)
-}
-
 /// Decodes a COMM record body: (pid, tid, name).
 pub fn parse_comm(body: &[u8], e: Endian) -> Option<(u32, u32, Vec<u8>)> {
     let r = Rd(e);

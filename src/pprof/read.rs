@@ -151,8 +151,9 @@ impl Reader {
     }
 
     fn map(&mut self, at: u64, h: &RecordHeader, body: &[u8]) -> Result<(), FormatError> {
-        let m = parse_map(h, body, self.e)
-            .ok_or_else(|| FormatError::at(at, crate::perf::events::map_error(h, body)))?;
+        let m = parse_map(h, body, self.e).ok_or_else(|| {
+            FormatError::at(at, crate::perf::FormatErrorKind::MalformedRecord(h.type_))
+        })?;
         let cpumode = h.misc & misc::CPUMODE_MASK;
         // guests' maps are not the host's (their frames are left out)
         if matches!(cpumode, misc::GUEST_KERNEL | misc::GUEST_USER) {

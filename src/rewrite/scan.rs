@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashSet};
 use crate::bytes::{Endian, Rd};
 use crate::model::BuildId;
 use crate::perf::consts::{feature, misc, types};
-use crate::perf::events::{map_error, parse_map, sample_pid_time, MapKey};
+use crate::perf::events::{parse_map, sample_pid_time, MapKey};
 use crate::perf::features::{parse_build_id_table, parse_string_feature};
 use crate::perf::{Attrs, FormatError, FormatErrorKind, RecordHeader, Visitor};
 use crate::proc::kernel::KERNEL_DSO;
@@ -183,8 +183,9 @@ impl RecordingFacts {
                 }
             }
             types::MMAP | types::MMAP2 => {
-                let m = parse_map(&h, body, e)
-                    .ok_or_else(|| FormatError::at(at, map_error(&h, body)))?;
+                let m = parse_map(&h, body, e).ok_or_else(|| {
+                    FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_))
+                })?;
                 if m.key.pid != u32::MAX {
                     // synthesized: perf writes them with time 0
                     let time = (attrs.of_trailer(body, e))

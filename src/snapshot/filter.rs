@@ -398,7 +398,7 @@ impl WatchFilter {
             let (mut misc, mut body) = (w.misc, std::borrow::Cow::Borrowed(&w.body[..]));
             if w.record_type == types::MMAP2 {
                 // its file's id, read now (the watch asks the kernel for none)
-                self.ids.stamp(&mut misc, body.to_mut());
+                self.ids.stamp(&mut misc, &mut body);
                 let h = RecordHeader {
                     type_: types::MMAP2,
                     misc,

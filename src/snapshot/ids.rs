@@ -9,6 +9,7 @@
 //! through the mapping while it is there, else the path while it still
 //! holds that inode.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -30,7 +31,7 @@ impl WatchedIds {
     /// identity in build-id form and `misc`'s flag set. Left as it is when
     /// the id cannot be read (the file unmapped and replaced or gone, no
     /// ELF, no id) or the map is anonymous.
-    pub fn stamp(&mut self, misc: &mut u16, body: &mut [u8]) {
+    pub fn stamp(&mut self, misc: &mut u16, body: &mut Cow<'_, [u8]>) {
         if *misc & misc::MMAP_BUILD_ID != 0 {
             return;
         }
@@ -52,7 +53,8 @@ impl WatchedIds {
         };
         let mut form = Vec::with_capacity(24);
         put_mmap2_id(&mut form, Endian::NATIVE, &Mmap2Id::BuildId(id));
-        if let Some(at) = body.get_mut(MMAP2_ID_AT..MMAP2_ID_AT + form.len()) {
+        // (copied only now: most watched maps keep their body)
+        if let Some(at) = body.to_mut().get_mut(MMAP2_ID_AT..MMAP2_ID_AT + form.len()) {
             at.copy_from_slice(&form);
             *misc |= misc::MMAP_BUILD_ID;
         }
@@ -170,8 +172,8 @@ mod tests {
             .unwrap()
             .unwrap();
         let mut ids = WatchedIds::default();
-        let mut b = body(s, e - s, (dev.0, dev.1, ino), f[5].as_bytes());
-        let mut m = 2u16;
+        let plain = body(s, e - s, (dev.0, dev.1, ino), f[5].as_bytes());
+        let (mut b, mut m) = (Cow::Borrowed(&plain[..]), 2u16);
         ids.stamp(&mut m, &mut b);
         assert_eq!(m, 2 | misc::MMAP_BUILD_ID);
         assert_eq!(b[32] as usize, want.len(), "the id's size");
@@ -184,10 +186,11 @@ mod tests {
             ((dev.0, dev.1 + 1, ino), f[5].as_bytes()),
         ];
         for (dev_ino, name) in others {
-            let mut b = body(s, e - s, dev_ino, name);
-            let (before, mut m) = (b.clone(), 2u16);
+            let before = body(s, e - s, dev_ino, name);
+            let (mut b, mut m) = (Cow::Borrowed(&before[..]), 2u16);
             ids.stamp(&mut m, &mut b);
-            assert_eq!((m, &b), (2, &before), "{dev_ino:?}");
+            assert_eq!(m, 2, "{dev_ino:?}");
+            assert!(matches!(b, Cow::Borrowed(_)), "left as it is: {dev_ino:?}");
         }
     }
 }

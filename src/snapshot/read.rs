@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::bytes::Endian;
 use crate::model::{KernelMap, Perms, Process, Thread, Vma};
 use crate::perf::consts::{misc, types};
-use crate::perf::events::{map_error, parse_comm, parse_map, MapRecord};
+use crate::perf::events::{parse_comm, parse_map, MapRecord};
 use crate::perf::{Attrs, FormatError, FormatErrorKind, Input, InputError, RecordHeader, Visitor};
 use crate::proc::kernel::KERNEL_DSO;
 
@@ -42,8 +42,9 @@ impl Visitor for MapsReader {
                 self.comms.push(comm);
             }
             types::MMAP | types::MMAP2 => {
-                let m = parse_map(&h, body, e)
-                    .ok_or_else(|| FormatError::at(at, map_error(&h, body)))?;
+                let m = parse_map(&h, body, e).ok_or_else(|| {
+                    FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_))
+                })?;
                 self.maps.push(m);
             }
             _ => {}
