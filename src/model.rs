@@ -132,6 +132,56 @@ impl Selection {
     }
 }
 
+/// A VMA's name: one shared copy of each file name, and nothing at all
+/// for anonymous memory, so the most common VMA costs no reference count
+/// (a count's atomic update was the largest user-space cost per VMA of a
+/// `-d` scan).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Name(Option<std::sync::Arc<[u8]>>);
+
+impl Name {
+    /// The name of anonymous memory.
+    pub const EMPTY: Name = Name(None);
+
+    /// Shares `bytes` (kept as empty when they are).
+    pub fn shared(bytes: std::sync::Arc<[u8]>) -> Name {
+        Name((!bytes.is_empty()).then_some(bytes))
+    }
+
+    /// Whether both are the same shared copy (or both empty).
+    pub fn shares(&self, other: &Name) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        }
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.0.as_deref().unwrap_or(&[])
+    }
+}
+
+impl AsRef<[u8]> for Name {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+impl From<&[u8]> for Name {
+    fn from(bytes: &[u8]) -> Name {
+        Name((!bytes.is_empty()).then(|| bytes.into()))
+    }
+}
+
+impl std::fmt::Debug for Name {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&**self, f)
+    }
+}
+
 /// One virtual memory area of a process, whichever source it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vma {
@@ -150,7 +200,7 @@ pub struct Vma {
     /// Name as the kernel prints it (path, `[heap]`, `[vdso]`, ...), raw bytes;
     /// empty for anonymous memory. Newlines are real newlines in both sources.
     /// Shared: a scan worker hands out one copy of each name it reads.
-    pub name: std::sync::Arc<[u8]>,
+    pub name: Name,
     /// Build id of the mapped file, when known and 1..=20 bytes long.
     pub build_id: Option<BuildId>,
 }

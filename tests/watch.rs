@@ -1218,8 +1218,12 @@ fn time_namespace_offsets_do_not_shift_the_watch() {
         bin = bin(),
         out = q(&out),
     );
+    // set back by half the uptime (a clock set back past boot is refused),
+    // so any uptime over a few seconds gives a namespace clock far behind
+    let now = mmap2_synth::sys::clock_ns(libc::CLOCK_MONOTONIC).unwrap();
+    let back = format!("--monotonic=-{}", (now / 1_000_000_000 / 2).max(1));
     let o = Command::new("unshare")
-        .args(["-T", "--monotonic=-3600", "--fork", "sh", "-c", &script])
+        .args(["-T", &back, "--fork", "sh", "-c", &script])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

@@ -58,8 +58,8 @@ pub fn put_mmap2_id(out: &mut Vec<u8>, e: Endian, id: &Mmap2Id) {
 const MMAP2_ID_LEN: usize = 4 + MAX_BUILD_ID;
 
 /// Encodes a PERF_RECORD_MMAP2 with its sample_id trailer. The size is
-/// known up front, so the record is reserved once and its fixed 72 bytes
-/// written as one copy (a snapshot encodes one per VMA).
+/// known up front, so the record is zeroed in place once and its fixed 72
+/// bytes written as one copy (a snapshot encodes one per VMA).
 pub fn encode_mmap2(
     out: &mut Vec<u8>,
     e: Endian,
@@ -93,13 +93,15 @@ pub fn encode_mmap2(
     f.u32(m.prot);
     f.u32(m.flags);
     debug_assert_eq!(f.at, MMAP2_FIXED, "every fixed field written");
-    out.reserve(size);
+    // the record zeroed in place (its name's padding), then filled: copies
+    // of known size, no growth check per field
     let at = out.len();
-    out.extend_from_slice(&f.buf);
-    out.extend_from_slice(m.filename);
-    out.resize(at + MMAP2_FIXED + name_len, 0);
-    layout.write(out, e, sid);
-    debug_assert_eq!(out.len() - at, size);
+    out.resize(at + size, 0);
+    let (fixed, rest) = out[at..].split_at_mut(MMAP2_FIXED);
+    fixed.copy_from_slice(&f.buf);
+    let (name, trailer) = rest.split_at_mut(name_len);
+    name[..m.filename.len()].copy_from_slice(m.filename);
+    layout.write_into(trailer, e, sid);
     Ok(())
 }
 

@@ -179,30 +179,45 @@ impl SampleIdLayout {
 
     /// Appends the trailer in perf's field order.
     pub fn write(&self, out: &mut Vec<u8>, e: Endian, v: &SampleId) {
+        let at = out.len();
+        out.resize(at + self.len(), 0);
+        self.write_into(&mut out[at..], e, v);
+    }
+
+    /// Writes the trailer in perf's field order over `dst`, which is
+    /// [`SampleIdLayout::len`] bytes long (the CPU's reserved half is left
+    /// as `dst` has it: zeroed by the callers).
+    pub fn write_into(&self, dst: &mut [u8], e: Endian, v: &SampleId) {
         if !self.sample_id_all {
             return;
         }
         use st::*;
         let st = self.sample_type;
+        let mut at = 0;
+        let mut put = |b: &[u8]| {
+            dst[at..at + b.len()].copy_from_slice(b);
+            at += 8;
+        };
         if st & TID != 0 {
-            out.put_u32(e, v.pid);
-            out.put_u32(e, v.tid);
+            let (pid, tid) = (e.u32_bytes(v.pid), e.u32_bytes(v.tid));
+            put(&[
+                pid[0], pid[1], pid[2], pid[3], tid[0], tid[1], tid[2], tid[3],
+            ]);
         }
         if st & TIME != 0 {
-            out.put_u64(e, v.time);
+            put(&e.u64_bytes(v.time));
         }
         if st & ID != 0 {
-            out.put_u64(e, v.id);
+            put(&e.u64_bytes(v.id));
         }
         if st & STREAM_ID != 0 {
-            out.put_u64(e, v.stream_id);
+            put(&e.u64_bytes(v.stream_id));
         }
         if st & CPU != 0 {
-            out.put_u32(e, v.cpu);
-            out.put_u32(e, 0);
+            put(&e.u32_bytes(v.cpu));
         }
         if st & IDENTIFIER != 0 {
-            out.put_u64(e, v.id);
+            put(&e.u64_bytes(v.id));
         }
     }
 }

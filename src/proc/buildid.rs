@@ -437,18 +437,25 @@ impl BuildIdCache {
 #[derive(Default)]
 pub struct LocalBuildIds {
     map: IdMap,
-    /// The last answer given: a library's VMAs come one after another, so
-    /// most lookups are for the file asked for just before.
-    last: Option<(FileKey, Option<BuildId>)>,
+    /// The answers given last, the latest first: a library's VMAs come one
+    /// after another and a process's libraries interleave, so most lookups
+    /// are for a file asked for just before (no hash then).
+    recent: [Option<(FileKey, Option<BuildId>)>; RECENT_IDS],
 }
+
+/// Answers [`LocalBuildIds::recent`] holds.
+const RECENT_IDS: usize = 8;
 
 impl LocalBuildIds {
     /// The answer for `key`: from this copy, else from `cache` (and kept).
     pub fn get(&mut self, cache: &BuildIdCache, key: &FileKey) -> Option<Option<BuildId>> {
-        if let Some((k, known)) = self.last {
-            if k == *key {
-                return Some(known);
-            }
+        let at = self
+            .recent
+            .iter()
+            .position(|r| matches!(r, Some((k, _)) if k == key));
+        if let Some(i) = at {
+            self.recent[..=i].rotate_right(1);
+            return self.recent[0].map(|(_, known)| known);
         }
         let known = match self.map.get(key) {
             Some(&known) => known,
@@ -458,7 +465,7 @@ impl LocalBuildIds {
                 known
             }
         };
-        self.last = Some((*key, known));
+        self.remember(*key, known);
         Some(known)
     }
 
@@ -471,8 +478,13 @@ impl LocalBuildIds {
     ) -> Option<BuildId> {
         let kept = cache.insert(key, id);
         self.map.insert(key, kept);
-        self.last = Some((key, kept));
+        self.remember(key, kept);
         kept
+    }
+
+    fn remember(&mut self, key: FileKey, known: Option<BuildId>) {
+        self.recent.rotate_right(1);
+        self.recent[0] = Some((key, known));
     }
 }
 

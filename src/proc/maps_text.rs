@@ -4,8 +4,7 @@
 //! kept; the kernel escapes only `\n` (as `\012`), which is turned back into a
 //! newline so that both sources give the same name.
 
-use crate::model::{Perms, Vma, PATH_MAX, TOOLONG_NAME};
-use std::sync::Arc;
+use crate::model::{Name, Perms, Vma, PATH_MAX, TOOLONG_NAME};
 
 /// A malformed maps line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,7 +73,7 @@ pub fn each_vma<E: From<MapsError>>(
     text: &[u8],
     at: (usize, usize),
     mut keep: impl FnMut(Perms, &[u8]) -> bool,
-    mut name_of: impl FnMut(&[u8]) -> Arc<[u8]>,
+    mut name_of: impl FnMut(&[u8]) -> Name,
     mut f: impl FnMut(Vma) -> Result<(), E>,
 ) -> Result<(), E> {
     let mut offset = at.1;
@@ -147,7 +146,7 @@ pub fn parse_line(line: &[u8]) -> Result<Vma, MapsErrorKind> {
 /// [`parse_line`], its name made by `name_of` from the name's bytes.
 pub fn parse_line_with(
     line: &[u8],
-    name_of: &mut impl FnMut(&[u8]) -> Arc<[u8]>,
+    name_of: &mut impl FnMut(&[u8]) -> Name,
 ) -> Result<Vma, MapsErrorKind> {
     let (range, rest) = field(line);
     let dash = range.iter().position(|&b| b == b'-').ok_or(K::NoDash)?;

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use super::buildid::{self, BuildIdCache, LocalBuildIds};
 use crate::model::{
-    BuildId, Perms, Selection, Source, Vma, MAX_BUILD_ID, PATH_MAX, TOOLONG_NAME, VSYSCALL_NAME,
+    BuildId, Name, Perms, Selection, Source, Vma, MAX_BUILD_ID, PATH_MAX, TOOLONG_NAME,
+    VSYSCALL_NAME,
 };
 use crate::sys::{self, ProcmapQuery};
 
@@ -53,15 +54,20 @@ pub struct Local {
 /// a VMA costs no allocation of its own. Up to `NAMES_BYTES` of names
 /// are kept; past that the table starts again, so a process of many
 /// distinct names cannot grow it.
+#[derive(Default)]
 pub struct Names {
     set: HashSet<Arc<[u8]>, foldhash::fast::RandomState>,
     /// Bytes `set` holds, each name counted with [`NAME_ENTRY_BYTES`].
     bytes: usize,
-    /// The name of anonymous memory.
-    empty: Arc<[u8]>,
-    /// The name given last.
-    last: Arc<[u8]>,
+    /// The names given last, the latest first: a library's VMAs come one
+    /// after another and a process's libraries interleave, so most names
+    /// are found here, with no hash and one reference count (moving a
+    /// copy within the array costs none).
+    recent: [Option<Arc<[u8]>>; RECENT],
 }
+
+/// Names [`Names::recent`] holds.
+const RECENT: usize = 8;
 
 /// Bytes of names one worker keeps at most.
 const NAMES_BYTES: usize = 1 << 20;
@@ -70,43 +76,34 @@ const NAMES_BYTES: usize = 1 << 20;
 /// MiB held at the budget with short names counted at 48).
 const NAME_ENTRY_BYTES: usize = 64;
 
-impl Default for Names {
-    fn default() -> Self {
-        let empty: Arc<[u8]> = Arc::from(&[][..]);
-        Names {
-            set: HashSet::default(),
-            bytes: 0,
-            last: empty.clone(),
-            empty,
-        }
-    }
-}
-
 impl Names {
-    /// The shared copy of `name`.
-    pub fn get(&mut self, name: &[u8]) -> Arc<[u8]> {
+    /// The shared copy of `name` (none for anonymous memory).
+    pub fn get(&mut self, name: &[u8]) -> Name {
         if name.is_empty() {
-            return self.empty.clone();
+            return Name::EMPTY;
         }
-        // a library's VMAs come one after another
-        if *self.last == *name {
-            return self.last.clone();
+        if let Some(i) = self.recent.iter().position(|r| r.as_deref() == Some(name)) {
+            self.recent[..=i].rotate_right(1);
+            return Name::shared(self.recent[0].clone().unwrap_or_else(|| name.into()));
         }
-        if let Some(known) = self.set.get(name) {
-            self.last = known.clone();
-            return known.clone();
-        }
-        let cost = NAME_ENTRY_BYTES + name.len();
-        if self.bytes + cost > NAMES_BYTES {
-            // a new table: `clear` would keep the old one's slots
-            self.set = HashSet::default();
-            self.bytes = 0;
-        }
-        let new: Arc<[u8]> = Arc::from(name);
-        self.bytes += cost;
-        self.set.insert(new.clone());
-        self.last = new.clone();
-        new
+        let shared = match self.set.get(name) {
+            Some(known) => known.clone(),
+            None => {
+                let cost = NAME_ENTRY_BYTES + name.len();
+                if self.bytes + cost > NAMES_BYTES {
+                    // a new table: `clear` would keep the old one's slots
+                    self.set = HashSet::default();
+                    self.bytes = 0;
+                }
+                let new: Arc<[u8]> = Arc::from(name);
+                self.bytes += cost;
+                self.set.insert(new.clone());
+                new
+            }
+        };
+        self.recent.rotate_right(1);
+        self.recent[0] = Some(shared.clone());
+        Name::shared(shared)
     }
 }
 
@@ -472,15 +469,15 @@ pub fn read_maps_file(
 mod tests {
     use super::*;
 
-    // A name read again is the same shared copy and anonymous memory shares
-    // one empty name outside the table; the table keeps exactly as many
+    // A name read again is the same shared copy and anonymous memory is no
+    // copy at all; the table keeps exactly as many
     // names as its budget counts (each with NAME_ENTRY_BYTES), and the next
     // one starts it again instead of growing it.
     #[test]
     fn names_are_shared_within_a_budget() {
         let mut names = Names::default();
         let empty = names.get(b"");
-        assert!(empty.is_empty() && Arc::ptr_eq(&empty, &names.get(b"")));
+        assert!(empty.is_empty() && empty.shares(&names.get(b"")));
         assert!(
             names.set.is_empty() && names.bytes == 0,
             "no entry for anonymous memory"
@@ -488,25 +485,30 @@ mod tests {
         let a = names.get(b"/usr/lib/libc.so.6");
         let b = names.get(b"/usr/lib/libm.so.6");
         // not only the last one given
-        assert!(Arc::ptr_eq(&a, &names.get(b"/usr/lib/libc.so.6")));
-        assert!(Arc::ptr_eq(&b, &names.get(b"/usr/lib/libm.so.6")));
+        assert!(a.shares(&names.get(b"/usr/lib/libc.so.6")));
+        assert!(b.shares(&names.get(b"/usr/lib/libm.so.6")));
         assert_eq!(names.bytes, 2 * (NAME_ENTRY_BYTES + 18));
         let name = |i: usize| format!("/{i:0>1000}").into_bytes();
         let fit = (NAMES_BYTES - names.bytes) / (NAME_ENTRY_BYTES + 1001);
-        let kept: Vec<Arc<[u8]>> = (0..fit).map(|i| names.get(&name(i))).collect();
+        let kept: Vec<Name> = (0..fit).map(|i| names.get(&name(i))).collect();
         assert_eq!(names.set.len(), fit + 2);
         assert!(names.bytes <= NAMES_BYTES);
         // all still kept: the same copies
         for (i, k) in kept.iter().enumerate() {
-            assert!(Arc::ptr_eq(k, &names.get(&name(i))), "name {i} kept");
+            assert!(k.shares(&names.get(&name(i))), "name {i} kept");
         }
-        assert!(Arc::ptr_eq(&a, &names.get(b"/usr/lib/libc.so.6")));
+        assert!(a.shares(&names.get(b"/usr/lib/libc.so.6")));
         // one more does not fit: a new table with it alone
         let over = names.get(&name(fit));
         assert_eq!(*over, *name(fit));
         assert_eq!((names.set.len(), names.bytes), (1, NAME_ENTRY_BYTES + 1001));
+        // once the recent names no longer hold it, a name of the old table
+        // is a new copy
+        for i in 0..RECENT {
+            names.get(format!("/r{i}").as_bytes());
+        }
         let again = names.get(b"/usr/lib/libc.so.6");
         assert_eq!(*again, *b"/usr/lib/libc.so.6");
-        assert!(!Arc::ptr_eq(&a, &again), "the table was started again");
+        assert!(!a.shares(&again), "the table was started again");
     }
 }

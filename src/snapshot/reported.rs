@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::model::{BuildId, FileKey, Vma};
+use crate::model::{BuildId, FileKey, Name, Vma};
 
 /// Bytes held at most (names, and [`ENTRY_BYTES`] per file) before the
 /// memo starts over: it only saves work, so a host of many distinct files
@@ -35,7 +35,7 @@ pub struct Reported {
 
 /// A file as last reported.
 struct Seen {
-    name: std::sync::Arc<[u8]>,
+    name: Name,
     /// Its build id, when one was reported (the summary then counts it
     /// found).
     build_id: Option<BuildId>,
@@ -62,7 +62,7 @@ impl Reported {
         };
         if let Some(seen) = self.files.get_mut(&key) {
             // names are shared by the scan: the same copy is the same name
-            if std::sync::Arc::ptr_eq(&seen.name, &v.name) || *seen.name == *v.name {
+            if seen.name.shares(&v.name) || *seen.name == *v.name {
                 if v.build_id.is_none() || v.build_id == seen.build_id {
                     return false;
                 }

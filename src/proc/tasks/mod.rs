@@ -246,6 +246,16 @@ mod tests {
             .arg("30")
             .spawn()
             .unwrap();
+        // spawn returns once the exec cannot fail, before the new image has
+        // its vDSO: wait for the image of sleep with one (a head read
+        // mid-exec has no identity)
+        let maps = format!("/proc/{}/maps", child.id());
+        let execd = |m: String| m.contains("bin/sleep") && m.contains("[vdso]");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read_to_string(&maps).is_ok_and(execd) {
+            assert!(std::time::Instant::now() < deadline, "sleep never exec'd");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let records =
             read_records(Path::new(VMLINUX_BTF)).expect("the task iterator loads (root, BTF)");
         let heads = heads_of(&records, StartClock::here());
