@@ -30,6 +30,11 @@ pub fn perf_file(data: &[u8]) {
         let _ = input.walk(&mut facts);
         let _ = mmap2_synth::snapshot::read_snapshot(&input);
     }
+    // `--salvage`: the same input read up to its last whole record
+    if let Ok(input) = Input::open_as(&p, false, true) {
+        let mut facts = mmap2_synth::rewrite::scan::RecordingFacts::new(input.endian(), None);
+        let _ = input.walk(&mut facts);
+    }
 }
 
 /// merge of the input with a fixed snapshot (every writer path).
@@ -43,6 +48,8 @@ pub fn perf_merge(data: &[u8], snapshot: &Path) {
         snapshot: mmap2_synth::proc::Options::default(),
         in_place: false,
         kernel: true,
+        // (a cut input read up to its cut; any other as without it)
+        salvage: true,
     };
     let _ = merge(&p, &out, &opts);
 }
@@ -67,6 +74,8 @@ pub fn perf_convert(data: &[u8]) {
             trust_paths: false,
             buildid_all,
             in_place: false,
+            // one way with `--salvage`: a cut input read up to its cut
+            salvage: buildid_all,
         };
         let _ = convert(&p, &out, &opts);
     }

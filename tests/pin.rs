@@ -209,6 +209,7 @@ fn merge_bytes_are_pinned() {
             snapshot: Options::default(),
             in_place: false,
             kernel: false,
+            salvage: false,
         };
         let report = rewrite::merge(&pins().join(rec), &out, &opts).unwrap();
         assert_eq!(report.processes, 1, "{report:?}");

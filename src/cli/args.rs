@@ -77,6 +77,18 @@ pub(crate) struct ScanArgs {
     pub(crate) quiet: bool,
 }
 
+/// `--salvage`, shared by the commands that read a recording.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub(crate) struct SalvageArg {
+    /// Read a recording cut short (a stream or data section ending inside
+    /// a record, a killed perf record's file) up to its last whole record;
+    /// a warning on stderr names the file, the offset of the cut and the
+    /// bytes dropped, and the exit status is 0. Without it such a
+    /// recording is refused (exit 2).
+    #[arg(long)]
+    pub(crate) salvage: bool,
+}
+
 #[derive(clap::Subcommand, Debug)]
 pub(crate) enum Command {
     /// Insert synthesized maps into an existing recording (nothing else changes).
@@ -116,6 +128,8 @@ pub(crate) struct PprofArgs {
     /// No summary.
     #[arg(short, long)]
     pub(crate) quiet: bool,
+    #[command(flatten)]
+    pub(crate) salvage: SalvageArg,
 }
 
 #[derive(clap::Args, Debug)]
@@ -205,6 +219,8 @@ pub(crate) struct DumpArgs {
     /// In time order (stable) instead of file order.
     #[arg(long)]
     pub(crate) sort: bool,
+    #[command(flatten)]
+    pub(crate) salvage: SalvageArg,
 }
 
 /// The recording a rewrite reads and where its result goes.
@@ -223,6 +239,8 @@ pub(crate) struct RewriteTarget {
     /// the old contents).
     #[arg(long, requires = "in_place")]
     pub(crate) force: bool,
+    #[command(flatten)]
+    pub(crate) salvage: SalvageArg,
 }
 
 #[derive(clap::Args, Debug)]

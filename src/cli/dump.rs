@@ -6,7 +6,8 @@ use super::args::DumpArgs;
 use super::error::CliError;
 
 pub(crate) fn run_dump(d: &DumpArgs) -> Result<(), CliError> {
-    let input = mmap2_synth::perf::Input::open(&d.file).map_err(DumpError::from)?;
+    let input = mmap2_synth::perf::Input::open_as(&d.file, false, d.salvage.salvage)
+        .map_err(DumpError::from)?;
     let opts = DumpOptions {
         json: d.json,
         sort: d.sort,
@@ -14,5 +15,8 @@ pub(crate) fn run_dump(d: &DumpArgs) -> Result<(), CliError> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     dump::dump(&input, opts, &mut out)?;
+    if let Some(cut) = &input.salvaged {
+        eprintln!("mmap2-synth: {}", cut.warning(&input.path));
+    }
     Ok(())
 }

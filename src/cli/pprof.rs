@@ -25,7 +25,8 @@ pub(crate) fn run_pprof(a: &PprofArgs) -> Result<(), CliError> {
             )));
         }
     }
-    let input = Input::open(&a.recording).map_err(pprof::PprofError::from)?;
+    let input =
+        Input::open_as(&a.recording, false, a.salvage.salvage).map_err(pprof::PprofError::from)?;
     let opts = PprofOptions {
         event: a.event.clone(),
         symbolize: !a.no_symbolize,
@@ -57,6 +58,9 @@ pub(crate) fn run_pprof(a: &PprofArgs) -> Result<(), CliError> {
             }
         }
     };
+    if let Some(cut) = &input.salvaged {
+        eprintln!("mmap2-synth: {}", cut.warning(&input.path));
+    }
     if !a.quiet {
         print(&summary::pprof(&report, started.elapsed(), &dest));
     }

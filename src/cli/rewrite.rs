@@ -104,8 +104,12 @@ pub(crate) fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
         snapshot: scan_options(&m.scan)?,
         in_place: m.target.in_place,
         kernel: !m.no_kernel,
+        salvage: m.target.salvage.salvage,
     };
     let report = rewrite::merge(&recording, &output, &opts)?;
+    if let Some(cut) = &report.salvaged {
+        eprintln!("mmap2-synth: {}", cut.warning(&recording));
+    }
     if !m.scan.quiet {
         let dest = output.display().to_string();
         print(&summary::merge(&report, started.elapsed(), &dest));
@@ -128,6 +132,7 @@ pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
         trust_paths: c.trust_paths,
         buildid_all: c.buildid_all,
         in_place: c.target.in_place,
+        salvage: c.target.salvage.salvage,
     };
     if !opts.buildid_mmap2 && opts.to_pipe.is_none() && !opts.decompress && !opts.buildid_all {
         return Err(CliError::Usage(
@@ -142,6 +147,9 @@ pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
     }
     let (recording, output) = rewrite_paths(&c.target, "convert")?;
     let report = rewrite::convert(&recording, &output, &opts)?;
+    if let Some(cut) = &report.salvaged {
+        eprintln!("mmap2-synth: {}", cut.warning(&recording));
+    }
     if !c.quiet {
         print(&summary::convert(
             &report,

@@ -11,6 +11,11 @@ pub struct RecordTooLarge {
     pub size: usize,
 }
 
+/// Said after the errors a recording cut short gives (a stream or data
+/// section that ends inside a record, a killed perf record's header).
+pub const SALVAGE_HINT: &str =
+    "; if the recording was cut short, --salvage reads it up to its last whole record";
+
 /// What was wrong with the input, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("at offset {offset}: {kind}")]
@@ -37,7 +42,10 @@ pub enum FormatErrorKind {
     #[error("{0} truncated")]
     Truncated(&'static str),
     /// A section of the header or the feature table lies outside the file.
-    #[error("{what} {offset}+{size} runs past the end of the file ({file_len} bytes)")]
+    #[error(
+        "{what} {offset}+{size} runs past the end of the file ({file_len} bytes){}",
+        if *what == "data section" { SALVAGE_HINT } else { "" }
+    )]
     SectionPastEnd {
         what: &'static str,
         offset: u64,
@@ -55,7 +63,7 @@ pub enum FormatErrorKind {
     /// perf record did not end its file (killed).
     #[error(
         "the header's data size is 0: the recording was probably not terminated \
-         properly (perf record killed?)"
+         properly (perf record killed?){SALVAGE_HINT}"
     )]
     DataSizeZero,
     /// The sections contradict each other.
@@ -65,14 +73,16 @@ pub enum FormatErrorKind {
     #[error("record of type {record_type} has size {size} (< 8)")]
     RecordTooSmall { record_type: u32, size: u16 },
     /// A record runs past the end of the data section.
-    #[error("record of type {record_type} (size {size}) runs past the end of the data at {end}")]
+    #[error(
+        "record of type {record_type} (size {size}) runs past the end of the data at {end}{SALVAGE_HINT}"
+    )]
     RecordPastEnd {
         record_type: u32,
         size: u16,
         end: u64,
     },
     /// Fewer than 8 bytes are left after the last record.
-    #[error("{0} stray bytes at the end of the data")]
+    #[error("{0} stray bytes at the end of the data{SALVAGE_HINT}")]
     StrayBytes(u64),
     /// A record's fields do not fit its size.
     #[error("malformed record of type {0}")]

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use super::attr::{Attr, Attrs};
 use super::consts::{FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
 use super::error::{FormatError, FormatErrorKind as K};
-use super::header::{FeatureTable, FileHeader, Kind, Section};
+use super::header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
+use super::salvage::{find_cut, Salvaged, KILLED, PAST_EOF};
 use crate::bytes::{Endian, Rd};
 
 /// A failure reading an input, naming the file.
@@ -104,6 +105,9 @@ pub struct Input {
     pub len: u64,
     /// File or pipe mode.
     pub layout: Layout,
+    /// Opened with `salvage` and cut short: where its records end (`len`
+    /// and, in file mode, the header's data section then end there).
+    pub salvaged: Option<Salvaged>,
 }
 
 impl Input {
@@ -113,23 +117,31 @@ impl Input {
     /// file (a FIFO once its writer has connected); opening never blocks
     /// and anything else is refused.
     pub fn open(path: &Path) -> Result<Input, InputError> {
-        Input::open_as(path, false)
+        Input::open_as(path, false, false)
     }
 
     /// [`Input::open`] for an input that is to be replaced in place: only a
     /// regular file (a FIFO or `-` is refused, not read: `-o /dev/stdout`
     /// with stdout a pipe would otherwise wait on our own pipe forever).
     pub fn open_regular(path: &Path) -> Result<Input, InputError> {
-        Input::open_as(path, true)
+        Input::open_as(path, true, false)
     }
 
-    fn open_as(path: &Path, regular_only: bool) -> Result<Input, InputError> {
+    /// [`Input::open`] (or with `regular_only`, [`Input::open_regular`]);
+    /// with `salvage`, an input cut short (see [`super::salvage`]) is read
+    /// up to its last whole record, as if it ended there, and
+    /// [`Input::salvaged`] says where: a stream that ends inside a record,
+    /// a file whose data section runs past its end or whose header has
+    /// data size 0 and no feature sections after the records (perf record
+    /// killed). Only what cannot be a cut stays an error.
+    pub fn open_as(path: &Path, regular_only: bool, salvage: bool) -> Result<Input, InputError> {
         let (file, len, streamed) = open_input_file(path, regular_only)?;
         let mut input = Input {
             path: path.to_path_buf(),
             file,
             len,
             layout: Layout::Pipe(Endian::Little),
+            salvaged: None,
         };
         let mut head = vec![0u8; FILE_HEADER_SIZE.min(len) as usize];
         input.read_at(&mut head, 0)?;
@@ -143,6 +155,7 @@ impl Input {
                     K::Unsupported("file-mode perf.data from a pipe (it needs a seekable file)");
                 return Err(input.format(FormatError::at(0, err)));
             }
+            Kind::File(_) if salvage => input.salvage_file(&mut head)?,
             Kind::File(_) => {
                 let header = FileHeader::parse(&head, len).map_err(|err| input.format(err))?;
                 let features = match input.feature_table(&header) {
@@ -158,7 +171,87 @@ impl Input {
                 Layout::File { header, features }
             }
         };
+        if salvage && matches!(input.layout, Layout::Pipe(_)) {
+            input.salvage(PIPE_HEADER_SIZE, None)?;
+        }
         Ok(input)
+    }
+
+    /// The layout of a file-mode input opened with `salvage` (`head` its
+    /// first bytes): as it stands when whole; else (a data section past
+    /// the end of the file, or data size 0 where perf record's killed
+    /// file has records instead of features) its data section taken to
+    /// run to the last whole record, without features.
+    fn salvage_file(&mut self, head: &mut [u8]) -> Result<Layout, InputError> {
+        if head.len() < FILE_HEADER_SIZE as usize {
+            // too short for a header: its error
+            FileHeader::parse(head, self.len).map_err(|err| self.format(err))?;
+        }
+        let e = Kind::of(head).map_err(|err| self.format(err))?.endian();
+        let r = Rd(e);
+        let data_offset = r.u64(head, 40).unwrap_or(0);
+        let data_size = r.u64(head, DATA_SIZE_FIELD as usize).unwrap_or(0);
+        let past_eof = data_offset <= self.len
+            && data_offset
+                .checked_add(data_size)
+                .is_none_or(|end| end > self.len);
+        let why = if past_eof {
+            PAST_EOF
+        } else {
+            let header = FileHeader::parse(head, self.len).map_err(|err| self.format(err))?;
+            match self.feature_table(&header) {
+                Err(InputError::Format { .. }) if header.data.size == 0 => KILLED,
+                features => {
+                    let features = features?;
+                    return Ok(Layout::File { header, features });
+                }
+            }
+        };
+        // the records run to the end of the file at most: the header is
+        // checked as if it said so
+        let at = DATA_SIZE_FIELD as usize;
+        head[at..at + 8].copy_from_slice(&e.u64_bytes(self.len - data_offset));
+        let mut header = FileHeader::parse(head, self.len).map_err(|err| self.format(err))?;
+        let lost = std::mem::take(&mut header.features);
+        self.layout = Layout::File {
+            header,
+            features: FeatureTable::default(),
+        };
+        self.salvage(data_offset, Some(why))?;
+        if let Some(s) = &mut self.salvaged {
+            s.lost = lost;
+        }
+        if let Layout::File { header, .. } = &mut self.layout {
+            header.data.size = self.len - data_offset;
+        }
+        Ok(self.layout.clone())
+    }
+
+    /// Ends the input at the last whole record of its records from
+    /// `start` to its end, noting it (with `header`, what was wrong with a
+    /// file-mode header) in [`Input::salvaged`]. A file-mode header fixed
+    /// counts as salvaged even when its records all are whole.
+    fn salvage(&mut self, start: u64, header: Option<&'static str>) -> Result<(), InputError> {
+        let pipe = matches!(self.layout, Layout::Pipe(_));
+        let cut = find_cut(&self.file, start, self.len, self.endian(), |at| {
+            pipe && self.text_from(at)
+        })
+        .map_err(io_err("reading", &self.path))?;
+        let mut cut = match (cut, header) {
+            (Some(cut), _) => cut,
+            (None, Some(_)) => Salvaged {
+                at: self.len,
+                dropped: 0,
+                cut_record: None,
+                header: None,
+                lost: FeatureBits::default(),
+            },
+            (None, None) => return Ok(()),
+        };
+        cut.header = header;
+        self.len = cut.at;
+        self.salvaged = Some(cut);
+        Ok(())
     }
 
     /// Reads and checks the feature table of a file-mode input.

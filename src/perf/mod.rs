@@ -1,7 +1,8 @@
 //! The perf.data format, and nothing else: constants, the header with its
 //! sections and feature table, attrs, record framing, the records we encode
 //! and decode, feature payloads, the two writers, the streaming record
-//! reader (`stream`), `-z` payloads (`compress`), range copies (`copy`).
+//! reader (`stream`), `-z` payloads (`compress`), range copies (`copy`), where a recording cut
+//! short stops holding whole records (`salvage`).
 //! Pure code over bytes but for `stream`, `copy` and `input`, which read
 //! files.
 //!
@@ -19,6 +20,7 @@ pub mod header;
 pub mod input;
 pub(crate) mod progress;
 pub mod record;
+pub mod salvage;
 pub mod sample;
 pub(crate) mod stream;
 pub mod walk;
@@ -30,5 +32,6 @@ pub use features::{BuildIdEntry, EventDesc};
 pub use header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
 pub use input::{Input, InputError, Layout};
 pub use record::{RecordHeader, SampleId, SampleIdLayout};
+pub use salvage::Salvaged;
 pub use walk::{Visitor, Walk, DEFAULT_DECOMPRESSED_CAP};
 pub use writer::{Metadata, WriteError};

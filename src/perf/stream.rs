@@ -30,6 +30,12 @@ impl From<FormatError> for StreamError {
     }
 }
 
+/// What the error says of an AUXTRACE record whose data runs past the end.
+pub(crate) const AUX_PAST_END: &str = "AUXTRACE data size (past the end of the data)";
+/// What the error says of a HEADER_TRACING_DATA record whose data runs
+/// past the end.
+pub(crate) const TRACING_PAST_END: &str = "tracing data size (past the end of the data)";
+
 /// A record from a [`RecordStream`]: (file offset, header, body).
 pub(crate) type Rec<'a> = (u64, RecordHeader, &'a [u8]);
 
@@ -181,15 +187,11 @@ impl<'f> RecordStream<'f> {
         let body = &self.buf[lo + 8..lo + size];
         // Records whose data follows them outside their size.
         let after = match h.type_ {
-            types::AUXTRACE => Some((
-                Rd(self.e).u64(body, 0),
-                "AUXTRACE record",
-                "AUXTRACE data size (past the end of the data)",
-            )),
+            types::AUXTRACE => Some((Rd(self.e).u64(body, 0), "AUXTRACE record", AUX_PAST_END)),
             types::HEADER_TRACING_DATA => Some((
                 Rd(self.e).u32(body, 0).map(u64::from),
                 "HEADER_TRACING_DATA record",
-                "tracing data size (past the end of the data)",
+                TRACING_PAST_END,
             )),
             _ => None,
         };

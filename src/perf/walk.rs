@@ -124,7 +124,7 @@ impl Input {
 
     /// Whether the bytes from `at` (the first 4 KiB of them) are text, as
     /// perf's messages are: printable ASCII, tabs, newlines, UTF-8.
-    fn text_from(&self, at: u64) -> bool {
+    pub(crate) fn text_from(&self, at: u64) -> bool {
         let mut buf = vec![0u8; (self.len.saturating_sub(at)).min(4096) as usize];
         !buf.is_empty()
             && self.file.read_exact_at(&mut buf, at).is_ok()

@@ -50,6 +50,8 @@ pub struct ConvertOptions {
     pub buildid_all: bool,
     /// The output replaces the input (locked, mode and owner kept).
     pub in_place: bool,
+    /// A recording cut short is read up to its last whole record.
+    pub salvage: bool,
 }
 
 /// A conversion failure.
@@ -202,7 +204,7 @@ pub fn convert(
     output: &Path,
     opts: &ConvertOptions,
 ) -> Result<ConvertReport, ConvertError> {
-    let input = open_input(input_path, opts.in_place).map_err(|e| match e {
+    let input = open_input(input_path, opts.in_place, opts.salvage).map_err(|e| match e {
         MergeError::Input(e) => ConvertError::Input(e),
         MergeError::Output { op, path, source } => ConvertError::Output { op, path, source },
         other => ConvertError::Output {
@@ -219,7 +221,9 @@ pub fn convert(
     };
     let mut out = super::write::create_output(&input, output, opts.in_place)
         .map_err(out_err("creating a temporary file for", output))?;
+    // (a salvaged file's header is rewritten: not a patch of its bytes)
     let patchable = opts.buildid_mmap2
+        && input.salvaged.is_none()
         && !opts.buildid_all
         && !from_pipe
         && !to_pipe
@@ -272,6 +276,7 @@ pub fn convert(
     };
     report.from_pipe = from_pipe;
     report.to_pipe = to_pipe;
+    report.salvaged = input.salvaged.clone();
     out.commit().map_err(out_err("writing", output))?;
     Ok(report)
 }

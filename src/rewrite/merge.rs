@@ -38,6 +38,8 @@ pub struct MergeOptions {
     /// kernel map (from the snapshot file, or the running kernel when the
     /// recording's OSRELEASE is this one's).
     pub kernel: bool,
+    /// A recording cut short is read up to its last whole record.
+    pub salvage: bool,
 }
 
 /// What a merge did.
@@ -58,6 +60,8 @@ pub struct MergeReport {
     pub stale: Vec<u32>,
     /// Pids the recording needed that neither the system nor the snapshot had.
     pub missing: Vec<u32>,
+    /// Where the recording, cut short, was read up to (`salvage`).
+    pub salvaged: Option<crate::perf::Salvaged>,
     /// Live processes skipped while reading them.
     pub skipped: Vec<Skip>,
     /// Build ids added to the BUILD_ID table.
@@ -134,11 +138,11 @@ fn dedupe_pids(
 
 /// Opens the input of a rewrite: locked (see [`open_locked`]) when the
 /// output replaces it.
-pub(super) fn open_input(path: &Path, in_place: bool) -> Result<Input, MergeError> {
+pub(super) fn open_input(path: &Path, in_place: bool, salvage: bool) -> Result<Input, MergeError> {
     if in_place {
-        open_locked(path)
+        open_locked(path, salvage)
     } else {
-        Ok(Input::open(path)?)
+        Ok(Input::open_as(path, false, salvage)?)
     }
 }
 
@@ -168,13 +172,13 @@ pub(super) fn lock_by(file: &std::fs::File, deadline: std::time::Instant) -> io:
 /// Opens `path`, a regular file, and locks it exclusively; when another
 /// rewrite replaced the file while we waited (the path names a new inode),
 /// opens it again.
-fn open_locked(path: &Path) -> Result<Input, MergeError> {
+fn open_locked(path: &Path, salvage: bool) -> Result<Input, MergeError> {
     use std::os::unix::fs::MetadataExt;
     // one wait for all the tries (a file swapped for a new, locked one
     // each time would otherwise restart it)
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     for _ in 0..1000 {
-        let input = Input::open_regular(path)?;
+        let input = Input::open_as(path, true, salvage)?;
         lock_by(&input.file, deadline).map_err(out_err("locking", path))?;
         let held = input.file.metadata().map_err(out_err("reading", path))?;
         let now = std::fs::metadata(path).map_err(out_err("reading", path))?;
@@ -238,7 +242,7 @@ pub fn merge(
     output: &Path,
     opts: &MergeOptions,
 ) -> Result<MergeReport, MergeError> {
-    let input = open_input(input_path, opts.in_place)?;
+    let input = open_input(input_path, opts.in_place, opts.salvage)?;
     // what the input is now: every read of it below must see the same file
     let before = input
         .file
@@ -268,6 +272,7 @@ pub fn merge(
         input_records: walk.records,
         trailing_bytes_at: walk.trailing,
         pipe: matches!(input.layout, Layout::Pipe(_)),
+        salvaged: input.salvaged.clone(),
         ..Default::default()
     };
     let needed = facts.needed();

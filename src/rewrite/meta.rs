@@ -90,6 +90,64 @@ pub fn read_meta(input: &Input) -> Result<RawMeta, InputError> {
     }
 }
 
+/// The HEADER_COMPRESSED payload a salvaged file-mode input lost (perf
+/// record killed while recording with `-z`: its header set the bit, the
+/// section never came), None when it lost none. perf decompresses each
+/// COMPRESSED record into a buffer of the feature's mmap_len and reads
+/// none of them without it, so a walk finds the most one record's records
+/// take, plus 64 KiB for a record begun in the one before; zstd, level 1
+/// (perf's default; only shown), ratio 0 (unknown).
+pub fn lost_compressed_feature(input: &Input) -> Result<Option<Vec<u8>>, InputError> {
+    if !input
+        .salvaged
+        .as_ref()
+        .is_some_and(|s| s.lost.contains(feature::COMPRESSED))
+    {
+        return Ok(None);
+    }
+    let mut most = MostDecompressed::default();
+    input.walk(&mut most)?;
+    let mmap_len = (most.most + (64 << 10)).div_ceil(4096) * 4096;
+    let e = input.endian();
+    let mut payload = Vec::with_capacity(20);
+    for field in [0, 1, 1, 0, u32::try_from(mmap_len).unwrap_or(u32::MAX)] {
+        payload.extend_from_slice(&e.u32_bytes(field));
+    }
+    Ok(Some(payload))
+}
+
+/// The most bytes of records one COMPRESSED record held.
+#[derive(Default)]
+struct MostDecompressed {
+    /// Offset of the COMPRESSED record being decoded.
+    at: Option<u64>,
+    /// Bytes of its records so far.
+    bytes: u64,
+    most: u64,
+}
+
+impl Visitor for MostDecompressed {
+    fn stored(&mut self, at: u64, h: &RecordHeader, _body: &[u8]) {
+        if matches!(h.type_, types::COMPRESSED | types::COMPRESSED2) {
+            (self.at, self.bytes) = (Some(at), 0);
+        }
+    }
+
+    fn record(
+        &mut self,
+        at: u64,
+        h: RecordHeader,
+        _body: &[u8],
+        _attrs: &Attrs,
+    ) -> Result<(), FormatError> {
+        if self.at == Some(at) {
+            self.bytes += u64::from(h.size);
+            self.most = self.most.max(self.bytes);
+        }
+        Ok(())
+    }
+}
+
 /// Each attr's bytes and ids.
 fn raw_attrs(attrs: &Attrs) -> Vec<(Vec<u8>, Vec<u64>)> {
     let ids = attrs.list.iter().map(|(_, ids)| ids.clone());

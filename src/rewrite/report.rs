@@ -48,6 +48,8 @@ pub struct ConvertReport {
     /// Feature bits left out of a stream (perf 6.1 aborts on a
     /// HEADER_FEATURE it does not know).
     pub features_dropped: Vec<u32>,
+    /// Where the recording, cut short, was read up to (`salvage`).
+    pub salvaged: Option<crate::perf::Salvaged>,
     /// Up to 5 stale paths, for the summary.
     pub stale_paths: Vec<Vec<u8>>,
     /// Up to 5 ambiguous paths, for the summary.

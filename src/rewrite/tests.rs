@@ -101,6 +101,7 @@ fn merge_from_snapshot_both_byte_orders() {
             snapshot: proc::Options::default(),
             in_place: false,
             kernel: false,
+            salvage: false,
         };
         let report = merge(&rec_path, &out, &opts).unwrap();
         assert_eq!(report.processes, 1);
@@ -148,6 +149,7 @@ fn corrupted_inputs_never_panic() {
         snapshot: proc::Options::default(),
         in_place: false,
         kernel: false,
+        salvage: false,
     };
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
@@ -384,6 +386,7 @@ fn merge_opts(in_place: bool) -> MergeOptions {
         snapshot: proc::Options::default(),
         in_place,
         kernel: false,
+        salvage: false,
     }
 }
 

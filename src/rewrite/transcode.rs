@@ -18,7 +18,7 @@ use std::os::unix::fs::FileExt;
 use super::attribution::MappedFiles;
 use super::buildids::{ConvertReport, MapIds};
 use super::emit::{auxtrace_index, Emitter};
-use super::meta::read_meta;
+use super::meta::{lost_compressed_feature, read_meta};
 use crate::bytes::{PutExt, Rd};
 use crate::perf::consts::{feature, types};
 use crate::perf::features::encode_build_id_entries;
@@ -163,6 +163,8 @@ fn transcode_once(
     let from_pipe = matches!(input.layout, Layout::Pipe(_));
     if opts.decompress {
         meta.remove_feature(feature::COMPRESSED);
+    } else if let Some(c) = lost_compressed_feature(input)? {
+        meta.set_feature(feature::COMPRESSED, c);
     }
     let ids = ids_for(input, &meta, opts, known)?;
     let werr = TranscodeError::Output;

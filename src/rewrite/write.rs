@@ -140,12 +140,19 @@ pub fn finish_file_mode(
         sources.push((feature::BUILD_ID, Section::default()));
         sources.sort_by_key(|f| f.0);
     }
+    // a salvaged `-z` recording of a killed perf record lost the
+    // COMPRESSED section perf needs to read its compressed records
+    let compressed = super::meta::lost_compressed_feature(input).map_err(io::Error::other)?;
+    if compressed.is_some() {
+        sources.push((feature::COMPRESSED, Section::default()));
+        sources.sort_by_key(|f| f.0);
+    }
     let grown = |bit: u32, s: &Section| {
         s.size
-            + if bit == feature::BUILD_ID {
-                extra_ids.len() as u64
-            } else {
-                0
+            + match (bit, &compressed) {
+                (feature::BUILD_ID, _) => extra_ids.len() as u64,
+                (feature::COMPRESSED, Some(c)) => c.len() as u64,
+                _ => 0,
             }
     };
     let table = FeatureTable::laid_out(
@@ -158,6 +165,8 @@ pub fn finish_file_mode(
     for (bit, sec) in &sources {
         if *bit == feature::AUXTRACE {
             copy_auxtrace_index(input, *sec, out, (h.data.offset, h.data.end()), shift)?;
+        } else if let (feature::COMPRESSED, Some(c)) = (*bit, &compressed) {
+            out.write_all(c)?;
         } else {
             copy_range(&input.file, sec.offset, sec.size, out)?;
         }

@@ -387,6 +387,7 @@ fn merge_into(
         snapshot: proc::Options::default(),
         in_place: true,
         kernel: true,
+        salvage: false,
     };
     // where the output is now (perf has written it; a link is followed)
     let target = merge_target(&pt.output)?;

@@ -1,0 +1,446 @@
+//! `--salvage`: recordings cut short (a pipe stream truncated inside a
+//! record header or body or at a record boundary, a file-mode data section
+//! that runs past the end of the file, a `perf record` killed with
+//! SIGKILL, with and without `-z`) are refused without it (exit 2, the
+//! offset, a word on `--salvage`) and read with it up to their last whole
+//! record: exit 0, a warning naming the file, the offset and the bytes
+//! dropped, and outputs that perf and linux-perf-data read, holding exactly
+//! the whole records before the cut.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use common::*;
+
+/// Pipe-mode metadata record types (HEADER_ATTR, HEADER_EVENT_TYPE,
+/// HEADER_TRACING_DATA, HEADER_BUILD_ID, HEADER_FEATURE): a file-mode
+/// output holds them in its header, not its data section.
+const PIPE_METADATA: [u32; 5] = [64, 65, 66, 67, 80];
+const SAMPLE: u32 = 9;
+
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
+}
+
+/// (offset, type, size) of the whole records of little-endian `b[start..]`.
+fn records(b: &[u8], start: usize) -> Vec<(usize, u32, usize)> {
+    let mut out = Vec::new();
+    let mut at = start;
+    while at + 8 <= b.len() {
+        let t = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        let size = u16::from_le_bytes([b[at + 6], b[at + 7]]) as usize;
+        assert!(
+            size >= 8 && t != 66 && t != 71,
+            "record at {at}: {t}, {size}"
+        );
+        if at + size > b.len() {
+            break;
+        }
+        out.push((at, t, size));
+        at += size;
+    }
+    out
+}
+
+/// The record to cut in: the first of more than 16 bytes in the second
+/// half of the records.
+fn middle(recs: &[(usize, u32, usize)]) -> (usize, usize) {
+    let &(at, _, size) = recs[recs.len() / 2..]
+        .iter()
+        .find(|r| r.2 > 16)
+        .expect("a record of more than 16 bytes");
+    (at, size)
+}
+
+/// Runs `mmap2-synth ARGS` with stdin closed.
+fn run(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts `dump` and `convert` refuse `cut` without --salvage (exit 2,
+/// `at offset AT`, a word on --salvage), and that they, `merge` and
+/// `pprof` read it with --salvage (exit 0, the warning naming the file,
+/// `offset CUT` and the bytes dropped). Returns the file-mode output of
+/// `convert --salvage --to file` and the lines of `dump --salvage`.
+fn check_cut(
+    dir: &Path,
+    cut: &Path,
+    refused_at: Option<u64>,
+    warning: Option<(u64, u64)>,
+) -> (Vec<u8>, usize) {
+    let out = dir.join("out.data");
+    let _ = std::fs::remove_file(&out);
+    let o = run(&["dump".as_ref(), cut.as_os_str()]);
+    match refused_at {
+        Some(at) => {
+            let err = stderr(&o);
+            assert_eq!(o.status.code(), Some(2), "{err}");
+            assert!(
+                err.starts_with(&format!("error: {}: at offset {at}:", cut.display())),
+                "{err}"
+            );
+            assert!(err.contains("--salvage"), "{err}");
+            let o = run(&[
+                "convert".as_ref(),
+                cut.as_os_str(),
+                "--to".as_ref(),
+                "file".as_ref(),
+                "-o".as_ref(),
+                out.as_os_str(),
+            ]);
+            assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+            assert!(stderr(&o).contains("--salvage"));
+            assert!(!out.exists());
+        }
+        None => assert!(o.status.success(), "{}", stderr(&o)),
+    }
+    let check_warning = |o: &Output, what: &str| {
+        let err = stderr(o);
+        assert!(o.status.success(), "{what}: {err}");
+        match warning {
+            Some((at, dropped)) => {
+                let w = format!("mmap2-synth: warning: {}: ", cut.display());
+                assert_eq!(err.matches(&w).count(), 1, "{what}: {err}");
+                assert!(err.contains(&format!("offset {at}")), "{what}: {err}");
+                if dropped > 0 {
+                    assert!(
+                        err.contains(&format!("{dropped} bytes after it dropped")),
+                        "{what}: {err}"
+                    );
+                }
+            }
+            None => assert!(!err.contains("warning"), "{what}: {err}"),
+        }
+    };
+    let dumped = run(&["dump".as_ref(), "--salvage".as_ref(), cut.as_os_str()]);
+    check_warning(&dumped, "dump");
+    let o = run(&[
+        "convert".as_ref(),
+        "--salvage".as_ref(),
+        "-q".as_ref(),
+        cut.as_os_str(),
+        "--to".as_ref(),
+        "file".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    check_warning(&o, "convert");
+    let bytes = std::fs::read(&out).unwrap();
+    // the output dumps as the cut input does with --salvage
+    let again = run(&["dump".as_ref(), out.as_os_str()]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(again.stdout, dumped.stdout, "dump of the output");
+    let merged = dir.join("merged.data");
+    let o = run(&[
+        "merge".as_ref(),
+        "--salvage".as_ref(),
+        "-q".as_ref(),
+        "-p".as_ref(),
+        "1".as_ref(),
+        cut.as_os_str(),
+        "-o".as_ref(),
+        merged.as_os_str(),
+    ]);
+    check_warning(&o, "merge");
+    let profile = dir.join("profile.pb.gz");
+    let o = run(&[
+        "pprof".as_ref(),
+        "--salvage".as_ref(),
+        "-q".as_ref(),
+        "--no-symbolize".as_ref(),
+        cut.as_os_str(),
+        "-o".as_ref(),
+        profile.as_os_str(),
+    ]);
+    check_warning(&o, "pprof");
+    let lines = dumped.stdout.iter().filter(|&&c| c == b'\n').count();
+    (bytes, lines)
+}
+
+/// The records of `stream[..cut]` a file-mode output of it holds: its
+/// whole records but the pipe metadata.
+fn expected_from_stream(stream: &[u8], cut: usize) -> Vec<Vec<u8>> {
+    records(&stream[..cut], 16)
+        .into_iter()
+        .filter(|r| !PIPE_METADATA.contains(&r.1))
+        .map(|(at, _, size)| stream[at..at + size].to_vec())
+        .collect()
+}
+
+fn samples(recs: &[Vec<u8>]) -> usize {
+    recs.iter()
+        .filter(|r| u32::from_le_bytes(r[..4].try_into().unwrap()) == SAMPLE)
+        .count()
+}
+
+/// Samples linux-perf-data reads from a file-mode perf.data.
+fn linux_perf_data_samples(bytes: &[u8]) -> usize {
+    use linux_perf_data::{PerfFileReader, PerfFileRecord};
+    use linux_perf_event_reader::EventRecord;
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(std::io::Cursor::new(bytes)).unwrap();
+    let mut n = 0;
+    while let Some(r) = record_iter.next_record(&mut perf_file).unwrap() {
+        if let PerfFileRecord::EventRecord { record, .. } = r {
+            n += usize::from(matches!(record.parse().unwrap(), EventRecord::Sample(_)));
+        }
+    }
+    n
+}
+
+/// Samples `perf script` prints from `data` (one line each, no callchains);
+/// `perf report` must read it too.
+fn perf_samples(data: &Path) -> usize {
+    let text = perf(&[
+        "script".as_ref(),
+        "-G".as_ref(),
+        "-F".as_ref(),
+        "pid,time,ip".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ]);
+    let report = perf(&[
+        "report".as_ref(),
+        "--stdio".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ]);
+    assert!(report.contains("# Samples:"), "{report}");
+    text.lines().filter(|l| !l.trim().is_empty()).count()
+}
+
+/// Cuts `stream` (pipe mode) inside a record's header, inside its body and
+/// at its start; checks each cut, and with `perf`, that perf reads the
+/// output with every sample before the cut.
+fn cut_stream(dir: &Path, stream: &[u8], perf: bool) {
+    let recs = records(stream, 16);
+    assert_eq!(recs.last().map(|r| r.0 + r.2), Some(stream.len()), "whole");
+    let (at, size) = middle(&recs);
+    let cut = dir.join("cut.data");
+    for (end, whole) in [(at + 3, false), (at + 12.min(size - 1), false), (at, true)] {
+        std::fs::write(&cut, &stream[..end]).unwrap();
+        let refused = (!whole).then_some(at as u64);
+        let warning = (!whole).then_some((at as u64, (end - at) as u64));
+        let (out, lines) = check_cut(dir, &cut, refused, warning);
+        let want = expected_from_stream(stream, end);
+        assert_eq!(
+            data_records(&out),
+            want,
+            "cut at {end}: the records before the cut"
+        );
+        assert!(lines > 0, "maps before the cut");
+        assert_eq!(
+            linux_perf_data_samples(&out),
+            samples(&want),
+            "linux-perf-data"
+        );
+        if perf {
+            assert!(samples(&want) > 0, "samples before the cut");
+            assert_eq!(
+                perf_samples(&dir.join("out.data")),
+                samples(&want),
+                "perf script"
+            );
+        }
+    }
+}
+
+/// Cuts `file` (file mode, complete) inside a record of its data section
+/// (header, body) and at its start: the data section then runs past the
+/// end of the file.
+fn cut_file(dir: &Path, file: &[u8], perf: bool) {
+    let (start, size) = (u64_at(file, 40) as usize, u64_at(file, 48) as usize);
+    let all = data_records(file);
+    let recs = records(&file[..start + size], start);
+    assert_eq!(recs.len(), all.len());
+    let (at, rec_size) = middle(&recs);
+    let cut = dir.join("cut.data");
+    for end in [at + 3, at + 12.min(rec_size - 1), at] {
+        std::fs::write(&cut, &file[..end]).unwrap();
+        let (out, _) = check_cut(dir, &cut, Some(40), Some((at as u64, (end - at) as u64)));
+        let n = recs.iter().take_while(|r| r.0 < at).count();
+        let want = &all[..n];
+        assert_eq!(
+            data_records(&out),
+            want,
+            "cut at {end}: the records before the cut"
+        );
+        assert_eq!(
+            linux_perf_data_samples(&out),
+            samples(want),
+            "linux-perf-data"
+        );
+        if perf {
+            assert_eq!(
+                perf_samples(&dir.join("out.data")),
+                samples(want),
+                "perf script"
+            );
+        }
+    }
+}
+
+// A pinned pipe-mode perf recording cut inside a header, inside a body and
+// at a record boundary: refused at the record's offset without --salvage,
+// read up to it with (every command), the file-mode output holding exactly
+// the whole records before the cut (linux-perf-data reads them all).
+#[test]
+fn a_pinned_stream_cut_short_is_salvaged() {
+    let dir = scratch("salvage-pin-pipe");
+    cut_stream(&dir, &std::fs::read(pin("rec-pipe.data")).unwrap(), false);
+}
+
+// A pinned file-mode recording whose data section runs past the end of the
+// file (cut inside a record and at a boundary): refused at offset 40
+// without --salvage, read up to the last whole record with it.
+#[test]
+fn a_pinned_file_cut_mid_data_is_salvaged() {
+    let dir = scratch("salvage-pin-file");
+    cut_file(&dir, &std::fs::read(pin("rec-file.data")).unwrap(), false);
+}
+
+// A pinned file with data size 0 and records where the features should be
+// (what perf record killed leaves, cut inside a record too): read to the
+// last whole record, the output a valid recording with those records.
+#[test]
+fn a_pinned_file_with_data_size_zero_is_salvaged() {
+    let dir = scratch("salvage-pin-size0");
+    let mut b = std::fs::read(pin("rec-file.data")).unwrap();
+    let (start, size) = (u64_at(&b, 40) as usize, u64_at(&b, 48) as usize);
+    b.truncate(start + size - 5);
+    b[48..56].fill(0);
+    let cut = dir.join("cut.data");
+    std::fs::write(&cut, &b).unwrap();
+    let recs = records(&b, start);
+    let last = recs.last().unwrap();
+    let end = (last.0 + last.2) as u64;
+    let dropped = b.len() as u64 - end;
+    let (out, _) = check_cut(&dir, &cut, Some(48), Some((end, dropped)));
+    let all = data_records(&std::fs::read(pin("rec-file.data")).unwrap());
+    assert_eq!(data_records(&out), all[..recs.len()]);
+}
+
+/// A recording of the burner by `perf record -g ARGS` into `out` (`-o -`
+/// among ARGS: the stream).
+fn record_burner(out: &Path, args: &[&str]) {
+    let burn = format!("sleep 1 | {} 0.5", fixtures().burn.display());
+    let mut all = vec!["-g"];
+    all.extend_from_slice(args);
+    perf_record_to(out, &all, &["--", "sh", "-c", &burn]);
+}
+
+// A real `perf record -o -` stream of the burner cut inside a header,
+// inside a body and at a record boundary: perf script and perf report
+// read `convert --salvage --to file`'s output, with every sample before
+// the cut, as linux-perf-data does.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_perf_stream_cut_short_is_salvaged() {
+    needs_perf_record();
+    let dir = scratch("salvage-perf-pipe");
+    let stream = dir.join("full.pipe");
+    record_burner(&stream, &["-o", "-"]);
+    cut_stream(&dir, &std::fs::read(&stream).unwrap(), true);
+}
+
+// A real file-mode recording of the burner truncated mid data section:
+// the same.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_perf_file_truncated_mid_data_is_salvaged() {
+    needs_perf_record();
+    let dir = scratch("salvage-perf-file");
+    let file = dir.join("full.data");
+    record_burner(&file, &[]);
+    cut_file(&dir, &std::fs::read(&file).unwrap(), true);
+}
+
+/// `perf record -g ARGS -o OUT` of a busy loop, killed with SIGKILL once
+/// it has written records (data size 0, no features: what it leaves).
+fn record_killed(out: &Path, args: &[&str]) {
+    use std::os::unix::process::CommandExt;
+    let mut perf = Command::new("perf")
+        .args(["record", "-q", "-g"])
+        .args(args)
+        .arg("-o")
+        .arg(out)
+        .args(["--", "sh", "-c", "while :; do :; done"])
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    wait_until("perf record to write 64 KiB of records", || {
+        let b = std::fs::read(out).unwrap_or_default();
+        b.len() > 64 << 10 && u64_at(&b, 40) > 0
+    });
+    let group = format!("-{}", perf.id());
+    let st = Command::new("kill")
+        .args(["-s", "KILL", "--", &group])
+        .status();
+    assert!(st.unwrap().success());
+    wait_until("perf to die", || perf.try_wait().unwrap().is_some());
+}
+
+// `perf record` killed with SIGKILL, plain and -z: with --salvage every
+// command reads it; the outputs of `convert --to file` and `merge` are
+// valid recordings (a -z one gets the COMPRESSED feature perf needs to
+// read its compressed records) that perf script and perf report read,
+// with the same samples as the --decompress twin and the input's dump.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_killed_perf_record_is_salvaged() {
+    needs_perf_record();
+    for z in [false, true] {
+        let dir = scratch("salvage-killed");
+        let rec = dir.join("killed.data");
+        record_killed(&rec, if z { &["-z"] } else { &[] });
+        let b = std::fs::read(&rec).unwrap();
+        assert_eq!(u64_at(&b, 48), 0, "perf record killed leaves data size 0");
+        let recs = records(&b, u64_at(&b, 40) as usize);
+        let last = recs.last().unwrap();
+        let end = (last.0 + last.2) as u64;
+        let (out, _) = check_cut(&dir, &rec, Some(48), Some((end, b.len() as u64 - end)));
+        let out_path = dir.join("out.data");
+        let n = perf_samples(&out_path);
+        assert!(n > 0, "samples read");
+        // merge's output too (a -z one with the COMPRESSED feature)
+        assert_eq!(perf_samples(&dir.join("merged.data")), n, "merged");
+        if !z {
+            let all: Vec<Vec<u8>> = recs
+                .iter()
+                .map(|&(at, _, s)| b[at..at + s].to_vec())
+                .collect();
+            assert_eq!(data_records(&out), all);
+            assert_eq!(n, samples(&all));
+            assert_eq!(linux_perf_data_samples(&out), n);
+            continue;
+        }
+        let plain = dir.join("plain.data");
+        let o = run(&[
+            "convert".as_ref(),
+            "--salvage".as_ref(),
+            "-q".as_ref(),
+            "--decompress".as_ref(),
+            rec.as_os_str(),
+            "--to".as_ref(),
+            "file".as_ref(),
+            "-o".as_ref(),
+            plain.as_os_str(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(perf_samples(&plain), n, "compressed and decompressed");
+        assert_eq!(linux_perf_data_samples(&std::fs::read(&plain).unwrap()), n);
+    }
+}
