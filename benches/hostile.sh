@@ -3,20 +3,21 @@
 # one file at many addresses under a long path, or many hard links to it,
 # each under its own long name (any user can make them), of a process
 # flooding the watch with maps of a long path while the snapshot is held
-# after its scan, and pprof's time on a recording of many events all on one
-# stack.
+# after its scan, pprof's time on a recording of many events all on one
+# stack, and archive --from, merge --maps and dump --sort of a small file
+# whose compressed records expand to 180 MiB of map records.
 #
-#   benches/hostile.sh           (needs gcc and python3; M2S_BENCH_SMOKE=1:
-#                                 tiny sizes, for CI)
+#   benches/hostile.sh           (needs gcc, python3 and zstd;
+#                                 M2S_BENCH_SMOKE=1: tiny sizes, for CI)
 # Prints GNU time's peak RSS (KiB) and wall time of each run.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${BENCH_OUT:-$root/bench-out}/hostile
 bin="$root/target/release/mmap2-synth"
 if [ -n "${M2S_BENCH_SMOKE:-}" ]; then
-    vmas=200 names=200 events=(2000) churn=1
+    vmas=200 names=200 events=(2000) churn=1 zmib=2
 else
-    vmas=60000 names=15000 events=(100000 400000) churn=3
+    vmas=60000 names=15000 events=(100000 400000) churn=3 zmib=60
 fi
 mkdir -p "$out"
 (cd "$root" && cargo build --release --quiet)
@@ -84,4 +85,14 @@ for n in "${events[@]}"; do
     /usr/bin/time -f "$n events ($(stat -c %s "$out/ev.data") bytes): %M KiB peak, %e s" \
         "$bin" pprof -q "$out/ev.data" -o "$out/ev.pb.gz" --no-symbolize 2>&1 | tail -1
 done
+echo "a file of 3 compressed records, each $zmib MiB of four MMAP2 records repeated"
+echo "(a process that does not run), as --from, --maps (to a recording without that pid), dumped:"
+python3 "$root/benches/gen_zmmap_bomb.py" "$out/zmaps.data" 3 "$zmib"
+z="$out/zmaps.data ($(stat -c %s "$out/zmaps.data") bytes)"
+/usr/bin/time -f "archive --from $z: %M KiB peak, %e s" "$bin" archive -q \
+    --from "$out/zmaps.data" --no-kernel -o "$out/cache" 2>&1 | tail -1
+/usr/bin/time -f "merge --maps $z: %M KiB peak, %e s" "$bin" merge -q \
+    "$root/fixtures/pin/rec-file.data" --maps "$out/zmaps.data" -o "$out/m.data" 2>&1 | tail -1
+/usr/bin/time -f "dump --sort $z: %M KiB peak, %e s" "$bin" dump --sort \
+    "$out/zmaps.data" 2>&1 >/dev/null | tail -1
 rm -rf "$out"

@@ -799,3 +799,111 @@ fn missing_input_is_bad_input() {
     assert_eq!(o.status.code(), Some(2));
     assert!(!out.exists(), "archive of junk made {}", out.display());
 }
+
+/// `n` COMPRESSED2 records, each `mib` MiB of the same four MMAP2 records
+/// (one process's libc maps, inode form, a TIME trailer each) repeated:
+/// what benches/gen_zmmap_bomb.py writes, in file mode.
+fn map_bomb(path: &Path, n: usize, mib: usize) {
+    let e = Endian::Little;
+    let mut cycle = Vec::new();
+    let maps = [
+        (0x7f00_0000_0000u64, 0x28000u64, 0u64, 1u32),
+        (0x7f00_0002_8000, 0x195000, 0x28000, 5),
+        (0x7f00_001b_d000, 0x58000, 0x1bd000, 1),
+        (0x7f00_0021_5000, 0x6000, 0x214000, 3),
+    ];
+    for (i, (addr, len, pgoff, prot)) in maps.into_iter().enumerate() {
+        let mut body = Vec::new();
+        for v in [999_999_999, 999_999_999] {
+            body.put_u32(e, v);
+        }
+        for v in [addr, len, pgoff] {
+            body.put_u64(e, v);
+        }
+        body.put_u32(e, 8);
+        body.put_u32(e, 1);
+        body.put_u64(e, 1_234_567);
+        body.put_u64(e, 0);
+        body.put_u32(e, prot);
+        body.put_u32(e, 2); // MAP_PRIVATE
+        body.extend_from_slice(b"/usr/lib/x86_64-linux-gnu/libc.so.6\0");
+        body.pad_to(8);
+        for v in [999_999_999, 999_999_999] {
+            body.put_u32(e, v); // trailer: TID, then TIME
+        }
+        body.put_u64(e, 1000 + i as u64);
+        cycle.put_u32(e, types::MMAP2);
+        cycle.put_u16(e, 2);
+        cycle.put_u16(e, u16::try_from(8 + body.len()).unwrap());
+        cycle.extend_from_slice(&body);
+    }
+    let plain = cycle.repeat((mib << 20) / cycle.len());
+    let frame = zstd::bulk::compress(&plain, 19).unwrap();
+    assert!(frame.len() < 60_000, "frame {} bytes", frame.len());
+    recording(path, &compressed2_record(&frame).repeat(n));
+}
+
+/// Runs mmap2-synth with `args` under GNU time (stdout discarded): exit
+/// status, stderr, peak RSS in KiB.
+fn peak_rss(args: &[std::ffi::OsString]) -> (Option<i32>, String, u64) {
+    let o = Command::new("/usr/bin/time")
+        .args(["-f", "maxrss=%M"])
+        .arg(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .expect("GNU time (/usr/bin/time, Debian package time)");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let rss = err
+        .lines()
+        .find_map(|l| l.strip_prefix("maxrss="))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("GNU time's maxrss line");
+    (o.status.code(), err, rss)
+}
+
+// 120 MiB of four map records repeated in three compressed records (under
+// the bomb bound) cost memory by their distinct content: archive --from
+// and merge --maps hold one entry per distinct file or map run, dump --sort
+// 16 bytes per repeat (each 300-350 MiB before, holding decoded copies).
+#[test]
+fn compressed_map_bombs_are_held_by_distinct_content() {
+    let dir = scratch("in-zmaps");
+    let bomb = dir.join("bomb.data");
+    map_bomb(&bomb, 3, 40);
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 100_000);
+    let (cache, out) = (dir.join("cache"), dir.join("o.data"));
+    let args = |a: &[&Path]| -> Vec<std::ffi::OsString> {
+        a.iter().map(|p| p.as_os_str().to_owned()).collect()
+    };
+    let p = Path::new;
+    let archive = args(&[
+        p("archive"),
+        p("--from"),
+        &bomb,
+        p("--no-kernel"),
+        p("-o"),
+        &cache,
+    ]);
+    let rec = pin("rec-file.data");
+    let runs = [
+        ("archive --from", archive.clone(), 48),
+        (
+            "merge --maps",
+            args(&[p("merge"), &rec, p("--maps"), &bomb, p("-o"), &out]),
+            48,
+        ),
+        ("dump --sort", args(&[p("dump"), p("--sort"), &bomb]), 64),
+    ];
+    for (what, args, mib) in runs {
+        let (code, err, rss) = peak_rss(&args);
+        assert_eq!(code, Some(0), "{what}: {err}");
+        eprintln!("{what} of a compressed map bomb: peak RSS {rss} KiB");
+        assert!(rss < mib * 1024, "{what}: peak RSS {rss} KiB");
+    }
+    // every map is still counted (archive), tried once
+    let (_, err, _) = peak_rss(&archive);
+    let maps = 3 * ((40 << 20) / 512) * 4;
+    assert!(err.contains(&format!(" {maps} unreadable")), "{err}");
+}

@@ -10,6 +10,7 @@
 //! May import: `model`, `proc`, `perf`, `snapshot`, `sys`.
 
 mod entry;
+mod from;
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -19,7 +20,7 @@ use std::path::PathBuf;
 use entry::{add_entry, copy_file, write_bytes, Added, EntryError, Root};
 pub use entry::{cache_entry, cache_leaf, CacheEntry};
 
-use crate::model::{BuildId, Process, Vma, VDSO_NAME};
+use crate::model::{BuildId, Vma, VDSO_NAME};
 use crate::proc::buildid::{
     kernel_build_id, open_mapped_file, read_build_id_from_file, vdso_image,
 };
@@ -210,18 +211,30 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
         })?,
         path: opts.dir.clone(),
     };
-    let processes = match &from {
-        Some(input) => crate::snapshot::read_snapshot(input)?,
+    let mut done: HashSet<BuildId> = HashSet::new();
+    match &from {
+        Some(input) => {
+            let named = from::mapped_files(input)?;
+            report.processes = named.processes;
+            for f in &named.files {
+                let pdir = opts.scan.proc_root.join(f.pid.to_string());
+                let before = Failures::of(&report);
+                archive_vma(opts, &root, &pdir, &f.vma, &mut done, &mut report);
+                // its other maps would fail the same way
+                before.repeat(&mut report, f.maps - 1);
+            }
+        }
         None => {
             let snap = proc::snapshot(&opts.target, &scan)?;
             report.skipped = snap.skipped;
-            snap.processes
+            report.processes = snap.processes.len();
+            for p in &snap.processes {
+                let pdir = opts.scan.proc_root.join(p.pid.to_string());
+                for vma in &p.vmas {
+                    archive_vma(opts, &root, &pdir, vma, &mut done, &mut report);
+                }
+            }
         }
-    };
-    report.processes = processes.len();
-    let mut done: HashSet<BuildId> = HashSet::new();
-    for p in &processes {
-        archive_process(opts, &root, p, &mut done, &mut report);
     }
     let vdso = vdso_image().and_then(|(id, image)| Some((cache_entry(VDSO_NAME, &id)?, image)));
     if let Some((entry, image)) = vdso {
@@ -237,51 +250,86 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
     Ok(report)
 }
 
-/// Archives the mapped files of one process (read live, or named by the
-/// `--from` file and found in the live process's mappings). A file that
-/// cannot be archived is counted and skipped; the run goes on.
-fn archive_process(
+/// The failure counts of a report, before an entry is tried.
+struct Failures {
+    unreadable: usize,
+    mismatched: usize,
+    too_large: usize,
+    failed: usize,
+    messages: usize,
+}
+
+impl Failures {
+    fn of(r: &ArchiveReport) -> Failures {
+        Failures {
+            unreadable: r.unreadable,
+            mismatched: r.mismatched,
+            too_large: r.too_large,
+            failed: r.failed,
+            messages: r.failures.len(),
+        }
+    }
+
+    /// Counts what failed since `self` `times` more, as if tried again
+    /// (the same file fails the same way; one archived is not tried
+    /// again, and counts nothing).
+    fn repeat(&self, r: &mut ArchiveReport, times: usize) {
+        r.unreadable += (r.unreadable - self.unreadable) * times;
+        r.mismatched += (r.mismatched - self.mismatched) * times;
+        r.too_large += (r.too_large - self.too_large) * times;
+        r.failed += (r.failed - self.failed) * times;
+        if r.failures.len() > self.messages {
+            let last = r.failures.last().cloned().unwrap_or_default();
+            let more = times.min(3usize.saturating_sub(r.failures.len()));
+            r.failures.extend(std::iter::repeat_n(last, more));
+        }
+    }
+}
+
+/// Archives the file of one map of a process (`pdir`, its /proc directory;
+/// read live, or named by the `--from` file and found in the live
+/// process's mappings). A file that cannot be archived is counted and
+/// skipped; the run goes on.
+fn archive_vma(
     opts: &ArchiveOptions,
     root: &Root,
-    p: &Process,
+    pdir: &std::path::Path,
+    vma: &Vma,
     done: &mut HashSet<BuildId>,
     report: &mut ArchiveReport,
 ) {
-    let pdir = opts.scan.proc_root.join(p.pid.to_string());
-    for vma in p.vmas.iter().filter(|v| v.name.first() == Some(&b'/')) {
-        if vma.build_id.is_some_and(|id| done.contains(&id)) {
-            continue;
-        }
-        if opts.from.is_none() && vma.build_id.is_none() {
-            continue;
-        }
-        let Some(mut f) = open_mapped_file(&pdir, vma) else {
-            report.unreadable += 1;
-            continue;
-        };
-        let Some(id) = mapped_id(&f, vma, report) else {
-            continue;
-        };
-        if done.contains(&id) {
-            continue;
-        }
-        let size = f.metadata().map_or(u64::MAX, |m| m.len());
-        let sparse = f.metadata().is_ok_and(|m| {
-            use std::os::unix::fs::MetadataExt;
-            m.len() > 64 << 20 && m.blocks() * 512 < m.len() / 2
-        });
-        if size > MAX_FILE || sparse {
-            report.too_large += 1;
-            continue;
-        }
-        let Some(entry) = cache_entry(file_name(vma), &id) else {
-            report.unreadable += 1;
-            continue;
-        };
-        let copy = |out: &mut File| copy_file(&mut f, out);
-        if add_counted(root, &entry, file_name(vma), copy, report) {
-            done.insert(id);
-        }
+    if vma.name.first() != Some(&b'/') || vma.build_id.is_some_and(|id| done.contains(&id)) {
+        return;
+    }
+    if opts.from.is_none() && vma.build_id.is_none() {
+        return;
+    }
+    let Some(mut f) = open_mapped_file(pdir, vma) else {
+        report.unreadable += 1;
+        return;
+    };
+    let Some(id) = mapped_id(&f, vma, report) else {
+        return;
+    };
+    if done.contains(&id) {
+        return;
+    }
+    let size = f.metadata().map_or(u64::MAX, |m| m.len());
+    let sparse = f.metadata().is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.len() > 64 << 20 && m.blocks() * 512 < m.len() / 2
+    });
+    if size > MAX_FILE || sparse {
+        report.too_large += 1;
+        return;
+    }
+    let Some(entry) = cache_entry(file_name(vma), &id) else {
+        report.unreadable += 1;
+        return;
+    };
+    let copy = |out: &mut File| copy_file(&mut f, out);
+    if add_counted(root, &entry, file_name(vma), copy, report) {
+        done.insert(id);
     }
 }
 
@@ -333,5 +381,30 @@ fn archive_kernel(
     match add_counted(root, &entry, KERNEL_DSO, copy, report) {
         true => Ok(()),
         false => Err("not written".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // What failed for a file's first map is counted once per map of it
+    // (its message kept at most three times); one archived counts nothing.
+    #[test]
+    fn a_failed_file_counts_once_per_map() {
+        let mut r = ArchiveReport {
+            unreadable: 2,
+            ..Default::default()
+        };
+        let before = Failures::of(&r);
+        r.failed += 1;
+        r.failures.push("x: full".into());
+        before.repeat(&mut r, 4);
+        assert_eq!((r.failed, r.unreadable), (5, 2));
+        assert_eq!(r.failures, ["x: full"; 3]);
+        let before = Failures::of(&r);
+        r.added += 1;
+        before.repeat(&mut r, 9);
+        assert_eq!((r.failed, r.added, r.failures.len()), (5, 1, 3));
     }
 }

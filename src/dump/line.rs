@@ -73,11 +73,27 @@ impl Line {
         e: Endian,
         trailer: SampleIdLayout,
     ) -> Option<Line> {
-        let r = Rd(e);
-        let time = trailer
+        Line::of_record_timed(h, body, e, Line::trailer_time(body, e, trailer))
+    }
+
+    /// The time a record's sample_id trailer (laid out as `trailer`) gives
+    /// its line: None without PERF_SAMPLE_TIME.
+    pub fn trailer_time(body: &[u8], e: Endian, trailer: SampleIdLayout) -> Option<u64> {
+        trailer
             .read(body, e)
             .map(|s| s.time)
-            .filter(|_| trailer.sample_type & crate::perf::consts::sample_type::TIME != 0);
+            .filter(|_| trailer.sample_type & crate::perf::consts::sample_type::TIME != 0)
+    }
+
+    /// [`Line::of_record`] with the trailer's time already read
+    /// ([`Line::trailer_time`]): how `--sort` decodes the records it held.
+    pub fn of_record_timed(
+        h: &RecordHeader,
+        body: &[u8],
+        e: Endian,
+        time: Option<u64>,
+    ) -> Option<Line> {
+        let r = Rd(e);
         match h.type_ {
             types::MMAP | types::MMAP2 => {
                 let m = parse_map(h, body, e)?;

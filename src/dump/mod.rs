@@ -3,14 +3,16 @@
 //! entry, as text or JSON Lines. It reads through the one input walk
 //! (`perf::Input`), so compressed records, pipe mode and either byte order
 //! come for free, and memory stays bounded (except with `--sort`, which holds
-//! the dumped lines, never the samples).
+//! the dumped records, each as its own bytes, never the samples).
 //!
 //! May import: `bytes`, `model`, `perf`.
 
+mod held;
 pub mod line;
 
 use std::io::{self, Write};
 
+use held::Held;
 pub use line::{escape, Line};
 
 use crate::bytes::Endian;
@@ -52,7 +54,7 @@ impl DumpError {
 pub struct Printer<'w> {
     out: &'w mut dyn Write,
     opts: DumpOptions,
-    held: Vec<Line>,
+    held: Held,
     /// The first write error; later lines are dropped.
     failed: Option<io::Error>,
     /// Lines printed or held.
@@ -65,7 +67,7 @@ impl<'w> Printer<'w> {
         Printer {
             out,
             opts,
-            held: Vec::new(),
+            held: Held::default(),
             failed: None,
             lines: 0,
         }
@@ -75,10 +77,26 @@ impl<'w> Printer<'w> {
     pub fn line(&mut self, l: Line) {
         self.lines += 1;
         if self.opts.sort {
-            self.held.push(l);
+            self.held.line(l);
         } else {
             self.emit(&l);
         }
+    }
+
+    /// Prints (or, for `--sort`, holds the bytes of) the line of one
+    /// record whose trailer gave `time` ([`Line::trailer_time`]); false,
+    /// and nothing printed, when it has no line ([`Line::of_record`]).
+    pub fn record(&mut self, h: &RecordHeader, body: &[u8], e: Endian, time: Option<u64>) -> bool {
+        let Some(l) = Line::of_record_timed(h, body, e, time) else {
+            return false;
+        };
+        self.lines += 1;
+        if self.opts.sort {
+            self.held.record(h, body, e, time, l.time());
+        } else {
+            self.emit(&l);
+        }
+        true
     }
 
     fn emit(&mut self, l: &Line) {
@@ -95,18 +113,14 @@ impl<'w> Printer<'w> {
     /// trailers have `layout`.
     pub fn records(&mut self, bytes: &[u8], e: Endian, layout: SampleIdLayout) {
         for (h, body) in split_records(bytes, e) {
-            if let Some(l) = Line::of_record(&h, body, e, layout) {
-                self.line(l);
-            }
+            self.record(&h, body, e, Line::trailer_time(body, e, layout));
         }
     }
 
     /// Prints what `--sort` held and flushes.
     pub fn finish(mut self) -> Result<u64, DumpError> {
-        let mut held = std::mem::take(&mut self.held);
-        held.sort_by_key(Line::time);
-        for l in &held {
-            self.emit(l);
+        for l in std::mem::take(&mut self.held).sorted() {
+            self.emit(&l);
         }
         if let Some(e) = self.failed.take() {
             return Err(DumpError::Write(e));
@@ -152,10 +166,14 @@ impl Visitor for Dumper<'_, '_> {
             .unwrap_or_default();
         // a record of these kinds that does not decode is an error, as in
         // merge and pprof, not a line left out
-        let l = Line::of_record(&h, body, e, layout)
-            .ok_or_else(|| FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_)))?;
-        self.printer.line(l);
-        Ok(())
+        let time = Line::trailer_time(body, e, layout);
+        match self.printer.record(&h, body, e, time) {
+            true => Ok(()),
+            false => Err(FormatError::at(
+                at,
+                FormatErrorKind::MalformedRecord(h.type_),
+            )),
+        }
     }
 }
 

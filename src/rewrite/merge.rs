@@ -20,7 +20,7 @@ use crate::perf::record::split_records;
 use crate::perf::{Input, InputError, Layout, RecordTooLarge};
 use crate::proc::kernel::{kernel_maps, KernelRoots, KERNEL_DSO};
 use crate::proc::{self, clock, parse, Skip, Snapshot, Target};
-use crate::snapshot::{self, Encoding};
+use crate::snapshot::{self, Encoding, HeldProcess, KernelMaps};
 
 /// Merge options.
 #[derive(Debug, Clone)]
@@ -117,7 +117,7 @@ pub(super) fn out_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -
 /// records (pids the recording "needs" have no maps in it by definition).
 fn dedupe_pids(
     opts: &MergeOptions,
-    snapshot: Option<&[Process]>,
+    snapshot: Option<&[HeldProcess]>,
 ) -> Result<HashSet<u32>, MergeError> {
     Ok(match (&opts.which, snapshot) {
         (Which::Needed, _) => HashSet::new(),
@@ -253,8 +253,9 @@ pub fn merge(
         Some(p) => {
             let snap = Input::open(p)?;
             let release = osrelease_of(&snap)?;
-            let (procs, kernel) = snapshot::read_snapshot_with_kernel(&snap)?;
-            (Some(procs), Some((kernel, release)))
+            // held compactly until the wanted ones are picked
+            let maps = snapshot::read_snapshot_maps(&snap)?;
+            (Some(maps.processes), Some((maps.kernel, release)))
         }
         None => (None, None),
     };
@@ -278,9 +279,9 @@ pub fn merge(
     let needed = facts.needed();
     let mut processes = match from_file {
         Some(all) => {
-            let (procs, missing) = plan::select(all, &opts.which, &needed);
+            let (procs, missing) = plan::select(all, |p| p.pid, &opts.which, &needed);
             report.missing = missing;
-            procs
+            procs.into_iter().map(HeldProcess::into_process).collect()
         }
         None => live_processes(opts, &facts, &needed, &mut report)?,
     };
@@ -440,7 +441,7 @@ fn osrelease_of(input: &Input) -> Result<Option<Vec<u8>>, MergeError> {
 fn kernel_to_insert(
     input: &Input,
     facts: &RecordingFacts,
-    from_file: Option<(Vec<KernelMap>, Option<Vec<u8>>)>,
+    from_file: Option<(KernelMaps, Option<Vec<u8>>)>,
     proc_root: &Path,
     report: &mut MergeReport,
 ) -> Result<Vec<KernelMap>, MergeError> {
@@ -460,7 +461,8 @@ fn kernel_to_insert(
                 );
                 return Ok(Vec::new());
             }
-            maps
+            // every one, as the file has them: they are inserted
+            maps.into_vec()
         }
         None => {
             let running = proc::HostFacts::read().osrelease;

@@ -22,19 +22,24 @@ pub enum Which {
     Pids(Vec<u32>),
 }
 
-/// The processes of a snapshot file that `which` asks for, and the wanted
-/// pids it lacks.
-pub fn select(all: Vec<Process>, which: &Which, needed: &[u32]) -> (Vec<Process>, Vec<u32>) {
+/// The processes of a snapshot file (each `pid` says its pid) that
+/// `which` asks for, and the wanted pids it lacks.
+pub fn select<P>(
+    all: Vec<P>,
+    pid: impl Fn(&P) -> u32,
+    which: &Which,
+    needed: &[u32],
+) -> (Vec<P>, Vec<u32>) {
     let want: HashSet<u32> = match which {
         Which::All => return (all, Vec::new()),
         Which::Needed => needed.iter().copied().collect(),
         Which::Pids(p) => p.iter().copied().collect(),
     };
-    let have: HashSet<u32> = all.iter().map(|p| p.pid).collect();
+    let have: HashSet<u32> = all.iter().map(&pid).collect();
     let mut missing: Vec<u32> = want.iter().copied().filter(|p| !have.contains(p)).collect();
     missing.sort_unstable();
     (
-        all.into_iter().filter(|p| want.contains(&p.pid)).collect(),
+        all.into_iter().filter(|p| want.contains(&pid(p))).collect(),
         missing,
     )
 }
@@ -99,11 +104,12 @@ mod tests {
     #[test]
     fn select_and_missing() {
         let all = vec![Process::empty(1), Process::empty(3)];
-        let (got, miss) = select(all.clone(), &Which::Pids(vec![3, 4]), &[]);
+        let pid = |p: &Process| p.pid;
+        let (got, miss) = select(all.clone(), pid, &Which::Pids(vec![3, 4]), &[]);
         assert_eq!((got.len(), got[0].pid, miss), (1, 3, vec![4]));
-        let (got, miss) = select(all.clone(), &Which::Needed, &[1]);
+        let (got, miss) = select(all.clone(), pid, &Which::Needed, &[1]);
         assert_eq!((got.len(), miss), (1, vec![]));
-        assert_eq!(select(all, &Which::All, &[]).0.len(), 2);
+        assert_eq!(select(all, pid, &Which::All, &[]).0.len(), 2);
         assert_eq!(missing(&[1, 2, 3], [2]), vec![1, 3]);
     }
 }

@@ -26,7 +26,10 @@ pub use encode::{
 pub use file::{snapshot_encoding, Out, WriteOptions, WriteSeek};
 pub use filter::WatchFilter;
 pub use live::{write_live, LiveError, LiveReport};
-pub use read::{is_kernel_map, read_snapshot, read_snapshot_with_kernel};
+pub use read::{
+    is_kernel_map, read_snapshot, read_snapshot_maps, read_snapshot_with_kernel, vma_of, walk_maps,
+    HeldProcess, KernelMaps, MapsRecord, Names, SnapshotMaps,
+};
 pub use reported::Reported;
 pub use stats::Stats;
 pub use watched::{ScanWatch, WatchNotes};

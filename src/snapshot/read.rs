@@ -1,10 +1,18 @@
 //! Reading a snapshot file (or any recording) back: its COMM and map
-//! records as processes, and its kernel maps.
+//! records as processes, and its kernel maps. What is held grows with the
+//! distinct content, not the record count: a thread's first COMM is kept,
+//! names are shared (one copy of each distinct name), and a map repeated
+//! (the same map at the same address) is one run with a count until the
+//! processes are made ([`HeldProcess::into_process`]); kernel maps are
+//! held once each, their order as runs ([`KernelMaps`]). A bomb of a few
+//! map records repeated in compressed records (~180 MiB of them from 16
+//! KB) held 2 decoded copies of each, ~500 MB.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use crate::bytes::Endian;
-use crate::model::{KernelMap, Perms, Process, Thread, Vma};
+use crate::model::{BuildId, KernelMap, Perms, Process, Thread, Vma};
 use crate::perf::consts::{misc, types};
 use crate::perf::events::{parse_comm, parse_map, MapRecord};
 use crate::perf::{Attrs, FormatError, FormatErrorKind, Input, InputError, RecordHeader, Visitor};
@@ -14,14 +22,21 @@ use crate::proc::kernel::KERNEL_DSO;
 /// most 15 bytes).
 const MAX_COMM: usize = 255;
 
-/// Collects the COMM and map records of a recording.
-struct MapsReader {
-    comms: Vec<(u32, u32, Vec<u8>)>,
-    maps: Vec<MapRecord>,
+/// A record [`walk_maps`] hands out.
+pub enum MapsRecord {
+    /// A COMM: pid, tid, name.
+    Comm(u32, u32, Vec<u8>),
+    /// An MMAP or MMAP2.
+    Map(MapRecord),
+}
+
+/// Hands the COMM and map records of a walk to its callback.
+struct MapsReader<F> {
+    each: F,
     e: Endian,
 }
 
-impl Visitor for MapsReader {
+impl<F: FnMut(MapsRecord)> Visitor for MapsReader<F> {
     fn record(
         &mut self,
         at: u64,
@@ -33,23 +48,170 @@ impl Visitor for MapsReader {
         let bad = || FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_));
         match h.type_ {
             types::COMM => {
-                let comm = parse_comm(body, e).ok_or_else(bad)?;
+                let (pid, tid, comm) = parse_comm(body, e).ok_or_else(bad)?;
                 // the kernel's comm is 16 bytes; a snapshot naming a thread
                 // with 64 KiB could not be encoded again
-                if comm.2.len() > MAX_COMM {
+                if comm.len() > MAX_COMM {
                     return Err(bad());
                 }
-                self.comms.push(comm);
+                (self.each)(MapsRecord::Comm(pid, tid, comm));
             }
             types::MMAP | types::MMAP2 => {
-                let m = parse_map(&h, body, e).ok_or_else(|| {
-                    FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_))
-                })?;
-                self.maps.push(m);
+                (self.each)(MapsRecord::Map(parse_map(&h, body, e).ok_or_else(bad)?));
             }
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// Walks a recording, handing each COMM and MMAP/MMAP2 record to `each`,
+/// in file order; a malformed one is an error at its offset.
+pub fn walk_maps(input: &Input, each: impl FnMut(MapsRecord)) -> Result<(), InputError> {
+    input.walk(&mut MapsReader {
+        each,
+        e: input.endian(),
+    })?;
+    Ok(())
+}
+
+/// One copy of each distinct name.
+#[derive(Default)]
+pub struct Names(HashSet<Arc<[u8]>, foldhash::fast::RandomState>);
+
+impl Names {
+    /// The shared copy of `name`.
+    pub fn get(&mut self, name: &[u8]) -> Arc<[u8]> {
+        if let Some(n) = self.0.get(name) {
+            return n.clone();
+        }
+        let n: Arc<[u8]> = name.into();
+        self.0.insert(n.clone());
+        n
+    }
+}
+
+/// The VMA of a (user space) map record, its name shared through `names`.
+pub fn vma_of(m: &MapRecord, names: &mut Names) -> Vma {
+    let (dev_major, dev_minor, inode) = m.dev_ino.unwrap_or((0, 0, 0));
+    Vma {
+        start: m.key.addr,
+        end: m.key.addr.saturating_add(m.key.len),
+        offset: m.key.pgoff,
+        perms: Perms::from_prot_flags(m.prot, m.flags),
+        dev_major,
+        dev_minor,
+        inode,
+        name: names.get(&m.key.filename),
+        build_id: m.build_id,
+    }
+}
+
+/// A process of a snapshot file as read: its threads (the first COMM of
+/// each) and its maps, by address (those at one address in file order),
+/// each run of one map repeated held once with its count.
+#[derive(Debug, Default)]
+pub struct HeldProcess {
+    pub pid: u32,
+    threads: BTreeMap<u32, Vec<u8>>,
+    runs: BTreeMap<u64, Vec<(Vma, usize)>>,
+}
+
+impl HeldProcess {
+    fn comm(&mut self, tid: u32, comm: Vec<u8>) {
+        self.threads.entry(tid).or_insert(comm);
+    }
+
+    fn map(&mut self, vma: Vma) {
+        let at = self.runs.entry(vma.start).or_default();
+        match at.last_mut() {
+            Some((last, n)) if *last == vma => *n += 1,
+            _ => at.push((vma, 1)),
+        }
+    }
+
+    /// The process: threads the leader first (a nameless leader added if
+    /// the file had none), then by tid; every map as often as it came.
+    pub fn into_process(self) -> Process {
+        let mut p = Process::empty(self.pid);
+        if !self.threads.contains_key(&self.pid) {
+            p.threads.push(Thread {
+                tid: self.pid,
+                comm: Vec::new(),
+            });
+        }
+        let (leader, others): (Vec<_>, Vec<_>) =
+            self.threads.into_iter().partition(|(t, _)| *t == self.pid);
+        for (tid, comm) in leader.into_iter().chain(others) {
+            p.threads.push(Thread { tid, comm });
+        }
+        let total = self.runs.values().flatten().map(|(_, n)| n).sum();
+        p.vmas.reserve_exact(total);
+        for (vma, n) in self.runs.into_values().flatten() {
+            p.vmas.extend(std::iter::repeat_n(vma, n));
+        }
+        p
+    }
+}
+
+/// A snapshot file's processes, as held ([`HeldProcess`], by pid), and
+/// its kernel's and modules' maps (pid -1, cpumode kernel) with their ids.
+pub struct SnapshotMaps {
+    pub processes: Vec<HeldProcess>,
+    pub kernel: KernelMaps,
+}
+
+/// What makes two kernel maps the same: place, pgoff, name, id.
+type KernelKey = (u64, u64, u64, Vec<u8>, Option<BuildId>);
+
+/// A snapshot file's kernel and module maps in file order, each distinct
+/// one held once and the order as runs of their indexes (8 bytes a run).
+#[derive(Debug, Default)]
+pub struct KernelMaps {
+    distinct: Vec<KernelMap>,
+    index: HashMap<KernelKey, u32, foldhash::fast::RandomState>,
+    runs: Vec<(u32, u32)>,
+}
+
+impl KernelMaps {
+    fn push(&mut self, m: MapRecord) {
+        let key = (
+            m.key.addr,
+            m.key.len,
+            m.key.pgoff,
+            m.key.filename,
+            m.build_id,
+        );
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                let i = self.distinct.len() as u32;
+                self.distinct.push(kernel_map(&key));
+                self.index.insert(key, i);
+                i
+            }
+        };
+        match self.runs.last_mut() {
+            Some((last, n)) if *last == i => *n += 1,
+            _ => self.runs.push((i, 1)),
+        }
+    }
+
+    /// True when the file has none.
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// Every map, in file order, as often as it came.
+    pub fn into_vec(self) -> Vec<KernelMap> {
+        let total = self.runs.iter().map(|&(_, n)| n as usize).sum();
+        let mut all = Vec::with_capacity(total);
+        for (i, n) in self.runs {
+            if let Some(m) = self.distinct.get(i as usize) {
+                all.extend(std::iter::repeat_n(m.clone(), n as usize));
+            }
+        }
+        all
     }
 }
 
@@ -64,29 +226,52 @@ pub fn read_snapshot(input: &Input) -> Result<Vec<Process>, InputError> {
 pub fn read_snapshot_with_kernel(
     input: &Input,
 ) -> Result<(Vec<Process>, Vec<KernelMap>), InputError> {
-    let mut reader = MapsReader {
-        comms: Vec::new(),
-        maps: Vec::new(),
-        e: input.endian(),
-    };
-    input.walk(&mut reader)?;
-    let kernel = reader
-        .maps
-        .iter()
-        .filter(|m| is_kernel_map(m))
-        .map(|m| KernelMap {
-            start: m.key.addr,
-            end: m.key.addr.saturating_add(m.key.len),
-            pgoff: m.key.pgoff,
-            name: m.key.filename.as_slice().into(),
-            dso: match m.key.filename.starts_with(KERNEL_DSO) {
-                true => KERNEL_DSO.to_vec(),
-                false => m.key.filename.clone(),
-            },
-            build_id: m.build_id,
-        })
-        .collect();
-    Ok((processes_from_records(&reader.comms, &reader.maps), kernel))
+    let maps = read_snapshot_maps(input)?;
+    let procs = maps.processes.into_iter().map(HeldProcess::into_process);
+    Ok((procs.collect(), maps.kernel.into_vec()))
+}
+
+/// Reads a snapshot file (or any recording) into [`SnapshotMaps`].
+pub fn read_snapshot_maps(input: &Input) -> Result<SnapshotMaps, InputError> {
+    let mut by_pid: BTreeMap<u32, HeldProcess> = BTreeMap::new();
+    let mut kernel = KernelMaps::default();
+    let mut names = Names::default();
+    walk_maps(input, |r| match r {
+        MapsRecord::Comm(pid, tid, comm) => process(&mut by_pid, pid).comm(tid, comm),
+        MapsRecord::Map(m) if is_kernel_map(&m) => kernel.push(m),
+        MapsRecord::Map(m) if m.key.pid != u32::MAX => {
+            let vma = vma_of(&m, &mut names);
+            process(&mut by_pid, m.key.pid).map(vma);
+        }
+        MapsRecord::Map(_) => {}
+    })?;
+    Ok(SnapshotMaps {
+        processes: by_pid.into_values().collect(),
+        kernel,
+    })
+}
+
+/// The held process of `pid`, made if new.
+fn process(by_pid: &mut BTreeMap<u32, HeldProcess>, pid: u32) -> &mut HeldProcess {
+    by_pid.entry(pid).or_insert_with(|| HeldProcess {
+        pid,
+        ..HeldProcess::default()
+    })
+}
+
+/// The [`KernelMap`] of a kernel or module map record.
+fn kernel_map((addr, len, pgoff, name, build_id): &KernelKey) -> KernelMap {
+    KernelMap {
+        start: *addr,
+        end: addr.saturating_add(*len),
+        pgoff: *pgoff,
+        name: name.clone(),
+        dso: match name.starts_with(KERNEL_DSO) {
+            true => KERNEL_DSO.to_vec(),
+            false => name.clone(),
+        },
+        build_id: *build_id,
+    }
 }
 
 /// A map of the host kernel or a module: pid -1, cpumode kernel.
@@ -94,87 +279,91 @@ pub fn is_kernel_map(m: &MapRecord) -> bool {
     m.key.pid == u32::MAX && m.misc & misc::CPUMODE_MASK == misc::KERNEL
 }
 
-/// Turns COMM records (pid, tid, name) and map records into processes.
-pub fn processes_from_records(comms: &[(u32, u32, Vec<u8>)], maps: &[MapRecord]) -> Vec<Process> {
-    let mut by_pid: BTreeMap<u32, Process> = BTreeMap::new();
-    for (pid, tid, comm) in comms {
-        let p = by_pid.entry(*pid).or_insert_with(|| Process::empty(*pid));
-        if !p.threads.iter().any(|t| t.tid == *tid) {
-            p.threads.push(Thread {
-                tid: *tid,
-                comm: comm.clone(),
-            });
-        }
-    }
-    for m in maps.iter().filter(|m| m.key.pid != u32::MAX) {
-        let p = by_pid
-            .entry(m.key.pid)
-            .or_insert_with(|| Process::empty(m.key.pid));
-        let (dev_major, dev_minor, inode) = m.dev_ino.unwrap_or((0, 0, 0));
-        p.vmas.push(Vma {
-            start: m.key.addr,
-            end: m.key.addr.saturating_add(m.key.len),
-            offset: m.key.pgoff,
-            perms: Perms::from_prot_flags(m.prot, m.flags),
-            dev_major,
-            dev_minor,
-            inode,
-            name: m.key.filename.as_slice().into(),
-            build_id: m.build_id,
-        });
-    }
-    for p in by_pid.values_mut() {
-        // the leader first, as the encoder expects
-        p.threads.sort_by_key(|t| (t.tid != p.pid, t.tid));
-        if p.threads.first().is_none_or(|t| t.tid != p.pid) {
-            let leader = Thread {
-                tid: p.pid,
-                comm: Vec::new(),
-            };
-            p.threads.insert(0, leader);
-        }
-        p.vmas.sort_by_key(|v| v.start);
-    }
-    by_pid.into_values().collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::perf::events::MapKey;
 
+    /// A held process made of these COMMs (tid, name) and map records.
+    fn held(comms: &[(u32, &[u8])], maps: &[MapRecord]) -> HeldProcess {
+        let mut p = HeldProcess {
+            pid: 5,
+            ..HeldProcess::default()
+        };
+        let mut names = Names::default();
+        for (tid, comm) in comms {
+            p.comm(*tid, comm.to_vec());
+        }
+        for m in maps {
+            p.map(vma_of(m, &mut names));
+        }
+        p
+    }
+
+    fn map(addr: u64, prot: u32, flags: u32) -> MapRecord {
+        MapRecord {
+            key: MapKey {
+                pid: 5,
+                addr,
+                len: 0x1000,
+                pgoff: 0,
+                filename: b"/x".to_vec(),
+            },
+            tid: 5,
+            misc: 0,
+            build_id: None,
+            dev_ino: Some((1, 2, 3)),
+            ino_generation: 0,
+            prot,
+            flags,
+        }
+    }
+
     // Snapshot records become processes: leader first, maps sorted, perms from prot/flags.
     #[test]
     fn snapshot_records_to_processes() {
-        let comms = vec![(5, 6, b"worker".to_vec()), (5, 5, b"main".to_vec())];
-        let maps: Vec<MapRecord> = [(0x2000u64, 5u32, 2u32), (0x1000, 3, 1)]
-            .into_iter()
-            .map(|(addr, prot, flags)| MapRecord {
-                key: MapKey {
-                    pid: 5,
-                    addr,
-                    len: 0x1000,
-                    pgoff: 0,
-                    filename: b"/x".to_vec(),
-                },
-                tid: 5,
-                misc: 0,
-                build_id: None,
-                dev_ino: Some((1, 2, 3)),
-                ino_generation: 0,
-                prot,
-                flags,
-            })
-            .collect();
-        let p = processes_from_records(&comms, &maps);
-        assert_eq!(p.len(), 1);
-        assert_eq!(p[0].threads[0].comm, b"main");
-        assert_eq!(p[0].vmas[0].start, 0x1000);
-        assert_eq!(
-            p[0].vmas[0].perms,
-            Perms::READ | Perms::WRITE | Perms::SHARED
-        );
-        assert_eq!(p[0].vmas[1].perms, Perms::READ | Perms::EXEC);
-        assert_eq!(p[0].vmas[1].inode, 3);
+        let comms: &[(u32, &[u8])] = &[(6, b"worker"), (5, b"main"), (5, b"later")];
+        let p = held(comms, &[map(0x2000, 5, 2), map(0x1000, 3, 1)]).into_process();
+        assert_eq!(p.threads[0].comm, b"main");
+        assert_eq!(p.threads[1].tid, 6);
+        assert_eq!(p.vmas[0].start, 0x1000);
+        assert_eq!(p.vmas[0].perms, Perms::READ | Perms::WRITE | Perms::SHARED);
+        assert_eq!(p.vmas[1].perms, Perms::READ | Perms::EXEC);
+        assert_eq!(p.vmas[1].inode, 3);
+        // no COMM of the leader: a nameless one, first
+        let p = held(&[(7, b"t")], &[]).into_process();
+        assert_eq!((p.threads[0].tid, p.threads[0].comm.len()), (5, 0));
+    }
+
+    // Repeats are held as runs and come back as often, in the order a
+    // stable sort by address gives, their names shared.
+    #[test]
+    fn repeated_maps_are_runs() {
+        let (a, b, c) = (map(0x1000, 5, 2), map(0x1000, 1, 2), map(0x3000, 5, 2));
+        let maps = [&c, &a, &a, &b, &c, &a, &a].map(Clone::clone);
+        let h = held(&[], &maps);
+        let runs: usize = h.runs.values().map(Vec::len).sum();
+        assert_eq!(runs, 4); // a x2, b, a x2 at 0x1000; c x2
+        let p = h.into_process();
+        let mut sorted = maps.to_vec();
+        sorted.sort_by_key(|m| m.key.addr);
+        let mut names = Names::default();
+        let want: Vec<Vma> = sorted.iter().map(|m| vma_of(m, &mut names)).collect();
+        assert_eq!(p.vmas, want);
+        assert!(Arc::ptr_eq(&p.vmas[0].name, &p.vmas[6].name));
+    }
+
+    // Kernel maps come back in file order, as often as they came, each
+    // distinct one held once.
+    #[test]
+    fn kernel_maps_are_held_once_each() {
+        let (a, b) = (map(0x1000, 5, 2), map(0x2000, 5, 2));
+        let mut k = KernelMaps::default();
+        for m in [&a, &b, &b, &a, &a] {
+            k.push(m.clone());
+        }
+        assert_eq!((k.distinct.len(), k.runs.len()), (2, 3));
+        let starts: Vec<u64> = k.into_vec().iter().map(|m| m.start).collect();
+        assert_eq!(starts, [0x1000, 0x2000, 0x2000, 0x1000, 0x1000]);
     }
 }
