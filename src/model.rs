@@ -136,7 +136,7 @@ impl Selection {
 /// for anonymous memory, so the most common VMA costs no reference count
 /// (a count's atomic update was the largest user-space cost per VMA of a
 /// `-d` scan).
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct Name(Option<std::sync::Arc<[u8]>>);
 
 impl Name {

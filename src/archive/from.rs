@@ -6,9 +6,8 @@
 //! (~500 MB) and tried each map's file again (8 s).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
 
-use crate::model::{BuildId, Vma};
+use crate::model::{BuildId, Name, Vma};
 use crate::perf::{Input, InputError};
 use crate::snapshot::{vma_of, walk_maps, MapsRecord, Names};
 
@@ -32,7 +31,7 @@ pub(super) struct MappedFiles {
 }
 
 /// A mapped file's identity within a process.
-type Key = (u32, Arc<[u8]>, Option<BuildId>, (u32, u32, u64));
+type Key = (u32, Name, Option<BuildId>, (u32, u32, u64));
 
 /// Reads the distinct mapped files of `input` (see [`MappedFiles`]).
 pub(super) fn mapped_files(input: &Input) -> Result<MappedFiles, InputError> {

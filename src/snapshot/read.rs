@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::bytes::Endian;
-use crate::model::{BuildId, KernelMap, Perms, Process, Thread, Vma};
+use crate::model::{BuildId, KernelMap, Name, Perms, Process, Thread, Vma};
 use crate::perf::consts::{misc, types};
 use crate::perf::events::{parse_comm, parse_map, MapRecord};
 use crate::perf::{Attrs, FormatError, FormatErrorKind, Input, InputError, RecordHeader, Visitor};
@@ -81,13 +81,13 @@ pub struct Names(HashSet<Arc<[u8]>, foldhash::fast::RandomState>);
 
 impl Names {
     /// The shared copy of `name`.
-    pub fn get(&mut self, name: &[u8]) -> Arc<[u8]> {
+    pub fn get(&mut self, name: &[u8]) -> Name {
         if let Some(n) = self.0.get(name) {
-            return n.clone();
+            return Name::shared(n.clone());
         }
         let n: Arc<[u8]> = name.into();
         self.0.insert(n.clone());
-        n
+        Name::shared(n)
     }
 }
 
@@ -350,7 +350,7 @@ mod tests {
         let mut names = Names::default();
         let want: Vec<Vma> = sorted.iter().map(|m| vma_of(m, &mut names)).collect();
         assert_eq!(p.vmas, want);
-        assert!(Arc::ptr_eq(&p.vmas[0].name, &p.vmas[6].name));
+        assert!(p.vmas[0].name.shares(&p.vmas[6].name));
     }
 
     // Kernel maps come back in file order, as often as they came, each
