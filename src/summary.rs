@@ -28,6 +28,34 @@ pub fn skip_lines(skipped: &[Skip]) -> Vec<String> {
         .collect()
 }
 
+/// The summary's lines on the kernel: its maps and BPF programs, or why
+/// they are missing.
+fn kernel_lines(stats: &Stats, lines: &mut Vec<String>) {
+    if stats.kernel_maps > 0 {
+        lines.push(format!(
+            "mmap2-synth: kernel: {} maps (the kernel and {} modules)",
+            stats.kernel_maps,
+            stats.kernel_maps - 1
+        ));
+    }
+    if let Some(why) = &stats.kernel_skipped {
+        lines.push(format!("mmap2-synth: kernel maps not written: {why}"));
+    }
+    if stats.bpf_programs > 0 || stats.bpf_left_out > 0 {
+        let left = match stats.bpf_left_out {
+            0 => String::new(),
+            n => format!(", {n} left out (not JITed or unreadable)"),
+        };
+        lines.push(format!(
+            "mmap2-synth: kernel: {} BPF programs ({} JITed functions){left}",
+            stats.bpf_programs, stats.bpf_functions
+        ));
+    }
+    if let Some(why) = &stats.bpf_skipped {
+        lines.push(format!("mmap2-synth: BPF programs not written: {why}"));
+    }
+}
+
 /// The snapshot summary, then its skips.
 pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> Vec<String> {
     let skips = stats
@@ -65,16 +93,7 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
             stats.iterator_heads
         ));
     }
-    if stats.kernel_maps > 0 {
-        lines.push(format!(
-            "mmap2-synth: kernel: {} maps (the kernel and {} modules)",
-            stats.kernel_maps,
-            stats.kernel_maps - 1
-        ));
-    }
-    if let Some(why) = &stats.kernel_skipped {
-        lines.push(format!("mmap2-synth: kernel maps not written: {why}"));
-    }
+    kernel_lines(stats, &mut lines);
     let lost_hint = match stats.watch_lost {
         0 => String::new(),
         _ => format!(
@@ -160,6 +179,15 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
         lines.push(format!(
             "mmap2-synth: the recording has no kernel map and gets none: {why}"
         ));
+    }
+    if report.bpf_programs > 0 {
+        lines.push(format!(
+            "mmap2-synth: the recording had no BPF program symbols: {} loaded BPF programs inserted",
+            report.bpf_programs
+        ));
+    }
+    if let Some(why) = &report.bpf_skipped {
+        lines.push(format!("mmap2-synth: no BPF programs inserted: {why}"));
     }
     lines
 }
@@ -478,6 +506,31 @@ mod tests {
         );
         let bound = line(1, true);
         assert!(bound.contains(", at least 1 lost; maps made"), "{bound}");
+    }
+
+    // The kernel lines count BPF programs and functions (and those left out), or say why there are none.
+    #[test]
+    fn bpf_lines() {
+        let mut stats = Stats::default();
+        let lines = |stats: &Stats| snapshot(stats, &[], Duration::ZERO, "out").join("\n");
+        assert!(!lines(&stats).contains("BPF"));
+        stats.bpf_programs = 2;
+        stats.bpf_functions = 3;
+        let text = lines(&stats);
+        assert!(
+            text.contains("kernel: 2 BPF programs (3 JITed functions)")
+                && !text.contains("left out"),
+            "{text}"
+        );
+        stats.bpf_left_out = 1;
+        assert!(
+            lines(&stats).contains("2 BPF programs (3 JITed functions), 1 left out"),
+            "{}",
+            lines(&stats)
+        );
+        stats = Stats::default();
+        stats.bpf_skipped = Some("why".into());
+        assert!(lines(&stats).contains("BPF programs not written: why"));
     }
 
     // --strict fails only when enabled and something was skipped (a pid

@@ -73,13 +73,18 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     let mut ids = std::collections::BTreeMap::new();
     let mut stats = mmap2_synth::snapshot::Stats::default();
     // the kernel's maps first, as the snapshot file has them
-    let kernel = match kernel_roots(cli, &scan) {
-        Some(roots) => mmap2_synth::proc::kernel::kernel_maps(&roots),
+    let (kernel, bpf) = match kernel_roots(cli, &scan) {
+        Some(roots) => (
+            mmap2_synth::proc::kernel::kernel_maps(&roots),
+            mmap2_synth::proc::bpf_progs::bpf_programs(),
+        ),
         None => Default::default(),
     };
     let mut recs = Vec::new();
     snapshot::encode_kernel(&kernel.maps, &enc, &mut recs)
+        .and_then(|()| snapshot::encode_bpf_programs(&bpf.programs, &enc, &mut recs))
         .map_err(|e| CliError::write(Path::new("stdout"), e))?;
+    stats.note_bpf(&bpf);
     printer.records(&recs, enc.endian, enc.layout);
     stats.kernel_maps = kernel.maps.len();
     stats.kernel_skipped = kernel.skipped;

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use crate::bytes::{cstr, Endian, Rd};
 use crate::model::BuildId;
+use crate::perf::bpf::{parse_bpf_event, parse_ksymbol};
 use crate::perf::consts::{misc, types};
 use crate::perf::events::{parse_fork, parse_map};
 use crate::perf::{BuildIdEntry, RecordHeader, SampleIdLayout};
@@ -32,6 +33,24 @@ pub enum Line {
         tid: u32,
         ptid: u32,
         time: u64,
+    },
+    /// A PERF_RECORD_KSYMBOL (a JITed BPF function, or another kernel
+    /// symbol appearing or going).
+    Ksymbol {
+        time: Option<u64>,
+        addr: u64,
+        len: u32,
+        ksym_type: u16,
+        flags: u16,
+        name: Vec<u8>,
+    },
+    /// A PERF_RECORD_BPF_EVENT (a program loaded or unloaded).
+    BpfEvent {
+        time: Option<u64>,
+        event_type: u16,
+        flags: u16,
+        id: u32,
+        tag: [u8; 8],
     },
     /// A BUILD_ID table entry (or HEADER_BUILD_ID record).
     BuildId {
@@ -140,6 +159,27 @@ impl Line {
                     time: f.time,
                 })
             }
+            types::KSYMBOL => {
+                let k = parse_ksymbol(body, e)?;
+                Some(Line::Ksymbol {
+                    time,
+                    addr: k.addr,
+                    len: k.len,
+                    ksym_type: k.ksym_type,
+                    flags: k.flags,
+                    name: k.name.to_vec(),
+                })
+            }
+            types::BPF_EVENT => {
+                let b = parse_bpf_event(body, e)?;
+                Some(Line::BpfEvent {
+                    time,
+                    event_type: b.event_type,
+                    flags: b.flags,
+                    id: b.id,
+                    tag: b.tag,
+                })
+            }
             _ => None,
         }
     }
@@ -159,7 +199,10 @@ impl Line {
     /// the table).
     pub fn time(&self) -> u64 {
         match self {
-            Line::Map(MapLine { time, .. }) | Line::Comm { time, .. } => time.unwrap_or(0),
+            Line::Map(MapLine { time, .. })
+            | Line::Comm { time, .. }
+            | Line::Ksymbol { time, .. }
+            | Line::BpfEvent { time, .. } => time.unwrap_or(0),
             Line::Task { time, .. } => *time,
             Line::BuildId { .. } => u64::MAX,
         }
@@ -201,6 +244,35 @@ impl Line {
                     s,
                     "{kind} pid={} ppid={} tid={} ptid={} time={time}",
                     *pid as i32, *ppid as i32, *tid as i32, *ptid as i32
+                );
+            }
+            Line::Ksymbol {
+                time,
+                addr,
+                len,
+                ksym_type,
+                flags,
+                name,
+            } => {
+                let _ = write!(
+                    s,
+                    "ksymbol time={} addr={addr:#x} len={len:#x} type={ksym_type} flags={flags:#x} name={}",
+                    t(time),
+                    escape(name)
+                );
+            }
+            Line::BpfEvent {
+                time,
+                event_type,
+                flags,
+                id,
+                tag,
+            } => {
+                let _ = write!(
+                    s,
+                    "bpf_event time={} type={event_type} flags={flags:#x} id={id} tag={}",
+                    t(time),
+                    hex(tag)
                 );
             }
             Line::BuildId {
@@ -255,6 +327,36 @@ impl Line {
                 f.push(("tid", (*tid as i32).to_string()));
                 f.push(("ptid", (*ptid as i32).to_string()));
                 f.push(("time", num(*time)));
+            }
+            Line::Ksymbol {
+                time,
+                addr,
+                len,
+                ksym_type,
+                flags,
+                name,
+            } => {
+                f.push(("kind", "\"ksymbol\"".into()));
+                f.push(("time", time.map_or("null".into(), num)));
+                f.push(("addr", num(*addr)));
+                f.push(("len", num((*len).into())));
+                f.push(("ksym_type", num((*ksym_type).into())));
+                f.push(("flags", num((*flags).into())));
+                f.push(("name", string(name)));
+            }
+            Line::BpfEvent {
+                time,
+                event_type,
+                flags,
+                id,
+                tag,
+            } => {
+                f.push(("kind", "\"bpf_event\"".into()));
+                f.push(("time", time.map_or("null".into(), num)));
+                f.push(("type", num((*event_type).into())));
+                f.push(("flags", num((*flags).into())));
+                f.push(("id", num((*id).into())));
+                f.push(("tag", format!("\"{}\"", hex(tag))));
             }
             Line::BuildId {
                 pid,
@@ -335,6 +437,14 @@ impl MapLine {
         f.push(("path", json_string(&m.path)));
         f.push(("cpumode", num(m.cpumode.into())));
     }
+}
+
+/// Bytes in lower-case hex.
+fn hex(b: &[u8]) -> String {
+    b.iter().fold(String::new(), |mut s, x| {
+        let _ = write!(s, "{x:02x}");
+        s
+    })
 }
 
 /// A JSON string literal of escaped bytes.
@@ -454,6 +564,59 @@ mod tests {
         assert_eq!(
             line.json(),
             "{\"kind\":\"mmap2\",\"pid\":7,\"tid\":8,\"time\":99,\"start\":4096,\"len\":8192,\"pgoff\":0,\"prot\":5,\"flags\":2,\"build_id\":null,\"maj\":8,\"min\":1,\"ino\":42,\"ino_generation\":3,\"path\":\"/bin/x y\",\"cpumode\":2}"
+        );
+    }
+
+    // KSYMBOL and BPF_EVENT records become readable lines: address, length, name; id and tag in hex.
+    #[test]
+    fn bpf_lines() {
+        use crate::perf::bpf::{encode_bpf_event, encode_ksymbol, BpfEvent, Ksymbol};
+        use crate::perf::SampleId;
+        let e = Endian::Little;
+        let layout = SampleIdLayout {
+            sample_type: crate::perf::consts::sample_type::TIME,
+            sample_id_all: true,
+        };
+        let sid = SampleId {
+            time: 5,
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        let k = Ksymbol {
+            addr: 0xffff_ffff_c000_0000,
+            len: 0x48,
+            ksym_type: 1,
+            flags: 0,
+            name: b"bpf_prog_0102030405060708_f",
+        };
+        encode_ksymbol(&mut out, e, &k, &layout, &sid).unwrap();
+        let h = RecordHeader::parse(&out, e).unwrap();
+        let line = Line::of_record(&h, &out[8..], e, layout).unwrap();
+        assert_eq!(
+            line.text(),
+            "ksymbol time=5 addr=0xffffffffc0000000 len=0x48 type=1 flags=0x0 name=bpf_prog_0102030405060708_f"
+        );
+        assert_eq!(
+            line.json(),
+            "{\"kind\":\"ksymbol\",\"time\":5,\"addr\":18446744072635809792,\"len\":72,\"ksym_type\":1,\"flags\":0,\"name\":\"bpf_prog_0102030405060708_f\"}"
+        );
+        out.clear();
+        let b = BpfEvent {
+            event_type: 1,
+            flags: 0,
+            id: 42,
+            tag: [1, 2, 3, 4, 5, 6, 7, 0xab],
+        };
+        encode_bpf_event(&mut out, e, &b, &layout, &sid).unwrap();
+        let h = RecordHeader::parse(&out, e).unwrap();
+        let line = Line::of_record(&h, &out[8..], e, layout).unwrap();
+        assert_eq!(
+            line.text(),
+            "bpf_event time=5 type=1 flags=0x0 id=42 tag=01020304050607ab"
+        );
+        assert_eq!(
+            line.json(),
+            "{\"kind\":\"bpf_event\",\"time\":5,\"type\":1,\"flags\":0,\"id\":42,\"tag\":\"01020304050607ab\"}"
         );
     }
 }

@@ -156,7 +156,13 @@ impl Visitor for Dumper<'_, '_> {
         }
         if !matches!(
             h.type_,
-            types::MMAP | types::MMAP2 | types::COMM | types::FORK | types::EXIT
+            types::MMAP
+                | types::MMAP2
+                | types::COMM
+                | types::FORK
+                | types::EXIT
+                | types::KSYMBOL
+                | types::BPF_EVENT
         ) {
             return Ok(());
         }

@@ -16,6 +16,10 @@ pub mod types {
     pub const SAMPLE: u32 = 9;
     /// PERF_RECORD_MMAP2.
     pub const MMAP2: u32 = 10;
+    /// PERF_RECORD_KSYMBOL: a kernel symbol (a JITed BPF function) appears.
+    pub const KSYMBOL: u32 = 17;
+    /// PERF_RECORD_BPF_EVENT: a BPF program is loaded or unloaded.
+    pub const BPF_EVENT: u32 = 18;
     /// PERF_RECORD_HEADER_ATTR (pipe mode: an attr and its ids).
     pub const HEADER_ATTR: u32 = 64;
     /// PERF_RECORD_HEADER_EVENT_TYPE (obsolete pipe-mode event names).
@@ -67,6 +71,22 @@ pub mod misc {
     pub const MMAP_BUILD_ID: u16 = 1 << 14;
     /// BUILD_ID table entry: byte 20 of build_id holds the id length.
     pub const BUILD_ID_SIZE: u16 = 1 << 15;
+}
+
+/// `PERF_RECORD_KSYMBOL_TYPE_*` (the record's `ksym_type`) and
+/// `PERF_BPF_EVENT_*` (a BPF_EVENT's `type`), from the kernel's
+/// perf_event.h (linux-perf-event-reader does not define them).
+pub mod bpf {
+    /// PERF_RECORD_KSYMBOL_TYPE_BPF: a JITed BPF program or sub-program.
+    pub const KSYM_TYPE_BPF: u16 = 1;
+    /// PERF_RECORD_KSYMBOL_FLAGS_UNREGISTER: the symbol goes away.
+    pub const KSYM_FLAG_UNREGISTER: u16 = 1;
+    /// PERF_BPF_EVENT_PROG_LOAD.
+    pub const EVENT_PROG_LOAD: u16 = 1;
+    /// PERF_BPF_EVENT_PROG_UNLOAD.
+    pub const EVENT_PROG_UNLOAD: u16 = 2;
+    /// BPF_TAG_SIZE: a program's tag (a hash of its instructions) in bytes.
+    pub const TAG_SIZE: usize = 8;
 }
 
 /// `perf_event_attr.sample_type` bits that place fields in samples and trailers.
@@ -327,5 +347,16 @@ mod tests {
         for (i, (ours, theirs)) in pairs.iter().enumerate() {
             assert_eq!(ours, theirs, "constant #{i}");
         }
+    }
+
+    // The BPF record types equal linux-perf-event-reader's; the ksym and
+    // event types (which it does not define) are the uapi's values.
+    #[test]
+    fn bpf_constants_match_the_reference_crate() {
+        assert_eq!(types::KSYMBOL, k::PERF_RECORD_KSYMBOL);
+        assert_eq!(types::BPF_EVENT, k::PERF_RECORD_BPF_EVENT);
+        assert_eq!((bpf::KSYM_TYPE_BPF, bpf::KSYM_FLAG_UNREGISTER), (1, 1));
+        assert_eq!((bpf::EVENT_PROG_LOAD, bpf::EVENT_PROG_UNLOAD), (1, 2));
+        assert_eq!(bpf::TAG_SIZE, 8);
     }
 }

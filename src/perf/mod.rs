@@ -10,6 +10,7 @@
 //! or merging.
 
 pub mod attr;
+pub mod bpf;
 pub(crate) mod compress;
 pub mod consts;
 pub(crate) mod copy;

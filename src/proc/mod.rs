@@ -7,6 +7,7 @@
 //!
 //! May import: `bytes`, `model`, `sys`. Knows nothing of perf.data.
 
+pub mod bpf_progs;
 pub mod btf;
 pub mod buildid;
 pub mod clock;

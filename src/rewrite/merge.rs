@@ -70,6 +70,11 @@ pub struct MergeReport {
     pub kernel_maps: usize,
     /// Why a recording without a kernel map did not get one.
     pub kernel_skipped: Option<String>,
+    /// BPF programs inserted (KSYMBOL and BPF_EVENT records) with the
+    /// running kernel's maps into a recording without any.
+    pub bpf_programs: usize,
+    /// Why they were not.
+    pub bpf_skipped: Option<String>,
     /// Pipe mode (else file mode).
     pub pipe: bool,
     /// Pipe mode: where bytes that are not records begin (kept as they are).
@@ -298,6 +303,7 @@ pub fn merge(
         _ => Vec::new(),
     };
     report.kernel_maps = kernel.len();
+    let bpf = bpf_to_insert(opts, &kernel, &facts, &mut report);
 
     // Encode with the recording's byte order and first attr's trailer.
     let snap = Snapshot {
@@ -305,7 +311,7 @@ pub fn merge(
         ..Snapshot::default()
     };
     let first = attrs.first().copied().unwrap_or_default();
-    let inserted = encode_inserted(&snap, &kernel, e, &first)?;
+    let inserted = encode_inserted(&snap, (&kernel, &bpf), e, &first)?;
     report.processes = snap.processes.len();
     report.maps = snap.processes.iter().map(|p| p.vmas.len()).sum();
     report.inserted_records = split_records(&inserted, e).count() as u64;
@@ -408,7 +414,7 @@ fn finish_output(
 /// trailer of the first attr with zero pid/tid and id).
 fn encode_inserted(
     snap: &Snapshot,
-    kernel: &[KernelMap],
+    (kernel, bpf): (&[KernelMap], &[crate::proc::bpf_progs::BpfProgram]),
     e: Endian,
     first: &crate::perf::Attr,
 ) -> Result<Vec<u8>, RecordTooLarge> {
@@ -421,8 +427,28 @@ fn encode_inserted(
     };
     let mut inserted = Vec::new();
     snapshot::encode_kernel(kernel, &enc, &mut inserted)?;
+    snapshot::encode_bpf_programs(bpf, &enc, &mut inserted)?;
     snapshot::encode(snap, &enc, &mut inserted)?;
     Ok(inserted)
+}
+
+/// The running system's BPF programs, inserted with its kernel maps into a
+/// recording that has no KSYMBOL or BPF_EVENT record (a snapshot file's
+/// are not read back: none with `--maps`). How many, or why none, in the
+/// report.
+fn bpf_to_insert(
+    opts: &MergeOptions,
+    kernel: &[KernelMap],
+    facts: &RecordingFacts,
+    report: &mut MergeReport,
+) -> Vec<crate::proc::bpf_progs::BpfProgram> {
+    if opts.maps.is_some() || kernel.is_empty() || facts.has_bpf_records {
+        return Vec::new();
+    }
+    let bpf = crate::proc::bpf_progs::bpf_programs();
+    report.bpf_programs = bpf.programs.len();
+    report.bpf_skipped = bpf.skipped;
+    bpf.programs
 }
 
 /// The OSRELEASE string of a file-mode input's header (None in pipe mode:

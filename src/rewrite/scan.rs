@@ -26,6 +26,8 @@ pub struct RecordingFacts {
     /// The recording has a map of the host kernel (`[kernel.kallsyms]...`,
     /// pid -1, cpumode kernel).
     pub has_kernel_map: bool,
+    /// The recording has KSYMBOL or BPF_EVENT records (of BPF programs).
+    pub has_bpf_records: bool,
     /// Maps present, for the pids in `dedupe_for` only.
     pub existing: HashSet<MapKey>,
     /// Pids whose maps are remembered (None: all). Keeps memory bounded by
@@ -56,6 +58,7 @@ impl RecordingFacts {
             pids: BTreeSet::new(),
             covered: HashSet::new(),
             has_kernel_map: false,
+            has_bpf_records: false,
             existing: HashSet::new(),
             dedupe_for,
             existing_ids: HashSet::new(),
@@ -164,6 +167,7 @@ impl RecordingFacts {
                     }
                 }
             }
+            types::KSYMBOL | types::BPF_EVENT => self.has_bpf_records = true,
             types::FORK => {
                 let r = Rd(e);
                 let (pid, ppid, tid) = (r.u32(body, 0), r.u32(body, 4), r.u32(body, 8));

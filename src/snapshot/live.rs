@@ -48,6 +48,7 @@ pub fn write_live(
     let enc = w.encoding();
     if let Some(roots) = &opts.kernel {
         w.write_kernel(&crate::proc::kernel::kernel_maps(roots))?;
+        w.write_bpf(&crate::proc::bpf_progs::bpf_programs())?;
     }
     let watched = watch.is_on();
     let scanned = watch.scan(

@@ -1,5 +1,5 @@
 //! Snapshots as perf records: processes -> COMM/FORK/MMAP2 in perf's order
-//! (`encode`), what a snapshot file is (`file`), writing one (`writer`),
+//! (`encode`), loaded BPF programs -> KSYMBOL/BPF_EVENT (`bpf`), what a snapshot file is (`file`), writing one (`writer`),
 //! reading one back (`read`), what a scan worker already reported
 //! (`reported`), a live scan streamed to its output (`live`),
 //! watching that scan, whatever the output (`watched`), which of the watch's
@@ -8,6 +8,7 @@
 //! May import: `bytes`, `model`, `perf`, `proc` (for the scan's result type
 //! and host facts).
 
+pub mod bpf;
 pub mod encode;
 pub mod file;
 pub mod filter;
@@ -19,6 +20,7 @@ pub mod stats;
 pub mod watched;
 pub mod writer;
 
+pub use bpf::encode_bpf_programs;
 pub use encode::{
     build_id_entries, encode, encode_kernel, encode_process, kernel_table_entries, mmap_filename,
     Encoding,

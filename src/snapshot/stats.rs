@@ -36,6 +36,14 @@ pub struct Stats {
     pub kernel_maps: usize,
     /// Why the kernel maps asked for were not written.
     pub kernel_skipped: Option<String>,
+    /// BPF programs written (KSYMBOL and BPF_EVENT records).
+    pub bpf_programs: usize,
+    /// Their KSYMBOL records (JITed functions).
+    pub bpf_functions: usize,
+    /// BPF programs left out (not JITed, hidden or unreadable).
+    pub bpf_left_out: usize,
+    /// Why no BPF programs were written (no privileges, hidden addresses).
+    pub bpf_skipped: Option<String>,
     /// Watched records added (made during the scan).
     pub watched_added: usize,
     /// Watched maps dropped: recorded before the scan read their place,
@@ -155,6 +163,14 @@ impl ProcessSummary {
 }
 
 impl Stats {
+    /// Counts the BPF programs written and why some or all were not.
+    pub fn note_bpf(&mut self, progs: &crate::proc::bpf_progs::BpfPrograms) {
+        self.bpf_programs = progs.programs.len();
+        self.bpf_functions = progs.programs.iter().map(|p| p.funcs.len()).sum();
+        self.bpf_left_out = progs.left_out;
+        self.bpf_skipped.clone_from(&progs.skipped);
+    }
+
     /// The counts of a snapshot.
     pub fn of(snap: &Snapshot) -> Stats {
         let mut s = Stats::default();

@@ -19,6 +19,7 @@ use crate::perf::writer::{
     raw_file_header, write_file_head, write_pipe_prologue, write_raw_file_tail,
 };
 use crate::perf::{BuildIdEntry, EventDesc, Metadata, RecordTooLarge, WriteError};
+use crate::proc::bpf_progs::{bpf_programs, BpfPrograms};
 use crate::proc::kernel::{kernel_maps, KernelMaps};
 use crate::proc::watch::Watched;
 use crate::proc::Snapshot;
@@ -184,6 +185,21 @@ impl<'a> SnapshotWriter<'a> {
         Ok(())
     }
 
+    /// Writes the loaded BPF programs' KSYMBOL and BPF_EVENT records (after
+    /// the kernel maps, before any process, as perf does).
+    pub fn write_bpf(&mut self, progs: &BpfPrograms) -> Result<(), WriteError> {
+        let mut recs = Vec::new();
+        super::bpf::encode_bpf_programs(&progs.programs, &self.enc, &mut recs)?;
+        let w: &mut dyn Write = match &mut self.out {
+            Out::File(w) => w,
+            Out::Pipe(w) => w,
+        };
+        w.write_all(&recs)?;
+        self.data_len += recs.len() as u64;
+        self.stats.note_bpf(progs);
+        Ok(())
+    }
+
     /// How records are encoded for this output (for [`encode_for_writer`]).
     pub fn encoding(&self) -> Encoding {
         self.enc
@@ -295,6 +311,7 @@ pub fn write_snapshot(
     let enc = w.encoding();
     if let Some(roots) = &opts.kernel {
         w.write_kernel(&kernel_maps(roots))?;
+        w.write_bpf(&bpf_programs())?;
     }
     for p in &snap.processes {
         w.write(encode_for_writer(p, &enc)?)?;

@@ -12,6 +12,11 @@ const BPF_ITER_CREATE: libc::c_long = 33;
 const BPF_PROG_TYPE_TRACING: u32 = 26;
 const BPF_TRACE_ITER: u32 = 28;
 
+/// The name iterator programs are loaded with (`bpf_prog_info.name`), by
+/// which a snapshot leaves out those of concurrent scans: they live only
+/// while a scan runs.
+pub const ITER_PROG_NAME: &[u8] = b"m2s_tasks";
+
 /// The leading fields of `union bpf_attr` for BPF_PROG_LOAD, up to
 /// `attach_btf_obj_fd` (the kernel treats the fields past `size` as zero).
 #[repr(C)]
@@ -108,6 +113,7 @@ pub fn bpf_load_iter(
         attach_btf_id,
         ..Default::default()
     };
+    attr.prog_name[..ITER_PROG_NAME.len()].copy_from_slice(ITER_PROG_NAME);
     if !log.is_empty() {
         log[0] = 0;
         attr.log_level = 1;

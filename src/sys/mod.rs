@@ -6,6 +6,7 @@
 
 mod alloc;
 mod bpf;
+mod bpf_prog;
 mod clock;
 mod dirfd;
 mod file;
@@ -15,6 +16,7 @@ mod procmap;
 
 pub use alloc::*;
 pub use bpf::*;
+pub use bpf_prog::*;
 pub use clock::*;
 pub use dirfd::*;
 pub use file::*;
