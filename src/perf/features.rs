@@ -78,6 +78,30 @@ pub fn event_desc_feature(e: Endian, events: &[EventDesc]) -> Vec<u8> {
     out
 }
 
+/// EVENT_DESC payload for attrs as a file holds them: each attr's own
+/// bytes (unknown fields kept, in the file's byte order), zero-padded to
+/// the longest, with its name and ids.
+pub fn event_desc_of_raw(e: Endian, events: &[(&[u8], &[u8], &[u64])]) -> Vec<u8> {
+    let attr_sz = events
+        .iter()
+        .map(|(raw, ..)| raw.len())
+        .max()
+        .unwrap_or(ATTR_SIZE);
+    let mut out = Vec::new();
+    out.put_u32(e, events.len() as u32);
+    out.put_u32(e, attr_sz as u32);
+    for &(raw, name, ids) in events {
+        out.extend_from_slice(raw);
+        out.resize(out.len() + attr_sz - raw.len(), 0);
+        out.put_u32(e, ids.len() as u32);
+        encode_string(&mut out, e, name);
+        for &id in ids {
+            out.put_u64(e, id);
+        }
+    }
+    out
+}
+
 /// The (name, ids) of each event in an EVENT_DESC payload, in order; None
 /// when a count or length runs past the payload.
 pub fn parse_event_desc(b: &[u8], e: Endian) -> Option<Vec<(Vec<u8>, Vec<u64>)>> {
@@ -210,8 +234,9 @@ mod tests {
         assert_eq!(s[4 + 64], 0);
     }
 
-    // EVENT_DESC parses back to the names and ids encoded, in both orders;
-    // a count past the payload is None, not an allocation.
+    // EVENT_DESC parses back to the names and ids encoded, in both orders,
+    // from attrs or their raw bytes (padded to the longest); a count past
+    // the payload is None, not an allocation.
     #[test]
     fn event_desc_round_trip() {
         for e in [Endian::Little, Endian::Big] {
@@ -228,6 +253,16 @@ mod tests {
                     (b"cycles".to_vec(), vec![1, 2]),
                     (b"cpu-clock".to_vec(), vec![])
                 ]
+            );
+            // from attrs' own bytes: each padded to the longest, kept as is
+            let (short, long) = ([7u8; 64], [9u8; 136]);
+            let r = event_desc_of_raw(e, &[(&short, b"a", &[5]), (&long, b"b", &[6, 7])]);
+            assert_eq!(e.u32_bytes(136), r[4..8]);
+            assert_eq!((&r[8..72], &r[72..144]), (&short[..], &[0u8; 72][..]));
+            let got = parse_event_desc(&r, e).unwrap();
+            assert_eq!(
+                got,
+                vec![(b"a".to_vec(), vec![5]), (b"b".to_vec(), vec![6, 7])]
             );
             let mut bad = b.clone();
             bad[..4].copy_from_slice(&e.u32_bytes(u32::MAX));

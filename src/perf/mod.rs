@@ -16,6 +16,7 @@ pub mod consts;
 pub(crate) mod copy;
 pub mod error;
 pub mod events;
+pub mod evname;
 pub mod features;
 pub mod header;
 pub mod input;

@@ -7,7 +7,8 @@ use std::os::unix::fs::FileExt;
 
 use crate::bytes::{Endian, Rd};
 use crate::perf::consts::{feature, types};
-use crate::perf::features::parse_build_id_table;
+use crate::perf::evname::event_name;
+use crate::perf::features::{event_desc_of_raw, parse_build_id_table};
 use crate::perf::writer::{retyped_build_ids, RawMeta};
 use crate::perf::{
     Attrs, FormatError, FormatErrorKind as K, Input, InputError, Layout, RecordHeader, Visitor,
@@ -114,6 +115,30 @@ pub fn lost_compressed_feature(input: &Input) -> Result<Option<Vec<u8>>, InputEr
         payload.extend_from_slice(&e.u32_bytes(field));
     }
     Ok(Some(payload))
+}
+
+/// The HEADER_EVENT_DESC payload a salvaged file-mode input lost (perf
+/// record killed: the bit set, the section never written), None when it
+/// lost none. perf names events from their attrs without it, but readers
+/// such as linux-perf-data (samply) take the ids of samples only from it:
+/// without it the samples of a recording of several events match none.
+/// Each event gets its attr's bytes and ids and the name perf would give
+/// it (`perf::evname`).
+pub fn lost_event_desc_feature(input: &Input) -> Result<Option<Vec<u8>>, InputError> {
+    let lost = |s: &crate::perf::Salvaged| s.lost.contains(feature::EVENT_DESC);
+    let Layout::File { header, .. } = &input.layout else {
+        return Ok(None);
+    };
+    if !input.salvaged.as_ref().is_some_and(lost) {
+        return Ok(None);
+    }
+    let attrs = input.file_attrs(header)?;
+    let names: Vec<Vec<u8>> = attrs.list.iter().map(|(a, _)| event_name(a)).collect();
+    let events: Vec<(&[u8], &[u8], &[u64])> = (attrs.raw.iter().zip(&attrs.list))
+        .zip(&names)
+        .map(|((raw, (_, ids)), name)| (&raw[..], &name[..], &ids[..]))
+        .collect();
+    Ok(Some(event_desc_of_raw(input.endian(), &events)))
 }
 
 /// The most bytes of records one COMPRESSED record held.

@@ -18,7 +18,7 @@ use std::os::unix::fs::FileExt;
 use super::attribution::MappedFiles;
 use super::buildids::{ConvertReport, MapIds};
 use super::emit::{auxtrace_index, Emitter};
-use super::meta::{lost_compressed_feature, read_meta};
+use super::meta::{lost_compressed_feature, lost_event_desc_feature, read_meta};
 use crate::bytes::{PutExt, Rd};
 use crate::perf::consts::{feature, types};
 use crate::perf::features::encode_build_id_entries;
@@ -165,6 +165,9 @@ fn transcode_once(
         meta.remove_feature(feature::COMPRESSED);
     } else if let Some(c) = lost_compressed_feature(input)? {
         meta.set_feature(feature::COMPRESSED, c);
+    }
+    if let Some(d) = lost_event_desc_feature(input)? {
+        meta.set_feature(feature::EVENT_DESC, d);
     }
     let ids = ids_for(input, &meta, opts, known)?;
     let werr = TranscodeError::Output;

@@ -140,18 +140,33 @@ pub fn finish_file_mode(
         sources.push((feature::BUILD_ID, Section::default()));
         sources.sort_by_key(|f| f.0);
     }
-    // a salvaged `-z` recording of a killed perf record lost the
-    // COMPRESSED section perf needs to read its compressed records
-    let compressed = super::meta::lost_compressed_feature(input).map_err(io::Error::other)?;
-    if compressed.is_some() {
-        sources.push((feature::COMPRESSED, Section::default()));
-        sources.sort_by_key(|f| f.0);
+    // a salvaged recording of a killed perf record lost its sections: the
+    // COMPRESSED one perf needs to read `-z` records, the EVENT_DESC other
+    // readers take sample ids from; made again here
+    let mut made: Vec<(u32, Vec<u8>)> = Vec::new();
+    let lost = [
+        (
+            feature::COMPRESSED,
+            super::meta::lost_compressed_feature(input),
+        ),
+        (
+            feature::EVENT_DESC,
+            super::meta::lost_event_desc_feature(input),
+        ),
+    ];
+    for (bit, payload) in lost {
+        if let Some(p) = payload.map_err(io::Error::other)? {
+            sources.push((bit, Section::default()));
+            made.push((bit, p));
+        }
     }
+    sources.sort_by_key(|f| f.0);
+    let made_for = |bit: u32| made.iter().find(|(b, _)| *b == bit).map(|(_, p)| p);
     let grown = |bit: u32, s: &Section| {
         s.size
-            + match (bit, &compressed) {
+            + match (bit, made_for(bit)) {
                 (feature::BUILD_ID, _) => extra_ids.len() as u64,
-                (feature::COMPRESSED, Some(c)) => c.len() as u64,
+                (_, Some(p)) => p.len() as u64,
                 _ => 0,
             }
     };
@@ -165,8 +180,8 @@ pub fn finish_file_mode(
     for (bit, sec) in &sources {
         if *bit == feature::AUXTRACE {
             copy_auxtrace_index(input, *sec, out, (h.data.offset, h.data.end()), shift)?;
-        } else if let (feature::COMPRESSED, Some(c)) = (*bit, &compressed) {
-            out.write_all(c)?;
+        } else if let Some(p) = made_for(*bit) {
+            out.write_all(p)?;
         } else {
             copy_range(&input.file, sec.offset, sec.size, out)?;
         }
