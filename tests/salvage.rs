@@ -473,7 +473,8 @@ fn linux_perf_data_events(bytes: &[u8]) -> (Vec<String>, Vec<usize>) {
 // A killed `perf record` of two events lost its EVENT_DESC with the other
 // features: the salvaged convert and merge outputs get one made from the
 // attrs (perf's names, the attrs' ids), so linux-perf-data (samply) puts
-// each sample under its own event, as perf script counts them.
+// each sample under its own event, as perf script counts them; pprof of
+// the killed file names both.
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn a_killed_recording_of_two_events_keeps_them_apart() {
@@ -504,5 +505,21 @@ fn a_killed_recording_of_two_events_keeps_them_apart() {
             .collect();
         assert!(counts.iter().all(|&c| c > 0), "{cmd:?}: {counts:?}");
         assert_eq!(counts, perf_counts, "{cmd:?}: samples of each event");
+    }
+    // pprof of the killed file itself names both events (EVENT_UPDATE's
+    // scale records were read as names: type 1 is SCALE, NAME is 2)
+    let pb = dir.join("k.pb.gz");
+    let o = run(&[
+        "pprof".as_ref(),
+        "--salvage".as_ref(),
+        "--no-symbolize".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        pb.as_os_str(),
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    for ev in ["cpu-clock (", "task-clock ("] {
+        assert!(err.contains(ev), "pprof names {ev}: {err}");
     }
 }

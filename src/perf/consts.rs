@@ -34,8 +34,8 @@ pub mod types {
     pub const HEADER_BUILD_ID: u32 = 67;
     /// PERF_RECORD_FINISHED_ROUND: records before it may be sorted by time.
     pub const FINISHED_ROUND: u32 = 68;
-    /// PERF_RECORD_EVENT_UPDATE: u64 type, u64 id, then (type 1, NAME) the
-    /// event's name; pipe mode names its events with it.
+    /// PERF_RECORD_EVENT_UPDATE: u64 type ([`super::event_update`]), u64
+    /// id, then (NAME) the event's name; pipe mode names its events with it.
     pub const EVENT_UPDATE: u32 = 78;
     /// PERF_RECORD_HEADER_FEATURE (pipe mode: one feature payload).
     pub const HEADER_FEATURE: u32 = 80;
@@ -45,6 +45,18 @@ pub mod types {
     pub const FINISHED_INIT: u32 = 82;
     /// PERF_RECORD_COMPRESSED2 (newer perf: header, u64 data_size, data).
     pub const COMPRESSED2: u32 = 83;
+}
+
+/// What a PERF_RECORD_EVENT_UPDATE carries (`PERF_EVENT_UPDATE__*`).
+pub mod event_update {
+    /// The event's unit (a string).
+    pub const UNIT: u64 = 0;
+    /// Its scale (a double).
+    pub const SCALE: u64 = 1;
+    /// Its name (a string).
+    pub const NAME: u64 = 2;
+    /// Its CPUs (a CPU map).
+    pub const CPUS: u64 = 3;
 }
 
 /// `perf_event_header.misc` bits.

@@ -46,12 +46,27 @@ mod bit {
     pub const EXCLUDE_GUEST: u32 = 20;
 }
 
+/// The name of a generic hardware or software event (PERF_TYPE_HARDWARE
+/// or _SOFTWARE and a `config` perf knows).
+pub fn generic_name(type_: u32, config: u64) -> Option<&'static str> {
+    let table: &[&str] = match type_ {
+        0 => &HARDWARE,
+        1 => &SOFTWARE,
+        _ => &[],
+    };
+    usize::try_from(config)
+        .ok()
+        .and_then(|c| table.get(c))
+        .copied()
+}
+
 /// The name of the event `attr` describes, as perf 6.1 derives it.
 pub fn event_name(attr: &Attr) -> Vec<u8> {
-    let table = |t: &[&str]| t.get(attr.config as usize).map(|s| s.to_string());
+    let generic = generic_name(attr.type_, attr.config).map(str::to_string);
     let base = match attr.type_ {
-        0 => table(&HARDWARE).unwrap_or_else(|| format!("unknown-hardware:{:#x}", attr.config)),
-        1 => table(&SOFTWARE).unwrap_or_else(|| format!("unknown-software:{:#x}", attr.config)),
+        _ if generic.is_some() => generic.unwrap_or_default(),
+        0 => format!("unknown-hardware:{:#x}", attr.config),
+        1 => format!("unknown-software:{:#x}", attr.config),
         2 => format!("tracepoint {}", attr.config),
         3 => format!("hw-cache {:#x}", attr.config),
         4 => format!("raw {:#x}", attr.config),

@@ -23,7 +23,8 @@ use std::path::PathBuf;
 
 use prost::Message;
 
-use crate::perf::consts::{feature, PERF_TYPE_SOFTWARE};
+use crate::perf::consts::feature;
+use crate::perf::evname::generic_name;
 use crate::perf::features::parse_event_desc;
 use crate::perf::writer::RawMeta;
 use crate::perf::{Attr, FormatError, FormatErrorKind, Input, InputError, Layout, Walk};
@@ -234,39 +235,8 @@ fn metadata(input: &Input) -> Result<RawMeta, InputError> {
 
 /// perf's name for an event the recording does not name.
 fn fallback_name(a: &Attr) -> String {
-    const HW: [&str; 10] = [
-        "cycles",
-        "instructions",
-        "cache-references",
-        "cache-misses",
-        "branches",
-        "branch-misses",
-        "bus-cycles",
-        "stalled-cycles-frontend",
-        "stalled-cycles-backend",
-        "ref-cycles",
-    ];
-    const SW: [&str; 12] = [
-        "cpu-clock",
-        "task-clock",
-        "page-faults",
-        "context-switches",
-        "cpu-migrations",
-        "minor-faults",
-        "major-faults",
-        "alignment-faults",
-        "emulation-faults",
-        "dummy",
-        "bpf-output",
-        "cgroup-switches",
-    ];
-    let table: &[&str] = match a.type_ {
-        0 => &HW,
-        PERF_TYPE_SOFTWARE => &SW,
-        _ => &[],
-    };
-    match usize::try_from(a.config).ok().and_then(|c| table.get(c)) {
-        Some(n) => (*n).to_string(),
+    match generic_name(a.type_, a.config) {
+        Some(n) => n.to_string(),
         None => format!("event-{}-{:#x}", a.type_, a.config),
     }
 }

@@ -10,15 +10,12 @@ use super::maps::{find, AddressSpaces, Map};
 use super::profile::{Builder, Space};
 use super::PprofReport;
 use crate::bytes::{cstr, Endian, Rd};
-use crate::perf::consts::{attr_flags, misc, types};
+use crate::perf::consts::{attr_flags, event_update, misc, types};
 use crate::perf::events::{parse_comm, parse_fork, parse_map};
 use crate::perf::sample::{frames_into, parse_sample, Callchain, FrameMode, Sample};
 use crate::perf::{Attrs, FormatError, FormatErrorKind as K, RecordHeader, Visitor};
 use crate::rewrite::buildids::MapIds;
 use crate::rewrite::ConvertReport;
-
-/// EVENT_UPDATE's type for a name.
-const EVENT_UPDATE_NAME: u64 = 1;
 
 /// The aggregate a raw stack went to: samples with the same callchain
 /// bytes, ip, cpumode, thread and comms go to the same one while no map
@@ -437,7 +434,7 @@ impl Reader {
             }
             types::EVENT_UPDATE => {
                 let r = Rd(e);
-                if r.u64(body, 0) == Some(EVENT_UPDATE_NAME) {
+                if r.u64(body, 0) == Some(event_update::NAME) {
                     let id = r.u64(body, 8).ok_or_else(malformed)?;
                     let name = cstr(body.get(16..).unwrap_or_default()).to_vec();
                     self.names_by_id.insert(id, name);
