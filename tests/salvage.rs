@@ -523,3 +523,45 @@ fn a_killed_recording_of_two_events_keeps_them_apart() {
         assert!(err.contains(ev), "pprof names {ev}: {err}");
     }
 }
+
+// A `perf record` still writing its file looks killed (data size 0, no
+// features): `--salvage --in-place` refuses to replace a file that is open
+// for writing (it replaced it, and perf wrote the rest of the recording
+// into the unlinked file), and the finished recording is whole.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_recording_still_being_written_is_not_salvaged_in_place() {
+    needs_perf_record();
+    let dir = scratch("salvage-live");
+    let live = dir.join("live.data");
+    let mut perf = Command::new("perf")
+        .args(["record", "-q", "-o"])
+        .arg(&live)
+        .args(["--", "sleep", "3"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("perf record to start its file", || {
+        std::fs::metadata(&live).is_ok_and(|m| m.len() > 0)
+    });
+    for cmd in [
+        &["convert", "--buildid-mmap2"][..],
+        &["merge", "--no-kernel"][..],
+    ] {
+        let mut args: Vec<&std::ffi::OsStr> = cmd.iter().map(|a| a.as_ref()).collect();
+        args.extend([
+            "--salvage".as_ref(),
+            "--in-place".as_ref(),
+            live.as_os_str(),
+        ]);
+        let o = run(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{cmd:?}: {err}");
+        assert!(err.contains("open for writing"), "{cmd:?}: {err}");
+    }
+    assert!(perf.wait().unwrap().success());
+    let b = std::fs::read(&live).unwrap();
+    assert_ne!(u64_at(&b, 48), 0, "perf finished its own file");
+    perf_samples(&live);
+}

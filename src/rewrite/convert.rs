@@ -219,6 +219,10 @@ pub fn convert(
         Layout::File { header, .. } => header.features.contains(feature::COMPRESSED),
         Layout::Pipe(_) => false,
     };
+    let before = input
+        .file
+        .metadata()
+        .map_err(out_err("reading", &input.path))?;
     let mut out = super::write::create_output(&input, output, opts.in_place)
         .map_err(out_err("creating a temporary file for", output))?;
     // (a salvaged file's header is rewritten: not a patch of its bytes)
@@ -277,6 +281,9 @@ pub fn convert(
     report.from_pipe = from_pipe;
     report.to_pipe = to_pipe;
     report.salvaged = input.salvaged.clone();
+    // a writer meanwhile (a perf record still appending) made what was
+    // read a part of the file: keep the file, not the part
+    check_unchanged(&input, &before)?;
     out.commit().map_err(out_err("writing", output))?;
     Ok(report)
 }

@@ -188,6 +188,18 @@ fn open_locked(path: &Path, salvage: bool) -> Result<Input, MergeError> {
         let held = input.file.metadata().map_err(out_err("reading", path))?;
         let now = std::fs::metadata(path).map_err(out_err("reading", path))?;
         if (held.dev(), held.ino()) == (now.dev(), now.ino()) {
+            // a perf record still writing its file looks killed: replacing
+            // it would leave the rest of the recording in the unlinked file
+            if input.salvaged.is_some() && crate::sys::open_for_writing(&input.file) == Some(true) {
+                return Err(MergeError::Output {
+                    op: "salvaging in place",
+                    path: path.to_path_buf(),
+                    source: io::Error::other(
+                        "it is open for writing (a perf record still running?); \
+                         salvage it with -o into another file",
+                    ),
+                });
+            }
             return Ok(input);
         }
     }

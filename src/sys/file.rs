@@ -91,6 +91,25 @@ pub fn is_pseudo_fs(file: &std::fs::File) -> io::Result<bool> {
     Ok(PSEUDO.contains(&(st.f_type as i64)))
 }
 
+/// Whether some process (this one included) has the file open for
+/// writing: a read lease (F_SETLEASE F_RDLCK) on a read-only descriptor is
+/// refused with EAGAIN then, and released at once otherwise. `None` when
+/// the file system or the caller cannot take leases (not the owner and no
+/// CAP_LEASE): it cannot tell.
+pub fn open_for_writing(file: &std::fs::File) -> Option<bool> {
+    // SAFETY: fcntl on a descriptor we own; F_SETLEASE takes an int.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) };
+    if rc == 0 {
+        // SAFETY: as above; releases the lease just taken.
+        unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
+        return Some(false);
+    }
+    match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EAGAIN) => Some(true),
+        _ => None,
+    }
+}
+
 /// The access mode (`O_RDONLY`, `O_WRONLY` or `O_RDWR`) of an open descriptor.
 pub fn access_mode(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     // SAFETY: F_GETFL takes no pointer argument and only reads the flags of
