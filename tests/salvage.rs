@@ -565,3 +565,26 @@ fn a_recording_still_being_written_is_not_salvaged_in_place() {
     assert_ne!(u64_at(&b, 48), 0, "perf finished its own file");
     perf_samples(&live);
 }
+
+// The hint names --salvage only where it can help: not once it was given
+// (a data section starting past the end of the file stays an error), and
+// `record`, which has no such flag, is not concerned here.
+#[test]
+fn the_salvage_hint_is_not_given_twice() {
+    let dir = scratch("salvage-hint");
+    let mut b = std::fs::read(pin("rec-file.data")).unwrap();
+    let len = b.len() as u64;
+    b[40..48].copy_from_slice(&(len + 4096).to_le_bytes());
+    let bad = dir.join("bad.data");
+    std::fs::write(&bad, &b).unwrap();
+    for salvage in [false, true] {
+        let mut args: Vec<&std::ffi::OsStr> = vec!["dump".as_ref(), bad.as_os_str()];
+        if salvage {
+            args.push("--salvage".as_ref());
+        }
+        let o = run(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.contains("--salvage reads it"), !salvage, "{err}");
+    }
+}

@@ -101,3 +101,17 @@ pub(crate) fn chain(err: &dyn std::error::Error) -> String {
     }
     message
 }
+
+/// Whether `err` (or a cause) is what a recording cut short gives.
+pub(crate) fn is_cut(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut e = Some(err);
+    while let Some(x) = e {
+        if x.downcast_ref::<mmap2_synth::perf::FormatError>()
+            .is_some_and(|f| f.is_cut())
+        {
+            return true;
+        }
+        e = x.source();
+    }
+    false
+}

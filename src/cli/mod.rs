@@ -35,9 +35,36 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", error::chain(&e));
+            let hint = match error::is_cut(&e) {
+                true => salvage_hint(&cli.command),
+                false => "",
+            };
+            eprintln!("error: {}{hint}", error::chain(&e));
             ExitCode::from(e.exit_code())
         }
+    }
+}
+
+/// How to read a recording cut short anyway, said after the error it gave:
+/// `--salvage` where the command has it and it was not given.
+fn salvage_hint(command: &Option<Command>) -> &'static str {
+    const HINT: &str =
+        "; if the recording was cut short, --salvage reads it up to its last whole record";
+    let given = match command {
+        Some(Command::Merge(m)) => m.target.salvage.salvage,
+        Some(Command::Convert(c)) => c.target.salvage.salvage,
+        Some(Command::Dump(d)) => d.salvage.salvage,
+        Some(Command::Pprof(p)) => p.salvage.salvage,
+        Some(Command::Record(_)) => {
+            return "; if perf record was cut short, `mmap2-synth merge --salvage --in-place \
+                    FILE` reads its file up to its last whole record"
+        }
+        _ => return "",
+    };
+    if given {
+        ""
+    } else {
+        HINT
     }
 }
 

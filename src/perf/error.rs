@@ -11,11 +11,6 @@ pub struct RecordTooLarge {
     pub size: usize,
 }
 
-/// Said after the errors a recording cut short gives (a stream or data
-/// section that ends inside a record, a killed perf record's header).
-pub const SALVAGE_HINT: &str =
-    "; if the recording was cut short, --salvage reads it up to its last whole record";
-
 /// What was wrong with the input, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("at offset {offset}: {kind}")]
@@ -42,10 +37,7 @@ pub enum FormatErrorKind {
     #[error("{0} truncated")]
     Truncated(&'static str),
     /// A section of the header or the feature table lies outside the file.
-    #[error(
-        "{what} {offset}+{size} runs past the end of the file ({file_len} bytes){}",
-        if *what == "data section" { SALVAGE_HINT } else { "" }
-    )]
+    #[error("{what} {offset}+{size} runs past the end of the file ({file_len} bytes)")]
     SectionPastEnd {
         what: &'static str,
         offset: u64,
@@ -63,7 +55,7 @@ pub enum FormatErrorKind {
     /// perf record did not end its file (killed).
     #[error(
         "the header's data size is 0: the recording was probably not terminated \
-         properly (perf record killed?){SALVAGE_HINT}"
+         properly (perf record killed?)"
     )]
     DataSizeZero,
     /// The sections contradict each other.
@@ -73,16 +65,14 @@ pub enum FormatErrorKind {
     #[error("record of type {record_type} has size {size} (< 8)")]
     RecordTooSmall { record_type: u32, size: u16 },
     /// A record runs past the end of the data section.
-    #[error(
-        "record of type {record_type} (size {size}) runs past the end of the data at {end}{SALVAGE_HINT}"
-    )]
+    #[error("record of type {record_type} (size {size}) runs past the end of the data at {end}")]
     RecordPastEnd {
         record_type: u32,
         size: u16,
         end: u64,
     },
     /// Fewer than 8 bytes are left after the last record.
-    #[error("{0} stray bytes at the end of the data{SALVAGE_HINT}")]
+    #[error("{0} stray bytes at the end of the data")]
     StrayBytes(u64),
     /// A record's fields do not fit its size.
     #[error("malformed record of type {0}")]
@@ -127,6 +117,18 @@ impl FormatError {
     /// A `kind` of error at `offset`.
     pub fn at(offset: u64, kind: FormatErrorKind) -> FormatError {
         FormatError { offset, kind }
+    }
+
+    /// Whether this is what a recording cut short gives (a stream or data
+    /// section ending inside a record, a data section past the end of the
+    /// file, a killed perf record's header): what `--salvage` reads.
+    pub fn is_cut(&self) -> bool {
+        use FormatErrorKind as K;
+        match &self.kind {
+            K::SectionPastEnd { what, .. } => *what == "data section",
+            K::DataSizeZero | K::RecordPastEnd { .. } | K::StrayBytes(_) => true,
+            _ => false,
+        }
     }
 }
 
