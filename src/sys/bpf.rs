@@ -10,6 +10,7 @@ const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_ITER_CREATE: libc::c_long = 33;
 const BPF_PROG_TYPE_TRACING: u32 = 26;
+const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
 const BPF_TRACE_ITER: u32 = 28;
 
 /// The name iterator programs are loaded with (`bpf_prog_info.name`), by
@@ -123,6 +124,30 @@ pub fn bpf_load_iter(
     // SAFETY: `attr` is BPF_PROG_LOAD's struct; `insns`, `license` (NUL
     // terminated) and `log` (of the length given) outlive the call, and the
     // kernel writes at most `log_size` bytes into `log`.
+    unsafe { bpf(BPF_PROG_LOAD, &mut attr) }
+}
+
+/// Loads `insns` (8-byte BPF instructions, native byte order) as a socket
+/// filter named `name` (at most 15 bytes): for tests that need a program
+/// of their own loaded. The program stays loaded while the descriptor is
+/// open.
+pub fn bpf_load_socket_filter(insns: &[u64], name: &str) -> io::Result<OwnedFd> {
+    let mut attr = ProgLoad {
+        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
+        insn_cnt: u32::try_from(insns.len())
+            .map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        insns: insns.as_ptr() as u64,
+        license: c"GPL".as_ptr() as u64,
+        ..Default::default()
+    };
+    let slot = attr
+        .prog_name
+        .get_mut(..name.len())
+        .filter(|_| name.len() < 16);
+    slot.ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))?
+        .copy_from_slice(name.as_bytes());
+    // SAFETY: `attr` is BPF_PROG_LOAD's struct; `insns` and the license
+    // (NUL terminated, static) outlive the call; no log buffer.
     unsafe { bpf(BPF_PROG_LOAD, &mut attr) }
 }
 

@@ -7,12 +7,10 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
-const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_PROG_GET_NEXT_ID: libc::c_long = 11;
 const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
 const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
 const BPF_BTF_GET_FD_BY_ID: libc::c_long = 19;
-const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
 
 /// Most JITed functions taken of one program (the verifier allows 256
 /// sub-programs; more than this is not a program the kernel made).
@@ -104,22 +102,6 @@ struct InfoAttr {
     bpf_fd: u32,
     info_len: u32,
     info: u64,
-}
-
-/// `union bpf_attr` for BPF_PROG_LOAD, up to `prog_name`.
-#[repr(C)]
-#[derive(Default)]
-struct LoadAttr {
-    prog_type: u32,
-    insn_cnt: u32,
-    insns: u64,
-    license: u64,
-    log_level: u32,
-    log_size: u32,
-    log_buf: u64,
-    kern_version: u32,
-    prog_flags: u32,
-    prog_name: [u8; 16],
 }
 
 /// What the kernel says of one loaded program.
@@ -322,31 +304,4 @@ pub fn bpf_btf_data(btf_id: u32) -> io::Result<Vec<u8>> {
     unsafe { obj_info(fd.as_fd(), &mut second) }?;
     data.truncate(second.btf_size as usize);
     Ok(data)
-}
-
-/// Loads `insns` (8-byte BPF instructions, native byte order) as a socket
-/// filter named `name` (at most 15 bytes): for tests that need a program
-/// of their own loaded. The program stays loaded while the descriptor is
-/// open.
-pub fn bpf_load_socket_filter(insns: &[u64], name: &str) -> io::Result<OwnedFd> {
-    if name.len() > 15 {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    let mut prog_name = [0u8; 16];
-    prog_name[..name.len()].copy_from_slice(name.as_bytes());
-    let license = c"GPL";
-    let mut attr = LoadAttr {
-        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
-        insn_cnt: u32::try_from(insns.len())
-            .map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
-        insns: insns.as_ptr() as u64,
-        license: license.as_ptr() as u64,
-        prog_name,
-        ..Default::default()
-    };
-    // SAFETY: BPF_PROG_LOAD's struct; `insns` and `license` (NUL
-    // terminated) outlive the call; no log buffer.
-    let fd = unsafe { bpf_call(BPF_PROG_LOAD, &mut attr) }?;
-    // SAFETY: the kernel just returned this descriptor; no one else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
