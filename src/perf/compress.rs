@@ -7,7 +7,7 @@ use std::io;
 use super::consts::types;
 use super::error::{FormatError, FormatErrorKind as K};
 use super::record::RecordHeader;
-use crate::bytes::Endian;
+use crate::bytes::{Endian, Rd};
 
 /// How many times its compressed size a recording's compressed data may
 /// expand to in total (beyond [`EXPANSION_FLOOR`]). perf's `-z` data (zstd
@@ -163,17 +163,28 @@ impl Decompressor {
 
     /// At the end of the input: a partial record left over, or a zstd block
     /// cut in the middle, means the compressed data was cut short. perf
-    /// flushes its stream after every record but never ends the frame, so a
-    /// frame that is open at a block boundary (zstd then asks for the next
-    /// 3-byte block header) is complete. `at` is the offset of the last
-    /// compressed record.
+    /// flushes its stream after each ring-buffer chunk it compresses but
+    /// never ends the frame, so a frame that is open at a block boundary
+    /// (zstd then asks for the next 3-byte block header) is complete. A
+    /// ring buffer that wrapped is compressed in two chunks, each flushed
+    /// to its own COMPRESSED record(s), and a record may straddle them:
+    /// cut between them, the data ends inside that record. `at` is the
+    /// offset of the last compressed record.
     pub(crate) fn finish(&self, at: u64) -> Result<(), FormatError> {
-        const BLOCK_HEADER: usize = 3;
-        if !self.pending.is_empty() || !matches!(self.hint, 0 | BLOCK_HEADER) {
+        if self.unfinished().is_some() {
             let kind = K::Truncated("compressed data (unfinished zstd frame or record)");
             return Err(FormatError::at(at, kind));
         }
         Ok(())
+    }
+
+    /// The decompressed bytes of a record cut short left at the end (0 for
+    /// a zstd block cut short at a record boundary), None when the data
+    /// decoded so far ends whole (see [`Decompressor::finish`]).
+    pub(crate) fn unfinished(&self) -> Option<u64> {
+        const BLOCK_HEADER: usize = 3;
+        (!self.pending.is_empty() || !matches!(self.hint, 0 | BLOCK_HEADER))
+            .then_some(self.pending.len() as u64)
     }
 }
 
@@ -277,10 +288,39 @@ pub(crate) fn encode_compressed(out: &mut Vec<u8>, e: Endian, record_type: u32, 
     out.resize(out.len() + padded - payload.len(), 0);
 }
 
+/// The zstd payload of a COMPRESSED or COMPRESSED2 record, None for others.
+#[inline]
+pub(crate) fn compressed_payload<'b>(
+    at: u64,
+    h: &RecordHeader,
+    body: &'b [u8],
+    e: Endian,
+) -> Result<Option<&'b [u8]>, FormatError> {
+    match h.type_ {
+        types::COMPRESSED => Ok(Some(body)),
+        types::COMPRESSED2 => {
+            let n = Rd(e)
+                .u64(body, 0)
+                .ok_or(FormatError::at(at, K::Truncated("COMPRESSED2 record")))?;
+            let too_large = FormatError::at(
+                at,
+                K::Implausible {
+                    what: "COMPRESSED2 data_size",
+                    value: n,
+                },
+            );
+            let n = usize::try_from(n).map_err(|_| too_large.clone())?;
+            let end = n.checked_add(8).ok_or(too_large.clone())?;
+            Ok(Some(body.get(8..end).ok_or(too_large)?))
+        }
+        _ => Ok(None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bytes::Rd;
+    use crate::bytes::PutExt;
 
     // Records compressed in groups come back whole and in order through the
     // decoder, in both record forms; an incompressible record near 64 KiB
@@ -425,5 +465,30 @@ mod tests {
         }
         d.finish(0).unwrap();
         assert_eq!(n, raw.len());
+    }
+
+    // COMPRESSED2's data_size is checked without overflow: u64::MAX or more
+    // than the record holds is an error at the record's offset, never a panic.
+    #[test]
+    fn compressed2_sizes_do_not_overflow() {
+        let e = Endian::Little;
+        let h = RecordHeader {
+            type_: types::COMPRESSED2,
+            misc: 0,
+            size: 8 + 16,
+        };
+        for n in [u64::MAX, u64::MAX - 7, 9] {
+            let mut body = Vec::new();
+            body.put_u64(e, n);
+            body.put_u64(e, 0);
+            let err = compressed_payload(77, &h, &body, e).unwrap_err();
+            assert_eq!(err.offset, 77);
+        }
+        let mut body = Vec::new();
+        body.put_u64(e, 8);
+        body.put_u64(e, 0x1122);
+        let payload = compressed_payload(0, &h, &body, e).unwrap().unwrap();
+        assert_eq!(payload.len(), 8);
+        assert!(compressed_payload(5, &h, &[1, 2], e).is_err());
     }
 }

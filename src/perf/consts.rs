@@ -45,6 +45,63 @@ pub mod types {
     pub const FINISHED_INIT: u32 = 82;
     /// PERF_RECORD_COMPRESSED2 (newer perf: header, u64 data_size, data).
     pub const COMPRESSED2: u32 = 83;
+
+    /// perf's name of record type `t` (without `PERF_RECORD_`), for the
+    /// types perf writes; None for others.
+    pub fn name(t: u32) -> Option<&'static str> {
+        const KERNEL: [&str; 22] = [
+            "",
+            "MMAP",
+            "LOST",
+            "COMM",
+            "EXIT",
+            "THROTTLE",
+            "UNTHROTTLE",
+            "FORK",
+            "READ",
+            "SAMPLE",
+            "MMAP2",
+            "AUX",
+            "ITRACE_START",
+            "LOST_SAMPLES",
+            "SWITCH",
+            "SWITCH_CPU_WIDE",
+            "NAMESPACES",
+            "KSYMBOL",
+            "BPF_EVENT",
+            "CGROUP",
+            "TEXT_POKE",
+            "AUX_OUTPUT_HW_ID",
+        ];
+        const USER: [&str; 20] = [
+            "HEADER_ATTR",
+            "HEADER_EVENT_TYPE",
+            "HEADER_TRACING_DATA",
+            "HEADER_BUILD_ID",
+            "FINISHED_ROUND",
+            "ID_INDEX",
+            "AUXTRACE_INFO",
+            "AUXTRACE",
+            "AUXTRACE_ERROR",
+            "THREAD_MAP",
+            "CPU_MAP",
+            "STAT_CONFIG",
+            "STAT",
+            "STAT_ROUND",
+            "EVENT_UPDATE",
+            "TIME_CONV",
+            "HEADER_FEATURE",
+            "COMPRESSED",
+            "FINISHED_INIT",
+            "COMPRESSED2",
+        ];
+        let name = match t {
+            1..22 => KERNEL[t as usize],
+            64..84 => USER[t as usize - 64],
+            _ => return None,
+        };
+        Some(name)
+    }
 }
 
 /// What a PERF_RECORD_EVENT_UPDATE carries (`PERF_EVENT_UPDATE__*`).
@@ -211,6 +268,46 @@ pub mod feature {
     pub const COMPRESSED: u32 = 27;
     /// HEADER_LAST_FEATURE as perf 6.1 numbers it: ends the pipe-mode features.
     pub const LAST_FEATURE: u32 = 32;
+
+    /// perf's name of feature `bit` (without `HEADER_`), for the bits perf
+    /// 6.1 knows; None for others.
+    pub fn name(bit: u32) -> Option<&'static str> {
+        const NAMES: [&str; LAST_FEATURE as usize] = [
+            "RESERVED",
+            "TRACING_DATA",
+            "BUILD_ID",
+            "HOSTNAME",
+            "OSRELEASE",
+            "VERSION",
+            "ARCH",
+            "NRCPUS",
+            "CPUDESC",
+            "CPUID",
+            "TOTAL_MEM",
+            "CMDLINE",
+            "EVENT_DESC",
+            "CPU_TOPOLOGY",
+            "NUMA_TOPOLOGY",
+            "BRANCH_STACK",
+            "PMU_MAPPINGS",
+            "GROUP_DESC",
+            "AUXTRACE",
+            "STAT",
+            "CACHE",
+            "SAMPLE_TIME",
+            "MEM_TOPOLOGY",
+            "CLOCKID",
+            "DIR_FORMAT",
+            "BPF_PROG_INFO",
+            "BPF_BTF",
+            "COMPRESSED",
+            "CPU_PMU_CAPS",
+            "CLOCK_DATA",
+            "HYBRID_TOPOLOGY",
+            "HYBRID_CPU_PMU_CAPS",
+        ];
+        NAMES.get(bit as usize).copied()
+    }
 }
 
 /// PERF_TYPE_SOFTWARE.
@@ -321,6 +418,35 @@ mod tests {
         );
         // HEADER_LAST_FEATURE follows the last feature perf 6.1 knows (HYBRID_CPU_PMU_CAPS = 31).
         assert_eq!(feature::LAST_FEATURE, Feature::HYBRID_CPU_PMU_CAPS.0 + 1);
+    }
+
+    // The names of record types and features agree with their numbers.
+    #[test]
+    fn names_agree_with_numbers() {
+        for (t, n) in [
+            (types::SAMPLE, "SAMPLE"),
+            (types::MMAP2, "MMAP2"),
+            (types::BPF_EVENT, "BPF_EVENT"),
+            (types::HEADER_ATTR, "HEADER_ATTR"),
+            (types::HEADER_TRACING_DATA, "HEADER_TRACING_DATA"),
+            (types::AUXTRACE, "AUXTRACE"),
+            (types::EVENT_UPDATE, "EVENT_UPDATE"),
+            (types::COMPRESSED2, "COMPRESSED2"),
+        ] {
+            assert_eq!(types::name(t), Some(n));
+        }
+        assert_eq!((types::name(0), types::name(84)), (None, None));
+        for (b, n) in [
+            (feature::TRACING_DATA, "TRACING_DATA"),
+            (feature::CMDLINE, "CMDLINE"),
+            (feature::EVENT_DESC, "EVENT_DESC"),
+            (feature::AUXTRACE, "AUXTRACE"),
+            (feature::COMPRESSED, "COMPRESSED"),
+            (feature::LAST_FEATURE - 1, "HYBRID_CPU_PMU_CAPS"),
+        ] {
+            assert_eq!(feature::name(b), Some(n));
+        }
+        assert_eq!(feature::name(feature::LAST_FEATURE), None);
     }
 
     // The sample-decoding numbers equal linux-perf-event-reader's.

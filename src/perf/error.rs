@@ -125,7 +125,12 @@ impl FormatError {
     pub fn is_cut(&self) -> bool {
         use FormatErrorKind as K;
         match &self.kind {
-            K::SectionPastEnd { what, .. } => *what == "data section",
+            // a file cut at or after its data's end: its feature table
+            // or sections
+            K::SectionPastEnd { what, .. } => {
+                matches!(*what, "data section" | "feature section")
+            }
+            K::Truncated(what) => *what == "feature section table",
             K::DataSizeZero | K::RecordPastEnd { .. } | K::StrayBytes(_) => true,
             _ => false,
         }

@@ -12,7 +12,7 @@ use super::attr::{Attr, Attrs};
 use super::consts::{FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
 use super::error::{FormatError, FormatErrorKind as K};
 use super::header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
-use super::salvage::{find_cut, Salvaged, KILLED, PAST_EOF};
+use super::salvage::{compressed_tail, find_cut, Salvaged, FEATURES_CUT, KILLED, PAST_EOF};
 use crate::bytes::{Endian, Rd};
 
 /// A failure reading an input, naming the file.
@@ -168,13 +168,88 @@ impl Input {
                     }
                     t => t?,
                 };
+                if input.killed(&header) {
+                    let err = FormatError::at(DATA_SIZE_FIELD, K::DataSizeZero);
+                    return Err(input.format(err));
+                }
                 Layout::File { header, features }
             }
         };
         if salvage && matches!(input.layout, Layout::Pipe(_)) {
             input.salvage(PIPE_HEADER_SIZE, None)?;
         }
+        if salvage {
+            input.salvage_compressed()?;
+        }
         Ok(input)
+    }
+
+    /// Whether a file-mode `header` whose feature table reads is what perf
+    /// record killed before it set any feature bit leaves: data size 0,
+    /// no features, bytes after the data's offset (its records). An empty
+    /// recording has nothing there.
+    fn killed(&self, header: &FileHeader) -> bool {
+        header.data.size == 0
+            && header.features == FeatureBits::default()
+            && self.len > header.data.offset
+    }
+
+    /// With `salvage`: notes a record cut short at the end of the
+    /// decompressed data of the COMPRESSED records (see
+    /// [`super::salvage::InnerCut`]), which the walk then drops.
+    fn salvage_compressed(&mut self) -> Result<(), InputError> {
+        let cap = self.decompressed_cap()?;
+        let range = self.records_range();
+        let tail = compressed_tail(&self.file, range, self.endian(), cap)
+            .map_err(io_err("reading", &self.path))?;
+        let Some(inner) = tail else { return Ok(()) };
+        let s = self.salvaged.get_or_insert(Salvaged {
+            at: range.1,
+            dropped: 0,
+            cut_record: None,
+            header: None,
+            lost: FeatureBits::default(),
+            inner: None,
+        });
+        s.inner = Some(inner);
+        Ok(())
+    }
+
+    /// The layout of a file-mode input with `salvage` whose data section
+    /// is whole and whose feature table or sections are cut short (the
+    /// file cut at or after the data's end): the whole sections kept, the
+    /// others' bits cleared and noted as lost.
+    fn salvage_features(&mut self, mut header: FileHeader) -> Result<Layout, InputError> {
+        let at = header.feature_table_offset();
+        let mut kept = Vec::new();
+        let mut lost = FeatureBits::default();
+        for (i, bit) in header.features.iter().enumerate() {
+            let entry = at + 16 * i as u64;
+            let mut b = [0u8; 16];
+            let one = FeatureBits::from_bits([bit]);
+            let section = (entry.checked_add(16).is_some_and(|end| end <= self.len))
+                .then(|| self.read_at(&mut b, entry))
+                .transpose()?
+                .and_then(|()| FeatureTable::parse(&b, header.endian, &one, entry, self.len).ok());
+            match section.and_then(|t| t.0.first().copied()) {
+                Some(s) => kept.push(s),
+                None => lost.set(bit),
+            }
+        }
+        header.features = FeatureBits::from_bits(kept.iter().map(|(b, _)| *b));
+        let end = header.data.end();
+        self.salvaged = Some(Salvaged {
+            at: end,
+            dropped: self.len - end,
+            cut_record: None,
+            header: Some(FEATURES_CUT),
+            lost,
+            inner: None,
+        });
+        Ok(Layout::File {
+            header,
+            features: FeatureTable(kept),
+        })
     }
 
     /// The layout of a file-mode input opened with `salvage` (`head` its
@@ -201,6 +276,8 @@ impl Input {
             let header = FileHeader::parse(head, self.len).map_err(|err| self.format(err))?;
             match self.feature_table(&header) {
                 Err(InputError::Format { .. }) if header.data.size == 0 => KILLED,
+                Err(InputError::Format { .. }) => return self.salvage_features(header),
+                Ok(_) if self.killed(&header) => KILLED,
                 features => {
                     let features = features?;
                     return Ok(Layout::File { header, features });
@@ -245,6 +322,7 @@ impl Input {
                 cut_record: None,
                 header: None,
                 lost: FeatureBits::default(),
+                inner: None,
             },
             (None, None) => return Ok(()),
         };

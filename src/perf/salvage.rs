@@ -5,7 +5,8 @@
 
 use std::fs::File;
 
-use super::consts::types;
+use super::compress::{compressed_payload, Decompressor};
+use super::consts::{feature, types};
 use super::error::FormatErrorKind as K;
 use super::header::FeatureBits;
 use super::stream::{RecordStream, StreamError, AUX_PAST_END, TRACING_PAST_END};
@@ -16,56 +17,137 @@ use crate::bytes::Endian;
 pub struct Salvaged {
     /// Where the records read end: the end of the last whole record.
     pub at: u64,
-    /// Bytes of the file after `at`, dropped (the record cut short).
+    /// Bytes of the file after `at`, dropped (the record cut short; with
+    /// [`FEATURES_CUT`], the feature area cut short, its whole sections
+    /// kept).
     pub dropped: u64,
     /// The record cut short, when its header was whole: its type and the
     /// size it claims.
     pub cut_record: Option<(u32, u16)>,
     /// File mode: what was wrong with the header (the data section's size
     /// was not taken as it stands, and the feature sections, which perf
-    /// writes last, are missing).
+    /// writes last, are missing), or [`FEATURES_CUT`].
     pub header: Option<&'static str>,
     /// File mode: the feature bits the header set (perf sets them when it
     /// starts) whose sections are missing.
     pub lost: FeatureBits,
+    /// The decompressed data of the COMPRESSED records ends inside a
+    /// record: dropped.
+    pub inner: Option<InnerCut>,
+}
+
+/// A record cut short at the end of the decompressed data: perf
+/// compresses the two halves of a ring buffer that wrapped separately,
+/// and a record may straddle them; cut after the first, the data ends
+/// inside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InnerCut {
+    /// The offset of the last COMPRESSED record.
+    pub at: u64,
+    /// The decompressed bytes dropped (0: a zstd block cut short at a
+    /// record boundary).
+    pub bytes: u64,
 }
 
 /// The header said nothing of the data's size: perf record killed.
 pub const KILLED: &str = "data size 0 and no feature sections (perf record killed?)";
 /// The header's data section runs past the end of the file.
 pub const PAST_EOF: &str = "the data section runs past the end of the file";
+/// The data section is whole, the feature table or sections after it are
+/// not (the file cut at or after the data's end).
+pub const FEATURES_CUT: &str = "the feature sections are cut short";
+
+/// `n` and `what`, plural unless `n` is 1.
+fn count(n: u64, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// A record type's name, or its number.
+fn type_name(t: u32) -> String {
+    types::name(t).map_or_else(|| format!("type {t}"), |n| format!("{n} (type {t})"))
+}
 
 impl Salvaged {
     /// The warning to print, naming the input `path`.
     pub fn warning(&self, path: &std::path::Path) -> String {
         let mut w = format!("warning: {}: ", path.display());
-        if let Some(h) = self.header {
+        match self.header {
+            Some(FEATURES_CUT) => {
+                w += &format!(
+                    "{FEATURES_CUT} (the file ends at offset {}): its data section read whole, up to offset {}",
+                    self.at + self.dropped,
+                    self.at
+                );
+            }
+            Some(h) => {
+                w += &format!(
+                    "{h}: its records taken to run to the end of the file, without features; "
+                );
+                self.cut(&mut w);
+            }
+            None => self.cut(&mut w),
+        }
+        if let Some(inner) = self.inner {
             w += &format!(
-                "{h}: its records taken to run to the end of the file, without features; "
+                "; the data of its COMPRESSED records (the last at offset {}) ends inside a record \
+                 (perf compresses the two halves of a ring buffer that wrapped apart; \
+                 the cut came between them): its {} dropped, the records before kept",
+                inner.at,
+                count(inner.bytes, "decompressed byte")
             );
         }
+        self.lost_features(&mut w);
+        w
+    }
+
+    /// Where the records were cut, and what was dropped.
+    fn cut(&self, w: &mut String) {
         if self.dropped == 0 {
-            w += &format!(
+            *w += &format!(
                 "read up to the end of the file at offset {} (it ends at a record boundary)",
                 self.at
             );
-            return w;
+            return;
         }
-        w += &format!(
-            "cut short at offset {}: read up to the last whole record there, {} bytes after it dropped",
-            self.at, self.dropped
+        *w += &format!(
+            "cut short at offset {}: read up to the last whole record there, {} after it dropped",
+            self.at,
+            count(self.dropped, "byte")
         );
-        match self.cut_record {
-            Some((types::COMPRESSED | types::COMPRESSED2, size)) => {
-                w += &format!(
-                    " (a COMPRESSED record of {size} bytes cut mid-frame: dropped whole, with the records it held)"
-                );
-            }
-            Some((t, 0)) => w += &format!(" (a record of type {t}, the data after it cut)"),
-            Some((t, size)) => w += &format!(" (a record of type {t} claiming {size} bytes)"),
-            None => w += " (inside a record header)",
+        *w += &match self.cut_record {
+            Some((types::COMPRESSED | types::COMPRESSED2, size)) => format!(
+                " (a COMPRESSED record of {size} bytes cut mid-frame: dropped whole, with the records it held)"
+            ),
+            Some((t, 0)) => format!(" (a record of {}, the data after it cut)", type_name(t)),
+            Some((t, size)) => format!(" (a record of {} claiming {size} bytes)", type_name(t)),
+            None => " (inside a record header)".into(),
+        };
+    }
+
+    /// The feature sections lost, by name, and what their loss costs.
+    fn lost_features(&self, w: &mut String) {
+        if self.lost == FeatureBits::default() {
+            return;
         }
-        w
+        let names: Vec<String> = (self.lost.iter())
+            .map(|b| feature::name(b).map_or_else(|| format!("feature {b}"), str::to_string))
+            .collect();
+        *w += &format!("; feature sections lost: {}", names.join(", "));
+        let remade: Vec<&str> = [feature::COMPRESSED, feature::EVENT_DESC]
+            .into_iter()
+            .filter(|&b| self.lost.contains(b))
+            .filter_map(feature::name)
+            .collect();
+        if !remade.is_empty() {
+            *w += &format!(
+                " ({} made again in the outputs of convert and merge)",
+                remade.join(" and ")
+            );
+        }
+        if self.lost.contains(feature::TRACING_DATA) {
+            *w += "; perf cannot read tracepoint samples without TRACING_DATA: \
+                   perf report and perf script refuse the output (\"incompatible file format\")";
+        }
     }
 }
 
@@ -116,7 +198,45 @@ pub(crate) fn find_cut(
         cut_record,
         header: None,
         lost: FeatureBits::default(),
+        inner: None,
     }))
+}
+
+/// Decodes the COMPRESSED records of `file[start..end)` (each at most
+/// `cap` bytes decompressed) and finds whether their data ends inside a
+/// record ([`InnerCut`]). None also when there are none, or when the
+/// records or their data are damaged: the walk reports that.
+pub(crate) fn compressed_tail(
+    file: &File,
+    (start, end): (u64, u64),
+    e: Endian,
+    cap: u64,
+) -> std::io::Result<Option<InnerCut>> {
+    let mut stream = RecordStream::new(file, start, end, e);
+    let mut dec: Option<Decompressor> = None;
+    let mut last = 0;
+    loop {
+        let (at, h, body) = match stream.next() {
+            Ok(Some(r)) => r,
+            // text after a stream's records, or damage the walk reports
+            Ok(None) | Err(StreamError::Format(_)) => break,
+            Err(StreamError::Io(err)) => return Err(err),
+        };
+        let Ok(Some(payload)) = compressed_payload(at, &h, body, e) else {
+            continue;
+        };
+        let d = match &mut dec {
+            Some(d) => d,
+            None => dec.insert(Decompressor::new()?),
+        };
+        if d.feed(at, payload, e, cap, |_, _| Ok(())).is_err() {
+            return Ok(None);
+        }
+        last = at;
+    }
+    Ok(dec
+        .and_then(|d| d.unfinished())
+        .map(|bytes| InnerCut { at: last, bytes }))
 }
 
 #[cfg(test)]
@@ -213,6 +333,7 @@ mod tests {
             cut_record: Some((types::COMPRESSED, 2000)),
             header: None,
             lost: FeatureBits::default(),
+            inner: None,
         };
         let w = s.warning(std::path::Path::new("cut.data"));
         for want in [
@@ -224,5 +345,90 @@ mod tests {
         ] {
             assert!(w.contains(want), "{w}");
         }
+    }
+
+    // One byte dropped is "1 byte"; AUXTRACE and HEADER_TRACING_DATA are
+    // named; the lost features are listed by name, those convert and merge
+    // make again said so, and a lost TRACING_DATA said to leave perf unable
+    // to read tracepoint samples.
+    #[test]
+    fn the_warning_names_types_and_lost_features() {
+        let mut s = Salvaged {
+            at: 100,
+            dropped: 1,
+            cut_record: Some((types::AUXTRACE, 0)),
+            header: Some(KILLED),
+            lost: FeatureBits::from_bits([
+                feature::TRACING_DATA,
+                feature::BUILD_ID,
+                feature::EVENT_DESC,
+                99,
+            ]),
+            inner: None,
+        };
+        let w = s.warning(std::path::Path::new("k.data"));
+        for want in [
+            "1 byte after it dropped",
+            "AUXTRACE (type 71)",
+            "feature sections lost: TRACING_DATA, BUILD_ID, EVENT_DESC, feature 99",
+            "EVENT_DESC made again",
+            "perf cannot read tracepoint samples without TRACING_DATA",
+        ] {
+            assert!(w.contains(want), "{want}: {w}");
+        }
+        s.cut_record = Some((types::HEADER_TRACING_DATA, 0));
+        s.lost = FeatureBits::default();
+        s.inner = Some(InnerCut { at: 64, bytes: 1 });
+        let w = s.warning(std::path::Path::new("k.data"));
+        assert!(w.contains("HEADER_TRACING_DATA (type 66)"), "{w}");
+        assert!(w.contains("its 1 decompressed byte dropped"), "{w}");
+        assert!(!w.contains("lost"), "{w}");
+    }
+
+    /// A COMPRESSED record of `payload`, little-endian.
+    fn compressed(payload: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        crate::perf::compress::encode_compressed(
+            &mut b,
+            Endian::Little,
+            types::COMPRESSED,
+            payload,
+        );
+        b
+    }
+
+    // Two halves of a ring buffer compressed apart, a record straddling
+    // them (one zstd stream, flushed after each): cut after the first, the
+    // decompressed data ends inside the record, found with the bytes of it
+    // there; whole, or cut where the records are whole, nothing is found.
+    #[test]
+    fn a_record_cut_at_the_end_of_the_decompressed_data_is_found() {
+        use zstd::stream::raw::{Encoder, InBuffer, Operation, OutBuffer};
+        let e = Endian::Little;
+        let recs = records(e);
+        let recs = &recs[..32]; // FINISHED_ROUND and the sample
+        let mut enc = Encoder::new(1).unwrap();
+        let mut half = |bytes: &[u8]| {
+            let mut out = vec![0u8; 1024];
+            let mut o = OutBuffer::around(&mut out[..]);
+            let mut i = InBuffer::around(bytes);
+            enc.run(&mut i, &mut o).unwrap();
+            while enc.flush(&mut o).unwrap() > 0 {}
+            let n = o.pos();
+            out.truncate(n);
+            out
+        };
+        let (a, b) = (half(&recs[..20]), half(&recs[20..]));
+        let tail = |bytes: &[u8]| {
+            let f = tempfile::tempfile().unwrap();
+            std::os::unix::fs::FileExt::write_all_at(&f, bytes, 0).unwrap();
+            compressed_tail(&f, (0, bytes.len() as u64), e, 1 << 20).unwrap()
+        };
+        let first = compressed(&a);
+        assert_eq!(tail(&first), Some(InnerCut { at: 0, bytes: 12 }));
+        let mut both = first.clone();
+        both.extend_from_slice(&compressed(&b));
+        assert_eq!(tail(&both), None);
+        assert_eq!(tail(&records(e)), None, "no COMPRESSED records");
     }
 }

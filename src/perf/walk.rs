@@ -5,14 +5,14 @@
 use std::os::unix::fs::FileExt;
 
 use super::attr::{pipe_attr, Attrs};
-use super::compress::Decompressor;
+use super::compress::{compressed_payload, Decompressor};
 use super::consts::{feature, types};
 use super::error::{FormatError, FormatErrorKind as K};
 use super::input::{io_err, Input, InputError, Layout};
 use super::progress::Progress;
 use super::record::RecordHeader;
 use super::stream::{RecordStream, StreamError};
-use crate::bytes::{Endian, Rd};
+use crate::bytes::Rd;
 
 /// Largest decompressed size of one COMPRESSED record when the recording
 /// does not give perf's buffer size (HEADER_COMPRESSED): 64 MiB.
@@ -112,7 +112,10 @@ impl Input {
             .map_err(|err| self.format(err))?;
         }
         progress.done();
-        if let Some(d) = &dec {
+        // salvaged: a record cut short at the end of the decompressed
+        // data is dropped, as the opening found (`Salvaged::inner`)
+        let inner_cut = self.salvaged.as_ref().is_some_and(|s| s.inner.is_some());
+        if let (Some(d), false) = (&dec, inner_cut) {
             d.finish(last_compressed).map_err(|err| self.format(err))?;
         }
         if w.attrs.list.is_empty() {
@@ -146,7 +149,7 @@ impl Input {
     /// The most one COMPRESSED record may decompress to: the buffer perf
     /// decompresses into (HEADER_COMPRESSED's mmap_len, at least 1 MiB), or
     /// [`DEFAULT_DECOMPRESSED_CAP`] when the recording does not say.
-    fn decompressed_cap(&self) -> Result<u64, InputError> {
+    pub(super) fn decompressed_cap(&self) -> Result<u64, InputError> {
         let mmap_len = self
             .feature(feature::COMPRESSED)?
             .and_then(|(_, b)| Rd(self.endian()).u32(&b, 16));
@@ -177,66 +180,9 @@ fn data_follows(t: u32) -> Option<&'static str> {
     }
 }
 
-/// The zstd payload of a COMPRESSED or COMPRESSED2 record, None for others.
-#[inline]
-fn compressed_payload<'b>(
-    at: u64,
-    h: &RecordHeader,
-    body: &'b [u8],
-    e: Endian,
-) -> Result<Option<&'b [u8]>, FormatError> {
-    match h.type_ {
-        types::COMPRESSED => Ok(Some(body)),
-        types::COMPRESSED2 => {
-            let n = Rd(e)
-                .u64(body, 0)
-                .ok_or(FormatError::at(at, K::Truncated("COMPRESSED2 record")))?;
-            let too_large = FormatError::at(
-                at,
-                K::Implausible {
-                    what: "COMPRESSED2 data_size",
-                    value: n,
-                },
-            );
-            let n = usize::try_from(n).map_err(|_| too_large.clone())?;
-            let end = n.checked_add(8).ok_or(too_large.clone())?;
-            Ok(Some(body.get(8..end).ok_or(too_large)?))
-        }
-        _ => Ok(None),
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
-    use super::*;
-    use crate::bytes::PutExt;
-
     /// An input of this file name makes [`Input::walk`] panic (unit tests
     /// only), so the tests of the engines around it see a panicking walk.
     pub(crate) const PANICKING_WALK: &str = "walk-panics.data";
-
-    // COMPRESSED2's data_size is checked without overflow: u64::MAX or more
-    // than the record holds is an error at the record's offset, never a panic.
-    #[test]
-    fn compressed2_sizes_do_not_overflow() {
-        let e = Endian::Little;
-        let h = RecordHeader {
-            type_: types::COMPRESSED2,
-            misc: 0,
-            size: 8 + 16,
-        };
-        for n in [u64::MAX, u64::MAX - 7, 9] {
-            let mut body = Vec::new();
-            body.put_u64(e, n);
-            body.put_u64(e, 0);
-            let err = compressed_payload(77, &h, &body, e).unwrap_err();
-            assert_eq!(err.offset, 77);
-        }
-        let mut body = Vec::new();
-        body.put_u64(e, 8);
-        body.put_u64(e, 0x1122);
-        let payload = compressed_payload(0, &h, &body, e).unwrap().unwrap();
-        assert_eq!(payload.len(), 8);
-        assert!(compressed_payload(5, &h, &[1, 2], e).is_err());
-    }
 }

@@ -26,6 +26,10 @@ pub(super) struct Emitter<'a> {
     pub(super) decompress: bool,
     /// `--buildid-mmap2`: maps converted.
     pub(super) convert: bool,
+    /// COMPRESSED records compressed anew rather than copied (without
+    /// `--decompress`): maps converted inside them, or a salvaged input's
+    /// decompressed data ends inside a record, which the copies would keep.
+    pub(super) recompress: bool,
     /// Pipe input, file output: the metadata records moved to the header.
     pub(super) drop_metadata: bool,
     pub(super) ids: Option<MapIds>,
@@ -167,7 +171,7 @@ impl Visitor for Emitter<'_> {
         if self.decompress {
             return;
         }
-        if !self.convert {
+        if !self.recompress {
             self.put(h, body);
             return;
         }
@@ -192,7 +196,7 @@ impl Visitor for Emitter<'_> {
     ) -> Result<(), FormatError> {
         self.report.records += 1;
         let recompress = self.in_compressed && !self.decompress;
-        if recompress && !self.convert {
+        if recompress && !self.recompress {
             // written whole by `stored`; its maps' ids noted for --buildid-all
             if matches!(h.type_, types::MMAP | types::MMAP2) && self.ids.is_some() {
                 let start = self.put_map(&h, body, attrs);

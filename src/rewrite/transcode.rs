@@ -182,6 +182,8 @@ fn transcode_once(
         pos: head.len() as u64,
         decompress: opts.decompress,
         convert: opts.buildid_mmap2,
+        recompress: opts.buildid_mmap2
+            || input.salvaged.as_ref().is_some_and(|s| s.inner.is_some()),
         drop_metadata: from_pipe && !opts.to_pipe,
         ids,
         report: ConvertReport::default(),
