@@ -813,3 +813,55 @@ fn a_killed_tracepoint_recording_warns_of_its_lost_tracing_data() {
         assert!(w.contains(want), "{want}: {w}");
     }
 }
+
+// A killed `perf record -z` (file mode) cut at the end of every COMPRESSED
+// record: each read with --salvage (exit 0, a record cut at the end of the
+// decompressed data dropped); perf reads convert's output with the samples
+// the decompressed output holds. Without the fix the cuts between the two
+// halves of a wrapped ring buffer fail (exit 2).
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_killed_z_recording_cut_at_every_compressed_record_is_salvaged() {
+    needs_perf_record();
+    let dir = scratch("salvage-killed-z-cuts");
+    let rec = dir.join("killed.data");
+    record_killed(&rec, &["-z", "-F", "8000"]);
+    let b = std::fs::read(&rec).unwrap();
+    let start = u64_at(&b, 40) as usize;
+    let cut = dir.join("cut.data");
+    let out = dir.join("out.data");
+    let mut at = start;
+    let mut ends = Vec::new();
+    while at + 8 <= b.len() {
+        let t = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        let size = u16::from_le_bytes([b[at + 6], b[at + 7]]) as usize;
+        at += size;
+        if matches!(t, 81 | 83) && at <= b.len() {
+            ends.push(at);
+        }
+    }
+    assert!(!ends.is_empty(), "COMPRESSED records");
+    let mut inner_cuts = 0;
+    for end in ends {
+        std::fs::write(&cut, &b[..end]).unwrap();
+        let _ = std::fs::remove_file(&out);
+        let o = run(&[
+            "convert".as_ref(),
+            "--salvage".as_ref(),
+            "-q".as_ref(),
+            cut.as_os_str(),
+            "--to".as_ref(),
+            "file".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert!(o.status.success(), "cut at {end}: {}", stderr(&o));
+        inner_cuts += usize::from(stderr(&o).contains("ends inside a record"));
+        let n = decompressed_samples(&dir, &cut);
+        assert_eq!(perf_samples(&out), n, "cut at {end}");
+    }
+    assert!(
+        inner_cuts > 0,
+        "no cut between the two halves of a wrapped ring buffer"
+    );
+}
