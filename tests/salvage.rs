@@ -814,18 +814,19 @@ fn a_killed_tracepoint_recording_warns_of_its_lost_tracing_data() {
     }
 }
 
-// A killed `perf record -z` (file mode) cut at the end of every COMPRESSED
-// record: each read with --salvage (exit 0, a record cut at the end of the
-// decompressed data dropped); perf reads convert's output with the samples
-// the decompressed output holds. Without the fix the cuts between the two
-// halves of a wrapped ring buffer fail (exit 2).
+// A killed `perf record -z` (file mode, a ring buffer of one page, so that
+// it wraps) cut at the end of every COMPRESSED record: each read with
+// --salvage (exit 0; at least one cut between the two halves of a wrapped
+// ring buffer, its partial record dropped); perf reads convert's output
+// with the samples the decompressed output holds. Without the fix those
+// cuts fail (exit 2).
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn a_killed_z_recording_cut_at_every_compressed_record_is_salvaged() {
     needs_perf_record();
     let dir = scratch("salvage-killed-z-cuts");
     let rec = dir.join("killed.data");
-    record_killed(&rec, &["-z", "-F", "8000"]);
+    record_killed(&rec, &["-z", "-F", "8000", "-m", "1"]);
     let b = std::fs::read(&rec).unwrap();
     let start = u64_at(&b, 40) as usize;
     let cut = dir.join("cut.data");
@@ -842,7 +843,7 @@ fn a_killed_z_recording_cut_at_every_compressed_record_is_salvaged() {
     }
     assert!(!ends.is_empty(), "COMPRESSED records");
     let mut inner_cuts = 0;
-    for end in ends {
+    for (i, end) in ends.into_iter().enumerate() {
         std::fs::write(&cut, &b[..end]).unwrap();
         let _ = std::fs::remove_file(&out);
         let o = run(&[
@@ -856,7 +857,12 @@ fn a_killed_z_recording_cut_at_every_compressed_record_is_salvaged() {
             out.as_os_str(),
         ]);
         assert!(o.status.success(), "cut at {end}: {}", stderr(&o));
-        inner_cuts += usize::from(stderr(&o).contains("ends inside a record"));
+        let inner = stderr(&o).contains("ends inside a record");
+        inner_cuts += usize::from(inner);
+        // perf is slow: it reads the outputs of those cuts and every 16th
+        if !inner && i % 16 != 0 {
+            continue;
+        }
         let n = decompressed_samples(&dir, &cut);
         assert_eq!(perf_samples(&out), n, "cut at {end}");
     }

@@ -133,7 +133,9 @@ impl Input {
     /// [`Input::salvaged`] says where: a stream that ends inside a record,
     /// a file whose data section runs past its end or whose header has
     /// data size 0 and no feature sections after the records (perf record
-    /// killed). Only what cannot be a cut stays an error.
+    /// killed), a file cut at or after its data's end (the features not
+    /// whole dropped), COMPRESSED records whose data ends inside a record
+    /// (it is dropped). Only what cannot be a cut stays an error.
     pub fn open_as(path: &Path, regular_only: bool, salvage: bool) -> Result<Input, InputError> {
         let (file, len, streamed) = open_input_file(path, regular_only)?;
         let mut input = Input {
