@@ -29,6 +29,13 @@ fn load_prog(insns: &[u64], name: &str, funcs: usize) -> (OwnedFd, BpfProgInfo) 
     (fd, info)
 }
 
+/// `base` (at most 10 bytes) and this test process's pid: a name no other
+/// run of these tests loads at the same time (perf -a lists every loaded
+/// program, and two suites may run on one machine).
+fn unique(base: &str) -> String {
+    format!("{base}{}", std::process::id() % 100_000)
+}
+
 /// Loads the test's one-function socket filter named `name`.
 fn load(name: &str) -> (OwnedFd, BpfProgInfo) {
     load_prog(&DROP_ALL, name, 1)
@@ -138,7 +145,7 @@ fn assert_has_program(path: &Path, info: &BpfProgInfo) -> Ksym {
 fn snapshot_writes_loaded_bpf_programs() {
     needs_root("loading and listing BPF programs");
     needs_perf();
-    let (_fd, info) = load("m2s_snap_test");
+    let (_fd, info) = load(&unique("m2s_snap"));
     let iter_name = std::str::from_utf8(mmap2_synth::sys::ITER_PROG_NAME).unwrap();
     let (_iter_fd, iter) = load(iter_name);
     let dir = scratch("bpf-snapshot");
@@ -178,7 +185,7 @@ fn snapshot_writes_loaded_bpf_programs() {
 fn snapshot_matches_perf_records_synthesis() {
     needs_root("loading and listing BPF programs");
     needs_perf_record();
-    let (_fd, info) = load("m2s_perf_test");
+    let (_fd, info) = load(&unique("m2s_perf"));
     let dir = scratch("bpf-vs-perf");
     let (ours, theirs) = (dir.join("ours.data"), dir.join("perf.data"));
     let me = std::process::id().to_string();
@@ -206,7 +213,7 @@ fn snapshot_matches_perf_records_synthesis() {
 #[ignore = "needs root (to drop to nobody, and to load a program)"]
 fn unprivileged_snapshot_says_why_bpf_is_missing() {
     needs_root("setpriv to drop to nobody");
-    let (_fd, _info) = load("m2s_eperm_test");
+    let (_fd, _info) = load(&unique("m2s_eperm"));
     let dir = scratch("bpf-eperm");
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let out = dir.join("n.data");
@@ -237,7 +244,7 @@ fn unprivileged_snapshot_says_why_bpf_is_missing() {
 fn subprograms_are_named_as_perf_names_them() {
     needs_root("loading and listing BPF programs");
     needs_perf_record();
-    let (_fd, info) = load_prog(&DROP_ALL_IN_SUBPROG, "m2s_subprog", 2);
+    let (_fd, info) = load_prog(&DROP_ALL_IN_SUBPROG, &unique("m2s_sub"), 2);
     let dir = scratch("bpf-subprog");
     let (ours, theirs) = (dir.join("ours.data"), dir.join("perf.data"));
     let me = std::process::id().to_string();
@@ -287,7 +294,7 @@ fn subprograms_are_named_as_perf_names_them() {
 fn merge_inserts_bpf_programs_once() {
     needs_root("loading and listing BPF programs");
     needs_perf();
-    let (_fd, info) = load("m2s_merge_test");
+    let (_fd, info) = load(&unique("m2s_merge"));
     let dir = scratch("bpf-merge");
     let (rec, merged, again, none) = (
         dir.join("rec.data"),
