@@ -7,13 +7,15 @@
 //!
 //! May import: `bytes`, `model`, `perf`.
 
+mod format;
 mod held;
 pub mod line;
 
 use std::io::{self, Write};
 
+pub use format::escape;
 use held::Held;
-pub use line::{escape, Line};
+pub use line::Line;
 
 use crate::bytes::Endian;
 use crate::perf::consts::{feature, types};
