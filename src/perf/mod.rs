@@ -20,6 +20,7 @@ pub mod evname;
 pub mod features;
 pub mod header;
 pub mod input;
+mod input_salvage;
 pub(crate) mod progress;
 pub mod record;
 pub mod salvage;
