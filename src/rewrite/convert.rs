@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 
 use super::attribution::MappedFiles;
 use super::buildids::{ConvertReport, MapIds};
-use super::merge::{open_input, MergeError};
+use super::error::MergeError;
+use super::open::open_input;
 use super::transcode::{transcode_knowing, TranscodeError, TranscodeOptions};
 use super::write::{
     finish_edited, gap_for, growth, patch_in_place, write_edited, write_head_and_prefix, Edit,

@@ -4,9 +4,11 @@
 //! insert, [`super::write`] writes it; the output is atomic.
 
 use std::collections::HashSet;
-use std::io;
 use std::path::{Path, PathBuf};
 
+use super::error::out_err;
+pub use super::error::MergeError;
+use super::open::open_input;
 use super::plan::{self, Which};
 use super::scan::RecordingFacts;
 use super::write;
@@ -17,7 +19,7 @@ use crate::perf::consts::{feature, types};
 use crate::perf::copy::walk_beside;
 use crate::perf::features::{encode_build_id_entries, parse_string_feature};
 use crate::perf::record::split_records;
-use crate::perf::{Input, InputError, Layout, RecordTooLarge};
+use crate::perf::{Input, Layout, RecordTooLarge};
 use crate::proc::kernel::{kernel_maps, KernelRoots, KERNEL_DSO};
 use crate::proc::{self, clock, parse, Skip, Snapshot, Target};
 use crate::snapshot::{self, Encoding, HeldProcess, KernelMaps};
@@ -83,41 +85,6 @@ pub struct MergeReport {
     pub unchanged: bool,
 }
 
-/// A merge failure.
-#[derive(Debug, thiserror::Error)]
-pub enum MergeError {
-    /// The recording or snapshot is malformed or unreadable.
-    #[error(transparent)]
-    Input(#[from] InputError),
-    /// Writing the output failed.
-    #[error("{op} {}", path.display())]
-    Output {
-        op: &'static str,
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: io::Error,
-    },
-    /// Reading the live system failed.
-    #[error("reading processes")]
-    Scan(#[from] proc::ScanError),
-    /// Our encoder produced a record that does not fit (a bug).
-    #[error("internal error, please report: {0}")]
-    Encode(#[from] RecordTooLarge),
-}
-
-impl MergeError {
-    /// True for bad input (exit code 2).
-    pub fn is_bad_input(&self) -> bool {
-        matches!(self, MergeError::Input(e) if e.is_bad_input())
-    }
-}
-
-pub(super) fn out_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> MergeError {
-    let path = path.to_path_buf();
-    move |source| MergeError::Output { op, path, source }
-}
-
 /// Pids whose maps the scan remembers for dedupe: only those that may get
 /// records (pids the recording "needs" have no maps in it by definition).
 fn dedupe_pids(
@@ -138,75 +105,6 @@ fn dedupe_pids(
                 .into_iter()
                 .collect()
         }
-    })
-}
-
-/// Opens the input of a rewrite: locked (see [`open_locked`]) when the
-/// output replaces it.
-pub(super) fn open_input(path: &Path, in_place: bool, salvage: bool) -> Result<Input, MergeError> {
-    if in_place {
-        open_locked(path, salvage)
-    } else {
-        Ok(Input::open_as(path, false, salvage)?)
-    }
-}
-
-/// How long an `--in-place` rewrite waits for another's lock on the file
-/// (whoever owns the file can hold one for ever).
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Locks `file` exclusively, waiting until `deadline` at most.
-pub(super) fn lock_by(file: &std::fs::File, deadline: std::time::Instant) -> io::Result<()> {
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(()),
-            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::WouldBlock,
-                    "held by another process until the wait ran out",
-                ))
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(e),
-        }
-    }
-}
-
-/// Opens `path`, a regular file, and locks it exclusively; when another
-/// rewrite replaced the file while we waited (the path names a new inode),
-/// opens it again.
-fn open_locked(path: &Path, salvage: bool) -> Result<Input, MergeError> {
-    use std::os::unix::fs::MetadataExt;
-    // one wait for all the tries (a file swapped for a new, locked one
-    // each time would otherwise restart it)
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
-    for _ in 0..1000 {
-        let input = Input::open_as(path, true, salvage)?;
-        lock_by(&input.file, deadline).map_err(out_err("locking", path))?;
-        let held = input.file.metadata().map_err(out_err("reading", path))?;
-        let now = std::fs::metadata(path).map_err(out_err("reading", path))?;
-        if (held.dev(), held.ino()) == (now.dev(), now.ino()) {
-            // a perf record still writing its file looks killed: replacing
-            // it would leave the rest of the recording in the unlinked file
-            if input.salvaged.is_some() && crate::sys::open_for_writing(&input.file) == Some(true) {
-                return Err(MergeError::Output {
-                    op: "salvaging in place",
-                    path: path.to_path_buf(),
-                    source: io::Error::other(
-                        "it is open for writing (a perf record still running?); \
-                         salvage it with -o into another file",
-                    ),
-                });
-            }
-            return Ok(input);
-        }
-    }
-    Err(MergeError::Output {
-        op: "locking (it keeps being replaced)",
-        path: path.to_path_buf(),
-        source: io::Error::from(io::ErrorKind::WouldBlock),
     })
 }
 

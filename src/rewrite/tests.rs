@@ -485,8 +485,8 @@ fn lock_wait_is_bounded() {
     holder.lock().unwrap();
     let other = std::fs::File::open(&path).unwrap();
     let soon = || std::time::Instant::now() + std::time::Duration::from_millis(100);
-    let e = super::merge::lock_by(&other, soon()).unwrap_err();
+    let e = super::open::lock_by(&other, soon()).unwrap_err();
     assert!(e.to_string().contains("held by another process"), "{e}");
     drop(holder);
-    super::merge::lock_by(&other, soon()).unwrap();
+    super::open::lock_by(&other, soon()).unwrap();
 }
