@@ -282,8 +282,9 @@ pub fn convert(
     report.from_pipe = from_pipe;
     report.to_pipe = to_pipe;
     report.salvaged = input.salvaged.clone();
-    // a writer meanwhile (a perf record still appending) made what was
-    // read a part of the file: keep the file, not the part
+    // a writer meanwhile (a perf record still appending, or edits beside
+    // the patch's copies) made what was read a part of the file: keep the
+    // file, not the part (one check for the patch and the stream alike)
     check_unchanged(&input, &before)?;
     out.commit().map_err(out_err("writing", output))?;
     Ok(report)
@@ -320,10 +321,6 @@ fn patch_copy(
     if header.features.contains(feature::AUXTRACE) {
         return Ok(Patched::Stream);
     }
-    let before = input
-        .file
-        .metadata()
-        .map_err(out_err("reading", &input.path))?;
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let mut ed = Editor::new(input, trust_paths, known, tx)?;
     let werr = out_err("writing", output);
@@ -381,7 +378,7 @@ fn patch_copy(
         f.seek(SeekFrom::Start(0))
             .map_err(out_err("writing", output))?;
         write_edited(input, header, features, &ed.edits, f).map_err(werr)?;
-        return check_unchanged(input, &before).map(|()| Patched::Done(Box::new(ed.report)));
+        return Ok(Patched::Done(Box::new(ed.report)));
     };
     let (prefix, rest) = ed.edits.split_at(ed.edits.partition_point(|x| x.at < p));
     let got =
@@ -397,11 +394,10 @@ fn patch_copy(
     } else {
         finish_edited(input, header, features, grow, f).map_err(werr)?;
     }
-    check_unchanged(input, &before).map(|()| Patched::Done(Box::new(ed.report)))
+    Ok(Patched::Done(Box::new(ed.report)))
 }
 
-/// The walk read the input while the copies did: a writer meanwhile would
-/// leave edits on other bytes, so a changed input is an error.
+/// Errors if the input changed since `before` was taken at the open.
 fn check_unchanged(input: &Input, before: &std::fs::Metadata) -> Result<(), ConvertError> {
     Ok(super::write::check_unchanged(
         input,
