@@ -49,17 +49,40 @@ pub const MMAP2_ID_AT: usize = 32;
 /// Appends an MMAP2 file identity: build-id size, 3 reserved bytes and the
 /// id padded to 20; or maj, min, ino, ino_generation.
 pub fn put_mmap2_id(out: &mut Vec<u8>, e: Endian, id: &Mmap2Id) {
-    let mut f = Fixed::<MMAP2_ID_LEN>::new(e);
-    f.mmap2_id(id);
-    out.extend_from_slice(&f.buf);
+    let mut f = [0u8; MMAP2_ID_LEN];
+    write_mmap2_id(&mut f, e, id);
+    out.extend_from_slice(&f);
 }
 
 /// Bytes of an MMAP2 file identity, in either form.
 const MMAP2_ID_LEN: usize = 4 + MAX_BUILD_ID;
 
+/// Writes an MMAP2 file identity over `f`, which is zeroed (the padding of
+/// a short build id is left as it is).
+fn write_mmap2_id(f: &mut [u8; MMAP2_ID_LEN], e: Endian, id: &Mmap2Id) {
+    match *id {
+        Mmap2Id::BuildId(id) => {
+            let b = id.as_bytes();
+            f[0] = b.len() as u8;
+            f[4..4 + b.len()].copy_from_slice(b);
+        }
+        Mmap2Id::Inode {
+            maj,
+            min,
+            ino,
+            ino_generation,
+        } => {
+            f[0..4].copy_from_slice(&e.u32_bytes(maj));
+            f[4..8].copy_from_slice(&e.u32_bytes(min));
+            f[8..16].copy_from_slice(&e.u64_bytes(ino));
+            f[16..24].copy_from_slice(&e.u64_bytes(ino_generation));
+        }
+    }
+}
+
 /// Encodes a PERF_RECORD_MMAP2 with its sample_id trailer. The size is
-/// known up front, so the record is zeroed in place once and its fixed 72
-/// bytes written as one copy (a snapshot encodes one per VMA).
+/// known up front, so the record is zeroed in place once and its fields
+/// written at their fixed offsets (a snapshot encodes one per VMA).
 pub fn encode_mmap2(
     out: &mut Vec<u8>,
     e: Endian,
@@ -80,25 +103,22 @@ pub fn encode_mmap2(
             size,
         });
     };
-    let mut f = Fixed::<MMAP2_FIXED>::new(e);
-    f.u32(types::MMAP2);
-    f.u16(misc);
-    f.u16(size16);
-    f.u32(m.pid);
-    f.u32(m.tid);
-    f.u64(m.addr);
-    f.u64(m.len);
-    f.u64(m.pgoff);
-    f.mmap2_id(&m.id);
-    f.u32(m.prot);
-    f.u32(m.flags);
-    debug_assert_eq!(f.at, MMAP2_FIXED, "every fixed field written");
-    // the record zeroed in place (its name's padding), then filled: copies
-    // of known size, no growth check per field
     let at = out.len();
     out.resize(at + size, 0);
     let (fixed, rest) = out[at..].split_at_mut(MMAP2_FIXED);
-    fixed.copy_from_slice(&f.buf);
+    let fixed: &mut [u8; MMAP2_FIXED] = fixed.try_into().expect("split at its length");
+    fixed[0..4].copy_from_slice(&e.u32_bytes(types::MMAP2));
+    fixed[4..6].copy_from_slice(&e.u16_bytes(misc));
+    fixed[6..8].copy_from_slice(&e.u16_bytes(size16));
+    fixed[8..12].copy_from_slice(&e.u32_bytes(m.pid));
+    fixed[12..16].copy_from_slice(&e.u32_bytes(m.tid));
+    fixed[16..24].copy_from_slice(&e.u64_bytes(m.addr));
+    fixed[24..32].copy_from_slice(&e.u64_bytes(m.len));
+    fixed[32..40].copy_from_slice(&e.u64_bytes(m.pgoff));
+    let id: &mut [u8; MMAP2_ID_LEN] = (&mut fixed[40..64]).try_into().expect("24 bytes");
+    write_mmap2_id(id, e, &m.id);
+    fixed[64..68].copy_from_slice(&e.u32_bytes(m.prot));
+    fixed[68..72].copy_from_slice(&e.u32_bytes(m.flags));
     let (name, trailer) = rest.split_at_mut(name_len);
     name[..m.filename.len()].copy_from_slice(m.filename);
     layout.write_into(trailer, e, sid);
@@ -108,59 +128,6 @@ pub fn encode_mmap2(
 /// Bytes of an MMAP2 record before its file name: header, pid, tid, addr,
 /// len, pgoff, the file identity, prot and flags.
 const MMAP2_FIXED: usize = 8 + 8 + 24 + 24 + 8;
-
-/// A fixed-size record part built on the stack, in one byte order.
-struct Fixed<const N: usize> {
-    buf: [u8; N],
-    at: usize,
-    e: Endian,
-}
-
-impl<const N: usize> Fixed<N> {
-    fn new(e: Endian) -> Self {
-        Fixed {
-            buf: [0; N],
-            at: 0,
-            e,
-        }
-    }
-    fn bytes(&mut self, b: &[u8]) {
-        self.buf[self.at..self.at + b.len()].copy_from_slice(b);
-        self.at += b.len();
-    }
-    fn u16(&mut self, v: u16) {
-        self.bytes(&self.e.u16_bytes(v));
-    }
-    fn u32(&mut self, v: u32) {
-        self.bytes(&self.e.u32_bytes(v));
-    }
-    fn u64(&mut self, v: u64) {
-        self.bytes(&self.e.u64_bytes(v));
-    }
-    /// An MMAP2 file identity: build-id size, 3 reserved bytes and the id
-    /// padded to 20 (the buffer is zeroed); or maj, min, ino, ino_generation.
-    fn mmap2_id(&mut self, id: &Mmap2Id) {
-        match *id {
-            Mmap2Id::BuildId(id) => {
-                let b = id.as_bytes();
-                self.bytes(&[b.len() as u8, 0, 0, 0]);
-                self.bytes(b);
-                self.at += MAX_BUILD_ID - b.len();
-            }
-            Mmap2Id::Inode {
-                maj,
-                min,
-                ino,
-                ino_generation,
-            } => {
-                self.u32(maj);
-                self.u32(min);
-                self.u64(ino);
-                self.u64(ino_generation);
-            }
-        }
-    }
-}
 
 /// The prot and flags an MMAP (v1) record stands for, as perf assumes
 /// them: PROT_READ|PROT_EXEC, or PROT_READ|PROT_WRITE with MMAP_DATA;

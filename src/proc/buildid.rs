@@ -454,7 +454,9 @@ impl LocalBuildIds {
             .iter()
             .position(|r| matches!(r, Some((k, _)) if k == key));
         if let Some(i) = at {
-            self.recent[..=i].rotate_right(1);
+            if i > 0 {
+                self.recent[..=i].rotate_right(1);
+            }
             return self.recent[0].map(|(_, known)| known);
         }
         let known = match self.map.get(key) {

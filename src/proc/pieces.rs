@@ -21,6 +21,10 @@ use crate::model::{Part, Process, ReadTimes, Source, Thread, Vma};
 /// costs them nothing.
 pub const PART_BYTES: usize = 1 << 20;
 
+/// VMAs room is made for at first: a typical process's executable maps,
+/// so its vector does not grow four times from empty.
+const FIRST_VMAS: usize = 32;
+
 /// The shared build-id cache and this worker's copy of its answers.
 pub(super) type Caches<'a> = (&'a BuildIdCache, &'a mut Local);
 
@@ -86,7 +90,7 @@ impl<'p, 's> Pieces<'p, 's> {
             head,
             check,
             opts,
-            vmas: Vec::new(),
+            vmas: Vec::with_capacity(FIRST_VMAS),
             times: ReadTimes::default(),
             last_end: 0,
             walk_start: 0,
@@ -236,8 +240,8 @@ pub(super) fn read_vmas(
     };
     let tids: Vec<u32> = pieces.head.threads.iter().map(|t| t.tid).collect();
     let mut fallback = None; // first empty or vanished result, if no thread has VMAs
+    let dir = opts.proc_root.join(pid.to_string());
     for &tid in &tids {
-        let dir = opts.proc_root.join(pid.to_string());
         let path = if tid == pid {
             dir.join("maps")
         } else {

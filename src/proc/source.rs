@@ -83,8 +83,12 @@ impl Names {
             return Name::EMPTY;
         }
         if let Some(i) = self.recent.iter().position(|r| r.as_deref() == Some(name)) {
-            self.recent[..=i].rotate_right(1);
-            return Name::shared(self.recent[0].clone().unwrap_or_else(|| name.into()));
+            if i > 0 {
+                self.recent[..=i].rotate_right(1);
+            }
+            if let Some(known) = &self.recent[0] {
+                return Name::shared(known.clone());
+            }
         }
         let shared = match self.set.get(name) {
             Some(known) => known.clone(),

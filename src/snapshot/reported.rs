@@ -31,9 +31,14 @@ pub struct Reported {
     files: HashMap<FileKey, Seen, foldhash::fast::RandomState>,
     /// Bytes `files` holds, as [`MAX_BYTES`] counts them.
     bytes: usize,
+    /// The file asked about last, as `files` has it (or had it, before a
+    /// start over: still reported): a library's maps come one after
+    /// another, so most questions are answered here without a hash.
+    last: Option<(FileKey, Seen)>,
 }
 
 /// A file as last reported.
+#[derive(Clone)]
 struct Seen {
     name: Name,
     /// Its build id, when one was reported (the summary then counts it
@@ -60,13 +65,22 @@ impl Reported {
             // neither a DSO nor (from a scan) a build id
             None => return v.build_id.is_some(),
         };
+        // names are shared by the scan: the same copy is the same name
+        let known = |seen: &Seen| {
+            (seen.name.shares(&v.name) || *seen.name == *v.name)
+                && (v.build_id.is_none() || v.build_id == seen.build_id)
+        };
+        if matches!(&self.last, Some((k, seen)) if *k == key && known(seen)) {
+            return false;
+        }
         if let Some(seen) = self.files.get_mut(&key) {
-            // names are shared by the scan: the same copy is the same name
+            if known(seen) {
+                self.last = Some((key, seen.clone()));
+                return false;
+            }
             if seen.name.shares(&v.name) || *seen.name == *v.name {
-                if v.build_id.is_none() || v.build_id == seen.build_id {
-                    return false;
-                }
                 seen.build_id = v.build_id;
+                self.last = Some((key, seen.clone()));
                 return true;
             }
         }
@@ -76,13 +90,12 @@ impl Reported {
             self.bytes = 0;
         }
         self.bytes += ENTRY_BYTES + v.name.len();
-        let old = self.files.insert(
-            key,
-            Seen {
-                name: v.name.clone(),
-                build_id: v.build_id,
-            },
-        );
+        let seen = Seen {
+            name: v.name.clone(),
+            build_id: v.build_id,
+        };
+        self.last = Some((key, seen.clone()));
+        let old = self.files.insert(key, seen);
         if let Some(old) = old {
             self.bytes -= ENTRY_BYTES + old.name.len();
         }
