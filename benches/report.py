@@ -13,6 +13,8 @@ def parse(line):
         if "/" in v:
             wall, cpu = v.split("/")
             r[k] = (float(wall), float(cpu))
+        elif k.startswith("pair_"):
+            r[k] = float(v)
         else:
             r[k] = int(v)
     return r
@@ -22,9 +24,19 @@ def ratio(a, b):
     return a / b if b > 0 else float("inf")
 
 
+def both(r, of_medians, pair):
+    """A ratio as the median of the ratios paired within each run (the
+    verdict's figure: it cancels the machine's drift between runs), then the
+    ratio of the medians in parentheses."""
+    if pair not in r:
+        return f"{of_medians:.2f}"
+    return f"**{r[pair]:.2f}** ({of_medians:.2f})"
+
+
 def main():
     rows = [parse(l) for l in open(sys.argv[1]) if l.strip()]
     print("\n## Snapshot: the two shapes (CPU s, wall s)\n")
+    print("Ratios: **median of the ratios paired within each run** (ratio of the medians).\n")
     print("| workload | floor | mmap2-synth | -j 1 | --no-buildid | perf synthesis |"
           " ours / floor [<= 1.25] | perf / ours [>= 4] | wall -j2 / -j1 [<= 0.6] |"
           " -d / all-VMA walk [<= 1.25] | -d peak RSS |")
@@ -36,9 +48,11 @@ def main():
         print(f"| {r['procs']} x ({r['exec']} + {r['data']}), {r['nexec']} exec VMAs "
               f"| {r['floor'][1]:.3f} | {r['synth'][1]:.3f} | {r['synth_j1'][1]:.3f} "
               f"| {r['synth_nobuildid'][1]:.3f} | {perf:.3f} "
-              f"| {ratio(r['synth'][1], r['floor'][1]):.2f} | {ratio(perf, r['synth'][1]):.2f} "
-              f"| {ratio(r['synth'][0], r['synth_j1'][0]):.2f} "
-              f"| {ratio(r['synth_d'][1], r['floor_all'][1]):.2f} | {r['rss'] / 1024:.1f} MiB |")
+              f"| {both(r, ratio(r['synth'][1], r['floor'][1]), 'pair_synth_floor')} "
+              f"| {both(r, ratio(perf, r['synth'][1]), 'pair_perf_synth')} "
+              f"| {both(r, ratio(r['synth'][0], r['synth_j1'][0]), 'pair_j2_j1')} "
+              f"| {both(r, ratio(r['synth_d'][1], r['floor_all'][1]), 'pair_d_all')} "
+              f"| {r['rss'] / 1024:.1f} MiB |")
     print("\n## Process heads: the BPF task iterator (default) against /proc (CPU s)\n")
     print("| workload | floor | mmap2-synth (iterator) | --task-source proc | perf synthesis |"
           " iterator / proc | iterator / floor | proc / floor | perf / iterator |")

@@ -18,7 +18,8 @@
 #     1 / 1,000 / 100,000 executable VMAs (vm.max_map_count is raised for it
 #     and restored).
 # CPU = user + sys of the command (bash `time`), medians of REPS interleaved
-# runs; peak RSS from GNU time.
+# runs; ratios also as the median of the ratios paired within each run (the
+# figure the README's verdicts use); peak RSS from GNU time.
 set -euo pipefail
 REPS=${1:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -84,6 +85,23 @@ if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
     for n in "${names[@]}"; do
         line+=" $n=$(cut -d' ' -f1 "$out/$n.times" | median)/$(cut -d' ' -f2 "$out/$n.times" | median)"
     done
+    # Ratios paired within each run (the commands of one run are seconds
+    # apart, so they share the machine's state), then their median: the
+    # floor moves by up to 1.8x between runs here, and a ratio of medians
+    # taken from different runs carries that drift.
+    pair() { # EXPR over the fields of the named .times files, pasted
+        local expr=$1
+        shift
+        local files=()
+        for n in "$@"; do files+=("$out/$n.times"); done
+        paste -d' ' "${files[@]}" | awk "{print $expr}" | median
+    }
+    line+=" pair_synth_floor=$(pair '($4 > 0) ? $2 / $4 : 0' synth floor)"
+    line+=" pair_perf_synth=$(pair '($6 > 0) ? ($2 - $4) / $6 : 0' perf_synth perf_nosynth synth)"
+    line+=" pair_j2_j1=$(pair '($3 > 0) ? $1 / $3 : 0' synth synth_j1)"
+    if [ "$MODE" = shape ]; then
+        line+=" pair_d_all=$(pair '($4 > 0) ? $2 / $4 : 0' synth_d floor_all)"
+    fi
     echo "$line"
     exit 0
 fi
