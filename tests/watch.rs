@@ -483,6 +483,121 @@ fn a_map_made_ahead_of_the_walk_is_written_once() {
     );
 }
 
+/// The MMAP2 records of process `pid` in the file-mode perf.data `path`, as
+/// linux-perf-data reads them: (start, length, path, time).
+fn linux_perf_data_maps(path: &Path, pid: u32) -> Vec<(u64, u64, String, u64)> {
+    use linux_perf_data::linux_perf_event_reader::EventRecord;
+    use linux_perf_data::{PerfFileReader, PerfFileRecord};
+    let file = std::fs::File::open(path).unwrap();
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(std::io::BufReader::new(file)).unwrap();
+    let mut out = Vec::new();
+    while let Some(r) = record_iter.next_record(&mut perf_file).unwrap() {
+        let PerfFileRecord::EventRecord { record, .. } = r else {
+            continue;
+        };
+        let time = record.timestamp().unwrap_or(0);
+        if let EventRecord::Mmap2(m) = record.parse().unwrap() {
+            if m.pid == pid as i32 {
+                let name = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                out.push((m.address, m.length, name, time));
+            }
+        }
+    }
+    out
+}
+
+/// A snapshot (`-p` with `args`) of a fixedmap fixture with a library at
+/// 0x10000, its first VMA, held after reading it while the fixture maps,
+/// ahead of the walk, each of `maps` ((fixture command without its DONE,
+/// address)). Asserts that each place is written once, by the scan at
+/// time 0, as the summary, linux-perf-data and perf script read the output.
+fn identityless_ahead_of_the_walk(name: &str, args: &[&str], maps: &[(String, u64)]) {
+    let (dir, lib_a, _lib_b, mut m) = fixed_mapper(name);
+    fixed(
+        &mut m,
+        &dir,
+        &format!("map {} 10000 1000 0", lib_a.display()),
+    );
+    let (out, hold) = (dir.join("ahead.data"), dir.join("vma.hold"));
+    let snap = Command::new(bin())
+        .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
+        .args(args)
+        .env(
+            "MMAP2_SYNTH_TEST_HOLD_AFTER_VMA",
+            format!("1:{}", hold.display()),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the walk to be held after its first VMA", || hold.exists());
+    for (line, _) in maps {
+        fixed(&mut m, &dir, line);
+    }
+    std::fs::remove_file(&hold).unwrap();
+    let o = snap.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let want = format!("0 records added, {} superseded", maps.len());
+    assert!(err.contains(&want), "{want}: {err}");
+    let ours = linux_perf_data_maps(&out, m.pid);
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let theirs = perf_script_mmaps(&script);
+    for (line, addr) in maps {
+        let here: Vec<_> = ours.iter().filter(|r| r.0 == *addr).collect();
+        assert_eq!(here.len(), 1, "{line}: once: {here:?} {err}");
+        assert_eq!(here[0].3, 0, "{line}: the scan's: {here:?}");
+        let shown = (theirs.iter()).filter(|x| x.pid == m.pid && x.start == *addr);
+        assert_eq!(shown.count(), 1, "{line}: once in perf script: {script}");
+    }
+}
+
+// Maps with no build id to compare by (a file without one, one of a
+// 32-byte id that MMAP2 cannot carry, anonymous executable memory) made
+// ahead of the walk while it is held after its first VMA, so read by the
+// scan and recorded by the watch in between, are written once, the
+// scan's (they were written twice: the identity rule needed a build id).
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn maps_with_no_build_id_made_ahead_of_the_walk_are_written_once() {
+    let f = fixtures();
+    let maps = [
+        (
+            format!("map {} 20000 1000 0", f.lib_none.display()),
+            0x20000,
+        ),
+        (
+            format!("map {} 30000 1000 0", f.lib_long.display()),
+            0x30000,
+        ),
+        ("anon 40000 2000 5".to_string(), 0x40000),
+    ];
+    identityless_ahead_of_the_walk("watch-no-id", &[], &maps);
+}
+
+// The same under -d and --no-buildid: a library whose watched record gets
+// its build id while the scan's carries its inode, and anonymous writable
+// memory (data, watched with -d), are written once, the scan's.
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn maps_read_in_inode_form_made_ahead_of_the_walk_are_written_once() {
+    let lib = fixtures().lib_sha1.display().to_string();
+    let maps = [
+        (format!("map {lib} 20000 1000 0"), 0x20000),
+        ("anon 40000 3000 3".to_string(), 0x40000),
+    ];
+    let args = ["-d", "--no-buildid"];
+    identityless_ahead_of_the_walk("watch-inode-form", &args, &maps);
+}
+
 /// The fixedmap fixture, started in a scratch directory `name` with the
 /// two libraries of [`two_libraries`]: (dir, A, B, the fixture).
 fn fixed_mapper(name: &str) -> (Scratch, PathBuf, PathBuf, Mapper) {

@@ -7,12 +7,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::encode::Encoding;
+use super::identity::MapIdentity;
 use super::ids::WatchedIds;
 use super::stats::Stats;
 use crate::bytes::Endian;
-use crate::model::{BuildId, ReadTimes, MAX_BUILD_ID};
+use crate::model::{BuildId, ReadTimes};
 use crate::perf::consts::{misc, types};
-use crate::perf::events::{parse_fork, parse_map, MapRecord};
+use crate::perf::events::{parse_fork, parse_map};
 use crate::perf::{BuildIdEntry, RecordHeader};
 use crate::proc;
 use crate::proc::watch::{Progress, Watched};
@@ -35,18 +36,21 @@ use crate::proc::watch::{Progress, Watched};
 ///   would undo the replacement).
 /// - **Maybe the scan's own.** One recorded while the one map there was
 ///   being read (between the times around its run) is dropped when it is
-///   identical to it ([`MapIdentity`]: same place, offset, prot, build id
-///   and name length): replaying it would change nothing.
+///   identical to it ([`MapIdentity`]: same place, offset, prot, name
+///   length and file, by build id or else device and inode, the watched
+///   map's taken in both forms): replaying it would change nothing.
 /// - **Anything else** is added: one recorded after the read (an
 ///   `mprotect` back to executable, a map made again), one only partly
 ///   seen after it, one of a place the scan never showed; and so is every
 ///   later one over a place an added one covers, so the replay ends as the
 ///   process did.
 ///
-/// So a change is never lost; a map is written twice when it was made
-/// while the scan read near it and has no identity (no build id, as
-/// anonymous and most data maps under `-d`, or the text fallback's whole
-/// walk as the window).
+/// So a change is never lost; a map made while the scan read near it is
+/// written twice only where the two records cannot be compared (a watched
+/// map whose file's id could not be read where the scan's has one, or a
+/// name the kernel writes otherwise) or it replaced another there in that
+/// moment (the older is added, then it over it; the text fallback's moment
+/// is its whole walk).
 ///
 /// A watched FORK of a process the scan read after that fork is dropped
 /// too: replayed after the scan's records, it would give the child its
@@ -249,8 +253,15 @@ impl WatchFilter {
     /// `start..end` recorded at `time` with `identity`, the
     /// watched maps before it taken (see [`WatchFilter`]). If not, its
     /// place is marked: it is added.
-    fn superseded(&mut self, pid: u32, start: u64, end: u64, time: u64, id: &MapIdentity) -> bool {
-        if !self.dirty.overlaps(pid, start, end) && self.seen_over(pid, start, end, time, id) {
+    fn superseded(
+        &mut self,
+        pid: u32,
+        start: u64,
+        end: u64,
+        time: u64,
+        ids: &[MapIdentity],
+    ) -> bool {
+        if !self.dirty.overlaps(pid, start, end) && self.seen_over(pid, start, end, time, ids) {
             return true;
         }
         self.dirty.add(pid, start, end);
@@ -259,7 +270,14 @@ impl WatchFilter {
 
     /// Whether the scan's maps around `start..end` show it all after
     /// `time`, or are one identical map maybe read after it.
-    fn seen_over(&mut self, pid: u32, start: u64, end: u64, time: u64, id: &MapIdentity) -> bool {
+    fn seen_over(
+        &mut self,
+        pid: u32,
+        start: u64,
+        end: u64,
+        time: u64,
+        ids: &[MapIdentity],
+    ) -> bool {
         if !self.sorted {
             self.seen.sort_unstable();
             let mut last = None;
@@ -294,7 +312,7 @@ impl WatchFilter {
             }
         }
         if let [m] = over[..] {
-            let same = (m.start, m.end) == (start, end) && m.identity.same(id);
+            let same = (m.start, m.end) == (start, end) && ids.iter().any(|id| m.identity.same(id));
             if same && time <= m.read.1 {
                 return true;
             }
@@ -397,20 +415,24 @@ impl WatchFilter {
             let mut new_id = None;
             let (mut misc, mut body) = (w.misc, std::borrow::Cow::Borrowed(&w.body[..]));
             if w.record_type == types::MMAP2 {
-                // its file's id, read now (the watch asks the kernel for none)
-                self.ids.stamp(&mut misc, &mut body);
-                let h = RecordHeader {
+                let h = |misc| RecordHeader {
                     type_: types::MMAP2,
                     misc,
                     size: 0,
                 };
-                let Some(m) = parse_map(&h, &body, e) else {
+                // as the kernel wrote it, in inode form
+                let Some(kernel) = parse_map(&h(misc), &body, e) else {
+                    continue;
+                };
+                // its file's id, read now (the watch asks the kernel for none)
+                self.ids.stamp(&mut misc, &mut body);
+                let Some(m) = parse_map(&h(misc), &body, e) else {
                     continue;
                 };
                 let k = &m.key;
                 let end = k.addr.saturating_add(k.len);
-                let id = MapIdentity::of(&m);
-                if self.superseded(k.pid, k.addr, end, w.time, &id) {
+                let ids = MapIdentity::watched(&kernel, &m);
+                if self.superseded(k.pid, k.addr, end, w.time, &ids) {
                     stats.watched_superseded += 1;
                     continue;
                 }
@@ -471,58 +493,6 @@ fn encode_watched(
             rec.truncate(at);
             false
         }
-    }
-}
-
-/// What tells one map of a place from another in an MMAP2 record, compared
-/// exactly: the offset, prot, shared or private, build id and the length of
-/// the file name as perf writes them. Without a build id (the file's
-/// identity unknown) it is [`MapIdentity::NONE`], the same as nothing. A
-/// watched map identical to one the scan wrote at the same place may be the
-/// same map read twice. The name's bytes are left out (kept for every map
-/// they would cost the scan a hash or a copy per VMA): two files of one
-/// build id, mapped alike at one place, read as the same map, as perf's
-/// symbol lookup by build id has them anyway.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct MapIdentity {
-    pgoff: u64,
-    build_id: [u8; MAX_BUILD_ID],
-    build_id_len: u8,
-    /// PROT_* bits, and MAP_SHARED above them.
-    prot: u8,
-    name_len: u16,
-}
-
-impl MapIdentity {
-    /// No identity: the same as nothing.
-    pub const NONE: MapIdentity = MapIdentity {
-        pgoff: 0,
-        build_id: [0; MAX_BUILD_ID],
-        build_id_len: 0,
-        prot: 0,
-        name_len: 0,
-    };
-
-    /// The identity of a map record (the scan's, or a watched one).
-    pub fn of(m: &MapRecord) -> MapIdentity {
-        let Some(id) = m.build_id else {
-            return MapIdentity::NONE;
-        };
-        let mut build_id = [0; MAX_BUILD_ID];
-        build_id[..id.as_bytes().len()].copy_from_slice(id.as_bytes());
-        let shared = u8::from(m.flags & libc::MAP_SHARED as u32 != 0);
-        MapIdentity {
-            pgoff: m.key.pgoff,
-            build_id,
-            build_id_len: id.as_bytes().len() as u8,
-            prot: (m.prot & 0x0f) as u8 | shared << 4,
-            name_len: m.key.filename.len().min(usize::from(u16::MAX)) as u16,
-        }
-    }
-
-    /// Whether this and `other` are one map's (neither is [`Self::NONE`]).
-    pub fn same(&self, other: &MapIdentity) -> bool {
-        self.build_id_len != 0 && self == other
     }
 }
 
@@ -699,22 +669,18 @@ mod tests {
     // mprotect back to executable), it is a new event and added.
     #[test]
     fn maps_recorded_after_the_read_are_new_events() {
+        // read at 10, over by 10: identical maps after it are not the scan's
+        let mut read = ReadTimes::at(10);
+        read.end_at(10);
         let mut f = WatchFilter::default();
-        f.note(
-            7,
-            scan(&[page(0x1000), page(0x2000)]),
-            Some(ReadTimes::at(10)),
-        );
+        let pages = [page(0x1000), page(0x2000)];
+        f.note(7, scan(&pages), Some(read.clone()));
         let mut later = watched_map(7, 0x2000);
         later.time = 11;
         let recs = [watched_map(7, 0x1000), later];
         assert_eq!(added_and_superseded(&mut f, &recs), (1, 1));
         let mut f = WatchFilter::default();
-        f.note(
-            7,
-            scan(&[page(0x1000), page(0x2000)]),
-            Some(ReadTimes::at(10)),
-        );
+        f.note(7, scan(&pages), Some(read));
         let mut at_start = watched_map(7, 0x2000);
         at_start.time = 10;
         assert_eq!(
@@ -725,8 +691,8 @@ mod tests {
     }
 
     // Each map has the read time of its own run of VMAs, not the piece's:
-    // a map recorded after the first run was read but before the second
-    // is the scan's in the second run and a new event in the first.
+    // another map recorded after the first run began but before the second
+    // is the scan's view in the second run and a new event in the first.
     #[test]
     fn read_times_are_per_vma_not_per_piece() {
         let mut f = WatchFilter::default();
@@ -736,8 +702,8 @@ mod tests {
         let mut times = ReadTimes::at(10);
         times.push(20);
         f.note(7, scan(&pages), Some(times));
-        let first = watched_map_of(7, 0x1000, 0x1000, b"/lib/a.so", 15);
-        let second = watched_map_of(7, 0x1000 * 40, 0x1000, b"/lib/a.so", 15);
+        let first = watched_map_of(7, 0x1000, 0x1000, b"/lib/ab.so", 15);
+        let second = watched_map_of(7, 0x1000 * 40, 0x1000, b"/lib/ab.so", 15);
         assert_eq!(added_and_superseded(&mut f, &[first]), (1, 0));
         assert_eq!(added_and_superseded(&mut f, &[second]), (0, 1));
     }
@@ -918,6 +884,57 @@ mod tests {
             (1, 0),
             "another range"
         );
+    }
+
+    // With no build id on either side, a map recorded while the scan read
+    // the one map there is the scan's when identical by device and inode (a
+    // file with no id or a long one, `--no-buildid`), or for anonymous
+    // memory by prot and name, whatever page offset the kernel recorded:
+    // dropped. Another inode or prot there, or one recorded after the
+    // read, is added.
+    #[test]
+    fn maps_without_build_ids_are_the_scans_by_inode() {
+        let inode = |ino| Mmap2Id::Inode {
+            maj: 8,
+            min: 1,
+            ino,
+            ino_generation: 3,
+        };
+        let anon = Mmap2Id::Inode {
+            maj: 0,
+            min: 0,
+            ino: 0,
+            ino_generation: 0,
+        };
+        let mut records = Vec::new();
+        put_mmap2(&mut records, (0x1000, 0x1000, 5), b"/lib/x.so", inode(42));
+        put_mmap2(&mut records, (0x4000, 0x2000, 3), b"//anon", anon);
+        let mut read = ReadTimes::at(10);
+        read.end_at(20);
+        let watched = |(addr, len, prot), name: &[u8], id, time| {
+            let mut w = watched_mmap2(7, (addr, len, prot), name, id, time);
+            w.body[24..32].copy_from_slice(&(addr * u64::from(id == anon)).to_ne_bytes());
+            w
+        };
+        let mut f = WatchFilter::default();
+        f.note(7, records.clone(), Some(read.clone()));
+        let recs = [
+            watched((0x1000, 0x1000, 5), b"/lib/x.so", inode(42), 15),
+            watched((0x4000, 0x2000, 3), b"//anon", anon, 15),
+        ];
+        assert_eq!(added_and_superseded(&mut f, &recs), (0, 2));
+        for (w, what) in [
+            (
+                watched((0x1000, 0x1000, 5), b"/lib/x.so", inode(43), 15),
+                "inode",
+            ),
+            (watched((0x4000, 0x2000, 1), b"//anon", anon, 15), "prot"),
+            (watched((0x4000, 0x2000, 3), b"//anon", anon, 21), "after"),
+        ] {
+            let mut f = WatchFilter::default();
+            f.note(7, records.clone(), Some(read.clone()));
+            assert_eq!(added_and_superseded(&mut f, &[w]), (1, 0), "{what}");
+        }
     }
 
     /// A filter following a drain progress of the test's own.

@@ -3,7 +3,7 @@
 //! reading one back (`read`), what a scan worker already reported
 //! (`reported`), a live scan streamed to its output (`live`),
 //! watching that scan, whatever the output (`watched`), which of the watch's
-//! records are added (`filter`) with their files' build ids (`ids`), and the counts of the summary (`stats`).
+//! records are added (`filter`, comparing maps by `identity`) with their files' build ids (`ids`), and the counts of the summary (`stats`).
 //!
 //! May import: `bytes`, `model`, `perf`, `proc` (for the scan's result type
 //! and host facts).
@@ -12,6 +12,7 @@ pub mod bpf;
 pub mod encode;
 pub mod file;
 pub mod filter;
+pub mod identity;
 pub mod ids;
 pub mod live;
 pub mod read;
