@@ -1173,6 +1173,30 @@ fn a_late_pid_reused_by_another_parent_is_not_read() {
     );
 }
 
+// With --no-buildid a map made after the scan read its process is watched
+// in the inode form the scan writes (its inode, no build id), as the
+// scan's own maps are.
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn watched_maps_have_no_build_id_with_no_buildid() {
+    let (dir, lib_a, _lib_b, mut m) = two_libraries("watch-noid");
+    let out = dir.join("noid.data");
+    let err = snapshot_with_map_after_scan(&mut m, &lib_a, &out, &["--no-buildid"]);
+    assert!(err.contains("watched during the scan: "), "{err}");
+    let all = maps(&out);
+    let a = lib_a.to_str().unwrap();
+    let hits: Vec<&Value> = all.iter().filter(|v| v["path"] == a).collect();
+    assert_eq!(hits.len(), 1, "{all:?}");
+    assert_eq!(hits[0]["build_id"], Value::Null, "{:?}", hits[0]);
+    use std::os::unix::fs::MetadataExt;
+    let ino = std::fs::metadata(&lib_a).unwrap().ino();
+    assert_eq!(hits[0]["ino"], Value::from(ino), "{:?}", hits[0]);
+    assert!(
+        all.iter().all(|v| v["build_id"].is_null()),
+        "no build id anywhere: {all:?}"
+    );
+}
+
 // --json watches as the file output does: a library mapped after the scan
 // read its process (held there by the test hook) is among its lines once,
 // with a real CLOCK_MONOTONIC time and its ELF build id (also a build_id

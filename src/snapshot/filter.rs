@@ -154,10 +154,12 @@ impl Dirty {
 
 impl WatchFilter {
     /// A filter following the drains of `progress` (see `progress` below),
-    /// or keeping every map noted when None.
-    pub fn following(progress: Option<Arc<Progress>>) -> WatchFilter {
+    /// or keeping every map noted when None; the watched maps get their
+    /// files' build ids when `build_ids`.
+    pub fn following(progress: Option<Arc<Progress>>, build_ids: bool) -> WatchFilter {
         WatchFilter {
             progress,
+            ids: WatchedIds::new(build_ids),
             ..WatchFilter::default()
         }
     }

@@ -20,19 +20,36 @@ use crate::perf::events::{put_mmap2_id, Mmap2Id, MMAP2_ID_AT};
 use crate::proc::buildid;
 
 /// The ids read so far, by (major, minor, inode) of the file.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct WatchedIds {
     known: HashMap<(u32, u32, u64), Option<BuildId>>,
+    /// Ids are read (not with `--no-buildid`: the watched maps stay in
+    /// inode form, as the scan's are).
+    on: bool,
+}
+
+impl Default for WatchedIds {
+    fn default() -> Self {
+        WatchedIds::new(true)
+    }
 }
 
 impl WatchedIds {
+    /// Ids read when `on`; none otherwise.
+    pub fn new(on: bool) -> WatchedIds {
+        WatchedIds {
+            known: HashMap::new(),
+            on,
+        }
+    }
+
     /// Gives a watched MMAP2 in inode form (this machine's byte order; the
     /// body without its trailer) its file's build id, in place: the body's
     /// identity in build-id form and `misc`'s flag set. Left as it is when
     /// the id cannot be read (the file unmapped and replaced or gone, no
     /// ELF, no id) or the map is anonymous.
     pub fn stamp(&mut self, misc: &mut u16, body: &mut Cow<'_, [u8]>) {
-        if *misc & misc::MMAP_BUILD_ID != 0 {
+        if !self.on || *misc & misc::MMAP_BUILD_ID != 0 {
             return;
         }
         let Some((pid, vma)) = watched_vma(body) else {
@@ -171,8 +188,12 @@ mod tests {
         let want = buildid::read_build_id_at_path(Path::new(f[5]))
             .unwrap()
             .unwrap();
-        let mut ids = WatchedIds::default();
         let plain = body(s, e - s, (dev.0, dev.1, ino), f[5].as_bytes());
+        // with --no-buildid, left in inode form
+        let (mut b, mut m) = (Cow::Borrowed(&plain[..]), 2u16);
+        WatchedIds::new(false).stamp(&mut m, &mut b);
+        assert_eq!((m, &b[..]), (2, &plain[..]));
+        let mut ids = WatchedIds::default();
         let (mut b, mut m) = (Cow::Borrowed(&plain[..]), 2u16);
         ids.stamp(&mut m, &mut b);
         assert_eq!(m, 2 | misc::MMAP_BUILD_ID);

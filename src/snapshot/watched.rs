@@ -37,6 +37,9 @@ pub struct ScanWatch {
     skipped: Option<String>,
     /// CLOCK_MONOTONIC ns at the start.
     start: u64,
+    /// Whether the watched maps get their files' build ids, as the scan's
+    /// do (not with `--no-buildid`).
+    build_ids: bool,
 }
 
 /// What the watch of a scan tells the summary.
@@ -115,6 +118,7 @@ impl ScanWatch {
             late: (0, 0),
             skipped,
             start,
+            build_ids: scan.build_ids,
         }
     }
 
@@ -188,7 +192,7 @@ impl ScanWatch {
     /// The filter for this watch's records, following its drains so it
     /// keeps only the map ranges it may need.
     pub fn filter(&self) -> WatchFilter {
-        WatchFilter::following(self.watch.as_ref().map(Watch::progress))
+        WatchFilter::following(self.watch.as_ref().map(Watch::progress), self.build_ids)
     }
 
     /// Right after the scan: the records the watch saw (time-ordered, this
