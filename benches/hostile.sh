@@ -4,7 +4,7 @@
 # each under its own long name (any user can make them), of a process
 # flooding the watch with maps of a long path while the snapshot is held
 # after its scan, pprof's time on a recording of many events all on one
-# stack, and archive --from, merge --maps and dump --sort of a small file
+# stack, and archive --from, merge --maps (-a too) and dump --sort of a small file
 # whose compressed records expand to 180 MiB of map records.
 #
 #   benches/hostile.sh           (needs gcc, python3 and zstd;
@@ -86,13 +86,15 @@ for n in "${events[@]}"; do
         "$bin" pprof -q "$out/ev.data" -o "$out/ev.pb.gz" --no-symbolize 2>&1 | tail -1
 done
 echo "a file of 3 compressed records, each $zmib MiB of four MMAP2 records repeated"
-echo "(a process that does not run), as --from, --maps (to a recording without that pid), dumped:"
+echo "(a process that does not run), as --from, --maps (to a recording without that pid, then -a), dumped:"
 python3 "$root/benches/gen_zmmap_bomb.py" "$out/zmaps.data" 3 "$zmib"
 z="$out/zmaps.data ($(stat -c %s "$out/zmaps.data") bytes)"
 /usr/bin/time -f "archive --from $z: %M KiB peak, %e s" "$bin" archive -q \
     --from "$out/zmaps.data" --no-kernel -o "$out/cache" 2>&1 | tail -1
 /usr/bin/time -f "merge --maps $z: %M KiB peak, %e s" "$bin" merge -q \
     "$root/fixtures/pin/rec-file.data" --maps "$out/zmaps.data" -o "$out/m.data" 2>&1 | tail -1
+/usr/bin/time -f "merge -a --maps $z (every map written): %M KiB peak, %e s" "$bin" merge -q \
+    "$root/fixtures/pin/rec-file.data" -a --maps "$out/zmaps.data" -o "$out/m.data" 2>&1 | tail -1
 /usr/bin/time -f "dump --sort $z: %M KiB peak, %e s" "$bin" dump --sort \
     "$out/zmaps.data" 2>&1 >/dev/null | tail -1
 rm -rf "$out"

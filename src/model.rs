@@ -249,7 +249,7 @@ impl Vma {
 }
 
 /// A kernel or module text map, as perf names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KernelMap {
     pub start: u64,
     /// One past the last address.

@@ -182,7 +182,7 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
     }
     if report.bpf_programs > 0 {
         lines.push(format!(
-            "mmap2-synth: the recording had no BPF program symbols: {} loaded BPF programs inserted",
+            "mmap2-synth: {} loaded BPF programs inserted (the KSYMBOL and BPF_EVENT records the recording lacked)",
             report.bpf_programs
         ));
     }

@@ -323,3 +323,51 @@ fn merge_inserts_bpf_programs_once() {
     let (ks, bs) = bpf_records(&none);
     assert!(ks.is_empty() && bs.is_empty(), "--no-kernel: no BPF");
 }
+
+// merge --maps carries a --kernel snapshot's BPF records into a `perf
+// record --synth=no` recording (which has its kernel map, and no program):
+// perf script and linux-perf-data see the program's KSYMBOL and BPF_EVENT
+// once, after the inserted kernel records and before the processes'; a
+// second merge adds none, and --no-kernel none.
+#[test]
+#[ignore = "needs root (BPF_PROG_LOAD, BPF_PROG_GET_NEXT_ID) and perf record"]
+fn merge_maps_carries_the_snapshots_bpf_programs() {
+    needs_root("loading and listing BPF programs");
+    needs_perf_record();
+    let (fd, info) = load(&unique("m2s_maps"));
+    let dir = scratch("bpf-merge-maps");
+    let path = |n: &str| dir.join(n);
+    let (snap, rec) = (path("snap.data"), path("rec.data"));
+    let me = std::process::id().to_string();
+    synth_ok(["-p", &me, "--kernel", "-q", "-o", snap.to_str().unwrap()]);
+    // unloaded before the recording: only the snapshot knows it
+    drop(fd);
+    perf_record_to(&rec, &["--synth=no", "-e", "dummy"], &["--", "true"]);
+    let (ks, _) = bpf_records(&rec);
+    assert!(!ks.iter().any(|(_, k)| k.4 == symbol(&info)), "{ks:?}");
+    let merge = |from: &Path, to: &str, extra: &[&str]| {
+        let to = path(to);
+        let mut args = vec!["merge", from.to_str().unwrap(), "-o", to.to_str().unwrap()];
+        args.extend_from_slice(&["-a", "--maps", snap.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let err = String::from_utf8_lossy(&synth_ok(args).stderr).into_owned();
+        (to, err)
+    };
+    let (merged, err) = merge(&rec, "merged.data", &[]);
+    assert!(err.contains("loaded BPF programs inserted"), "{err}");
+    assert_has_program(&merged, &info);
+    // file order: our inserted COMM (the first of this pid) follows it
+    let dump = synth_ok(["dump", merged.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let at = |what: &str| text.lines().position(|l| l.contains(what));
+    let ksym = at(&format!("name={}", symbol(&info))).expect("ksymbol dumped");
+    let comm = at(&format!("comm pid={me}")).expect("our COMM dumped");
+    assert!(ksym < comm, "{text}");
+
+    let (again, err) = merge(&merged, "again.data", &[]);
+    assert!(!err.contains("BPF programs inserted"), "{err}");
+    assert_has_program(&again, &info);
+    let (none, _) = merge(&rec, "none.data", &["--no-kernel"]);
+    let (ks, _) = bpf_records(&none);
+    assert!(!ks.iter().any(|(_, k)| k.4 == symbol(&info)), "--no-kernel");
+}

@@ -49,7 +49,7 @@ pub(super) fn mapped_files(input: &Input) -> Result<MappedFiles, InputError> {
                 return;
             }
             MapsRecord::Map(m) if m.key.pid != u32::MAX => m,
-            MapsRecord::Map(_) => return,
+            MapsRecord::Map(_) | MapsRecord::Bpf(_) => return,
         };
         pids.insert(m.key.pid);
         if m.key.filename.first() != Some(&b'/') {

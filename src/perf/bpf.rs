@@ -25,7 +25,7 @@ pub struct Ksymbol<'a> {
 }
 
 /// The fields of a PERF_RECORD_BPF_EVENT.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BpfEvent {
     /// `bpf::EVENT_PROG_LOAD` or `EVENT_PROG_UNLOAD`.
     pub event_type: u16,

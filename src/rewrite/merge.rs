@@ -8,21 +8,20 @@ use std::path::{Path, PathBuf};
 
 use super::error::out_err;
 pub use super::error::MergeError;
+use super::insert::{Processes, Records};
 use super::open::open_input;
 use super::plan::{self, Which};
 use super::scan::RecordingFacts;
 use super::write;
-use crate::bytes::Endian;
 use crate::model::{KernelMap, Process};
 use crate::output::AtomicFile;
 use crate::perf::consts::{feature, types};
 use crate::perf::copy::walk_beside;
 use crate::perf::features::{encode_build_id_entries, parse_string_feature};
-use crate::perf::record::split_records;
-use crate::perf::{Input, Layout, RecordTooLarge};
+use crate::perf::{Input, Layout};
 use crate::proc::kernel::{kernel_maps, KernelRoots, KERNEL_DSO};
 use crate::proc::{self, clock, parse, Skip, Snapshot, Target};
-use crate::snapshot::{self, Encoding, HeldProcess, KernelMaps};
+use crate::snapshot::{self, BpfRecord, Encoding, HeldProcess, KernelMaps, Runs, SnapshotMaps};
 
 /// Merge options.
 #[derive(Debug, Clone)]
@@ -72,8 +71,9 @@ pub struct MergeReport {
     pub kernel_maps: usize,
     /// Why a recording without a kernel map did not get one.
     pub kernel_skipped: Option<String>,
-    /// BPF programs inserted (KSYMBOL and BPF_EVENT records) with the
-    /// running kernel's maps into a recording without any.
+    /// BPF programs inserted (their KSYMBOL and BPF_EVENT records, those
+    /// the recording lacks): the snapshot file's, or the running
+    /// system's along with its kernel maps.
     pub bpf_programs: usize,
     /// Why they were not.
     pub bpf_skipped: Option<String>,
@@ -149,6 +149,30 @@ fn live_processes(
     Ok(kept)
 }
 
+/// The processes to insert, those the recording has whole left out: the
+/// snapshot file's (held as read) or the live system's.
+fn processes_to_insert(
+    opts: &MergeOptions,
+    facts: &RecordingFacts,
+    from_file: Option<Vec<HeldProcess>>,
+    report: &mut MergeReport,
+) -> Result<Processes, MergeError> {
+    let needed = facts.needed();
+    Ok(match from_file {
+        Some(all) => {
+            let (mut procs, missing) = plan::select(all, |p| p.pid, &opts.which, &needed);
+            report.missing = missing;
+            report.duplicate_maps = plan::dedupe(&mut procs, facts, &needed);
+            Processes::Held(procs)
+        }
+        None => {
+            let mut procs = live_processes(opts, facts, &needed, report)?;
+            report.duplicate_maps = plan::dedupe(&mut procs, facts, &needed);
+            Processes::Live(procs)
+        }
+    })
+}
+
 /// Merges synthesized records into `input`, writing `output` (which may be
 /// `input` itself for in-place). The output is written to a temporary file
 /// next to it and renamed; on error nothing changes.
@@ -168,9 +192,13 @@ pub fn merge(
         Some(p) => {
             let snap = Input::open(p)?;
             let release = osrelease_of(&snap)?;
-            // held compactly until the wanted ones are picked
-            let maps = snapshot::read_snapshot_maps(&snap)?;
-            (Some(maps.processes), Some((maps.kernel, release)))
+            // held compactly, and so encoded as it is written
+            let SnapshotMaps {
+                processes,
+                kernel,
+                bpf,
+            } = snapshot::read_snapshot_maps(&snap)?;
+            (Some(processes), Some((kernel, bpf, release)))
         }
         None => (None, None),
     };
@@ -191,49 +219,43 @@ pub fn merge(
         salvaged: input.salvaged.clone(),
         ..Default::default()
     };
-    let needed = facts.needed();
-    let mut processes = match from_file {
-        Some(all) => {
-            let (procs, missing) = plan::select(all, |p| p.pid, &opts.which, &needed);
-            report.missing = missing;
-            procs.into_iter().map(HeldProcess::into_process).collect()
-        }
-        None => live_processes(opts, &facts, &needed, &mut report)?,
-    };
-    report.duplicate_maps = plan::dedupe(&mut processes, &facts, &needed);
-
-    let kernel = match (opts.kernel, facts.has_kernel_map) {
-        (true, false) => kernel_to_insert(
+    let processes = processes_to_insert(opts, &facts, from_file, &mut report)?;
+    let (kernel, mut bpf) = match opts.kernel {
+        true => kernel_to_insert(
             &input,
             &facts,
             file_kernel,
             &opts.snapshot.proc_root,
             &mut report,
         )?,
-        _ => Vec::new(),
+        false => Default::default(),
     };
-    report.kernel_maps = kernel.len();
-    let bpf = bpf_to_insert(opts, &kernel, &facts, &mut report);
+    plan::dedupe_bpf(&mut bpf, &facts);
 
-    // Encode with the recording's byte order and first attr's trailer.
-    let snap = Snapshot {
-        processes,
-        ..Snapshot::default()
-    };
+    // Encoded with the recording's byte order and first attr's trailer
+    // (as perf synthesizes them into a recording: no FORK, zero pid/tid
+    // and id), as they are written.
     let first = attrs.first().copied().unwrap_or_default();
-    let inserted = encode_inserted(&snap, (&kernel, &bpf), e, &first)?;
-    report.processes = snap.processes.len();
-    report.maps = snap.processes.iter().map(|p| p.vmas.len()).sum();
-    report.inserted_records = split_records(&inserted, e).count() as u64;
-    let mut all_ids = snapshot::kernel_table_entries(&kernel);
-    all_ids.extend(snapshot::build_id_entries(&snap));
-    let new_ids = plan::new_build_ids(all_ids, &facts);
+    let enc = Encoding {
+        endian: e,
+        layout: first.layout(),
+        id: 0,
+        forks: false,
+        fill_tid: false,
+    };
+    let inserted = Records::new(kernel, bpf, processes, enc)?;
+    report.kernel_maps = inserted.kernel.count() as usize;
+    report.bpf_programs = inserted.bpf_programs();
+    report.processes = inserted.processes.len();
+    report.maps = inserted.processes.maps();
+    report.inserted_records = inserted.records();
+    let new_ids = plan::new_build_ids(inserted.build_id_entries(), &facts);
     report.new_build_ids = new_ids.len();
 
     if matches!(input.layout, Layout::Pipe(_)) {
         report.inserted_records += new_ids.len() as u64;
     }
-    if opts.in_place && inserted.is_empty() && new_ids.is_empty() {
+    if opts.in_place && write::Inserted::size(&inserted) == 0 && new_ids.is_empty() {
         // nothing to add: the recording stays as it is (the temporary
         // file goes with `out`)
         report.unchanged = true;
@@ -302,7 +324,7 @@ fn finish_output(
     input: &Input,
     (out, output): (&mut std::fs::File, &Path),
     facts: &RecordingFacts,
-    inserted: &[u8],
+    inserted: &Records,
     new_ids: &[crate::perf::BuildIdEntry],
 ) -> Result<(), MergeError> {
     let e = input.endian();
@@ -320,47 +342,6 @@ fn finish_output(
     }
 }
 
-/// The inserted records: as perf synthesizes them into a recording (no FORK,
-/// trailer of the first attr with zero pid/tid and id).
-fn encode_inserted(
-    snap: &Snapshot,
-    (kernel, bpf): (&[KernelMap], &[crate::proc::bpf_progs::BpfProgram]),
-    e: Endian,
-    first: &crate::perf::Attr,
-) -> Result<Vec<u8>, RecordTooLarge> {
-    let enc = Encoding {
-        endian: e,
-        layout: first.layout(),
-        id: 0,
-        forks: false,
-        fill_tid: false,
-    };
-    let mut inserted = Vec::new();
-    snapshot::encode_kernel(kernel, &enc, &mut inserted)?;
-    snapshot::encode_bpf_programs(bpf, &enc, &mut inserted)?;
-    snapshot::encode(snap, &enc, &mut inserted)?;
-    Ok(inserted)
-}
-
-/// The running system's BPF programs, inserted with its kernel maps into a
-/// recording that has no KSYMBOL or BPF_EVENT record (a snapshot file's
-/// are not read back: none with `--maps`). How many, or why none, in the
-/// report.
-fn bpf_to_insert(
-    opts: &MergeOptions,
-    kernel: &[KernelMap],
-    facts: &RecordingFacts,
-    report: &mut MergeReport,
-) -> Vec<crate::proc::bpf_progs::BpfProgram> {
-    if opts.maps.is_some() || kernel.is_empty() || facts.has_bpf_records {
-        return Vec::new();
-    }
-    let bpf = crate::proc::bpf_progs::bpf_programs();
-    report.bpf_programs = bpf.programs.len();
-    report.bpf_skipped = bpf.skipped;
-    bpf.programs
-}
-
 /// The OSRELEASE string of a file-mode input's header (None in pipe mode:
 /// the scan finds it there).
 fn osrelease_of(input: &Input) -> Result<Option<Vec<u8>>, MergeError> {
@@ -368,50 +349,84 @@ fn osrelease_of(input: &Input) -> Result<Option<Vec<u8>>, MergeError> {
     Ok(f.and_then(|(_, b)| parse_string_feature(&b, input.endian()).map(<[u8]>::to_vec)))
 }
 
-/// The kernel maps for a recording without one: the snapshot file's when
-/// it was taken on the recording's kernel release, or the running
-/// kernel's when the recording says it was made on it (OSRELEASE;
-/// perf.data carries no boot id, so a reboot with KASLR cannot be told),
-/// and never when the recording's table names another kernel build. Why
-/// none, in the report.
+/// The kernel maps for a recording without one and the BPF programs'
+/// records (the recording's own left out later): a snapshot file's when it
+/// was taken on the recording's kernel release (its BPF records whether or
+/// not the recording has a kernel map: `perf record --synth=no` writes
+/// one, and no program), or the running kernel's maps and programs when
+/// the recording has no kernel map and says it was made on this kernel
+/// (OSRELEASE; perf.data carries no boot id, so a reboot with KASLR cannot
+/// be told); never when the recording's table names another kernel build.
+/// Why none, in the report.
 fn kernel_to_insert(
     input: &Input,
     facts: &RecordingFacts,
-    from_file: Option<(KernelMaps, Option<Vec<u8>>)>,
+    from_file: Option<(KernelMaps, Runs<BpfRecord>, Option<Vec<u8>>)>,
     proc_root: &Path,
     report: &mut MergeReport,
-) -> Result<Vec<KernelMap>, MergeError> {
+) -> Result<(KernelMaps, Runs<BpfRecord>), MergeError> {
     let recorded = match osrelease_of(input)? {
         Some(r) => Some(r),
         None => facts.osrelease.clone(),
     };
-    let maps = match from_file {
-        Some((maps, release)) => {
-            if maps.is_empty() {
-                report.kernel_skipped = Some("the snapshot has no kernel map".into());
-                return Ok(Vec::new());
-            }
-            if release.is_none() || recorded.is_none() || release != recorded {
-                report.kernel_skipped = Some(
-                    "the snapshot is not of the recording's kernel release (OSRELEASE)".into(),
-                );
-                return Ok(Vec::new());
-            }
-            // every one, as the file has them: they are inserted
-            maps.into_vec()
+    let none = || (KernelMaps::default(), Runs::default());
+    match from_file {
+        Some((maps, bpf, release)) => {
+            let why = match release.is_none() || recorded.is_none() || release != recorded {
+                true => Some("the snapshot is not of the recording's kernel release (OSRELEASE)"),
+                false => other_kernel_build(facts, maps.distinct()),
+            };
+            let kernel = match (facts.has_kernel_map, maps.is_empty(), why) {
+                (true, ..) => KernelMaps::default(),
+                (false, true, _) => {
+                    report.kernel_skipped = Some("the snapshot has no kernel map".into());
+                    KernelMaps::default()
+                }
+                (false, false, Some(why)) => {
+                    report.kernel_skipped = Some(why.into());
+                    KernelMaps::default()
+                }
+                // every one, as the file has them: they are inserted
+                (false, false, None) => maps,
+            };
+            let bpf = match why {
+                Some(why) if !bpf.is_empty() => {
+                    report.bpf_skipped = Some(why.into());
+                    Runs::default()
+                }
+                Some(_) => Runs::default(),
+                None => bpf,
+            };
+            Ok((kernel, bpf))
         }
+        None if facts.has_kernel_map => Ok(none()),
         None => {
             let running = proc::HostFacts::read().osrelease;
             if recorded.as_deref() != Some(running.as_slice()) {
                 report.kernel_skipped =
                     Some("the recording is not of the running kernel (OSRELEASE)".into());
-                return Ok(Vec::new());
+                return Ok(none());
             }
             let km = kernel_maps(&KernelRoots::system(proc_root));
             report.kernel_skipped = km.skipped;
-            km.maps
+            if let Some(why) = other_kernel_build(facts, &km.maps) {
+                report.kernel_skipped = Some(why.into());
+                return Ok(none());
+            }
+            if km.maps.is_empty() {
+                return Ok(none());
+            }
+            let bpf = crate::proc::bpf_progs::bpf_programs();
+            report.bpf_skipped = bpf.skipped;
+            let records = bpf.programs.iter().flat_map(snapshot::program_records);
+            Ok((km.maps.into_iter().collect(), records.collect()))
         }
-    };
+    }
+}
+
+/// Why `maps` (a kernel's and its modules') are not the recording's: its
+/// BUILD_ID table names another kernel build.
+fn other_kernel_build(facts: &RecordingFacts, maps: &[KernelMap]) -> Option<&'static str> {
     let table_kernel: Vec<_> = facts
         .existing_ids
         .iter()
@@ -422,10 +437,6 @@ fn kernel_to_insert(
         .iter()
         .find(|m| m.dso == KERNEL_DSO)
         .and_then(|m| m.build_id);
-    if !table_kernel.is_empty() && ours.is_none_or(|id| !table_kernel.contains(&id)) {
-        report.kernel_skipped =
-            Some("the recording's BUILD_ID table names another kernel build".into());
-        return Ok(Vec::new());
-    }
-    Ok(maps)
+    let other = !table_kernel.is_empty() && ours.is_none_or(|id| !table_kernel.contains(&id));
+    other.then_some("the recording's BUILD_ID table names another kernel build")
 }

@@ -1,7 +1,8 @@
 //! Rewriting recordings: the streaming engine that `merge` and
 //! `convert` use: one scan of the input that gathers facts while the kernel
 //! copies its data section to the output (`scan`), a pure plan of what to insert (`plan`),
-//! file- and pipe-mode output (`write`), the merge itself (`merge`), the
+//! file- and pipe-mode output (`write`), the merge itself (`merge`) with
+//! its inserted records encoded as they are written (`insert`), the
 //! record-by-record rewrite between modes (`transcode`) and `convert`,
 //! with the build id each map gets (`buildids`, `attribution`, `trust`) and
 //! what a conversion reports (`report`).
@@ -13,6 +14,7 @@ pub mod buildids;
 pub mod convert;
 mod emit;
 mod error;
+mod insert;
 pub mod merge;
 pub mod meta;
 mod open;

@@ -5,10 +5,10 @@
 use std::collections::HashSet;
 
 use super::scan::RecordingFacts;
-use crate::model::Process;
+use crate::model::{Process, Vma};
 use crate::perf::events::MapKey;
 use crate::perf::BuildIdEntry;
-use crate::snapshot::mmap_filename;
+use crate::snapshot::{mmap_filename, BpfRecord, HeldProcess, Runs};
 
 /// Which processes get records.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,26 +63,68 @@ pub fn missing(needed: &[u32], accounted: impl IntoIterator<Item = u32>) -> Vec<
         .collect()
 }
 
+/// A process whose maps a merge may insert: live ([`Process`]) or held
+/// from a snapshot file ([`HeldProcess`]).
+pub trait Maps {
+    /// Its pid.
+    fn pid(&self) -> u32;
+    /// Drops the maps `keep` refuses; how many (repeats counted).
+    fn retain_maps(&mut self, keep: &mut dyn FnMut(&Vma) -> bool) -> usize;
+    /// True when it has none.
+    fn no_maps(&self) -> bool;
+}
+
+impl Maps for Process {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+    fn retain_maps(&mut self, keep: &mut dyn FnMut(&Vma) -> bool) -> usize {
+        let before = self.vmas.len();
+        self.vmas.retain(|v| keep(v));
+        before - self.vmas.len()
+    }
+    fn no_maps(&self) -> bool {
+        self.vmas.is_empty()
+    }
+}
+
+impl Maps for HeldProcess {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+    fn retain_maps(&mut self, keep: &mut dyn FnMut(&Vma) -> bool) -> usize {
+        HeldProcess::retain_maps(self, keep)
+    }
+    fn no_maps(&self) -> bool {
+        self.map_count() == 0
+    }
+}
+
 /// Drops the maps the recording has already (counting them), then the
 /// processes left with nothing to insert; a needed process keeps its COMM
 /// even without maps (kernel threads).
-pub fn dedupe(processes: &mut Vec<Process>, facts: &RecordingFacts, needed: &[u32]) -> usize {
+pub fn dedupe<P: Maps>(processes: &mut Vec<P>, facts: &RecordingFacts, needed: &[u32]) -> usize {
     let mut dropped = 0;
     for p in processes.iter_mut() {
-        let before = p.vmas.len();
-        p.vmas.retain(|v| {
+        let pid = p.pid();
+        dropped += p.retain_maps(&mut |v| {
             !facts.existing.contains(&MapKey {
-                pid: p.pid,
+                pid,
                 addr: v.start,
                 len: v.len(),
                 pgoff: v.offset,
                 filename: mmap_filename(v).0.to_vec(),
             })
         });
-        dropped += before - p.vmas.len();
     }
-    processes.retain(|p| !p.vmas.is_empty() || needed.binary_search(&p.pid).is_ok());
+    processes.retain(|p| !p.no_maps() || needed.binary_search(&p.pid()).is_ok());
     dropped
+}
+
+/// Drops the KSYMBOL and BPF_EVENT records the recording has already
+/// (the same fields).
+pub fn dedupe_bpf(records: &mut Runs<BpfRecord>, facts: &RecordingFacts) {
+    records.retain(|r| !facts.existing_bpf.contains(r));
 }
 
 /// The entries of `all` that the recording's BUILD_ID table lacks.

@@ -11,7 +11,7 @@ use crate::perf::events::{parse_map, sample_pid_time, MapKey};
 use crate::perf::features::{parse_build_id_table, parse_string_feature};
 use crate::perf::{Attrs, FormatError, FormatErrorKind, RecordHeader, Visitor};
 use crate::proc::kernel::KERNEL_DSO;
-use crate::snapshot::is_kernel_map;
+use crate::snapshot::{is_kernel_map, BpfRecord};
 
 /// The facts of a recording that plan a merge.
 pub struct RecordingFacts {
@@ -26,8 +26,9 @@ pub struct RecordingFacts {
     /// The recording has a map of the host kernel (`[kernel.kallsyms]...`,
     /// pid -1, cpumode kernel).
     pub has_kernel_map: bool,
-    /// The recording has KSYMBOL or BPF_EVENT records (of BPF programs).
-    pub has_bpf_records: bool,
+    /// The recording's KSYMBOL and BPF_EVENT records (of BPF programs),
+    /// each distinct one once.
+    pub existing_bpf: HashSet<BpfRecord>,
     /// Maps present, for the pids in `dedupe_for` only.
     pub existing: HashSet<MapKey>,
     /// Pids whose maps are remembered (None: all). Keeps memory bounded by
@@ -58,7 +59,7 @@ impl RecordingFacts {
             pids: BTreeSet::new(),
             covered: HashSet::new(),
             has_kernel_map: false,
-            has_bpf_records: false,
+            existing_bpf: HashSet::new(),
             existing: HashSet::new(),
             dedupe_for,
             existing_ids: HashSet::new(),
@@ -167,7 +168,12 @@ impl RecordingFacts {
                     }
                 }
             }
-            types::KSYMBOL | types::BPF_EVENT => self.has_bpf_records = true,
+            types::KSYMBOL | types::BPF_EVENT => {
+                // a malformed one is no program's: left as it is
+                if let Ok(Some(r)) = BpfRecord::parse(h.type_, body, e) {
+                    self.existing_bpf.insert(r);
+                }
+            }
             types::FORK => {
                 let r = Rd(e);
                 let (pid, ppid, tid) = (r.u32(body, 0), r.u32(body, 4), r.u32(body, 8));

@@ -42,6 +42,22 @@ pub fn create_output(
 /// merge that inserts more rewrites the data section once more.
 pub const RESERVE: u64 = 256 << 10;
 
+/// The records a rewrite inserts: their size is known before they are
+/// written, and they are encoded as they are written (never all held).
+pub trait Inserted {
+    /// Their size in bytes.
+    fn size(&self) -> u64;
+    /// Writes them to `out`.
+    fn write_to(&self, out: &mut dyn Write) -> io::Result<()>;
+}
+
+/// Writes `inserted` to `out` at its cursor, through a buffer.
+fn write_inserted(inserted: &dyn Inserted, out: &mut File) -> io::Result<()> {
+    let mut w = io::BufWriter::with_capacity(128 << 10, out);
+    inserted.write_to(&mut w)?;
+    w.flush()
+}
+
 /// Prepares a file-mode output for the data section's copy: a zeroed header, the
 /// input's bytes up to its data section, and the position `RESERVE` bytes past
 /// the data offset where the copied records go.
@@ -107,23 +123,25 @@ pub fn finish_file_mode(
     h: &FileHeader,
     features: &FeatureTable,
     out: &mut File,
-    inserted: &[u8],
+    inserted: &dyn Inserted,
     extra_ids: &[u8],
 ) -> io::Result<()> {
-    let ins = inserted.len() as u64;
+    let ins = inserted.size();
     // nothing to add: the records stay behind the unused room (a second
     // copy to make the output the input byte for byte cost more than the
     // merge itself)
     let data_offset = if ins <= RESERVE {
         let at = h.data.offset + RESERVE - ins;
-        out.write_all_at(inserted, at)?;
+        out.seek(SeekFrom::Start(at))?;
+        write_inserted(inserted, out)?;
         at
     } else {
         // Copied again behind page-rounded room, so the kernel copies it at
         // `cp`'s speed (see `copy_range`).
         let room = ins.div_ceil(PAGE) * PAGE;
         out.set_len(h.data.offset)?;
-        out.write_all_at(inserted, h.data.offset + room - ins)?;
+        out.seek(SeekFrom::Start(h.data.offset + room - ins))?;
+        write_inserted(inserted, out)?;
         out.seek(SeekFrom::Start(h.data.offset + room))?;
         copy_range(&input.file, h.data.offset, h.data.size, out)?;
         h.data.offset + room - ins
@@ -357,10 +375,10 @@ pub fn write_pipe_mode(
     out: &mut File,
     at: u64,
     ids: &[u8],
-    inserted: &[u8],
+    inserted: &dyn Inserted,
 ) -> io::Result<()> {
     copy_range(&input.file, 0, at, out)?;
     out.write_all(ids)?;
-    out.write_all(inserted)?;
+    write_inserted(inserted, out)?;
     copy_range(&input.file, at, input.len - at, out)
 }

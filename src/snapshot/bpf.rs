@@ -2,13 +2,92 @@
 //! per program, one PERF_RECORD_KSYMBOL per JITed function, then one
 //! PERF_RECORD_BPF_EVENT (PROG_LOAD, its id and tag); misc 0 and a zeroed
 //! trailer (with the snapshot's event id), in program-id order, after the
-//! kernel and module maps.
+//! kernel and module maps. A snapshot file's records read back
+//! ([`BpfRecord`]) are written again the same way.
 
 use super::encode::Encoding;
-use crate::perf::bpf::{encode_bpf_event, encode_ksymbol, BpfEvent, Ksymbol};
-use crate::perf::consts::bpf;
+use crate::bytes::Endian;
+use crate::perf::bpf::{
+    encode_bpf_event, encode_ksymbol, parse_bpf_event, parse_ksymbol, BpfEvent, Ksymbol,
+};
+use crate::perf::consts::{bpf, types};
 use crate::perf::{RecordTooLarge, SampleId};
 use crate::proc::bpf_progs::BpfProgram;
+
+/// The longest KSYMBOL name taken from a file (the kernel's KSYM_NAME_LEN).
+const MAX_KSYM_NAME: usize = 512;
+
+/// A KSYMBOL or BPF_EVENT record's fields, as read from a file or made for
+/// a loaded program.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum BpfRecord {
+    /// A KSYMBOL: addr, len, ksym_type, flags and name (no NUL).
+    Ksymbol(u64, u32, u16, u16, Vec<u8>),
+    /// A BPF_EVENT.
+    Event(BpfEvent),
+}
+
+impl BpfRecord {
+    /// The record of a KSYMBOL or BPF_EVENT body (after the 8-byte
+    /// header), None for another type, Err(()) for a malformed one.
+    #[allow(clippy::result_unit_err)]
+    pub fn parse(type_: u32, body: &[u8], e: Endian) -> Result<Option<BpfRecord>, ()> {
+        Ok(Some(match type_ {
+            types::KSYMBOL => {
+                let k = parse_ksymbol(body, e).ok_or(())?;
+                if k.name.len() > MAX_KSYM_NAME {
+                    return Err(());
+                }
+                BpfRecord::Ksymbol(k.addr, k.len, k.ksym_type, k.flags, k.name.to_vec())
+            }
+            types::BPF_EVENT => BpfRecord::Event(parse_bpf_event(body, e).ok_or(())?),
+            _ => return Ok(None),
+        }))
+    }
+
+    /// True for a program's load (a BPF_EVENT PROG_LOAD).
+    pub fn is_prog_load(&self) -> bool {
+        matches!(self, BpfRecord::Event(b) if b.event_type == bpf::EVENT_PROG_LOAD)
+    }
+
+    /// Appends the record, with the trailer perf synthesizes, to `out`.
+    pub fn encode(&self, enc: &Encoding, out: &mut Vec<u8>) -> Result<(), RecordTooLarge> {
+        // perf's synthesized records carry no pid: its trailer's TID is the
+        // kernel's (-1) where the snapshot fills TIDs, as for the kernel maps
+        let sid = SampleId {
+            pid: if enc.fill_tid { u32::MAX } else { 0 },
+            id: enc.id,
+            ..Default::default()
+        };
+        match self {
+            BpfRecord::Ksymbol(addr, len, ksym_type, flags, name) => {
+                let k = Ksymbol {
+                    addr: *addr,
+                    len: *len,
+                    ksym_type: *ksym_type,
+                    flags: *flags,
+                    name,
+                };
+                encode_ksymbol(out, enc.endian, &k, &enc.layout, &sid)
+            }
+            BpfRecord::Event(b) => encode_bpf_event(out, enc.endian, b, &enc.layout, &sid),
+        }
+    }
+}
+
+/// A loaded program's records: a KSYMBOL per function, then its BPF_EVENT.
+pub fn program_records(p: &BpfProgram) -> impl Iterator<Item = BpfRecord> + '_ {
+    let funcs = p
+        .funcs
+        .iter()
+        .map(|f| BpfRecord::Ksymbol(f.addr, f.len, bpf::KSYM_TYPE_BPF, 0, f.name.clone()));
+    funcs.chain(std::iter::once(BpfRecord::Event(BpfEvent {
+        event_type: bpf::EVENT_PROG_LOAD,
+        flags: 0,
+        id: p.id,
+        tag: p.tag,
+    })))
+}
 
 /// Appends the records of `programs` to `out`.
 pub fn encode_bpf_programs(
@@ -16,31 +95,8 @@ pub fn encode_bpf_programs(
     enc: &Encoding,
     out: &mut Vec<u8>,
 ) -> Result<(), RecordTooLarge> {
-    // perf's synthesized records carry no pid: its trailer's TID is the
-    // kernel's (-1) where the snapshot fills TIDs, as for the kernel maps
-    let sid = SampleId {
-        pid: if enc.fill_tid { u32::MAX } else { 0 },
-        id: enc.id,
-        ..Default::default()
-    };
-    for p in programs {
-        for f in &p.funcs {
-            let k = Ksymbol {
-                addr: f.addr,
-                len: f.len,
-                ksym_type: bpf::KSYM_TYPE_BPF,
-                flags: 0,
-                name: &f.name,
-            };
-            encode_ksymbol(out, enc.endian, &k, &enc.layout, &sid)?;
-        }
-        let b = BpfEvent {
-            event_type: bpf::EVENT_PROG_LOAD,
-            flags: 0,
-            id: p.id,
-            tag: p.tag,
-        };
-        encode_bpf_event(out, enc.endian, &b, &enc.layout, &sid)?;
+    for r in programs.iter().flat_map(program_records) {
+        r.encode(enc, out)?;
     }
     Ok(())
 }
@@ -48,9 +104,6 @@ pub fn encode_bpf_programs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bytes::Endian;
-    use crate::perf::bpf::{parse_bpf_event, parse_ksymbol};
-    use crate::perf::consts::types;
     use crate::proc::bpf_progs::BpfFunc;
 
     // Each program gives its KSYMBOLs (one per function, in order) then its BPF_EVENT, each with the trailer.

@@ -258,9 +258,17 @@ pub fn table_entries(
 /// The BUILD_ID table for a snapshot: one entry per distinct (file name,
 /// build id), sorted.
 pub fn build_id_entries(snap: &Snapshot) -> Vec<BuildIdEntry> {
+    build_id_entries_of(snap.processes.iter().map(|p| &p.vmas))
+}
+
+/// [`build_id_entries`] of processes given as their VMAs (each process's
+/// VMAs once, or as often as they repeat: the same entries).
+pub fn build_id_entries_of<'a, V: IntoIterator<Item = &'a Vma>>(
+    processes: impl IntoIterator<Item = V>,
+) -> Vec<BuildIdEntry> {
     let mut set: BTreeMap<Vec<u8>, BTreeSet<BuildId>> = BTreeMap::new();
-    for p in &snap.processes {
-        for (name, id) in process_build_ids(p) {
+    for vmas in processes {
+        for (name, id) in build_ids_of(vmas) {
             set.entry(name).or_default().insert(id);
         }
     }

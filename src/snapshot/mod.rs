@@ -1,6 +1,6 @@
 //! Snapshots as perf records: processes -> COMM/FORK/MMAP2 in perf's order
 //! (`encode`), loaded BPF programs -> KSYMBOL/BPF_EVENT (`bpf`), what a snapshot file is (`file`), writing one (`writer`),
-//! reading one back (`read`), what a scan worker already reported
+//! reading one back (`read`, repeats held as [`Runs`]), what a scan worker already reported
 //! (`reported`), a live scan streamed to its output (`live`),
 //! watching that scan, whatever the output (`watched`), which of the watch's
 //! records are added (`filter`, comparing maps by `identity`) with their files' build ids (`ids`), and the counts of the summary (`stats`).
@@ -17,14 +17,15 @@ pub mod ids;
 pub mod live;
 pub mod read;
 pub mod reported;
+pub mod runs;
 pub mod stats;
 pub mod watched;
 pub mod writer;
 
-pub use bpf::encode_bpf_programs;
+pub use bpf::{encode_bpf_programs, program_records, BpfRecord};
 pub use encode::{
-    build_id_entries, encode, encode_kernel, encode_process, kernel_table_entries, mmap_filename,
-    Encoding,
+    build_id_entries, build_id_entries_of, encode, encode_kernel, encode_part, encode_process,
+    kernel_table_entries, mmap_filename, Encoding,
 };
 pub use file::{snapshot_encoding, Out, WriteOptions, WriteSeek};
 pub use filter::WatchFilter;
@@ -34,6 +35,7 @@ pub use read::{
     HeldProcess, KernelMaps, MapsRecord, Names, SnapshotMaps,
 };
 pub use reported::Reported;
+pub use runs::Runs;
 pub use stats::Stats;
 pub use watched::{ScanWatch, WatchNotes};
 pub use writer::{encode_for_writer, encode_piece, weighed, write_snapshot, SnapshotWriter};

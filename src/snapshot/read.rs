@@ -3,20 +3,24 @@
 //! distinct content, not the record count: a thread's first COMM is kept,
 //! names are shared (one copy of each distinct name), and a map repeated
 //! (the same map at the same address) is one run with a count until the
-//! processes are made ([`HeldProcess::into_process`]); kernel maps are
-//! held once each, their order as runs ([`KernelMaps`]). A bomb of a few
-//! map records repeated in compressed records (~180 MiB of them from 16
-//! KB) held 2 decoded copies of each, ~500 MB.
+//! processes are made ([`HeldProcess::into_process`]) or encoded run by
+//! run (`merge`); kernel maps and BPF records are held once each, their
+//! order as runs ([`Runs`]). A bomb of a few map records repeated in
+//! compressed records (~180 MiB of them from 16 KB) held 2 decoded copies
+//! of each, ~500 MB.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use crate::bytes::Endian;
-use crate::model::{BuildId, KernelMap, Name, Perms, Process, Thread, Vma};
+use crate::model::{KernelMap, Name, Perms, Process, Thread, Vma};
 use crate::perf::consts::{misc, types};
 use crate::perf::events::{parse_comm, parse_map, MapRecord};
 use crate::perf::{Attrs, FormatError, FormatErrorKind, Input, InputError, RecordHeader, Visitor};
 use crate::proc::kernel::KERNEL_DSO;
+
+use super::bpf::BpfRecord;
+use super::runs::Runs;
 
 /// Longest thread name accepted from a snapshot file (the kernel's are at
 /// most 15 bytes).
@@ -28,6 +32,8 @@ pub enum MapsRecord {
     Comm(u32, u32, Vec<u8>),
     /// An MMAP or MMAP2.
     Map(MapRecord),
+    /// A KSYMBOL or BPF_EVENT.
+    Bpf(BpfRecord),
 }
 
 /// Hands the COMM and map records of a walk to its callback.
@@ -59,13 +65,18 @@ impl<F: FnMut(MapsRecord)> Visitor for MapsReader<F> {
             types::MMAP | types::MMAP2 => {
                 (self.each)(MapsRecord::Map(parse_map(&h, body, e).ok_or_else(bad)?));
             }
-            _ => {}
+            _ => {
+                if let Some(r) = BpfRecord::parse(h.type_, body, e).map_err(|()| bad())? {
+                    (self.each)(MapsRecord::Bpf(r));
+                }
+            }
         }
         Ok(())
     }
 }
 
-/// Walks a recording, handing each COMM and MMAP/MMAP2 record to `each`,
+/// Walks a recording, handing each COMM, MMAP/MMAP2, KSYMBOL and BPF_EVENT
+/// record to `each`,
 /// in file order; a malformed one is an error at its offset.
 pub fn walk_maps(input: &Input, each: impl FnMut(MapsRecord)) -> Result<(), InputError> {
     input.walk(&mut MapsReader {
@@ -130,23 +141,43 @@ impl HeldProcess {
         }
     }
 
-    /// The process: threads the leader first (a nameless leader added if
-    /// the file had none), then by tid; every map as often as it came.
+    /// The threads: the leader first (a nameless leader added if the file
+    /// had none), then by tid.
+    pub fn threads(&self) -> Vec<Thread> {
+        let leader = self.threads.get(&self.pid).cloned().unwrap_or_default();
+        let others = self.threads.iter().filter(|(t, _)| **t != self.pid);
+        std::iter::once((self.pid, leader))
+            .chain(others.map(|(t, c)| (*t, c.clone())))
+            .map(|(tid, comm)| Thread { tid, comm })
+            .collect()
+    }
+
+    /// The runs of maps: each map (by address, those at one address in
+    /// file order) and how often it repeats there.
+    pub fn runs(&self) -> impl Iterator<Item = (&Vma, usize)> + '_ {
+        self.runs.values().flatten().map(|(v, n)| (v, *n))
+    }
+
+    /// How many maps, repeats counted.
+    pub fn map_count(&self) -> usize {
+        self.runs().map(|(_, n)| n).sum()
+    }
+
+    /// Drops every map `keep` refuses (all its repeats); how many that was.
+    pub fn retain_maps(&mut self, mut keep: impl FnMut(&Vma) -> bool) -> usize {
+        let before = self.map_count();
+        for at in self.runs.values_mut() {
+            at.retain(|(v, _)| keep(v));
+        }
+        self.runs.retain(|_, at| !at.is_empty());
+        before - self.map_count()
+    }
+
+    /// The process: [`HeldProcess::threads`]; every map as often as it came.
     pub fn into_process(self) -> Process {
         let mut p = Process::empty(self.pid);
-        if !self.threads.contains_key(&self.pid) {
-            p.threads.push(Thread {
-                tid: self.pid,
-                comm: Vec::new(),
-            });
-        }
-        let (leader, others): (Vec<_>, Vec<_>) =
-            self.threads.into_iter().partition(|(t, _)| *t == self.pid);
-        for (tid, comm) in leader.into_iter().chain(others) {
-            p.threads.push(Thread { tid, comm });
-        }
-        let total = self.runs.values().flatten().map(|(_, n)| n).sum();
-        p.vmas.reserve_exact(total);
+        p.threads = self.threads();
+        p.vmas.reserve_exact(self.map_count());
         for (vma, n) in self.runs.into_values().flatten() {
             p.vmas.extend(std::iter::repeat_n(vma, n));
         }
@@ -154,66 +185,17 @@ impl HeldProcess {
     }
 }
 
-/// A snapshot file's processes, as held ([`HeldProcess`], by pid), and
-/// its kernel's and modules' maps (pid -1, cpumode kernel) with their ids.
+/// A snapshot file's processes, as held ([`HeldProcess`], by pid), its
+/// kernel's and modules' maps (pid -1, cpumode kernel) with their ids, and
+/// its KSYMBOL and BPF_EVENT records, each in file order.
 pub struct SnapshotMaps {
     pub processes: Vec<HeldProcess>,
     pub kernel: KernelMaps,
+    pub bpf: Runs<BpfRecord>,
 }
 
-/// What makes two kernel maps the same: place, pgoff, name, id.
-type KernelKey = (u64, u64, u64, Vec<u8>, Option<BuildId>);
-
-/// A snapshot file's kernel and module maps in file order, each distinct
-/// one held once and the order as runs of their indexes (8 bytes a run).
-#[derive(Debug, Default)]
-pub struct KernelMaps {
-    distinct: Vec<KernelMap>,
-    index: HashMap<KernelKey, u32, foldhash::fast::RandomState>,
-    runs: Vec<(u32, u32)>,
-}
-
-impl KernelMaps {
-    fn push(&mut self, m: MapRecord) {
-        let key = (
-            m.key.addr,
-            m.key.len,
-            m.key.pgoff,
-            m.key.filename,
-            m.build_id,
-        );
-        let i = match self.index.get(&key) {
-            Some(&i) => i,
-            None => {
-                let i = self.distinct.len() as u32;
-                self.distinct.push(kernel_map(&key));
-                self.index.insert(key, i);
-                i
-            }
-        };
-        match self.runs.last_mut() {
-            Some((last, n)) if *last == i => *n += 1,
-            _ => self.runs.push((i, 1)),
-        }
-    }
-
-    /// True when the file has none.
-    pub fn is_empty(&self) -> bool {
-        self.runs.is_empty()
-    }
-
-    /// Every map, in file order, as often as it came.
-    pub fn into_vec(self) -> Vec<KernelMap> {
-        let total = self.runs.iter().map(|&(_, n)| n as usize).sum();
-        let mut all = Vec::with_capacity(total);
-        for (i, n) in self.runs {
-            if let Some(m) = self.distinct.get(i as usize) {
-                all.extend(std::iter::repeat_n(m.clone(), n as usize));
-            }
-        }
-        all
-    }
-}
+/// Kernel and module maps in file order, each distinct one held once.
+pub type KernelMaps = Runs<KernelMap>;
 
 /// Reads a snapshot file (or any recording) back into processes: one per
 /// pid of its COMM and map records, the leader first, maps by address.
@@ -235,19 +217,22 @@ pub fn read_snapshot_with_kernel(
 pub fn read_snapshot_maps(input: &Input) -> Result<SnapshotMaps, InputError> {
     let mut by_pid: BTreeMap<u32, HeldProcess> = BTreeMap::new();
     let mut kernel = KernelMaps::default();
+    let mut bpf = Runs::default();
     let mut names = Names::default();
     walk_maps(input, |r| match r {
         MapsRecord::Comm(pid, tid, comm) => process(&mut by_pid, pid).comm(tid, comm),
-        MapsRecord::Map(m) if is_kernel_map(&m) => kernel.push(m),
+        MapsRecord::Map(m) if is_kernel_map(&m) => kernel.push(kernel_map(m)),
         MapsRecord::Map(m) if m.key.pid != u32::MAX => {
             let vma = vma_of(&m, &mut names);
             process(&mut by_pid, m.key.pid).map(vma);
         }
         MapsRecord::Map(_) => {}
+        MapsRecord::Bpf(r) => bpf.push(r),
     })?;
     Ok(SnapshotMaps {
         processes: by_pid.into_values().collect(),
         kernel,
+        bpf,
     })
 }
 
@@ -260,17 +245,18 @@ fn process(by_pid: &mut BTreeMap<u32, HeldProcess>, pid: u32) -> &mut HeldProces
 }
 
 /// The [`KernelMap`] of a kernel or module map record.
-fn kernel_map((addr, len, pgoff, name, build_id): &KernelKey) -> KernelMap {
+fn kernel_map(m: MapRecord) -> KernelMap {
+    let name = m.key.filename;
     KernelMap {
-        start: *addr,
-        end: addr.saturating_add(*len),
-        pgoff: *pgoff,
-        name: name.clone(),
+        start: m.key.addr,
+        end: m.key.addr.saturating_add(m.key.len),
+        pgoff: m.key.pgoff,
         dso: match name.starts_with(KERNEL_DSO) {
             true => KERNEL_DSO.to_vec(),
             false => name.clone(),
         },
-        build_id: *build_id,
+        name,
+        build_id: m.build_id,
     }
 }
 
@@ -360,10 +346,24 @@ mod tests {
         let (a, b) = (map(0x1000, 5, 2), map(0x2000, 5, 2));
         let mut k = KernelMaps::default();
         for m in [&a, &b, &b, &a, &a] {
-            k.push(m.clone());
+            k.push(kernel_map(m.clone()));
         }
-        assert_eq!((k.distinct.len(), k.runs.len()), (2, 3));
+        assert_eq!((k.distinct().len(), k.iter().count()), (2, 3));
         let starts: Vec<u64> = k.into_vec().iter().map(|m| m.start).collect();
         assert_eq!(starts, [0x1000, 0x2000, 0x2000, 0x1000, 0x1000]);
+    }
+
+    // Removing maps drops all their repeats and counts them; the threads
+    // come leader first (a nameless one when the file had none).
+    #[test]
+    fn held_maps_are_retained_by_run() {
+        let (a, b) = (map(0x1000, 5, 2), map(0x3000, 5, 2));
+        let mut h = held(&[(9, b"w")], &[a.clone(), a, b.clone(), b]);
+        assert_eq!(h.map_count(), 4);
+        assert_eq!(h.retain_maps(|v| v.start != 0x1000), 2);
+        let runs: Vec<(u64, usize)> = h.runs().map(|(v, n)| (v.start, n)).collect();
+        assert_eq!(runs, [(0x3000, 2)]);
+        let t: Vec<(u32, usize)> = h.threads().iter().map(|t| (t.tid, t.comm.len())).collect();
+        assert_eq!(t, [(5, 0), (9, 1)]);
     }
 }
