@@ -11,6 +11,11 @@ pub struct RecordTooLarge {
     pub size: usize,
 }
 
+/// What [`FormatErrorKind::Truncated`] names when the data of the
+/// COMPRESSED records ends inside a zstd block or a record (`perf record
+/// -z` killed, or its stream cut, between two of them).
+pub(crate) const UNFINISHED: &str = "compressed data (unfinished zstd frame or record)";
+
 /// What was wrong with the input, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("at offset {offset}: {kind}")]
@@ -121,7 +126,8 @@ impl FormatError {
 
     /// Whether this is what a recording cut short gives (a stream or data
     /// section ending inside a record, a data section past the end of the
-    /// file, a killed perf record's header): what `--salvage` reads.
+    /// file, a killed perf record's header, compressed data ending inside a
+    /// zstd block or a record): what `--salvage` reads.
     pub fn is_cut(&self) -> bool {
         use FormatErrorKind as K;
         match &self.kind {
@@ -130,7 +136,7 @@ impl FormatError {
             K::SectionPastEnd { what, .. } => {
                 matches!(*what, "data section" | "feature section")
             }
-            K::Truncated(what) => *what == "feature section table",
+            K::Truncated(what) => matches!(*what, "feature section table" | UNFINISHED),
             K::DataSizeZero | K::RecordPastEnd { .. } | K::StrayBytes(_) => true,
             _ => false,
         }
