@@ -22,7 +22,8 @@ pub struct Salvaged {
     /// kept).
     pub dropped: u64,
     /// The record cut short, when its header was whole: its type and the
-    /// size it claims.
+    /// size it claims; (0, 0) for a header of zeros with only zeros after
+    /// it (a tail zero-filled after a crash).
     pub cut_record: Option<(u32, u16)>,
     /// File mode: what was wrong with the header (the data section's size
     /// was not taken as it stands, and the feature sections, which perf
@@ -115,6 +116,10 @@ impl Salvaged {
             count(self.dropped, "byte")
         );
         *w += &match self.cut_record {
+            Some((0, 0)) => {
+                " (a record header of size 0 and only zeros after it: a tail zero-filled after a crash)"
+                    .into()
+            }
             Some((types::COMPRESSED | types::COMPRESSED2, size)) => format!(
                 " (a COMPRESSED record of {size} bytes cut mid-frame: dropped whole, with the records it held)"
             ),
@@ -157,7 +162,8 @@ impl Salvaged {
 /// keeps after its records): the walk then reports or keeps it as it
 /// would without `--salvage`. A cut is a record (or the data after an
 /// AUXTRACE or HEADER_TRACING_DATA record) that runs past `end`, or fewer
-/// than 8 bytes left there.
+/// than 8 bytes left there, or a record header of zeros with only zeros
+/// after it.
 pub(crate) fn find_cut(
     file: &File,
     start: u64,
@@ -187,6 +193,7 @@ pub(crate) fn find_cut(
             Some((t, 0))
         }
         K::StrayBytes(_) => None,
+        K::ZeroFilled(_) => Some((0, 0)),
         _ => return Ok(None),
     };
     if is_text(err.offset) {
@@ -306,6 +313,27 @@ mod tests {
                 );
             }
         }
+    }
+
+    // Zeros after the records to the end (a tail zero-filled after a
+    // crash) are a cut at the first zero header, named as such; a
+    // non-zero byte among them leaves it damage.
+    #[test]
+    fn a_zero_filled_tail_is_a_cut() {
+        let e = Endian::Big;
+        let mut b = records(e);
+        b.resize(b.len() + 200, 0);
+        let cut = cut_of(&b, e, false).expect("a cut");
+        assert_eq!(
+            (cut.at, cut.dropped, cut.cut_record),
+            (88, 200, Some((0, 0)))
+        );
+        let w = cut.warning(std::path::Path::new("z.data"));
+        assert!(w.contains("offset 88"), "{w}");
+        assert!(w.contains("200 bytes after it dropped"), "{w}");
+        assert!(w.contains("zero-filled"), "{w}");
+        b[200] = 1;
+        assert_eq!(cut_of(&b, e, false), None);
     }
 
     // What is not a cut is left to the walk: a record claiming fewer than
