@@ -5,7 +5,7 @@
 use std::io;
 
 use super::consts::types;
-use super::error::{FormatError, FormatErrorKind as K};
+use super::error::{FormatError, FormatErrorKind as K, UNFINISHED};
 use super::record::RecordHeader;
 use crate::bytes::{Endian, Rd};
 
@@ -172,7 +172,7 @@ impl Decompressor {
     /// offset of the last compressed record.
     pub(crate) fn finish(&self, at: u64) -> Result<(), FormatError> {
         if self.unfinished().is_some() {
-            let kind = K::Truncated("compressed data (unfinished zstd frame or record)");
+            let kind = K::Truncated(UNFINISHED);
             return Err(FormatError::at(at, kind));
         }
         Ok(())

@@ -11,6 +11,11 @@ pub struct RecordTooLarge {
     pub size: usize,
 }
 
+/// What [`FormatErrorKind::Truncated`] names when the data of the
+/// COMPRESSED records ends inside a zstd block or a record (`perf record
+/// -z` killed, or its stream cut, between two of them).
+pub(crate) const UNFINISHED: &str = "compressed data (unfinished zstd frame or record)";
+
 /// What was wrong with the input, and where.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("at offset {offset}: {kind}")]
@@ -74,6 +79,14 @@ pub enum FormatErrorKind {
     /// Fewer than 8 bytes are left after the last record.
     #[error("{0} stray bytes at the end of the data")]
     StrayBytes(u64),
+    /// A record header of zeros, and nothing but zeros after it to the end
+    /// of the data: a tail zero-filled after a crash (the file's size was
+    /// written, its last blocks never were).
+    #[error(
+        "record header of size 0, and the {0} bytes from there to the end of the data \
+         are all zero (zero-filled after a crash?)"
+    )]
+    ZeroFilled(u64),
     /// A record's fields do not fit its size.
     #[error("malformed record of type {0}")]
     MalformedRecord(u32),
@@ -120,8 +133,9 @@ impl FormatError {
     }
 
     /// Whether this is what a recording cut short gives (a stream or data
-    /// section ending inside a record, a data section past the end of the
-    /// file, a killed perf record's header): what `--salvage` reads.
+    /// section ending inside a record or in zeros, a data section past the
+    /// end of the file, a killed perf record's header, compressed data
+    /// ending inside a zstd block or a record): what `--salvage` reads.
     pub fn is_cut(&self) -> bool {
         use FormatErrorKind as K;
         match &self.kind {
@@ -130,8 +144,8 @@ impl FormatError {
             K::SectionPastEnd { what, .. } => {
                 matches!(*what, "data section" | "feature section")
             }
-            K::Truncated(what) => *what == "feature section table",
-            K::DataSizeZero | K::RecordPastEnd { .. } | K::StrayBytes(_) => true,
+            K::Truncated(what) => matches!(*what, "feature section table" | UNFINISHED),
+            K::DataSizeZero | K::RecordPastEnd { .. } | K::StrayBytes(_) | K::ZeroFilled(_) => true,
             _ => false,
         }
     }
@@ -156,5 +170,25 @@ impl std::fmt::Display for SampleError {
                 write!(f, "sample {what} {n} is more than the record holds")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // An unfinished zstd frame and a zero-filled tail are what a recording
+    // cut short gives (the CLI then names --salvage); a record of size 0
+    // followed by other bytes, or another truncation, is not.
+    #[test]
+    fn unfinished_frames_and_zero_tails_are_cuts() {
+        let cut = |kind| FormatError::at(0, kind).is_cut();
+        assert!(cut(FormatErrorKind::Truncated(UNFINISHED)));
+        assert!(cut(FormatErrorKind::ZeroFilled(100)));
+        assert!(!cut(FormatErrorKind::Truncated("inner record header")));
+        assert!(!cut(FormatErrorKind::RecordTooSmall {
+            record_type: 0,
+            size: 0
+        }));
     }
 }

@@ -74,7 +74,8 @@ impl Input {
     }
 
     /// The layout of a file-mode input opened with `salvage` (`head` its
-    /// first bytes): as it stands when whole; else (a data section past
+    /// first bytes): as it stands when whole (its data section up to its
+    /// last whole record); else (a data section past
     /// the end of the file, or data size 0 where perf record's killed
     /// file has records instead of features) its data section taken to
     /// run to the last whole record, without features.
@@ -101,6 +102,8 @@ impl Input {
                 Ok(_) if self.killed(&header) => KILLED,
                 features => {
                     let features = features?;
+                    let mut header = header;
+                    self.salvage_data(&mut header)?;
                     return Ok(Layout::File { header, features });
                 }
             }
@@ -123,6 +126,21 @@ impl Input {
             header.data.size = self.len - data_offset;
         }
         Ok(self.layout.clone())
+    }
+
+    /// A file-mode input with `salvage` whose header and features are
+    /// whole: a data section ending inside a record, or in zeros (a tail
+    /// zero-filled after a crash), is taken to end at its last whole
+    /// record, noted in [`Input::salvaged`]; the features stay.
+    fn salvage_data(&mut self, header: &mut FileHeader) -> Result<(), InputError> {
+        let (start, end) = (header.data.offset, header.data.end());
+        let cut = find_cut(&self.file, start, end, header.endian, |_| false)
+            .map_err(io_err("reading", &self.path))?;
+        if let Some(cut) = cut {
+            header.data.size = cut.at - start;
+            self.salvaged = Some(cut);
+        }
+        Ok(())
     }
 
     /// Ends the input at the last whole record of its records from

@@ -22,7 +22,8 @@ pub struct Salvaged {
     /// kept).
     pub dropped: u64,
     /// The record cut short, when its header was whole: its type and the
-    /// size it claims.
+    /// size it claims; (0, 0) for a header of zeros with only zeros after
+    /// it (a tail zero-filled after a crash).
     pub cut_record: Option<(u32, u16)>,
     /// File mode: what was wrong with the header (the data section's size
     /// was not taken as it stands, and the feature sections, which perf
@@ -47,6 +48,15 @@ pub struct InnerCut {
     /// The decompressed bytes dropped (0: a zstd block cut short at a
     /// record boundary).
     pub bytes: u64,
+    /// Where the damaged tail begins: the end of the last COMPRESSED
+    /// record after which the decompressed data was whole (records and
+    /// zstd blocks), else the first COMPRESSED record. The records from
+    /// there on, written out decompressed, make the recording whole again
+    /// (the zstd data before it is kept as it is: one frame runs through
+    /// all COMPRESSED records, so what follows cannot be compressed anew
+    /// into it). None when a record that cannot be written so (one with
+    /// data after it, a HEADER_FEATURE) lies in the tail.
+    pub tail: Option<u64>,
 }
 
 /// The header said nothing of the data's size: perf record killed.
@@ -115,6 +125,10 @@ impl Salvaged {
             count(self.dropped, "byte")
         );
         *w += &match self.cut_record {
+            Some((0, 0)) => {
+                " (a record header of size 0 and only zeros after it: a tail zero-filled after a crash)"
+                    .into()
+            }
             Some((types::COMPRESSED | types::COMPRESSED2, size)) => format!(
                 " (a COMPRESSED record of {size} bytes cut mid-frame: dropped whole, with the records it held)"
             ),
@@ -157,7 +171,8 @@ impl Salvaged {
 /// keeps after its records): the walk then reports or keeps it as it
 /// would without `--salvage`. A cut is a record (or the data after an
 /// AUXTRACE or HEADER_TRACING_DATA record) that runs past `end`, or fewer
-/// than 8 bytes left there.
+/// than 8 bytes left there, or a record header of zeros with only zeros
+/// after it.
 pub(crate) fn find_cut(
     file: &File,
     start: u64,
@@ -187,6 +202,7 @@ pub(crate) fn find_cut(
             Some((t, 0))
         }
         K::StrayBytes(_) => None,
+        K::ZeroFilled(_) => Some((0, 0)),
         _ => return Ok(None),
     };
     if is_text(err.offset) {
@@ -204,8 +220,9 @@ pub(crate) fn find_cut(
 
 /// Decodes the COMPRESSED records of `file[start..end)` (each at most
 /// `cap` bytes decompressed) and finds whether their data ends inside a
-/// record ([`InnerCut`]). None also when there are none, or when the
-/// records or their data are damaged: the walk reports that.
+/// record ([`InnerCut`]), and where the tail to rewrite begins. None also
+/// when there are none, or when the records or their data are damaged:
+/// the walk reports that.
 pub(crate) fn compressed_tail(
     file: &File,
     (start, end): (u64, u64),
@@ -215,6 +232,9 @@ pub(crate) fn compressed_tail(
     let mut stream = RecordStream::new(file, start, end, e);
     let mut dec: Option<Decompressor> = None;
     let mut last = 0;
+    // where the tail begins, and whether it holds a record that cannot be
+    // written out as it is
+    let (mut tail, mut stuck) = (None, false);
     loop {
         let (at, h, body) = match stream.next() {
             Ok(Some(r)) => r,
@@ -223,20 +243,32 @@ pub(crate) fn compressed_tail(
             Err(StreamError::Io(err)) => return Err(err),
         };
         let Ok(Some(payload)) = compressed_payload(at, &h, body, e) else {
+            stuck |= tail.is_some()
+                && matches!(
+                    h.type_,
+                    types::AUXTRACE | types::HEADER_TRACING_DATA | types::HEADER_FEATURE
+                );
             continue;
         };
         let d = match &mut dec {
             Some(d) => d,
             None => dec.insert(Decompressor::new()?),
         };
+        tail.get_or_insert(at);
         if d.feed(at, payload, e, cap, |_, _| Ok(())).is_err() {
             return Ok(None);
         }
+        if d.unfinished().is_none() {
+            (tail, stuck) = (Some(at + u64::from(h.size)), false);
+        }
         last = at;
     }
-    Ok(dec
-        .and_then(|d| d.unfinished())
-        .map(|bytes| InnerCut { at: last, bytes }))
+    let tail = tail.filter(|_| !stuck);
+    Ok(dec.and_then(|d| d.unfinished()).map(|bytes| InnerCut {
+        at: last,
+        bytes,
+        tail,
+    }))
 }
 
 #[cfg(test)]
@@ -306,6 +338,27 @@ mod tests {
                 );
             }
         }
+    }
+
+    // Zeros after the records to the end (a tail zero-filled after a
+    // crash) are a cut at the first zero header, named as such; a
+    // non-zero byte among them leaves it damage.
+    #[test]
+    fn a_zero_filled_tail_is_a_cut() {
+        let e = Endian::Big;
+        let mut b = records(e);
+        b.resize(b.len() + 200, 0);
+        let cut = cut_of(&b, e, false).expect("a cut");
+        assert_eq!(
+            (cut.at, cut.dropped, cut.cut_record),
+            (88, 200, Some((0, 0)))
+        );
+        let w = cut.warning(std::path::Path::new("z.data"));
+        assert!(w.contains("offset 88"), "{w}");
+        assert!(w.contains("200 bytes after it dropped"), "{w}");
+        assert!(w.contains("zero-filled"), "{w}");
+        b[200] = 1;
+        assert_eq!(cut_of(&b, e, false), None);
     }
 
     // What is not a cut is left to the walk: a record claiming fewer than
@@ -378,7 +431,11 @@ mod tests {
         }
         s.cut_record = Some((types::HEADER_TRACING_DATA, 0));
         s.lost = FeatureBits::default();
-        s.inner = Some(InnerCut { at: 64, bytes: 1 });
+        s.inner = Some(InnerCut {
+            at: 64,
+            bytes: 1,
+            tail: None,
+        });
         let w = s.warning(std::path::Path::new("k.data"));
         assert!(w.contains("HEADER_TRACING_DATA (type 66)"), "{w}");
         assert!(w.contains("its 1 decompressed byte dropped"), "{w}");
@@ -425,10 +482,32 @@ mod tests {
             compressed_tail(&f, (0, bytes.len() as u64), e, 1 << 20).unwrap()
         };
         let first = compressed(&a);
-        assert_eq!(tail(&first), Some(InnerCut { at: 0, bytes: 12 }));
+        let cut = InnerCut {
+            at: 0,
+            bytes: 12,
+            tail: Some(0),
+        };
+        assert_eq!(tail(&first), Some(cut));
         let mut both = first.clone();
         both.extend_from_slice(&compressed(&b));
         assert_eq!(tail(&both), None);
+        // a third half after the two: the tail begins after them (a
+        // FINISHED_ROUND between changes nothing)
+        let c = half(&recs[..20]);
+        let mut three = both.clone();
+        crate::perf::record::encode_empty(&mut three, e, types::FINISHED_ROUND);
+        three.extend_from_slice(&compressed(&c));
+        let cut = InnerCut {
+            at: both.len() as u64 + 8,
+            bytes: 12,
+            tail: Some(both.len() as u64),
+        };
+        assert_eq!(tail(&three), Some(cut));
+        // an AUXTRACE record in the tail: it cannot be written out
+        let mut aux = both.clone();
+        aux.extend_from_slice(&compressed(&c));
+        aux.extend_from_slice(&records(e)[32..]);
+        assert_eq!(tail(&aux).map(|c| c.tail), Some(None));
         assert_eq!(tail(&records(e)), None, "no COMPRESSED records");
     }
 }

@@ -123,6 +123,30 @@ impl<'f> RecordStream<'f> {
         Ok(())
     }
 
+    /// Whether every byte from the next record to the end of the range is
+    /// zero (a tail zero-filled after a crash), read in chunks of its own
+    /// with `pread` (the file's cursor is not ours) and given up at the
+    /// first other byte; the stream is not to be read on after it.
+    fn zeros_to_end(&mut self) -> Result<bool, StreamError> {
+        use std::os::unix::fs::FileExt;
+        // the buffered bytes are overwritten
+        (self.lo, self.hi) = (0, 0);
+        let mut at = self.pos;
+        // compared with zeros whole (a memcmp: a sparse 2 GiB of them in
+        // a second)
+        let zeros = vec![0u8; self.buf.len()];
+        while at < self.end {
+            let n = (self.end - at).min(self.buf.len() as u64) as usize;
+            let chunk = &mut self.buf[..n];
+            self.file.read_exact_at(chunk, at)?;
+            if chunk[..] != zeros[..n] {
+                return Ok(false);
+            }
+            at += n as u64;
+        }
+        Ok(true)
+    }
+
     /// The next record: (offset, header, body).
     #[inline]
     pub(crate) fn next(&mut self) -> Result<Option<Rec<'_>>, StreamError> {
@@ -165,9 +189,14 @@ impl<'f> RecordStream<'f> {
         let h = RecordHeader::parse(&self.buf[self.lo..self.lo + 8], self.e)
             .ok_or(FormatError::at(at, K::Truncated("record header")))?;
         if h.size < 8 {
-            let kind = K::RecordTooSmall {
-                record_type: h.type_,
-                size: h.size,
+            let zero = h.type_ == 0 && h.misc == 0 && h.size == 0;
+            let kind = if zero && self.zeros_to_end()? {
+                K::ZeroFilled(self.end - at)
+            } else {
+                K::RecordTooSmall {
+                    record_type: h.type_,
+                    size: h.size,
+                }
             };
             return Err(FormatError::at(at, kind).into());
         }
@@ -243,6 +272,38 @@ mod tests {
         match s.next() {
             Err(StreamError::Format(err)) => assert_eq!(err.offset, 16),
             _ => panic!("size 4 accepted"),
+        }
+    }
+
+    // A record header of zeros with only zeros after it to the end of the
+    // range (longer than the buffer) is a zero-filled tail, its bytes
+    // counted; one other byte after it makes it a record of size 0 again.
+    #[test]
+    fn a_zero_filled_tail_is_told_from_a_record_of_size_zero() {
+        let e = Endian::Little;
+        let mut bytes = Vec::new();
+        record::encode_empty(&mut bytes, e, types::FINISHED_ROUND);
+        bytes.resize(8 + 3 * READ_CHUNK + 5, 0);
+        let f = tempfile::tempfile().unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &bytes, 0).unwrap();
+        let end = bytes.len() as u64;
+        let mut s = RecordStream::new(&f, 0, end, e);
+        assert!(matches!(s.next(), Ok(Some((0, _, _)))));
+        match s.next() {
+            Err(StreamError::Format(err)) => {
+                assert_eq!((err.offset, err.kind), (8, K::ZeroFilled(end - 8)));
+            }
+            _ => panic!("no zero-filled tail"),
+        }
+        std::os::unix::fs::FileExt::write_all_at(&f, &[1], end - 1).unwrap();
+        let mut s = RecordStream::new(&f, 0, end, e);
+        s.next().unwrap();
+        match s.next() {
+            Err(StreamError::Format(err)) => assert!(
+                matches!(err.kind, K::RecordTooSmall { size: 0, .. }),
+                "{err}"
+            ),
+            _ => panic!("size 0 accepted"),
         }
     }
 

@@ -48,7 +48,32 @@ pub(super) struct Emitter<'a> {
     pub(super) failed: Option<io::Error>,
 }
 
-impl Emitter<'_> {
+impl<'a> Emitter<'a> {
+    /// An emitter that writes every record it is given as it is, those
+    /// inside COMPRESSED records one by one, into `out` from its start
+    /// (the damaged tail of a salvaged `-z` recording a merge rewrites).
+    pub(super) fn decompressing(e: Endian, input: &'a File, out: &'a mut File) -> Self {
+        Emitter {
+            e,
+            input,
+            out,
+            buf: Vec::with_capacity(1 << 20),
+            pos: 0,
+            decompress: true,
+            convert: false,
+            recompress: false,
+            drop_metadata: false,
+            ids: None,
+            report: ConvertReport::default(),
+            noted: ConvertReport::default(),
+            in_compressed: false,
+            aux_index: Vec::new(),
+            zstd: None,
+            level: 1,
+            failed: None,
+        }
+    }
+
     pub(super) fn flush(&mut self) {
         if self.failed.is_none() {
             if let Err(e) = self.out.write_all(&self.buf) {

@@ -4,6 +4,7 @@
 //! insert, [`super::write`] writes it; the output is atomic.
 
 use std::collections::HashSet;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::error::out_err;
@@ -12,13 +13,14 @@ use super::insert::{Processes, Records};
 use super::open::open_input;
 use super::plan::{self, Which};
 use super::scan::RecordingFacts;
+use super::tail::{tail_of, walk_with_tail, Tail};
 use super::write;
 use crate::model::{KernelMap, Process};
 use crate::output::AtomicFile;
 use crate::perf::consts::{feature, types};
 use crate::perf::copy::walk_beside;
 use crate::perf::features::{encode_build_id_entries, parse_string_feature};
-use crate::perf::{Input, Layout};
+use crate::perf::{FileHeader, Input, Layout};
 use crate::proc::kernel::{kernel_maps, KernelRoots, KERNEL_DSO};
 use crate::proc::{self, clock, parse, Skip, Snapshot, Target};
 use crate::snapshot::{self, BpfRecord, Encoding, HeldProcess, KernelMaps, Runs, SnapshotMaps};
@@ -210,7 +212,7 @@ pub fn merge(
             .map_err(|err| input.format(err))?;
     }
     let mut out = prepare_output(&input, output, opts.in_place)?;
-    let walk = walk_and_copy(&input, &before, (&mut out, output), &mut facts)?;
+    let (walk, tail) = walk_and_copy(&input, &before, (&mut out, output), &mut facts)?;
     let attrs = walk.attrs;
     let mut report = MergeReport {
         input_records: walk.records,
@@ -261,7 +263,9 @@ pub fn merge(
         report.unchanged = true;
         return Ok(report);
     }
-    finish_output(&input, (out.file(), output), &facts, &inserted, &new_ids)?;
+    let tail = tail.map(|(file, len)| (file, len, walk.trailing));
+    let inserts = (&inserted, &new_ids[..]);
+    finish_output(&input, (out.file(), output), &facts, inserts, tail)?;
     // the features (and a moved data section) were read after the scan
     write::check_unchanged(&input, &before, "changed while being merged")?;
     out.commit().map_err(out_err("writing", output))?;
@@ -269,28 +273,32 @@ pub fn merge(
 }
 
 /// Scans the recording; in file mode the kernel copies its data section
-/// into `out` on one core while the scan reads it on the other. An input
-/// changed since `before` is an error, whatever else failed because of it
-/// (the copy would not be what was scanned).
+/// (up to the damaged tail of a salvaged `-z` recording, which the scan
+/// writes out decompressed: see [`super::tail`]) into `out` on one core
+/// while the scan reads it on the other. An input changed since `before`
+/// is an error, whatever else failed because of it (the copy would not be
+/// what was scanned).
 fn walk_and_copy(
     input: &Input,
     before: &std::fs::Metadata,
     (out, output): (&mut AtomicFile, &Path),
     facts: &mut RecordingFacts,
-) -> Result<crate::perf::Walk, MergeError> {
+) -> Result<(crate::perf::Walk, Option<(File, u64)>), MergeError> {
     let stop = std::sync::atomic::AtomicBool::new(false);
+    let from = tail_of(input);
     let (walk, copied) = std::thread::scope(|s| {
         let copier = match &input.layout {
             Layout::File { header, .. } => {
                 let (f, stop) = (out.file(), &stop);
-                Some(s.spawn(move || write::copy_data_section(input, header, f, stop)))
+                let header = kept(header, from);
+                Some(s.spawn(move || write::copy_data_section(input, &header, f, stop)))
             }
             Layout::Pipe(_) => None,
         };
         // The walk reads only with pread: the copier owns the file
         // cursors. A failed or panicking walk stops the copy (its error is
         // the one reported: the rest is not copied first).
-        let walk = walk_beside(&stop, || input.walk(facts));
+        let walk = walk_beside(&stop, || walk_with_tail(input, facts, from, output));
         let copied = copier.map(|c| c.join());
         let copied = copied.map(|c| c.unwrap_or_else(|p| std::panic::resume_unwind(p)));
         (
@@ -317,27 +325,50 @@ fn prepare_output(input: &Input, output: &Path, in_place: bool) -> Result<Atomic
     Ok(out)
 }
 
+/// The header of the data section a merge copies as it is: all of it, or
+/// up to `from`, where the damaged tail it rewrites begins.
+fn kept(header: &FileHeader, from: Option<u64>) -> FileHeader {
+    let mut h = header.clone();
+    if let Some(from) = from.filter(|f| (h.data.offset..=h.data.end()).contains(f)) {
+        h.data.size = from - h.data.offset;
+    }
+    h
+}
+
 /// Writes everything after the scan: file mode around the copied data,
 /// pipe mode around the insertion point; `out` is the open temporary file
-/// and the path its errors name.
+/// and the path its errors name; `tail`, the damaged tail rewritten, its
+/// length and where a stream's text after its records begins.
 fn finish_output(
     input: &Input,
-    (out, output): (&mut std::fs::File, &Path),
+    (out, output): (&mut File, &Path),
     facts: &RecordingFacts,
-    inserted: &Records,
-    new_ids: &[crate::perf::BuildIdEntry],
+    (inserted, new_ids): (&Records, &[crate::perf::BuildIdEntry]),
+    tail: Option<(File, u64, Option<u64>)>,
 ) -> Result<(), MergeError> {
     let e = input.endian();
     let werr = out_err("writing", output);
+    let from = tail_of(input);
+    let tail = match (&tail, from) {
+        (Some((file, len, trailing)), Some(from)) => Some(Tail {
+            from,
+            to: trailing.unwrap_or(input.len),
+            file,
+            len: *len,
+        }),
+        _ => None,
+    };
     match &input.layout {
         Layout::File { header, features } => {
             let ids = encode_build_id_entries(e, 0, new_ids)?;
-            write::finish_file_mode(input, header, features, out, inserted, &ids).map_err(werr)
+            let header = kept(header, from);
+            let data = (inserted as &dyn write::Inserted, tail.as_ref());
+            write::finish_file_mode(input, &header, features, out, data, &ids).map_err(werr)
         }
         Layout::Pipe(_) => {
             let at = facts.insert_at.or(facts.after_init).unwrap_or(input.len);
             let ids = encode_build_id_entries(e, types::HEADER_BUILD_ID, new_ids)?;
-            write::write_pipe_mode(input, out, at, &ids, inserted).map_err(werr)
+            write::write_pipe_mode(input, out, at, (&ids, inserted), tail.as_ref()).map_err(werr)
         }
     }
 }

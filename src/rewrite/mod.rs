@@ -5,7 +5,8 @@
 //! its inserted records encoded as they are written (`insert`), the
 //! record-by-record rewrite between modes (`transcode`) and `convert`,
 //! with the build id each map gets (`buildids`, `attribution`, `trust`) and
-//! what a conversion reports (`report`).
+//! what a conversion reports (`report`), and the damaged tail of a
+//! salvaged `-z` recording that a merge writes out decompressed (`tail`).
 //!
 //! May import: `bytes`, `model`, `perf`, `proc`, `snapshot`, `output`.
 
@@ -21,6 +22,7 @@ mod open;
 pub mod plan;
 pub mod report;
 pub mod scan;
+pub mod tail;
 pub mod transcode;
 pub mod trust;
 pub mod write;

@@ -268,12 +268,21 @@ fn zstd_level(meta: &RawMeta) -> i32 {
 
 /// Ends a file-mode output of `data_len` bytes of records: the AUXTRACE
 /// index rebuilt from `aux`, the feature table and sections, the header.
+/// No records (a salvage that kept none) get one FINISHED_ROUND: perf
+/// takes data size 0 for a recording not terminated ("data size field is
+/// 0"), and its script then fails.
 fn finish_file(
     meta: &mut RawMeta,
     aux: &[(u64, u64)],
-    data_len: u64,
+    mut data_len: u64,
     out: &mut File,
 ) -> io::Result<()> {
+    if data_len == 0 {
+        let mut round = Vec::with_capacity(8);
+        crate::perf::record::encode_empty(&mut round, meta.endian, types::FINISHED_ROUND);
+        out.write_all(&round)?;
+        data_len = round.len() as u64;
+    }
     if !aux.is_empty() || meta.feature(feature::AUXTRACE).is_some() {
         meta.set_feature(feature::AUXTRACE, auxtrace_index(meta.endian, aux));
     }

@@ -8,7 +8,8 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 
-use crate::perf::consts::{feature, FILE_HEADER_SIZE};
+use super::tail::Tail;
+use crate::perf::consts::{feature, types, FILE_HEADER_SIZE};
 use crate::perf::copy::{copy_range, copy_range_beside, PAGE};
 use crate::perf::{
     FeatureTable, FileHeader, FormatError, FormatErrorKind, Input, InputError, Section,
@@ -49,6 +50,16 @@ pub trait Inserted {
     fn size(&self) -> u64;
     /// Writes them to `out`.
     fn write_to(&self, out: &mut dyn Write) -> io::Result<()>;
+}
+
+/// Records already encoded.
+impl Inserted for Vec<u8> {
+    fn size(&self) -> u64 {
+        self.len() as u64
+    }
+    fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
+        out.write_all(self)
+    }
 }
 
 /// Writes `inserted` to `out` at its cursor, through a buffer.
@@ -114,42 +125,20 @@ pub fn check_unchanged(
     Ok(())
 }
 
-/// Completes a file-mode output whose data section was copied by the scan:
-/// places the inserted records right before it (or, if they do not fit,
-/// copies the data again behind them), appends the feature table and
-/// sections, and writes the header last.
+/// Completes a file-mode output whose data section (`h.data`) was copied by
+/// the scan: the inserted records and `tail` placed around it (see
+/// [`place_data`]), then the feature table and sections, and the header
+/// last.
 pub fn finish_file_mode(
     input: &Input,
     h: &FileHeader,
     features: &FeatureTable,
     out: &mut File,
-    inserted: &dyn Inserted,
+    (inserted, tail): (&dyn Inserted, Option<&Tail>),
     extra_ids: &[u8],
 ) -> io::Result<()> {
-    let ins = inserted.size();
-    // nothing to add: the records stay behind the unused room (a second
-    // copy to make the output the input byte for byte cost more than the
-    // merge itself)
-    let data_offset = if ins <= RESERVE {
-        let at = h.data.offset + RESERVE - ins;
-        out.seek(SeekFrom::Start(at))?;
-        write_inserted(inserted, out)?;
-        at
-    } else {
-        // Copied again behind page-rounded room, so the kernel copies it at
-        // `cp`'s speed (see `copy_range`).
-        let room = ins.div_ceil(PAGE) * PAGE;
-        out.set_len(h.data.offset)?;
-        out.seek(SeekFrom::Start(h.data.offset + room - ins))?;
-        write_inserted(inserted, out)?;
-        out.seek(SeekFrom::Start(h.data.offset + room))?;
-        copy_range(&input.file, h.data.offset, h.data.size, out)?;
-        h.data.offset + room - ins
-    };
-    let data = Section {
-        offset: data_offset,
-        size: h.data.size + ins,
-    };
+    let (data, ins) = place_data(input, h, out, inserted, tail)?;
+    let data_offset = data.offset;
     out.seek(SeekFrom::Start(data.end()))?;
 
     // Feature sections: all copied byte for byte; BUILD_ID grows (or appears).
@@ -220,6 +209,56 @@ pub fn finish_file_mode(
     }
     out.write_all_at(&head.encode(), 0)?;
     Ok(())
+}
+
+/// Places the inserted records right before the data section copied by
+/// the scan (or, if they do not fit, copies the data again behind them),
+/// and appends `tail` to it (a salvaged input's damaged tail rewritten,
+/// see the `tail` module); returns the data section so made and the bytes
+/// inserted. A data section left empty gets a FINISHED_ROUND: perf takes
+/// data size 0 for a recording not terminated.
+fn place_data(
+    input: &Input,
+    h: &FileHeader,
+    out: &mut File,
+    inserted: &dyn Inserted,
+    tail: Option<&Tail>,
+) -> io::Result<(Section, u64)> {
+    let tail_len = tail.map_or(0, |t| t.len);
+    let mut round = Vec::new();
+    if inserted.size() == 0 && h.data.size + tail_len == 0 {
+        crate::perf::record::encode_empty(&mut round, h.endian, types::FINISHED_ROUND);
+    }
+    let inserted: &dyn Inserted = if round.is_empty() { inserted } else { &round };
+    let ins = inserted.size();
+    // nothing to add: the records stay behind the unused room (a second
+    // copy to make the output the input byte for byte cost more than the
+    // merge itself)
+    let data_offset = if ins <= RESERVE {
+        let at = h.data.offset + RESERVE - ins;
+        out.seek(SeekFrom::Start(at))?;
+        write_inserted(inserted, out)?;
+        out.seek(SeekFrom::Start(h.data.offset + RESERVE + h.data.size))?;
+        at
+    } else {
+        // Copied again behind page-rounded room, so the kernel copies it at
+        // `cp`'s speed (see `copy_range`).
+        let room = ins.div_ceil(PAGE) * PAGE;
+        out.set_len(h.data.offset)?;
+        out.seek(SeekFrom::Start(h.data.offset + room - ins))?;
+        write_inserted(inserted, out)?;
+        out.seek(SeekFrom::Start(h.data.offset + room))?;
+        copy_range(&input.file, h.data.offset, h.data.size, out)?;
+        h.data.offset + room - ins
+    };
+    if let Some(t) = tail {
+        copy_range(t.file, 0, t.len, out)?;
+    }
+    let data = Section {
+        offset: data_offset,
+        size: h.data.size + tail_len + ins,
+    };
+    Ok((data, ins))
 }
 
 /// One change to a file-mode input's records: the `old` bytes at `at`
@@ -369,16 +408,24 @@ fn copy_auxtrace_index(
 }
 
 /// Writes a pipe-mode output: the input up to `at`, the new HEADER_BUILD_ID
-/// records, the inserted records, then the rest of the input.
+/// records, the inserted records, then the rest of the input (with `tail`,
+/// a salvaged input's damaged tail rewritten, in place of its records).
 pub fn write_pipe_mode(
     input: &Input,
     out: &mut File,
     at: u64,
-    ids: &[u8],
-    inserted: &dyn Inserted,
+    (ids, inserted): (&[u8], &dyn Inserted),
+    tail: Option<&Tail>,
 ) -> io::Result<()> {
+    let end = tail.map_or(input.len, |t| t.from);
+    let at = at.min(end);
     copy_range(&input.file, 0, at, out)?;
     out.write_all(ids)?;
     write_inserted(inserted, out)?;
-    copy_range(&input.file, at, input.len - at, out)
+    copy_range(&input.file, at, end - at, out)?;
+    if let Some(t) = tail {
+        copy_range(t.file, 0, t.len, out)?;
+        copy_range(&input.file, t.to, input.len - t.to, out)?;
+    }
+    Ok(())
 }
