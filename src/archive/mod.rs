@@ -7,7 +7,8 @@
 //! and `DIR/.build-id/xx/rest-of-id`, a symlink to `../../PATH/BUILDID`.
 //! Use it with `perf --buildid-dir DIR report`.
 //!
-//! May import: `model`, `proc`, `perf`, `snapshot`, `sys`.
+//! May import: `model`, `output`, `proc`, `perf`, `snapshot`, `sys`,
+//! `testhook`.
 
 mod entry;
 mod from;
@@ -327,7 +328,11 @@ fn archive_vma(
         report.unreadable += 1;
         return;
     };
-    let copy = |out: &mut File| copy_file(&mut f, out);
+    let copy = |out: &mut File| {
+        // (tests: the temporary file is made, the size checked)
+        crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_ARCHIVE_COPY");
+        copy_file(&mut f, out)
+    };
     if add_counted(root, &entry, file_name(vma), copy, report) {
         done.insert(id);
     }
