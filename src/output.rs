@@ -168,8 +168,9 @@ pub fn open_stream(path: &Path) -> Result<File, OutputError> {
         .map_err(io_err(path))
 }
 
-/// A temporary file being written: its directory (held open) and name.
-type Temporary = (Arc<OwnedFd>, Vec<u8>);
+/// A temporary file being written (or a directory made for one): its
+/// directory (held open), its name and whether it is a directory.
+type Temporary = (Arc<OwnedFd>, Vec<u8>, bool);
 
 /// Temporary files being written, removed by [`remove_temporaries`] when a
 /// signal ends the process.
@@ -189,14 +190,67 @@ fn temporaries() -> std::sync::MutexGuard<'static, Temporaries> {
     TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Removes every temporary file still registered (for a signal handler
-/// thread, before the process exits); none can be made after it.
+/// Removes every temporary file still registered, then the directories
+/// made for them (last made first, each only while empty), for a signal
+/// handler thread before the process exits; none can be made after it.
 pub fn remove_temporaries() {
     let mut t = temporaries();
     t.closing = true;
-    for (dir, name) in t.list.drain(..) {
-        let _ = crate::sys::unlink_at(dir.as_fd(), &name);
+    for (dir, name, directory) in t.list.drain(..).rev() {
+        let _ = match directory {
+            true => crate::sys::rmdir_at(dir.as_fd(), &name),
+            false => crate::sys::unlink_at(dir.as_fd(), &name),
+        };
     }
+}
+
+/// The error for a temporary not made because a signal is ending the
+/// process.
+fn ending() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Interrupted,
+        "the process is ending (a signal)",
+    )
+}
+
+/// Makes the file or directory `name` in `dir` with `make` (which says
+/// whether it made it: a directory may have been there) and, if it did,
+/// lists it for [`remove_temporaries`] before a signal handler can see it
+/// (the handler waits): for outputs written outside [`AtomicFile`]
+/// (`archive`'s cache files and the directories made for them). Fails
+/// once a signal is ending the process. Take it off with
+/// [`settle_temporary`].
+pub fn make_temporary<T>(
+    dir: &Arc<OwnedFd>,
+    name: &[u8],
+    directory: bool,
+    make: impl FnOnce() -> io::Result<(T, bool)>,
+) -> io::Result<(T, bool)> {
+    let mut t = temporaries();
+    if t.closing {
+        return Err(ending());
+    }
+    let (made, listed) = make()?;
+    if listed {
+        t.list.push((dir.clone(), name.to_vec(), directory));
+    }
+    Ok((made, listed))
+}
+
+/// Does `op` to the temporary `name` in `dir` (its rename into place, its
+/// removal, nothing when it is kept) while a signal handler waits, and
+/// takes it off the list when `op` succeeded: a signal never removes a
+/// name that is no longer a temporary.
+pub fn settle_temporary(
+    dir: &Arc<OwnedFd>,
+    name: &[u8],
+    op: impl FnOnce() -> io::Result<()>,
+) -> io::Result<()> {
+    let mut t = temporaries();
+    op()?;
+    t.list
+        .retain(|(d, n, _)| !(Arc::ptr_eq(d, dir) && n.as_slice() == name));
+    Ok(())
 }
 
 /// An output file being written. Its directory is resolved once, when it is
@@ -281,10 +335,7 @@ fn create_named(
             // listed before a signal can see it made (the handler waits)
             let mut t = temporaries();
             if t.closing {
-                return Err(io::Error::new(
-                    io::ErrorKind::Interrupted,
-                    "the process is ending (a signal)",
-                ));
+                return Err(ending());
             }
             let made = match unnamed {
                 Some(f) => crate::sys::link_at(f, dir_fd.as_fd(), &tmp).map(|()| None),
@@ -292,7 +343,7 @@ fn create_named(
             };
             match made {
                 Ok(file) => {
-                    t.list.push((dir_fd.clone(), tmp.clone()));
+                    t.list.push((dir_fd.clone(), tmp.clone(), false));
                     return Ok((file, tmp));
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 100 => n += 1,
@@ -357,7 +408,7 @@ impl AtomicFile {
     /// Takes the temporary file off the signal handler's list.
     fn forget_tmp(&mut self, list: &mut Vec<Temporary>) {
         let tmp = std::mem::take(&mut self.tmp);
-        list.retain(|(d, n)| !(Arc::ptr_eq(d, &self.dir) && *n == tmp));
+        list.retain(|(d, n, _)| !(Arc::ptr_eq(d, &self.dir) && *n == tmp));
     }
 }
 
@@ -405,7 +456,7 @@ mod tests {
         assert!(!temporaries()
             .list
             .iter()
-            .any(|(d, _)| Arc::ptr_eq(d, &held)));
+            .any(|(d, ..)| Arc::ptr_eq(d, &held)));
         drop(f);
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
         assert_eq!(std::fs::read_dir(dir).unwrap().count(), 2);
@@ -416,7 +467,7 @@ mod tests {
         assert!(temporaries()
             .list
             .iter()
-            .any(|(d, n)| Arc::ptr_eq(d, &held) && *n == name));
+            .any(|(d, n, _)| Arc::ptr_eq(d, &held) && *n == name));
         drop(AtomicFile {
             file: named,
             dir: held.clone(),
@@ -428,7 +479,7 @@ mod tests {
         assert!(!temporaries()
             .list
             .iter()
-            .any(|(d, _)| Arc::ptr_eq(d, &held)));
+            .any(|(d, ..)| Arc::ptr_eq(d, &held)));
     }
 
     // The directory is resolved once, at create: a link on the path

@@ -307,13 +307,14 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
         Some(why) => format!("no kallsyms ({why})"),
     };
     let mut lines = vec![format!(
-        "mmap2-synth archive: {} processes; {} files added ({} bytes), {} already there, {} unreadable, {} mapping another file than recorded, {} too large or sparse, {} not written; vdso {}; {}; {:.3} s -> {}",
+        "mmap2-synth archive: {} processes; {} files added ({} bytes), {} already there, {} unreadable, {} mapping another file than recorded, {} with no id or inode in the record and not mapped there now, {} too large or sparse, {} not written; vdso {}; {}; {:.3} s -> {}",
         r.processes,
         r.added,
         r.bytes,
         r.present,
         r.unreadable,
         r.mismatched,
+        r.unidentified,
         r.too_large,
         r.failed,
         match r.vdso {
@@ -344,7 +345,9 @@ pub enum StrictFailure {
     Lost(u64),
     /// `archive`: mapped files could not be read, or were not the
     /// recorded ones.
-    #[error("--strict: {0} mapped files could not be read or were not the recorded ones")]
+    #[error(
+        "--strict: {0} mapped files could not be read or were not verifiably the recorded ones"
+    )]
     NotArchived(usize),
 }
 

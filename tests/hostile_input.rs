@@ -800,6 +800,33 @@ fn missing_input_is_bad_input() {
     assert!(!out.exists(), "archive of junk made {}", out.display());
 }
 
+// archive --from a recording whose header is sound but whose first record
+// is not (a 4-byte size) fails with exit 2 naming the file and offset,
+// and takes away the -o directories it made (two levels), none left empty.
+#[test]
+fn archive_from_a_file_damaged_after_its_header_leaves_no_directory() {
+    let d = scratch("in-archive-bad");
+    let e = Endian::Little;
+    let mut data = Vec::new();
+    data.put_u32(e, types::COMM);
+    data.put_u16(e, 0);
+    data.put_u16(e, 4); // shorter than a record header
+    data.extend([0u8; 28]);
+    let rec = d.join("bad.data");
+    recording(&rec, &data);
+    let out = d.join("new").join("cache");
+    let o = synth([
+        "archive".as_ref(),
+        "--from".as_ref(),
+        rec.as_os_str(),
+        "--no-kernel".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    let err = assert_bad(&o, &rec, "at offset ");
+    assert!(!d.join("new").exists(), "left {}: {err}", out.display());
+}
+
 /// `n` COMPRESSED2 records, each `mib` MiB of the same four MMAP2 records
 /// (one process's libc maps, inode form, a TIME trailer each) repeated:
 /// what benches/gen_zmmap_bomb.py writes, in file mode.

@@ -1,7 +1,8 @@
 //! One cache entry: where it goes in perf's layout ([`cache_entry`]) and
 //! how it is written, relative to directory descriptors reached without
 //! following symlinks; an entry that fails takes the directories made for
-//! it away again.
+//! it away again. Its temporary file and directories are listed for the
+//! output module's signal cleanup while they are made.
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -9,8 +10,10 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::model::{BuildId, VDSO_NAME};
+use crate::output::{make_temporary, settle_temporary};
 use crate::proc::kernel::KERNEL_DSO;
 use crate::sys::{create_at, dir_at, exists_at, rename_at, rmdir_at, symlink_at, unlink_at};
 
@@ -96,29 +99,97 @@ pub(super) enum Added {
     New(u64),
 }
 
+/// A directory made (its parent, held open, and its name).
+type Made = (Arc<OwnedFd>, Vec<u8>);
+
 /// The cache directory: held open (every entry is made relative to it)
 /// and its path, for messages.
 pub(super) struct Root {
     pub(super) dir: File,
     pub(super) path: PathBuf,
+    /// The directories of `path` this run made, outermost first: removed
+    /// again (when still empty) when dropped before [`Root::keep`], listed
+    /// for a signal until then.
+    made: Vec<Made>,
+}
+
+impl Root {
+    /// Opens the cache directory `path`, first making it and its missing
+    /// parents (mode 0755, never through a symlink).
+    pub(super) fn create(path: &Path) -> io::Result<Root> {
+        let mut missing = Vec::new();
+        let mut base = path;
+        while let (Some(name), Some(parent)) = (base.file_name(), base.parent()) {
+            match std::fs::metadata(base) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                _ => break,
+            }
+            missing.push(name.as_bytes().to_vec());
+            base = parent;
+        }
+        if base.as_os_str().is_empty() {
+            base = Path::new(".");
+        }
+        let mut fd: Arc<OwnedFd> = Arc::new(File::open(base)?.into());
+        let mut made = Vec::new();
+        for name in missing.iter().rev() {
+            match make_temporary(&fd, name, true, || crate::sys::dir_at(fd.as_fd(), name)) {
+                Ok((next, created)) => {
+                    if created {
+                        made.push((fd.clone(), name.clone()));
+                    }
+                    fd = Arc::new(next);
+                }
+                Err(e) => {
+                    settle_dirs(&mut made, true);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Root {
+            dir: File::from(fd.as_fd().try_clone_to_owned()?),
+            path: path.to_path_buf(),
+            made,
+        })
+    }
+
+    /// Keeps the directories made for the cache (the run is over).
+    pub(super) fn keep(mut self) {
+        settle_dirs(&mut self.made, false);
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        settle_dirs(&mut self.made, true);
+    }
+}
+
+/// Takes the directories `made` off the signal handler's list, innermost
+/// first, with `remove` removing each first (while still empty).
+fn settle_dirs(made: &mut Vec<Made>, remove: bool) {
+    for (parent, dir) in made.drain(..).rev() {
+        let _ = settle_temporary(&parent, &dir, || {
+            if remove {
+                let _ = rmdir_at(parent.as_fd(), &dir);
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Walks (creating) `parts` below the cache directory `root`, never through
 /// a symlink: a component an attacker made a symlink stops the walk. Each
-/// directory this walk created goes into `made` with its parent, so a
-/// failed entry can take them away again.
-fn walk_dirs(
-    root: &File,
-    parts: &[Vec<u8>],
-    made: &mut Vec<(OwnedFd, Vec<u8>)>,
-) -> io::Result<OwnedFd> {
-    let mut fd = root.as_fd().try_clone_to_owned()?;
+/// directory this walk created goes into `made` with its parent (and on
+/// the signal handler's list), so a failed entry can take them away again.
+fn walk_dirs(root: &File, parts: &[Vec<u8>], made: &mut Vec<Made>) -> io::Result<Arc<OwnedFd>> {
+    let mut fd = Arc::new(root.as_fd().try_clone_to_owned()?);
     for c in parts {
-        let (next, created) = dir_at(fd.as_fd(), c)?;
+        let (next, created) = make_temporary(&fd, c, true, || dir_at(fd.as_fd(), c))?;
         if created {
-            made.push((fd, c.clone()));
+            made.push((fd.clone(), c.clone()));
         }
-        fd = next;
+        fd = Arc::new(next);
     }
     Ok(fd)
 }
@@ -147,9 +218,9 @@ pub(super) enum EntryError {
 }
 
 /// Adds one entry for `name`: the bytes `copy` writes, as its leaf file
-/// in the entry's directory (a temporary file renamed into place, mode
-/// 0644 as perf's cache keeps readable files), and its `.build-id` link
-/// (made again if it was lost). Every step is relative to a directory
+/// in the entry's directory (a temporary file renamed into place, then
+/// `mode`: 0644 as perf's cache keeps readable files, less for a source
+/// less readable), and its `.build-id` link (made again if it was lost). Every step is relative to a directory
 /// descriptor reached without following symlinks, so nothing is written
 /// outside the cache. Directories made for an entry that fails are
 /// removed again (when still empty).
@@ -157,11 +228,12 @@ pub(super) fn add_entry(
     root: &Root,
     e: &CacheEntry,
     name: &[u8],
+    mode: u32,
     copy: impl FnOnce(&mut File) -> Result<u64, CopyFailed>,
 ) -> Result<Added, EntryError> {
     let mut made = Vec::new();
     let [file, link] = e.files(&root.path, name);
-    let result = match add_file(root, e, cache_leaf(name), copy, &mut made) {
+    let result = match add_file(root, e, (cache_leaf(name), mode), copy, &mut made) {
         Err(f) if f.reading => Err(EntryError::Read),
         Err(f) => Err(EntryError::Write(file, f.err)),
         Ok(added) => add_link(&root.dir, e, &mut made)
@@ -174,17 +246,13 @@ pub(super) fn add_entry(
                 EntryError::Write(at, err)
             }),
     };
-    if result.is_err() {
-        // innermost first; a directory something else was put in stays
-        for (parent, dir) in made.iter().rev() {
-            let _ = rmdir_at(parent.as_fd(), dir);
-        }
-    }
+    // innermost first; a directory something else was put in stays
+    settle_dirs(&mut made, result.is_err());
     result
 }
 
 /// The entry's `.build-id` link, unless it is there.
-fn add_link(root: &File, e: &CacheEntry, made: &mut Vec<(OwnedFd, Vec<u8>)>) -> io::Result<()> {
+fn add_link(root: &File, e: &CacheEntry, made: &mut Vec<Made>) -> io::Result<()> {
     let links = walk_dirs(root, &e.link_dir, made)?;
     if !exists_at(links.as_fd(), &e.link_name) {
         symlink_at(&e.target, links.as_fd(), &e.link_name)?;
@@ -196,9 +264,9 @@ fn add_link(root: &File, e: &CacheEntry, made: &mut Vec<(OwnedFd, Vec<u8>)>) -> 
 fn add_file(
     root: &Root,
     e: &CacheEntry,
-    leaf: &str,
+    (leaf, mode): (&str, u32),
     copy: impl FnOnce(&mut File) -> Result<u64, CopyFailed>,
-    made: &mut Vec<(OwnedFd, Vec<u8>)>,
+    made: &mut Vec<Made>,
 ) -> Result<Added, CopyFailed> {
     use std::os::unix::fs::PermissionsExt;
     let dir = walk_dirs(&root.dir, &e.dir, made).map_err(CopyFailed::writing)?;
@@ -206,30 +274,47 @@ fn add_file(
         return Ok(Added::Present);
     }
     let tmp = format!(".m2s-{}.tmp", std::process::id());
-    let mut out = create_at(dir.as_fd(), tmp.as_bytes(), 0o600).map_err(CopyFailed::writing)?;
+    let tmp = tmp.as_bytes();
+    let create = || create_at(dir.as_fd(), tmp, 0o600).map(|f| (f, true));
+    let (mut out, _) = make_temporary(&dir, tmp, false, create).map_err(CopyFailed::writing)?;
     let done = copy(&mut out).and_then(|n| {
-        out.set_permissions(std::fs::Permissions::from_mode(0o644))
-            .and_then(|()| rename_at(dir.as_fd(), tmp.as_bytes(), leaf.as_bytes()))
+        out.set_permissions(std::fs::Permissions::from_mode(mode))
+            .and_then(|()| {
+                settle_temporary(&dir, tmp, || rename_at(dir.as_fd(), tmp, leaf.as_bytes()))
+            })
             .map_err(CopyFailed::writing)?;
         Ok(n)
     });
     match done {
         Ok(n) => Ok(Added::New(n)),
         Err(err) => {
-            let _ = unlink_at(dir.as_fd(), tmp.as_bytes());
+            let _ = settle_temporary(&dir, tmp, || {
+                let _ = unlink_at(dir.as_fd(), tmp);
+                Ok(())
+            });
             Err(err)
         }
     }
 }
 
-/// Copies `src` into `out`, telling a failed read from a failed write.
-pub(super) fn copy_file(src: &mut File, out: &mut File) -> Result<u64, CopyFailed> {
+/// Copies the first `size` bytes of `src` (its size when it was checked)
+/// into `out`, telling a failed read from a failed write: bytes the file
+/// has grown by since are not copied, and a file that has shrunk below
+/// `size` is a failed read.
+pub(super) fn copy_file(src: &mut File, out: &mut File, size: u64) -> Result<u64, CopyFailed> {
     use std::io::{Read, Write};
     let mut buf = vec![0u8; 128 << 10];
     let mut total = 0u64;
-    loop {
-        let n = match src.read(&mut buf) {
-            Ok(0) => return Ok(total),
+    while total < size {
+        let want = usize::try_from(size - total).map_or(buf.len(), |n| n.min(buf.len()));
+        let n = match src.read(&mut buf[..want]) {
+            Ok(0) => {
+                let err = io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("shrank to {total} bytes while copied ({size} when checked)"),
+                );
+                return Err(CopyFailed { reading: true, err });
+            }
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(err) => return Err(CopyFailed { reading: true, err }),
@@ -237,6 +322,7 @@ pub(super) fn copy_file(src: &mut File, out: &mut File) -> Result<u64, CopyFaile
         out.write_all(&buf[..n]).map_err(CopyFailed::writing)?;
         total += n as u64;
     }
+    Ok(total)
 }
 
 /// Writes `bytes` into `out` (the vDSO image, kallsyms).
@@ -297,10 +383,7 @@ mod tests {
     fn a_failed_entry_removes_the_directories_it_made() {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir(tmp.path().join("usr")).unwrap();
-        let root = Root {
-            dir: File::open(tmp.path()).unwrap(),
-            path: tmp.path().to_path_buf(),
-        };
+        let root = Root::create(tmp.path()).unwrap();
         let id = BuildId::new(&[0xab, 0xcd, 0xef, 0x01]).unwrap();
         let name = b"/usr/lib/libx.so";
         let e = cache_entry(name, &id).unwrap();
@@ -309,7 +392,7 @@ mod tests {
                 libc::ENOSPC,
             )))
         };
-        match add_entry(&root, &e, name, full) {
+        match add_entry(&root, &e, name, 0o644, full) {
             Err(EntryError::Write(path, err)) => {
                 assert_eq!(path, e.files(tmp.path(), name)[0]);
                 assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
@@ -327,7 +410,10 @@ mod tests {
         );
         // and one that works leaves the file and its link
         let ok = |out: &mut File| write_bytes(out, b"elf");
-        assert!(matches!(add_entry(&root, &e, name, ok), Ok(Added::New(3))));
+        assert!(matches!(
+            add_entry(&root, &e, name, 0o644, ok),
+            Ok(Added::New(3))
+        ));
         let [file, via_link] = e.files(tmp.path(), name);
         assert_eq!(std::fs::read(file).unwrap(), b"elf");
         assert_eq!(std::fs::read(via_link).unwrap(), b"elf");

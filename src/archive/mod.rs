@@ -7,7 +7,8 @@
 //! and `DIR/.build-id/xx/rest-of-id`, a symlink to `../../PATH/BUILDID`.
 //! Use it with `perf --buildid-dir DIR report`.
 //!
-//! May import: `model`, `proc`, `perf`, `snapshot`, `sys`.
+//! May import: `model`, `output`, `proc`, `perf`, `snapshot`, `sys`,
+//! `testhook`.
 
 mod entry;
 mod from;
@@ -60,6 +61,11 @@ pub struct ArchiveReport {
     /// Maps whose mapped file is not the one the scan or record says
     /// (another id, device or inode).
     pub mismatched: usize,
+    /// `--from` maps whose record names no build id, device or inode (MMAP
+    /// v1 records, MMAP2 with inode 0) and whose process does not map that
+    /// path's file at the record's address now: no file is known to be
+    /// theirs.
+    pub unidentified: usize,
     /// Files skipped for their size (over [`MAX_FILE`], or sparse).
     pub too_large: usize,
     /// Entries that could not be written (a full disk, a symlink in the
@@ -93,7 +99,7 @@ impl ArchiveReport {
     /// Mapped files that were not archived because they could not be read
     /// or were not the recorded file: what `--strict` fails on.
     pub fn not_read(&self) -> usize {
-        self.unreadable + self.mismatched
+        self.unreadable + self.mismatched + self.unidentified
     }
 
     /// An error when some entry could not be written into the cache (the
@@ -147,12 +153,11 @@ pub const MAX_FILE: u64 = 4 << 30;
 /// messages kept for the summary and the error.
 fn add_counted(
     root: &Root,
-    entry: &CacheEntry,
-    name: &[u8],
+    (entry, name, mode): (&CacheEntry, &[u8], u32),
     copy: impl FnOnce(&mut File) -> Result<u64, entry::CopyFailed>,
     report: &mut ArchiveReport,
 ) -> bool {
-    let err = match add_entry(root, entry, name, copy) {
+    let err = match add_entry(root, entry, name, mode, copy) {
         Ok(Added::Present) => {
             report.present += 1;
             return true;
@@ -198,19 +203,12 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
         Some(path) => Some(crate::perf::Input::open(path)?),
         None => None,
     };
-    std::fs::create_dir_all(&opts.dir).map_err(|source| ArchiveError::Io {
+    // (what it made removed again should the run fail, or a signal end it)
+    let root = Root::create(&opts.dir).map_err(|source| ArchiveError::Io {
         op: "creating",
         path: opts.dir.clone(),
         source,
     })?;
-    let root = Root {
-        dir: File::open(&opts.dir).map_err(|source| ArchiveError::Io {
-            op: "opening",
-            path: opts.dir.clone(),
-            source,
-        })?,
-        path: opts.dir.clone(),
-    };
     let mut done: HashSet<BuildId> = HashSet::new();
     match &from {
         Some(input) => {
@@ -239,7 +237,8 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
     let vdso = vdso_image().and_then(|(id, image)| Some((cache_entry(VDSO_NAME, &id)?, image)));
     if let Some((entry, image)) = vdso {
         let copy = |out: &mut File| write_bytes(out, &image);
-        report.vdso = match add_counted(&root, &entry, VDSO_NAME, copy, &mut report) {
+        let entry = (&entry, VDSO_NAME, 0o644);
+        report.vdso = match add_counted(&root, entry, copy, &mut report) {
             true => Vdso::Archived,
             false => Vdso::NotWritten,
         };
@@ -247,6 +246,7 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
     if opts.kernel {
         report.kernel_missing = archive_kernel(opts, &root, &mut report).err();
     }
+    root.keep();
     Ok(report)
 }
 
@@ -254,6 +254,7 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
 struct Failures {
     unreadable: usize,
     mismatched: usize,
+    unidentified: usize,
     too_large: usize,
     failed: usize,
     messages: usize,
@@ -264,6 +265,7 @@ impl Failures {
         Failures {
             unreadable: r.unreadable,
             mismatched: r.mismatched,
+            unidentified: r.unidentified,
             too_large: r.too_large,
             failed: r.failed,
             messages: r.failures.len(),
@@ -276,6 +278,7 @@ impl Failures {
     fn repeat(&self, r: &mut ArchiveReport, times: usize) {
         r.unreadable += (r.unreadable - self.unreadable) * times;
         r.mismatched += (r.mismatched - self.mismatched) * times;
+        r.unidentified += (r.unidentified - self.unidentified) * times;
         r.too_large += (r.too_large - self.too_large) * times;
         r.failed += (r.failed - self.failed) * times;
         if r.failures.len() > self.messages {
@@ -305,7 +308,11 @@ fn archive_vma(
         return;
     }
     let Some(mut f) = open_mapped_file(pdir, vma) else {
-        report.unreadable += 1;
+        match vma.file_key().is_none() && vma.build_id.is_none() {
+            // nothing but a live mapping there could have told its file
+            true => report.unidentified += 1,
+            false => report.unreadable += 1,
+        }
         return;
     };
     let Some(id) = mapped_id(&f, vma, report) else {
@@ -314,11 +321,13 @@ fn archive_vma(
     if done.contains(&id) {
         return;
     }
-    let size = f.metadata().map_or(u64::MAX, |m| m.len());
-    let sparse = f.metadata().is_ok_and(|m| {
-        use std::os::unix::fs::MetadataExt;
-        m.len() > 64 << 20 && m.blocks() * 512 < m.len() / 2
-    });
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = f.metadata() else {
+        report.unreadable += 1;
+        return;
+    };
+    let size = meta.len();
+    let sparse = size > 64 << 20 && meta.blocks() * 512 < size / 2;
     if size > MAX_FILE || sparse {
         report.too_large += 1;
         return;
@@ -327,8 +336,15 @@ fn archive_vma(
         report.unreadable += 1;
         return;
     };
-    let copy = |out: &mut File| copy_file(&mut f, out);
-    if add_counted(root, &entry, file_name(vma), copy, report) {
+    // no more readable than its source (its owner may still read it)
+    let mode = 0o400 | (meta.mode() & 0o644);
+    let copy = |out: &mut File| {
+        // (tests: the temporary file is made, the size checked)
+        crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_ARCHIVE_COPY");
+        // only what was checked, should the file grow meanwhile
+        copy_file(&mut f, out, size)
+    };
+    if add_counted(root, (&entry, file_name(vma), mode), copy, report) {
         done.insert(id);
     }
 }
@@ -378,7 +394,7 @@ fn archive_kernel(
     }
     let entry = cache_entry(KERNEL_DSO, &id).ok_or("bad kernel name")?;
     let copy = |out: &mut File| write_bytes(out, &kallsyms);
-    match add_counted(root, &entry, KERNEL_DSO, copy, report) {
+    match add_counted(root, (&entry, KERNEL_DSO, 0o644), copy, report) {
         true => Ok(()),
         false => Err("not written".into()),
     }

@@ -299,7 +299,10 @@ pub fn notes_build_id(path: &Path) -> Option<BuildId> {
 /// btrfs give `stat` another device than the maps show, for the same file.
 /// A VMA with a build id and no inode (from a build-id MMAP2 record, which
 /// carries none) is matched by id instead: the file's own id, read with
-/// [`read_build_id_from_file`], must be the recorded one.
+/// [`read_build_id_from_file`], must be the recorded one. One with neither
+/// (an MMAP v1 record) only when the file mapped there is the VMA's path:
+/// the file the process sees there, or (deleted) the name the kernel gives
+/// the mapped file.
 fn open_map_file(dir: &Path, vma: &Vma) -> Option<File> {
     use std::os::unix::fs::MetadataExt;
     let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
@@ -307,9 +310,31 @@ fn open_map_file(dir: &Path, vma: &Vma) -> Option<File> {
     if vma.inode != 0 {
         return (f.metadata().ok()?.ino() == vma.inode).then_some(f);
     }
-    let want = vma.build_id?;
+    let Some(want) = vma.build_id else {
+        return is_mapped_path(dir, vma, &f).then_some(f);
+    };
     let got = read_build_id_from_file(&f).ok()??;
     (got.as_slice() == want.as_bytes()).then_some(f)
+}
+
+/// Whether `f`, a file mapped by the process of `dir`, is the one at the
+/// VMA's path: the process's view of the path is that inode (stat only,
+/// nothing opened), or the kernel's name of the open file is the VMA's
+/// (a mapped file deleted since: "PATH (deleted)" both).
+fn is_mapped_path(dir: &Path, vma: &Vma, f: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = f.metadata() else {
+        return false;
+    };
+    let mut p = dir.join("root").into_os_string().into_vec();
+    p.extend_from_slice(&vma.name);
+    let at = std::fs::metadata(std::ffi::OsStr::from_bytes(&p));
+    if at.is_ok_and(|a| (a.dev(), a.ino()) == (m.dev(), m.ino())) {
+        return true;
+    }
+    let name = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()));
+    name.is_ok_and(|n| n.as_os_str().as_bytes() == &*vma.name)
 }
 
 /// Reads the build id of the mapped file of a VMA from user space, through
@@ -363,14 +388,18 @@ pub fn vdso_image() -> Option<(BuildId, Vec<u8>)> {
 /// `map_files/START-END` under `dir` (`/proc/PID`) while it is the VMA's
 /// inode or, for a VMA with a build id and no inode, has that build id;
 /// else the process's view of the path when it is still the mapped inode
-/// (any file there for a VMA without one: the caller checks its id).
-/// Regular files only, never on a pseudo filesystem.
+/// (any file there for a VMA with a build id and no inode: the caller
+/// checks its id). A VMA with neither (an MMAP v1 record) names no file
+/// the path could be checked against: only its live mapping, while it is
+/// that path's file, is taken. Regular files only, never on a pseudo
+/// filesystem.
 pub fn open_mapped_file(dir: &Path, vma: &Vma) -> Option<File> {
     let f = match open_map_file(dir, vma) {
         Some(f) => f,
         None => {
             let path = &vma.name;
-            if path.first() != Some(&b'/') || path.ends_with(b" (deleted)") {
+            let unverifiable = vma.file_key().is_none() && vma.build_id.is_none();
+            if unverifiable || path.first() != Some(&b'/') || path.ends_with(b" (deleted)") {
                 return None;
             }
             let mut p = dir.join("root").into_os_string().into_vec();
