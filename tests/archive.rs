@@ -123,11 +123,17 @@ fn archived_library_symbolizes_after_it_is_replaced() {
     let kid = perf(&["buildid-list".as_ref(), "-k".as_ref()])
         .trim()
         .to_string();
-    assert!(cache
-        .join("[kernel.kallsyms]")
-        .join(&kid)
-        .join("kallsyms")
-        .is_file());
+    let kallsyms = cache.join("[kernel.kallsyms]").join(&kid).join("kallsyms");
+    assert!(kallsyms.is_file());
+    // readable by all only where the kernel shows every user its addresses
+    let sysctl = |n: &str| -> i64 {
+        let t = std::fs::read_to_string(format!("/proc/sys/kernel/{n}")).unwrap();
+        t.trim().parse().unwrap()
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let open = sysctl("kptr_restrict") == 0 && sysctl("perf_event_paranoid") <= 1;
+    let mode = std::fs::metadata(&kallsyms).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, if open { 0o644 } else { 0o600 });
     let vdso = vdso_build_id(std::process::id(), &dir).unwrap();
     assert!(cache.join("[vdso]").join(&vdso).join("vdso").is_file());
 

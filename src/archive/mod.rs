@@ -15,8 +15,8 @@ mod from;
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io;
-use std::path::PathBuf;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
 
 use entry::{add_entry, copy_file, write_bytes, Added, EntryError, Root};
 pub use entry::{cache_entry, cache_leaf, CacheEntry};
@@ -394,15 +394,59 @@ fn archive_kernel(
     }
     let entry = cache_entry(KERNEL_DSO, &id).ok_or("bad kernel name")?;
     let copy = |out: &mut File| write_bytes(out, &kallsyms);
-    match add_counted(root, (&entry, KERNEL_DSO, 0o644), copy, report) {
+    let mode = kallsyms_mode(&opts.scan.proc_root);
+    match add_counted(root, (&entry, KERNEL_DSO, mode), copy, report) {
         true => Ok(()),
         false => Err("not written".into()),
+    }
+}
+
+/// The mode of the kallsyms copy: readable by all (0644, as perf's cache
+/// keeps it) only where every user reads the kernel's addresses anyway
+/// (kptr_restrict 0 and perf_event_paranoid <= 1, as the kernel's
+/// `kallsyms_show_value` has it); else 0600, so that the copy root makes
+/// does not hand other users the addresses (and KASLR's offset) the
+/// kernel hides from them.
+fn kallsyms_mode(proc_root: &Path) -> u32 {
+    let sysctl = |name: &str| -> Option<i64> {
+        let mut text = String::new();
+        let path = proc_root.join("sys/kernel").join(name);
+        File::open(path)
+            .and_then(|f| f.take(32).read_to_string(&mut text))
+            .ok()?;
+        text.trim().parse().ok()
+    };
+    match (sysctl("kptr_restrict"), sysctl("perf_event_paranoid")) {
+        (Some(0), Some(p)) if p <= 1 => 0o644,
+        _ => 0o600,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // kallsyms is archived readable by all only where every user reads the
+    // addresses: kptr_restrict 0 and perf_event_paranoid <= 1; else (or
+    // unreadable sysctls) for its owner only.
+    #[test]
+    fn kallsyms_is_private_where_the_kernel_hides_addresses() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = dir.path().join("sys/kernel");
+        std::fs::create_dir_all(&k).unwrap();
+        assert_eq!(kallsyms_mode(dir.path()), 0o600);
+        for (restrict, paranoid, mode) in [
+            ("0", "1", 0o644),
+            ("0", "-1", 0o644),
+            ("0", "2", 0o600),
+            ("1", "-1", 0o600),
+            ("2", "0", 0o600),
+        ] {
+            std::fs::write(k.join("kptr_restrict"), format!("{restrict}\n")).unwrap();
+            std::fs::write(k.join("perf_event_paranoid"), format!("{paranoid}\n")).unwrap();
+            assert_eq!(kallsyms_mode(dir.path()), mode, "{restrict} {paranoid}");
+        }
+    }
 
     // What failed for a file's first map is counted once per map of it
     // (its message kept at most three times); one archived counts nothing.
