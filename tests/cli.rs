@@ -834,3 +834,32 @@ fn zombie_leader_maps_come_from_a_live_thread() {
         );
     }
 }
+
+// An input nobody may read (a root file of mode 0600, read as nobody) is
+// bad input, exit 2 as a missing one is, for every command that reads a
+// recording (it was exit 1, a system failure).
+#[test]
+#[ignore = "needs root"]
+fn unreadable_input_exits_2() {
+    needs_root("setpriv to drop to nobody");
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("unreadable");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let rec = dir.join("rec.data");
+    std::fs::copy(pin("rec-file.data"), &rec).unwrap();
+    std::fs::set_permissions(&rec, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (r, out) = (rec.to_str().unwrap(), dir.join("out"));
+    let o = out.to_str().unwrap();
+    for args in [
+        vec!["dump", r],
+        vec!["pprof", r, "-o", o],
+        vec!["convert", r, "--to", "pipe", "-o", o],
+        vec!["merge", r, "-o", o],
+        vec!["archive", "--from", r, "-o", o],
+    ] {
+        let out = synth_as_nobody(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("Permission denied"), "{args:?}: {err}");
+    }
+}

@@ -1009,3 +1009,78 @@ fn malformed_debug_info_leaves_its_binary_unsymbolized() {
         "no frame in libburn"
     );
 }
+
+/// The strings of a profile's string table (field 6), read from the raw
+/// protobuf bytes, not through a schema that checks them.
+fn raw_string_table(raw: &[u8]) -> Vec<Vec<u8>> {
+    fn varint(b: &[u8], i: &mut usize) -> u64 {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let c = b[*i];
+            *i += 1;
+            v |= u64::from(c & 0x7f) << shift;
+            shift += 7;
+            if c < 0x80 {
+                return v;
+            }
+        }
+    }
+    let (mut i, mut out) = (0, Vec::new());
+    while i < raw.len() {
+        let key = varint(raw, &mut i);
+        match key & 7 {
+            0 => drop(varint(raw, &mut i)),
+            1 => i += 8,
+            5 => i += 4,
+            2 => {
+                let len = varint(raw, &mut i) as usize;
+                if key >> 3 == 6 {
+                    out.push(raw[i..i + len].to_vec());
+                }
+                i += len;
+            }
+            w => panic!("wire type {w}"),
+        }
+    }
+    out
+}
+
+// A process that renamed itself with prctl(PR_SET_NAME) to `c\n"\xff\x01x`
+// is labelled with that name made valid UTF-8 (the 0xff byte as U+FFFD,
+// the control bytes kept): every string of the table is UTF-8, a strict
+// decoder (prost) and `go tool pprof -raw` read the profile.
+#[test]
+#[ignore = "needs perf record and go tool pprof"]
+fn renamed_process_comm_is_valid_utf8() {
+    needs_perf_record();
+    needs_go();
+    let dir = scratch("pprof-comm");
+    let (rec, out) = (dir.join("c.data"), dir.join("c.pb.gz"));
+    let script = "import ctypes, time\n\
+                  ctypes.CDLL(None).prctl(15, b'c\\n\"\\xff\\x01x', 0, 0, 0)\n\
+                  t = time.time()\n\
+                  while time.time() - t < 0.5: pass\n";
+    perf_record_to(&rec, &["-e", "cpu-clock"], &["--", "python3", "-c", script]);
+    pprof(&rec, &out, &["--no-symbolize".as_ref()]);
+    let mut raw = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(&out).unwrap()),
+        &mut raw,
+    )
+    .unwrap();
+    for s in raw_string_table(&raw) {
+        assert!(std::str::from_utf8(&s).is_ok(), "not UTF-8: {s:?}");
+    }
+    let p = read_profile(&out);
+    let renamed = "c\n\"\u{FFFD}\u{1}x";
+    let comm = p.string_table.iter().position(|s| s == renamed);
+    let comm = comm.unwrap_or_else(|| panic!("{renamed:?} in {:?}", p.string_table)) as i64;
+    assert!(
+        p.sample
+            .iter()
+            .any(|s| s.label.iter().any(|l| l.str == comm)),
+        "a sample labelled {renamed:?}"
+    );
+    let text = go_pprof(&["-raw"], &out);
+    assert!(text.contains("comm:[c\n\"\u{FFFD}\u{1}x]"), "{text}");
+}

@@ -53,6 +53,9 @@ pub enum InputError {
 /// names nothing there is the user's mistake, not the system's).
 const OPENING: &str = "opening";
 
+/// The `op` of an [`InputError::Io`] reading the input.
+const READING: &str = "reading";
+
 /// The `op` of an [`InputError::Io`] when the input, found and checked,
 /// cannot be reopened (a system failure, not the input's).
 const REOPENING: &str = "reopening (through /proc/thread-self/fd: is /proc mounted?)";
@@ -62,12 +65,21 @@ pub(super) const DATA_SIZE_FIELD: u64 = 48;
 
 impl InputError {
     /// Whether the input itself is at fault (malformed, not a file, or no
-    /// such file), not the system: the CLI exits 2 for these.
+    /// such file, or not ours to open or read), not the system: the CLI
+    /// exits 2 for these.
     pub fn is_bad_input(&self) -> bool {
         match self {
             InputError::Format { .. }
             | InputError::NotAFile { .. }
             | InputError::NotRegular { .. } => true,
+            // one we may not open or read (EACCES, EPERM) is the user's
+            // to fix, as a missing one is
+            InputError::Io { op, source, .. }
+                if (*op == OPENING || *op == READING)
+                    && source.kind() == io::ErrorKind::PermissionDenied =>
+            {
+                true
+            }
             InputError::Io { op, source, .. } => {
                 *op == OPENING
                     && (matches!(
@@ -231,7 +243,7 @@ impl Input {
     pub fn read_at(&self, buf: &mut [u8], off: u64) -> Result<(), InputError> {
         self.file
             .read_exact_at(buf, off)
-            .map_err(io_err("reading", &self.path))
+            .map_err(io_err(READING, &self.path))
     }
 
     /// The bytes of a section (already checked to lie in the file).
@@ -321,7 +333,7 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
     use std::os::unix::fs::FileTypeExt;
     let file = if path.as_os_str() == "-" {
         let fd = io::stdin().as_fd().try_clone_to_owned();
-        File::from(fd.map_err(io_err("reading", path))?)
+        File::from(fd.map_err(io_err(READING, path))?)
     } else {
         // Resolved once to a descriptor that opens nothing, looked at, and
         // only a regular file or a FIFO is then opened, through that very
@@ -352,7 +364,7 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
             io_err(op, path)(e)
         })?
     };
-    let meta = file.metadata().map_err(io_err("reading", path))?;
+    let meta = file.metadata().map_err(io_err(READING, path))?;
     let ft = meta.file_type();
     if ft.is_file() {
         return Ok((file, meta.len(), false));
@@ -369,11 +381,11 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
     }
     // A FIFO opened (non-blocking) before its writer reads as empty: wait
     // for the writer, or anything to read, first.
-    crate::sys::wait_readable(file.as_fd()).map_err(io_err("reading", path))?;
-    crate::sys::set_blocking(file.as_fd()).map_err(io_err("reading", path))?;
+    crate::sys::wait_readable(file.as_fd()).map_err(io_err(READING, path))?;
+    crate::sys::set_blocking(file.as_fd()).map_err(io_err(READING, path))?;
     crate::interrupt::reading_a_stream();
     let mut spool = tempfile::tempfile().map_err(io_err("spooling", path))?;
-    let len = io::copy(&mut &file, &mut spool).map_err(io_err("reading", path))?;
+    let len = io::copy(&mut &file, &mut spool).map_err(io_err(READING, path))?;
     Ok((spool, len, true))
 }
 

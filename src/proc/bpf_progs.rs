@@ -7,9 +7,7 @@ use std::collections::HashMap;
 use std::os::fd::AsFd;
 
 use super::btf::Btf;
-use crate::sys::{
-    bpf_btf_data, bpf_prog_fd_by_id, bpf_prog_info, bpf_prog_next_id, BpfProgInfo, ITER_PROG_NAME,
-};
+use crate::sys::{bpf_btf_data, bpf_prog_fd_by_id, bpf_prog_info, bpf_prog_next_id, BpfProgInfo};
 
 /// One JITed function of a program.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,8 +39,14 @@ pub struct BpfPrograms {
     pub left_out: usize,
 }
 
+/// The kernel's longest symbol name, its `KSYM_NAME_LEN` (512 since Linux
+/// 6.1) less the NUL.
+pub const MAX_SYMBOL_NAME: usize = 511;
+
 /// perf's name of a JITed BPF function: `bpf_prog_`, the tag in lower-case
-/// hex, then `_` and `short` unless `short` is empty.
+/// hex, then `_` and `short` unless `short` is empty; cut to
+/// [`MAX_SYMBOL_NAME`] bytes as the kernel's `bpf_get_prog_name` cuts it
+/// (a `snprintf` into `KSYM_NAME_LEN`), so the name is kallsyms' own.
 pub fn bpf_symbol_name(tag: &[u8; 8], short: &[u8]) -> Vec<u8> {
     let mut name = b"bpf_prog_".to_vec();
     for b in tag {
@@ -52,6 +56,7 @@ pub fn bpf_symbol_name(tag: &[u8; 8], short: &[u8]) -> Vec<u8> {
         name.push(b'_');
         name.extend_from_slice(short);
     }
+    name.truncate(MAX_SYMBOL_NAME);
     name
 }
 
@@ -89,11 +94,10 @@ pub fn program_of(info: &BpfProgInfo, btf: Option<&Btf<'_>>) -> Option<BpfProgra
 }
 
 /// Every loaded program, in id order. Programs unloaded between being
-/// listed and being opened are skipped, and so are the task iterators of
-/// concurrent mmap2-synth scans (named [`ITER_PROG_NAME`]: they live only
-/// while a scan runs, and would make two snapshots of one system differ);
-/// without the privilege to list them (CAP_SYS_ADMIN) there are none and
-/// `skipped` says so.
+/// listed and being opened are skipped, and so are this process's own task
+/// iterators, by id ([`super::tasks::own_iterators`]: another program of
+/// their name is any other's); without the privilege to list them
+/// (CAP_SYS_ADMIN) there are none and `skipped` says so.
 pub fn bpf_programs() -> BpfPrograms {
     let mut out = BpfPrograms::default();
     let mut btfs: HashMap<u32, Option<Vec<u8>>> = HashMap::new();
@@ -125,7 +129,7 @@ pub fn bpf_programs() -> BpfPrograms {
             out.left_out += 1;
             continue;
         };
-        if info.name == ITER_PROG_NAME {
+        if super::tasks::own_iterators().contains(&info.id) {
             continue;
         }
         if info.jited_ksyms.is_empty() && !info.jited_func_lens.is_empty() {
@@ -249,5 +253,30 @@ mod tests {
         i.func_type_ids = vec![1];
         let p = program_of(&i, Some(&btf)).unwrap();
         assert_eq!(p.funcs[0].name, b"bpf_prog_0000000000000000_F");
+    }
+
+    // Our own task iterators are left out by id, whatever their name: a
+    // program held as ours is not listed, and is once it is no longer ours.
+    #[test]
+    #[ignore = "needs root (BPF_PROG_LOAD, listing programs)"]
+    fn own_iterators_are_left_out_by_id() {
+        use crate::sys::bpf_load_socket_filter;
+        let insns = [u64::from(std::process::id()) << 32 | 0xb7, 0x95];
+        let fd = bpf_load_socket_filter(&insns, "m2s_own").expect("root loads a program");
+        let id = bpf_prog_info(fd.as_fd()).unwrap().id;
+        let listed = |id| bpf_programs().programs.iter().any(|p| p.id == id);
+        let own = crate::proc::tasks::OwnIterator::hold(id);
+        assert!(!listed(id), "ours is left out");
+        drop(own);
+        assert!(listed(id), "listed once not ours");
+    }
+
+    // Names are cut to 511 bytes, as the kernel's kallsyms cuts them.
+    #[test]
+    fn long_names_are_cut_as_the_kernel_cuts_them() {
+        let long = vec![b'x'; 500];
+        let name = bpf_symbol_name(&TAG, &long);
+        assert_eq!(name.len(), MAX_SYMBOL_NAME);
+        assert!(name.starts_with(b"bpf_prog_deadbeef01234567_xxx"));
     }
 }

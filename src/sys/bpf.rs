@@ -9,13 +9,12 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_LINK_CREATE: libc::c_long = 28;
 const BPF_ITER_CREATE: libc::c_long = 33;
+const BPF_BTF_LOAD: libc::c_long = 18;
 const BPF_PROG_TYPE_TRACING: u32 = 26;
 const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
 const BPF_TRACE_ITER: u32 = 28;
 
-/// The name iterator programs are loaded with (`bpf_prog_info.name`), by
-/// which a snapshot leaves out those of concurrent scans: they live only
-/// while a scan runs.
+/// The name iterator programs are loaded with (`bpf_prog_info.name`).
 pub const ITER_PROG_NAME: &[u8] = b"m2s_tasks";
 
 /// The leading fields of `union bpf_attr` for BPF_PROG_LOAD, up to
@@ -148,6 +147,73 @@ pub fn bpf_load_socket_filter(insns: &[u64], name: &str) -> io::Result<OwnedFd> 
         .copy_from_slice(name.as_bytes());
     // SAFETY: `attr` is BPF_PROG_LOAD's struct; `insns` and the license
     // (NUL terminated, static) outlive the call; no log buffer.
+    unsafe { bpf(BPF_PROG_LOAD, &mut attr) }
+}
+
+/// `union bpf_attr` for BPF_BTF_LOAD (no log).
+#[repr(C)]
+#[derive(Default)]
+struct BtfLoad {
+    btf: u64,
+    btf_log_buf: u64,
+    btf_size: u32,
+    btf_log_size: u32,
+    btf_log_level: u32,
+    _pad: u32,
+}
+
+/// A BTF blob (native byte order) of `int` and one static FUNC `func`
+/// returning it: type 3 is the FUNC.
+fn func_btf(func: &str) -> Vec<u8> {
+    let mut strings = b"\0int\0".to_vec();
+    strings.extend_from_slice(func.as_bytes());
+    strings.push(0);
+    // INT "int" (signed, 32 bits), FUNC_PROTO () -> int, FUNC func
+    let types: [u32; 10] = [1, 1 << 24, 4, 1 << 24 | 32, 0, 13 << 24, 1, 5, 12 << 24, 2];
+    let types: Vec<u8> = types.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let mut blob = 0xeb9f_u16.to_ne_bytes().to_vec();
+    blob.extend_from_slice(&[1, 0]);
+    let (tl, sl) = (types.len() as u32, strings.len() as u32);
+    for v in [24, 0, tl, tl, sl] {
+        blob.extend_from_slice(&u32::to_ne_bytes(v));
+    }
+    blob.extend_from_slice(&types);
+    blob.extend_from_slice(&strings);
+    blob
+}
+
+/// Loads `insns` as a socket filter whose one function is named `func`
+/// in its BTF (as a compiler's `int func(...)`; the kernel's kallsyms and
+/// perf name it by that): for tests. Stays loaded while the descriptor is
+/// open.
+pub fn bpf_load_socket_filter_with_btf(insns: &[u64], func: &str) -> io::Result<OwnedFd> {
+    let blob = func_btf(func);
+    let mut battr = BtfLoad {
+        btf: blob.as_ptr() as u64,
+        btf_size: u32::try_from(blob.len())
+            .map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        ..Default::default()
+    };
+    // SAFETY: `battr` is BPF_BTF_LOAD's struct; `blob` (of the size given)
+    // outlives the call; no log buffer.
+    let btf = unsafe { bpf(BPF_BTF_LOAD, &mut battr) }?;
+    // bpf_func_info: instruction 0 is FUNC type 3
+    let finfo: [u32; 2] = [0, 3];
+    let mut attr = ProgLoad {
+        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
+        insn_cnt: u32::try_from(insns.len())
+            .map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        insns: insns.as_ptr() as u64,
+        license: c"GPL".as_ptr() as u64,
+        prog_btf_fd: btf.as_raw_fd() as u32,
+        func_info_rec_size: 8,
+        func_info: finfo.as_ptr() as u64,
+        func_info_cnt: 1,
+        ..Default::default()
+    };
+    // SAFETY: `attr` is BPF_PROG_LOAD's struct; `insns`, the license
+    // (static) and `finfo` (one 8-byte record, as given) outlive the call;
+    // `btf` is open for it; no log buffer.
     unsafe { bpf(BPF_PROG_LOAD, &mut attr) }
 }
 

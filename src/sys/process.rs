@@ -51,6 +51,29 @@ pub fn ignore_sighup_on_exec(cmd: &mut std::process::Command) {
     }
 }
 
+/// Makes the program `cmd` runs get `sig` when the thread that started it
+/// ends, killed too (PR_SET_PDEATHSIG, kept across exec); a child whose
+/// parent is gone before that is set does not run.
+pub fn signal_on_parent_death(cmd: &mut std::process::Command, sig: libc::c_int) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the child between fork and exec; it only
+    // calls prctl(2) and getppid(2), which are async-signal-safe, and
+    // allocates nothing (an io::Error from an errno does not allocate).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // the parent died before the prctl: no signal will come
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Looks a user up through the C library (`getpwnam_r`: /etc/passwd, and
 /// NSS sources such as LDAP or sssd); `None` when there is no such user.
 pub fn uid_of_user(name: &str) -> io::Result<Option<u32>> {

@@ -81,6 +81,8 @@ fn stop_perf(perf: &mut std::process::Child) {
 
 pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
     let started = Instant::now();
+    // the scan's options are checked before perf runs the workload
+    scan_options(&r.scan)?;
     // perf inherits our stdout
     let stdout_is_pipe = std::fs::metadata("/proc/self/fd/1").is_ok_and(|m| {
         use std::os::unix::fs::FileTypeExt;
@@ -265,6 +267,9 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
     // a terminal's hangup reaches the whole process group: perf would die
     // of it with its file unfinished; we pass it on as SIGTERM instead
     mmap2_synth::sys::ignore_sighup_on_exec(&mut cmd);
+    // and if we are killed (SIGKILL), perf stops as for Ctrl-C and writes
+    // its file, rather than record on with nobody to merge it
+    mmap2_synth::sys::signal_on_parent_death(&mut cmd, libc::SIGTERM);
     let perf = cmd.spawn().map_err(|e| {
         CliError::Record(format!(
             "record: cannot run perf (apt-get install linux-perf): {e}"
@@ -302,16 +307,18 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
         return Ok(());
     }
     // Events are on: every map made from now on is in perf's stream.
+    // perf's workload (its child, even with -p) and the workload's own
+    let workload = children_of(perf.child.id());
     let target = match &pt.target {
         Some(t) => t.clone(),
-        None => Target::Pids(children_of(perf.child.id())),
+        None => Target::Pids(workload.clone()),
     };
     let snap = tmp.join("snap.data");
     let live = snapshot_to(r, &target, &snap);
     let status = perf.wait()?;
     drop(signals);
     let live = live?;
-    merge_into(r, pt, snap, status, &live)
+    merge_into(r, pt, (snap, &workload), status, &live)
 }
 
 /// perf as started: stopped (SIGTERM, then SIGKILL) and reaped if
@@ -369,11 +376,13 @@ fn merge_target(output: &Path) -> Result<PathBuf, CliError> {
 
 /// Merges the snapshot `snap` into perf's output; perf's status when it
 /// failed (a failing workload), else the merge's (when perf succeeded, a
-/// missing output is the merge's error too).
+/// missing output is the merge's error too), else what `--strict` makes of
+/// the processes skipped. A process of perf's `workload` that ended before
+/// it was read is neither skipped nor missing: it simply exited.
 fn merge_into(
     r: &RecordArgs,
     pt: &PerfTarget,
-    snap: PathBuf,
+    (snap, workload): (PathBuf, &[u32]),
     status: ExitStatus,
     live: &snapshot::LiveReport,
 ) -> Result<(), CliError> {
@@ -391,7 +400,7 @@ fn merge_into(
     };
     // where the output is now (perf has written it; a link is followed)
     let target = merge_target(&pt.output)?;
-    let report = match rewrite::merge(&target, &target, &opts) {
+    let mut report = match rewrite::merge(&target, &target, &opts) {
         Ok(report) => report,
         Err(e) => match perf_failed {
             None => return Err(e.into()),
@@ -401,12 +410,22 @@ fn merge_into(
             }
         },
     };
+    let ended = |pid: &u32| workload.contains(pid);
+    report.missing.retain(|p| !ended(p));
+    let skipped: Vec<_> = (live.skipped.iter())
+        .filter(|s| !(s.reason == proc::SkipReason::NotFound && ended(&s.pid)))
+        .cloned()
+        .collect();
     if !r.scan.quiet {
         let dest = pt.output.display().to_string();
         print(&summary::merge(&report, Duration::ZERO, &dest));
-        print(&summary::skip_lines(&live.skipped));
+        print(&summary::skip_lines(&skipped));
     }
-    perf_failed.map_or(Ok(()), Err)
+    if let Some(perf) = perf_failed {
+        return Err(perf);
+    }
+    let named = matches!(pt.target, Some(Target::Pids(_)));
+    Ok(summary::strict(r.scan.strict, &skipped, named)?)
 }
 
 /// Snapshots `target` into the file `snap` (no kernel map: perf writes

@@ -76,9 +76,42 @@ const LICENSE: &CStr = c"Dual MIT/GPL";
 pub fn read_records(btf_path: &Path) -> Result<Vec<TaskRecord>, TaskIterError> {
     let layout = layout_of(btf_path)?;
     let prog = load(&program(&layout), layout.iter_func)?;
+    // ours, left out of the snapshot's BPF programs while it is loaded
+    let _own = sys::bpf_prog_info(prog.as_fd())
+        .ok()
+        .map(|i| OwnIterator::hold(i.id));
     let link = sys::bpf_link_iter(prog.as_fd()).map_err(TaskIterError::Start)?;
     let iter = sys::bpf_iter_open(link.as_fd()).map_err(TaskIterError::Start)?;
     read_all(iter)
+}
+
+/// The ids of the task iterator programs this process has loaded now.
+static OWN: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// The ids of this process's task iterators loaded now, which a snapshot
+/// leaves out of its BPF programs (they live only while a scan runs).
+pub fn own_iterators() -> Vec<u32> {
+    OWN.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// One of [`own_iterators`], until dropped.
+pub(crate) struct OwnIterator(u32);
+
+impl OwnIterator {
+    /// Notes program `id` as ours.
+    pub(crate) fn hold(id: u32) -> OwnIterator {
+        OWN.lock().unwrap_or_else(|e| e.into_inner()).push(id);
+        OwnIterator(id)
+    }
+}
+
+impl Drop for OwnIterator {
+    fn drop(&mut self) {
+        let mut own = OWN.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = own.iter().position(|&id| id == self.0) {
+            own.swap_remove(i);
+        }
+    }
 }
 
 /// This kernel's [`Layout`], from its BTF at `btf_path`.
