@@ -336,6 +336,39 @@ fn a_pinned_file_with_data_size_zero_is_salvaged() {
     assert_eq!(data_records(&out), all[..recs.len()]);
 }
 
+// `merge --salvage --in-place` with nothing to insert still repairs the
+// file (it was left as it was, still cut): afterwards it is read without
+// --salvage, as the cut input's records up to the cut.
+#[test]
+fn merge_salvage_in_place_repairs_with_nothing_to_insert() {
+    let dir = scratch("salvage-in-place");
+    let file = std::fs::read(pin("rec-file.data")).unwrap();
+    let (start, size) = (u64_at(&file, 40) as usize, u64_at(&file, 48) as usize);
+    let (at, _) = middle(&records(&file[..start + size], start));
+    let cut = dir.join("cut.data");
+    std::fs::write(&cut, &file[..at + 3]).unwrap();
+    let want = run(&["dump".as_ref(), "--salvage".as_ref(), cut.as_os_str()]);
+    assert!(want.status.success(), "{}", stderr(&want));
+    // the recording's own maps as the snapshot: nothing to insert
+    let snap = dir.join("snap.data");
+    std::fs::write(&snap, &file).unwrap();
+    let o = run(&[
+        "merge".as_ref(),
+        "--salvage".as_ref(),
+        "--in-place".as_ref(),
+        "--no-kernel".as_ref(),
+        "--maps".as_ref(),
+        snap.as_os_str(),
+        cut.as_os_str(),
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("inserted 0 records"), "{err}");
+    let got = run(&["dump".as_ref(), cut.as_os_str()]);
+    assert!(got.status.success(), "{}", stderr(&got));
+    assert_eq!(got.stdout, want.stdout);
+}
+
 /// A recording of the burner by `perf record -g ARGS` into `out` (`-o -`
 /// among ARGS: the stream).
 fn record_burner(out: &Path, args: &[&str]) {

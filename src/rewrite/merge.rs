@@ -257,9 +257,10 @@ pub fn merge(
     if matches!(input.layout, Layout::Pipe(_)) {
         report.inserted_records += new_ids.len() as u64;
     }
-    if opts.in_place && write::Inserted::size(&inserted) == 0 && new_ids.is_empty() {
+    let salvaged = input.salvaged.is_some();
+    if opts.in_place && !salvaged && write::Inserted::size(&inserted) == 0 && new_ids.is_empty() {
         // nothing to add: the recording stays as it is (the temporary
-        // file goes with `out`)
+        // file goes with `out`); a salvaged one is written whole
         report.unchanged = true;
         return Ok(report);
     }
