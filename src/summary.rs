@@ -265,7 +265,7 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
     }
     if r.recompressed > 0 {
         lines.push(format!(
-            "mmap2-synth: {} COMPRESSED records recompressed into {} (maps inside them converted)",
+            "mmap2-synth: {} COMPRESSED records recompressed into {}",
             r.compressed_records, r.recompressed
         ));
     }
