@@ -420,7 +420,7 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
     }
     if r.unmapped_frames + r.guest_frames > 0 {
         lines.push(format!(
-            "mmap2-synth: {} frames in no map (kept as addresses; `mmap2-synth merge` adds the maps of processes that were running), {} guest frames left out",
+            "mmap2-synth: {} frames in no map (kept as addresses: of a process the recording has no maps of, which `mmap2-synth merge` adds while it runs, or a callchain walked through code built without frame pointers), {} guest frames left out",
             r.unmapped_frames, r.guest_frames
         ));
     }
