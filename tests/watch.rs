@@ -560,6 +560,55 @@ fn identityless_ahead_of_the_walk(name: &str, args: &[&str], maps: &[(String, u6
     }
 }
 
+// A library renamed (to a name of the same length) and mapped again over
+// its own place while that place's read window was open (the walk held
+// right after reading it) is a new map, not the one read: replayed, the
+// process ends with the new name there (the identity compared only the
+// name's length and dropped it, leaving the old name).
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn a_file_renamed_and_mapped_again_in_its_read_window_is_added() {
+    let (dir, lib_a, _lib_b, mut m) = fixed_mapper("watch-renamed");
+    fixed(
+        &mut m,
+        &dir,
+        &format!("map {} 10000 1000 0", lib_a.display()),
+    );
+    let (out, hold) = (dir.join("renamed.data"), dir.join("vma.hold"));
+    let snap = Command::new(bin())
+        .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
+        .env(
+            "MMAP2_SYNTH_TEST_HOLD_AFTER_VMA",
+            format!("1:{}", hold.display()),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the walk to be held after its first VMA", || hold.exists());
+    let name = lib_a.file_name().unwrap().to_str().unwrap();
+    let renamed = lib_a.with_file_name(name.replace('a', "z"));
+    assert_eq!(renamed.as_os_str().len(), lib_a.as_os_str().len());
+    assert_ne!(renamed, lib_a);
+    std::fs::rename(&lib_a, &renamed).unwrap();
+    fixed(
+        &mut m,
+        &dir,
+        &format!("map {} 10000 1000 0", renamed.display()),
+    );
+    std::fs::remove_file(&hold).unwrap();
+    let o = snap.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("1 records added"), "{err}");
+    let ours = linux_perf_data_maps(&out, m.pid);
+    let here: Vec<_> = ours.iter().filter(|r| r.0 == 0x10000).collect();
+    assert_eq!(here.len(), 2, "the read and the new one: {here:?}");
+    let last = here.iter().max_by_key(|r| r.3).unwrap();
+    assert_eq!(last.2, renamed.to_str().unwrap(), "{here:?}");
+    assert!(last.3 > 0, "watched, with its time: {here:?}");
+}
+
 // Maps with no build id to compare by (a file without one, one of a
 // 32-byte id that MMAP2 cannot carry, anonymous executable memory) made
 // ahead of the walk while it is held after its first VMA, so read by the

@@ -122,9 +122,38 @@ pub fn dedupe<P: Maps>(processes: &mut Vec<P>, facts: &RecordingFacts, needed: &
 }
 
 /// Drops the KSYMBOL and BPF_EVENT records the recording has already
-/// (the same fields).
+/// (the same fields), and every KSYMBOL over addresses one of the
+/// recording's own KSYMBOLs names otherwise: programs come and go, so a
+/// snapshot's program at a place the recording saw another one take is
+/// stale there, and inserted after the recording's own (in a stream, after
+/// FINISHED_INIT) it would take that program's samples.
 pub fn dedupe_bpf(records: &mut Runs<BpfRecord>, facts: &RecordingFacts) {
-    records.retain(|r| !facts.existing_bpf.contains(r));
+    let mut own: Vec<(u64, u64)> = (facts.existing_bpf.iter())
+        .filter_map(|r| match r {
+            BpfRecord::Ksymbol(addr, len, ..) => {
+                Some((*addr, addr.saturating_add(u64::from(*len))))
+            }
+            BpfRecord::Event(_) => None,
+        })
+        .collect();
+    own.sort_unstable();
+    // the farthest end of the ranges up to each one
+    let reach: Vec<u64> = (own.iter())
+        .scan(0, |far, &(_, e)| {
+            *far = e.max(*far);
+            Some(*far)
+        })
+        .collect();
+    // some range starting before `end` reaches past `addr`
+    let taken = |addr: u64, end: u64| {
+        let i = own.partition_point(|&(start, _)| start < end);
+        i > 0 && reach[i - 1] > addr
+    };
+    records.retain(|r| match r {
+        _ if facts.existing_bpf.contains(r) => false,
+        BpfRecord::Ksymbol(addr, len, ..) => !taken(*addr, addr.saturating_add(u64::from(*len))),
+        BpfRecord::Event(_) => true,
+    });
 }
 
 /// The entries of `all` that the recording's BUILD_ID table lacks.
@@ -141,6 +170,38 @@ pub fn new_build_ids(all: Vec<BuildIdEntry>, facts: &RecordingFacts) -> Vec<Buil
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A snapshot's KSYMBOL over the place of one of the recording's own
+    // (another program there since) is left out, as is one the recording
+    // has; the rest and the BPF_EVENTs are kept.
+    #[test]
+    fn stale_bpf_symbols_are_left_out() {
+        let k =
+            |addr: u64, len: u32, name: &[u8]| BpfRecord::Ksymbol(addr, len, 1, 0, name.to_vec());
+        let mut facts = RecordingFacts::new(crate::bytes::Endian::NATIVE, None);
+        facts.existing_bpf.insert(k(0x1000, 0x100, b"bpf_prog_q"));
+        facts.existing_bpf.insert(k(0x5000, 0x10, b"bpf_prog_r"));
+        let mut runs = Runs::default();
+        for r in [
+            k(0x1000, 0x100, b"bpf_prog_q"), // the recording's own
+            k(0x1080, 0x100, b"bpf_prog_p"), // over q: stale
+            k(0x0f00, 0x101, b"bpf_prog_s"), // reaches into q
+            k(0x1100, 0x100, b"bpf_prog_t"), // right after q
+            k(0x4ff0, 0x10, b"bpf_prog_u"),  // right before r
+            k(0x5008, 0x1, b"bpf_prog_v"),   // inside r
+        ] {
+            runs.push(r);
+        }
+        dedupe_bpf(&mut runs, &facts);
+        let kept: Vec<u64> = runs
+            .iter()
+            .filter_map(|(r, _)| match r {
+                BpfRecord::Ksymbol(a, ..) => Some(*a),
+                BpfRecord::Event(_) => None,
+            })
+            .collect();
+        assert_eq!(kept, [0x1100, 0x4ff0]);
+    }
 
     // Selection from a snapshot keeps the wanted pids and names the missing ones.
     #[test]

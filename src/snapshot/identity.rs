@@ -7,8 +7,8 @@ use crate::model::MAX_BUILD_ID;
 use crate::perf::events::MapRecord;
 
 /// What tells one map of a place from another in an MMAP2 record, compared
-/// exactly: the offset, prot, shared or private, the file and the length of
-/// the file name as perf writes them. The file is its build id, else (inode
+/// exactly: the offset, prot, shared or private, the file and the file
+/// name (a hash of it, seeded per run) as perf writes them. The file is its build id, else (inode
 /// form) its device and inode: the scan writes an inode where it has no id
 /// (anonymous memory, a file with no ELF note or an id of over 20 bytes,
 /// `--no-buildid`), and the kernel writes every watched map in inode form,
@@ -18,10 +18,12 @@ use crate::perf::events::MapRecord;
 /// kernel records the VMA's page offset, /proc shows 0, and perf keeps
 /// neither. A record with neither form has [`MapIdentity::NONE`], the same
 /// as nothing. A watched map identical to one the scan wrote at the same
-/// place may be the same map read twice. The name's bytes are left out
-/// (kept for every map they would cost the scan a hash or a copy per VMA):
-/// two files of one build id, or two anonymous maps, mapped alike at one
-/// place read as the same map, as perf has them anyway.
+/// place may be the same map read twice. The name is held as a hash (a
+/// copy of it for every map would cost the filter its length again): a
+/// file renamed and mapped again over itself, or an inode number reused
+/// on one device, is told apart by its new name. Two files of one build
+/// id mapped alike at one place under one name read as the same map, as
+/// perf has them anyway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct MapIdentity {
     pgoff: u64,
@@ -32,7 +34,16 @@ pub struct MapIdentity {
     form: u8,
     /// PROT_* bits, and MAP_SHARED above them.
     prot: u8,
-    name_len: u16,
+    /// The file name's hash ([`name_hash`]).
+    name: u64,
+}
+
+/// A file name's hash, with a seed chosen once per run (a name crafted to
+/// collide with another cannot be made ahead of the run).
+fn name_hash(name: &[u8]) -> u64 {
+    use std::hash::BuildHasher;
+    static SEED: std::sync::OnceLock<foldhash::fast::RandomState> = std::sync::OnceLock::new();
+    SEED.get_or_init(Default::default).hash_one(name)
 }
 
 /// [`MapIdentity::form`] of an inode-form identity (past any id's length).
@@ -45,7 +56,7 @@ impl MapIdentity {
         file: [0; MAX_BUILD_ID],
         form: 0,
         prot: 0,
-        name_len: 0,
+        name: 0,
     };
 
     /// The identity of a map record (the scan's, or a watched one), by its
@@ -73,7 +84,7 @@ impl MapIdentity {
             file,
             form,
             prot: (m.prot & 0x0f) as u8 | shared << 4,
-            name_len: m.key.filename.len().min(usize::from(u16::MAX)) as u16,
+            name: name_hash(&m.key.filename),
         }
     }
 
@@ -124,7 +135,7 @@ mod tests {
     }
 
     // Maps of one build id, or of one device and inode, are the same when
-    // their offset, prot and name length are; the two forms never are
+    // their offset, prot and name are; the two forms never are
     // each other; a record with neither form is no map's.
     #[test]
     fn maps_are_told_apart_by_build_id_or_inode() {
@@ -134,13 +145,16 @@ mod tests {
             |pgoff, prot, name: &[u8], id, file| MapIdentity::of(&map(pgoff, prot, name, id, file));
         let by_id = of(0x1000, 5, b"/lib/x.so", id, None);
         let by_inode = of(0x1000, 5, b"/lib/x.so", None, file);
-        assert!(by_id.same(&of(0x1000, 5, b"/lib/y.so", id, None)));
-        assert!(by_inode.same(&of(0x1000, 5, b"/lib/y.so", None, file)));
+        assert!(by_id.same(&of(0x1000, 5, b"/lib/x.so", id, None)));
+        assert!(by_inode.same(&of(0x1000, 5, b"/lib/x.so", None, file)));
         assert!(!by_id.same(&by_inode) && !by_inode.same(&by_id));
         let others = [
             of(0x2000, 5, b"/lib/x.so", None, file),
             of(0x1000, 1, b"/lib/x.so", None, file),
             of(0x1000, 5, b"/lib/xx.so", None, file),
+            // a name of the same length: renamed, or the inode reused
+            of(0x1000, 5, b"/lib/y.so", None, file),
+            of(0x1000, 5, b"/lib/y.so", id, None),
             of(0x1000, 5, b"/lib/x.so", None, Some((8, 1, 43))),
             of(0x1000, 5, b"/lib/x.so", None, Some((8, 2, 42))),
             of(0x1000, 5, b"/lib/x.so", BuildId::new(&[7; 16]), None),
