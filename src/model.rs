@@ -183,7 +183,7 @@ impl std::fmt::Debug for Name {
 }
 
 /// One virtual memory area of a process, whichever source it came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Vma {
     pub start: u64,
     /// One past the last address.

@@ -119,13 +119,15 @@ pub fn vma_of(m: &MapRecord, names: &mut Names) -> Vma {
 }
 
 /// A process of a snapshot file as read: its threads (the first COMM of
-/// each) and its maps, by address (those at one address in file order),
-/// each run of one map repeated held once with its count.
+/// each) and its maps, each distinct one held once and their order as runs
+/// ([`Runs`]: 8 bytes a run, so maps alternating at one address cost 8
+/// bytes a record, not a copy each), by address once read (those at one
+/// address in file order).
 #[derive(Debug, Default)]
 pub struct HeldProcess {
     pub pid: u32,
     threads: BTreeMap<u32, Vec<u8>>,
-    runs: BTreeMap<u64, Vec<(Vma, usize)>>,
+    maps: Runs<Vma>,
 }
 
 impl HeldProcess {
@@ -134,11 +136,15 @@ impl HeldProcess {
     }
 
     fn map(&mut self, vma: Vma) {
-        let at = self.runs.entry(vma.start).or_default();
-        match at.last_mut() {
-            Some((last, n)) if *last == vma => *n += 1,
-            _ => at.push((vma, 1)),
-        }
+        let at = vma.start;
+        self.maps.push_keyed(vma, at);
+    }
+
+    /// Orders the maps by address (stably), once all are read; their
+    /// index is let go (nothing is added after).
+    fn by_address(&mut self) {
+        self.maps.sort_by_key(|v| v.start);
+        self.maps.forget_index();
     }
 
     /// The threads: the leader first (a nameless leader added if the file
@@ -155,7 +161,7 @@ impl HeldProcess {
     /// The runs of maps: each map (by address, those at one address in
     /// file order) and how often it repeats there.
     pub fn runs(&self) -> impl Iterator<Item = (&Vma, usize)> + '_ {
-        self.runs.values().flatten().map(|(v, n)| (v, *n))
+        self.maps.iter().map(|(v, n)| (v, n as usize))
     }
 
     /// How many maps, repeats counted.
@@ -166,10 +172,7 @@ impl HeldProcess {
     /// Drops every map `keep` refuses (all its repeats); how many that was.
     pub fn retain_maps(&mut self, mut keep: impl FnMut(&Vma) -> bool) -> usize {
         let before = self.map_count();
-        for at in self.runs.values_mut() {
-            at.retain(|(v, _)| keep(v));
-        }
-        self.runs.retain(|_, at| !at.is_empty());
+        self.maps.retain(|v| keep(v));
         before - self.map_count()
     }
 
@@ -177,10 +180,7 @@ impl HeldProcess {
     pub fn into_process(self) -> Process {
         let mut p = Process::empty(self.pid);
         p.threads = self.threads();
-        p.vmas.reserve_exact(self.map_count());
-        for (vma, n) in self.runs.into_values().flatten() {
-            p.vmas.extend(std::iter::repeat_n(vma, n));
-        }
+        p.vmas = self.maps.into_vec();
         p
     }
 }
@@ -229,8 +229,12 @@ pub fn read_snapshot_maps(input: &Input) -> Result<SnapshotMaps, InputError> {
         MapsRecord::Map(_) => {}
         MapsRecord::Bpf(r) => bpf.push(r),
     })?;
+    let mut processes: Vec<HeldProcess> = by_pid.into_values().collect();
+    for p in &mut processes {
+        p.by_address();
+    }
     Ok(SnapshotMaps {
-        processes: by_pid.into_values().collect(),
+        processes,
         kernel,
         bpf,
     })
@@ -283,6 +287,7 @@ mod tests {
         for m in maps {
             p.map(vma_of(m, &mut names));
         }
+        p.by_address();
         p
     }
 
@@ -328,8 +333,7 @@ mod tests {
         let (a, b, c) = (map(0x1000, 5, 2), map(0x1000, 1, 2), map(0x3000, 5, 2));
         let maps = [&c, &a, &a, &b, &c, &a, &a].map(Clone::clone);
         let h = held(&[], &maps);
-        let runs: usize = h.runs.values().map(Vec::len).sum();
-        assert_eq!(runs, 4); // a x2, b, a x2 at 0x1000; c x2
+        assert_eq!(h.runs().count(), 4); // a x2, b, a x2 at 0x1000; c x2
         let p = h.into_process();
         let mut sorted = maps.to_vec();
         sorted.sort_by_key(|m| m.key.addr);
@@ -337,6 +341,22 @@ mod tests {
         let want: Vec<Vma> = sorted.iter().map(|m| vma_of(m, &mut names)).collect();
         assert_eq!(p.vmas, want);
         assert!(p.vmas[0].name.shares(&p.vmas[6].name));
+    }
+
+    // Maps alternating at one address (a bomb's shape) are held once each,
+    // their order as 8-byte runs, and come back in file order.
+    #[test]
+    fn alternating_maps_are_held_once_each() {
+        let (a, b) = (map(0x1000, 5, 2), map(0x1000, 1, 2));
+        let maps: Vec<MapRecord> = (0..1000).map(|i| [&a, &b][i % 2].clone()).collect();
+        let h = held(&[], &maps);
+        assert_eq!(h.maps.distinct().len(), 2);
+        assert_eq!(h.map_count(), 1000);
+        let p = h.into_process();
+        let perms: Vec<Perms> = p.vmas.iter().map(|v| v.perms).collect();
+        let mut names = Names::default();
+        let want: Vec<Perms> = maps.iter().map(|m| vma_of(m, &mut names).perms).collect();
+        assert_eq!(perms, want);
     }
 
     // Kernel maps come back in file order, as often as they came, each

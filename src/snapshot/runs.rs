@@ -12,6 +12,8 @@ pub struct Runs<T> {
     distinct: Vec<T>,
     index: HashMap<T, u32, foldhash::fast::RandomState>,
     runs: Vec<(u32, u32)>,
+    /// For [`Runs::push_keyed`]: where in `runs` each key's last run is.
+    last_of_key: HashMap<u64, usize, foldhash::fast::RandomState>,
 }
 
 impl<T> Default for Runs<T> {
@@ -20,6 +22,7 @@ impl<T> Default for Runs<T> {
             distinct: Vec::new(),
             index: HashMap::default(),
             runs: Vec::new(),
+            last_of_key: HashMap::default(),
         }
     }
 }
@@ -27,7 +30,35 @@ impl<T> Default for Runs<T> {
 impl<T: Hash + Eq + Clone> Runs<T> {
     /// Appends `item`.
     pub fn push(&mut self, item: T) {
-        let i = match self.index.get(&item) {
+        let i = self.index_of(item);
+        match self.runs.last_mut() {
+            Some((last, n)) if *last == i && *n < u32::MAX => *n += 1,
+            _ => self.runs.push((i, 1)),
+        }
+    }
+
+    /// Appends `item`, a repeat of the last item of `key` joining its run
+    /// even when items of other keys came between: for runs that are put in
+    /// `key` order later ([`Runs::sort_by_key`] with the same key), where
+    /// only the order within a key counts (maps repeated at several
+    /// addresses in turn are then one run each, not a run per record).
+    pub fn push_keyed(&mut self, item: T, key: u64) {
+        let i = self.index_of(item);
+        if let Some(&at) = self.last_of_key.get(&key) {
+            if let Some((last, n)) = self.runs.get_mut(at) {
+                if *last == i && *n < u32::MAX {
+                    *n += 1;
+                    return;
+                }
+            }
+        }
+        self.last_of_key.insert(key, self.runs.len());
+        self.runs.push((i, 1));
+    }
+
+    /// The index of `item` in `distinct`, added if new.
+    fn index_of(&mut self, item: T) -> u32 {
+        match self.index.get(&item) {
             Some(&i) => i,
             None => {
                 let i = self.distinct.len() as u32;
@@ -35,10 +66,6 @@ impl<T: Hash + Eq + Clone> Runs<T> {
                 self.index.insert(item, i);
                 i
             }
-        };
-        match self.runs.last_mut() {
-            Some((last, n)) if *last == i && *n < u32::MAX => *n += 1,
-            _ => self.runs.push((i, 1)),
         }
     }
 
@@ -47,10 +74,34 @@ impl<T: Hash + Eq + Clone> Runs<T> {
         let kept: Vec<bool> = self.distinct.iter().map(&mut keep).collect();
         self.runs
             .retain(|&(i, _)| kept.get(i as usize).copied().unwrap_or(false));
+        self.last_of_key.clear();
     }
 }
 
 impl<T> Runs<T> {
+    /// Orders the runs by `key` of their items, stably (items of one key
+    /// keep their order), and joins runs of one item that come together.
+    pub fn sort_by_key<K: Ord>(&mut self, key: impl Fn(&T) -> K) {
+        let distinct = &self.distinct;
+        (self.runs).sort_by_key(|&(i, _)| distinct.get(i as usize).map(&key));
+        let mut joined: Vec<(u32, u32)> = Vec::with_capacity(self.runs.len());
+        for &(i, n) in &self.runs {
+            match joined.last_mut() {
+                Some((last, m)) if *last == i && m.checked_add(n).is_some() => *m += n,
+                _ => joined.push((i, n)),
+            }
+        }
+        self.runs = joined;
+        self.last_of_key.clear();
+    }
+
+    /// Lets go of the index of the distinct items (its memory): an item
+    /// pushed after is held again, not found.
+    pub fn forget_index(&mut self) {
+        self.index = HashMap::default();
+        self.last_of_key = HashMap::default();
+    }
+
     /// True when there are none.
     pub fn is_empty(&self) -> bool {
         self.runs.is_empty()
@@ -97,6 +148,38 @@ impl<T: Hash + Eq + Clone> FromIterator<T> for Runs<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Keyed pushes join the last run of their key across other keys' items;
+    // sorted by key, each key's items keep their order, and joined runs
+    // count every repeat.
+    #[test]
+    fn keyed_repeats_join_their_keys_last_run() {
+        let mut r: Runs<(u64, u8)> = Runs::default();
+        for item in [
+            (2, b'a'),
+            (1, b'x'),
+            (2, b'a'),
+            (1, b'x'),
+            (2, b'b'),
+            (1, b'x'),
+            (2, b'a'),
+        ] {
+            r.push_keyed(item, item.0);
+        }
+        assert_eq!(r.runs.len(), 4); // a2 x3 b1 a1
+        r.sort_by_key(|&(k, _)| k);
+        let runs: Vec<((u64, u8), u32)> = r.iter().map(|(&i, n)| (i, n)).collect();
+        assert_eq!(
+            runs,
+            [
+                ((1, b'x'), 3),
+                ((2, b'a'), 2),
+                ((2, b'b'), 1),
+                ((2, b'a'), 1)
+            ]
+        );
+        assert_eq!(r.count(), 7);
+    }
 
     // Items come back in order, as often as they came, each distinct one
     // held once; retain drops every repeat of what it refuses.
