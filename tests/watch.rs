@@ -521,24 +521,12 @@ fn identityless_ahead_of_the_walk(name: &str, args: &[&str], maps: &[(String, u6
         &dir,
         &format!("map {} 10000 1000 0", lib_a.display()),
     );
-    let (out, hold) = (dir.join("ahead.data"), dir.join("vma.hold"));
-    let snap = Command::new(bin())
-        .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
-        .args(args)
-        .env(
-            "MMAP2_SYNTH_TEST_HOLD_AFTER_VMA",
-            format!("1:{}", hold.display()),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the walk to be held after its first VMA", || hold.exists());
-    for (line, _) in maps {
-        fixed(&mut m, &dir, line);
-    }
-    std::fs::remove_file(&hold).unwrap();
-    let o = snap.wait_with_output().unwrap();
+    let out = dir.join("ahead.data");
+    let o = held_after_first_vma(&mut m, &out, args, |m| {
+        for (line, _) in maps {
+            fixed(m, &dir, line);
+        }
+    });
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     let want = format!("0 records added, {} superseded", maps.len());
@@ -574,30 +562,15 @@ fn a_file_renamed_and_mapped_again_in_its_read_window_is_added() {
         &dir,
         &format!("map {} 10000 1000 0", lib_a.display()),
     );
-    let (out, hold) = (dir.join("renamed.data"), dir.join("vma.hold"));
-    let snap = Command::new(bin())
-        .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
-        .env(
-            "MMAP2_SYNTH_TEST_HOLD_AFTER_VMA",
-            format!("1:{}", hold.display()),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_until("the walk to be held after its first VMA", || hold.exists());
     let name = lib_a.file_name().unwrap().to_str().unwrap();
     let renamed = lib_a.with_file_name(name.replace('a', "z"));
     assert_eq!(renamed.as_os_str().len(), lib_a.as_os_str().len());
     assert_ne!(renamed, lib_a);
-    std::fs::rename(&lib_a, &renamed).unwrap();
-    fixed(
-        &mut m,
-        &dir,
-        &format!("map {} 10000 1000 0", renamed.display()),
-    );
-    std::fs::remove_file(&hold).unwrap();
-    let o = snap.wait_with_output().unwrap();
+    let out = dir.join("renamed.data");
+    let o = held_after_first_vma(&mut m, &out, &[], |m| {
+        std::fs::rename(&lib_a, &renamed).unwrap();
+        fixed(m, &dir, &format!("map {} 10000 1000 0", renamed.display()));
+    });
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(err.contains("1 records added"), "{err}");
@@ -645,6 +618,33 @@ fn maps_read_in_inode_form_made_ahead_of_the_walk_are_written_once() {
     ];
     let args = ["-d", "--no-buildid"];
     identityless_ahead_of_the_walk("watch-inode-form", &args, &maps);
+}
+
+/// A snapshot (`-p` of the fixture `m`, with `args`) into `out`, held by
+/// the test hook right after its walk read the first VMA while `during`
+/// runs; its output once it ends.
+fn held_after_first_vma(
+    m: &mut Mapper,
+    out: &Path,
+    args: &[&str],
+    during: impl FnOnce(&mut Mapper),
+) -> std::process::Output {
+    let hold = out.with_extension("hold");
+    let snap = Command::new(bin())
+        .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
+        .args(args)
+        .env(
+            "MMAP2_SYNTH_TEST_HOLD_AFTER_VMA",
+            format!("1:{}", hold.display()),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the walk to be held after its first VMA", || hold.exists());
+    during(m);
+    std::fs::remove_file(&hold).unwrap();
+    snap.wait_with_output().unwrap()
 }
 
 /// The fixedmap fixture, started in a scratch directory `name` with the

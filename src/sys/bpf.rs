@@ -131,14 +131,7 @@ pub fn bpf_load_iter(
 /// of their own loaded. The program stays loaded while the descriptor is
 /// open.
 pub fn bpf_load_socket_filter(insns: &[u64], name: &str) -> io::Result<OwnedFd> {
-    let mut attr = ProgLoad {
-        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
-        insn_cnt: u32::try_from(insns.len())
-            .map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
-        insns: insns.as_ptr() as u64,
-        license: c"GPL".as_ptr() as u64,
-        ..Default::default()
-    };
+    let mut attr = socket_filter(insns)?;
     let slot = attr
         .prog_name
         .get_mut(..name.len())
@@ -148,6 +141,19 @@ pub fn bpf_load_socket_filter(insns: &[u64], name: &str) -> io::Result<OwnedFd> 
     // SAFETY: `attr` is BPF_PROG_LOAD's struct; `insns` and the license
     // (NUL terminated, static) outlive the call; no log buffer.
     unsafe { bpf(BPF_PROG_LOAD, &mut attr) }
+}
+
+/// BPF_PROG_LOAD's struct for `insns` as a GPL socket filter (pointing at
+/// `insns`, which must outlive its use).
+fn socket_filter(insns: &[u64]) -> io::Result<ProgLoad> {
+    Ok(ProgLoad {
+        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
+        insn_cnt: u32::try_from(insns.len())
+            .map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
+        insns: insns.as_ptr() as u64,
+        license: c"GPL".as_ptr() as u64,
+        ..Default::default()
+    })
 }
 
 /// `union bpf_attr` for BPF_BTF_LOAD (no log).
@@ -200,16 +206,11 @@ pub fn bpf_load_socket_filter_with_btf(insns: &[u64], func: &str) -> io::Result<
     // bpf_func_info: instruction 0 is FUNC type 3
     let finfo: [u32; 2] = [0, 3];
     let mut attr = ProgLoad {
-        prog_type: BPF_PROG_TYPE_SOCKET_FILTER,
-        insn_cnt: u32::try_from(insns.len())
-            .map_err(|_| io::Error::from_raw_os_error(libc::E2BIG))?,
-        insns: insns.as_ptr() as u64,
-        license: c"GPL".as_ptr() as u64,
         prog_btf_fd: btf.as_raw_fd() as u32,
         func_info_rec_size: 8,
         func_info: finfo.as_ptr() as u64,
         func_info_cnt: 1,
-        ..Default::default()
+        ..socket_filter(insns)?
     };
     // SAFETY: `attr` is BPF_PROG_LOAD's struct; `insns`, the license
     // (static) and `finfo` (one 8-byte record, as given) outlive the call;
