@@ -124,16 +124,7 @@ fn check_cut(
     };
     let dumped = run(&["dump".as_ref(), "--salvage".as_ref(), cut.as_os_str()]);
     check_warning(&dumped, "dump");
-    let o = run(&[
-        "convert".as_ref(),
-        "--salvage".as_ref(),
-        "-q".as_ref(),
-        cut.as_os_str(),
-        "--to".as_ref(),
-        "file".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ]);
+    let o = convert_salvaged(&cut, &out, &[]);
     check_warning(&o, "convert");
     let bytes = std::fs::read(&out).unwrap();
     // the output dumps as the cut input does with --salvage
@@ -369,6 +360,16 @@ fn merge_salvage_in_place_repairs_with_nothing_to_insert() {
     assert_eq!(got.stdout, want.stdout);
 }
 
+/// `convert --salvage -q EXTRA INPUT --to file -o OUT`.
+fn convert_salvaged(input: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args: Vec<&std::ffi::OsStr> = vec!["convert".as_ref(), "--salvage".as_ref()];
+    args.push("-q".as_ref());
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    args.extend([input.as_os_str(), "--to".as_ref(), "file".as_ref()]);
+    args.extend(["-o".as_ref(), out.as_os_str()]);
+    run(&args)
+}
+
 /// A recording of the burner by `perf record -g ARGS` into `out` (`-o -`
 /// among ARGS: the stream).
 fn record_burner(out: &Path, args: &[&str]) {
@@ -465,17 +466,7 @@ fn a_killed_perf_record_is_salvaged() {
             continue;
         }
         let plain = dir.join("plain.data");
-        let o = run(&[
-            "convert".as_ref(),
-            "--salvage".as_ref(),
-            "-q".as_ref(),
-            "--decompress".as_ref(),
-            rec.as_os_str(),
-            "--to".as_ref(),
-            "file".as_ref(),
-            "-o".as_ref(),
-            plain.as_os_str(),
-        ]);
+        let o = convert_salvaged(&rec, &plain, &["--decompress"]);
         assert!(o.status.success(), "{}", stderr(&o));
         assert_eq!(perf_samples(&plain), n, "compressed and decompressed");
         assert_eq!(linux_perf_data_samples(&std::fs::read(&plain).unwrap()), n);
@@ -653,17 +644,7 @@ fn stream_record_ends(b: &[u8], start: usize) -> Vec<(usize, bool)> {
 /// them).
 fn decompressed_samples(dir: &Path, cut: &Path) -> usize {
     let plain = dir.join("plain.data");
-    let o = run(&[
-        "convert".as_ref(),
-        "--salvage".as_ref(),
-        "-q".as_ref(),
-        "--decompress".as_ref(),
-        cut.as_os_str(),
-        "--to".as_ref(),
-        "file".as_ref(),
-        "-o".as_ref(),
-        plain.as_os_str(),
-    ]);
+    let o = convert_salvaged(&cut, &plain, &["--decompress"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let bytes = std::fs::read(&plain).unwrap();
     let n = samples(&data_records(&bytes));
@@ -671,31 +652,54 @@ fn decompressed_samples(dir: &Path, cut: &Path) -> usize {
     n
 }
 
-// A real `perf record -z -o -` stream of the burner (its ring buffer
-// wrapping, each half compressed on its own, a record straddling them) cut
-// at the end of every COMPRESSED record: dump, convert and pprof read each
-// cut with --salvage (exit 0; a record cut short at the end of the
-// decompressed data is dropped and said); perf reads convert's output with
-// as many samples as it reads from the cut itself, and as the decompressed
-// output holds (linux-perf-data agrees). Without the fix the cuts between
-// two halves fail (exit 2, "compressed data ... truncated").
+// A real `perf record -z -m 1 -o -` stream of the burner (its one-page ring
+// buffer wrapping, each half compressed on its own, records straddling
+// them) cut at the ends of COMPRESSED records, those where a record
+// straddles (dump refuses them) and as many others, at most 4 of each
+// spread over the stream: dump, convert and pprof read each cut with
+// --salvage (exit 0; a record cut short at the end of the decompressed
+// data is dropped and said); perf reads convert's output with as many
+// samples as it reads from the cut itself, and as the decompressed output
+// holds (linux-perf-data agrees). Without the fix the cuts between two
+// halves fail (exit 2, "compressed data ... truncated").
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn a_perf_z_stream_cut_at_every_compressed_record_is_salvaged() {
     needs_perf_record();
     let dir = scratch("salvage-perf-z");
     let stream = dir.join("z.pipe");
-    let burn = format!("sleep 4 | {} 3", fixtures().burn.display());
+    let burn = format!("sleep 2 | {} 1", fixtures().burn.display());
     perf_record_to(
         &stream,
-        &["-z", "-o", "-", "-F", "8000", "-g"],
+        &["-z", "-m", "1", "-o", "-", "-F", "8000", "-g"],
         &["--", "sh", "-c", &burn],
     );
     let b = std::fs::read(&stream).unwrap();
     let cut = dir.join("cut.data");
     let out = dir.join("out.data");
+    let ends: Vec<usize> = (stream_record_ends(&b, 16).into_iter())
+        .filter_map(|(end, compressed)| compressed.then_some(end))
+        .collect();
+    let (mut inner, mut whole) = (Vec::new(), Vec::new());
+    for &end in &ends {
+        std::fs::write(&cut, &b[..end]).unwrap();
+        match run(&["dump".as_ref(), cut.as_os_str()]).status.code() {
+            Some(0) => whole.push(end),
+            Some(2) => inner.push(end),
+            c => panic!("cut at {end}: dump exit {c:?}"),
+        }
+    }
+    assert!(
+        !inner.is_empty(),
+        "no cut between the two halves of a wrapped ring buffer in {} ends",
+        ends.len()
+    );
+    let spread = |v: &[usize]| -> Vec<usize> {
+        let step = v.len().div_ceil(4).max(1);
+        v.iter().step_by(step).copied().collect()
+    };
     let mut inner_cuts = 0;
-    for (end, _) in stream_record_ends(&b, 16).into_iter().filter(|r| r.1) {
+    for end in spread(&inner).into_iter().chain(spread(&whole)) {
         std::fs::write(&cut, &b[..end]).unwrap();
         for cmd in [&["dump"][..], &["pprof", "--no-symbolize", "-q", "-o"]] {
             let mut args: Vec<&std::ffi::OsStr> = cmd.iter().map(|a| a.as_ref()).collect();
@@ -707,23 +711,11 @@ fn a_perf_z_stream_cut_at_every_compressed_record_is_salvaged() {
             assert!(o.status.success(), "cut at {end}: {cmd:?}: {}", stderr(&o));
         }
         let _ = std::fs::remove_file(&out);
-        let o = run(&[
-            "convert".as_ref(),
-            "--salvage".as_ref(),
-            "-q".as_ref(),
-            cut.as_os_str(),
-            "--to".as_ref(),
-            "file".as_ref(),
-            "-o".as_ref(),
-            out.as_os_str(),
-        ]);
+        let o = convert_salvaged(&cut, &out, &[]);
         let err = stderr(&o);
         assert!(o.status.success(), "cut at {end}: convert: {err}");
         if err.contains("ends inside a record") {
             inner_cuts += 1;
-            // refused without --salvage
-            let o = run(&["dump".as_ref(), cut.as_os_str()]);
-            assert_eq!(o.status.code(), Some(2), "cut at {end}");
             // the output is whole: read without --salvage
             let o = run(&["dump".as_ref(), out.as_os_str()]);
             assert!(o.status.success(), "cut at {end}: {}", stderr(&o));
@@ -736,9 +728,10 @@ fn a_perf_z_stream_cut_at_every_compressed_record_is_salvaged() {
         );
         assert_eq!(n, decompressed_samples(&dir, &cut), "cut at {end}");
     }
-    assert!(
-        inner_cuts > 0,
-        "no cut between the two halves of a wrapped ring buffer"
+    assert_eq!(
+        inner_cuts,
+        spread(&inner).len(),
+        "each refused cut salvaged"
     );
 }
 
@@ -783,16 +776,7 @@ fn a_perf_file_cut_in_its_features_is_salvaged() {
             assert!(w.contains("BUILD_ID, HOSTNAME"), "{w}");
         }
         let _ = std::fs::remove_file(&out);
-        let o = run(&[
-            "convert".as_ref(),
-            "--salvage".as_ref(),
-            "-q".as_ref(),
-            cut.as_os_str(),
-            "--to".as_ref(),
-            "file".as_ref(),
-            "-o".as_ref(),
-            out.as_os_str(),
-        ]);
+        let o = convert_salvaged(&cut, &out, &[]);
         assert!(o.status.success(), "{len}: {}", stderr(&o));
         let bytes = std::fs::read(&out).unwrap();
         assert_eq!(data_records(&bytes), data_records(&b), "{len}");
@@ -875,16 +859,7 @@ fn a_killed_z_recording_cut_at_every_compressed_record_is_salvaged() {
     for (i, end) in ends.into_iter().enumerate() {
         std::fs::write(&cut, &b[..end]).unwrap();
         let _ = std::fs::remove_file(&out);
-        let o = run(&[
-            "convert".as_ref(),
-            "--salvage".as_ref(),
-            "-q".as_ref(),
-            cut.as_os_str(),
-            "--to".as_ref(),
-            "file".as_ref(),
-            "-o".as_ref(),
-            out.as_os_str(),
-        ]);
+        let o = convert_salvaged(&cut, &out, &[]);
         assert!(o.status.success(), "cut at {end}: {}", stderr(&o));
         let inner = stderr(&o).contains("ends inside a record");
         inner_cuts += usize::from(inner);
@@ -1100,16 +1075,7 @@ fn a_salvage_that_keeps_no_records_is_read_by_perf() {
     let cut = dir.join("cut.data");
     std::fs::write(&cut, &b[..u64_at(&b, 40) as usize + 5]).unwrap();
     let out = dir.join("out.data");
-    let o = run(&[
-        "convert".as_ref(),
-        "--salvage".as_ref(),
-        "-q".as_ref(),
-        cut.as_os_str(),
-        "--to".as_ref(),
-        "file".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ]);
+    let o = convert_salvaged(&cut, &out, &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     let merged = merge_salvaged(&dir, &cut);
     for (path, bytes) in [
