@@ -124,7 +124,7 @@ fn check_cut(
     };
     let dumped = run(&["dump".as_ref(), "--salvage".as_ref(), cut.as_os_str()]);
     check_warning(&dumped, "dump");
-    let o = convert_salvaged(&cut, &out, &[]);
+    let o = convert_salvaged(cut, &out, &[]);
     check_warning(&o, "convert");
     let bytes = std::fs::read(&out).unwrap();
     // the output dumps as the cut input does with --salvage
@@ -644,7 +644,7 @@ fn stream_record_ends(b: &[u8], start: usize) -> Vec<(usize, bool)> {
 /// them).
 fn decompressed_samples(dir: &Path, cut: &Path) -> usize {
     let plain = dir.join("plain.data");
-    let o = convert_salvaged(&cut, &plain, &["--decompress"]);
+    let o = convert_salvaged(cut, &plain, &["--decompress"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let bytes = std::fs::read(&plain).unwrap();
     let n = samples(&data_records(&bytes));
