@@ -127,7 +127,7 @@ pub fn check_unchanged(
 
 /// Completes a file-mode output whose data section (`h.data`) was copied by
 /// the scan: the inserted records and `tail` placed around it (see
-/// [`place_data`]), then the feature table and sections, and the header
+/// `place_data`), then the feature table and sections, and the header
 /// last.
 pub fn finish_file_mode(
     input: &Input,
