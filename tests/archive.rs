@@ -560,18 +560,22 @@ fn a_record_without_identity_is_archived_from_its_live_mapping_only() {
 }
 
 // An archived copy is no more readable than its source: a 0700 library is
-// archived 0600 (0644 masked by the source's mode), a 0755 one 0644.
+// archived 0600 (0644 masked by the source's mode), a 0755 one 0644, and a
+// 0640 one 0600 (the copy's group is the archiver's, not the source's).
 #[test]
 fn archived_copies_keep_their_source_private() {
     use std::os::unix::fs::PermissionsExt;
     let f = fixtures();
     let dir = scratch("archive-mode");
     let (private, public) = (dir.join("libpriv.so"), dir.join("libpub.so"));
+    let group = dir.join("libgrp.so");
     std::fs::copy(&f.lib_sha1, &private).unwrap();
     std::fs::copy(&f.lib_md5, &public).unwrap();
+    std::fs::copy(&f.lib_hex8, &group).unwrap();
     std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
     std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let m = Mapper::start(&[private.as_os_str(), public.as_os_str()]);
+    std::fs::set_permissions(&group, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let m = Mapper::start(&[private.as_os_str(), public.as_os_str(), group.as_os_str()]);
     let cache = dir.join("cache");
     synth_ok([
         "archive".as_ref(),
@@ -582,7 +586,12 @@ fn archived_copies_keep_their_source_private() {
         "-o".as_ref(),
         cache.as_os_str(),
     ]);
-    for (lib, built, mode) in [(&private, &f.lib_sha1, 0o600), (&public, &f.lib_md5, 0o644)] {
+    let libs = [
+        (&private, &f.lib_sha1, 0o600),
+        (&public, &f.lib_md5, 0o644),
+        (&group, &f.lib_hex8, 0o600),
+    ];
+    for (lib, built, mode) in libs {
         let id = readelf_build_id(built).unwrap();
         let entry = cache
             .join(lib.strip_prefix("/").unwrap())

@@ -336,8 +336,12 @@ fn archive_vma(
         report.unreadable += 1;
         return;
     };
-    // no more readable than its source (its owner may still read it)
-    let mode = 0o400 | (meta.mode() & 0o644);
+    // no more readable than its source (its owner may still read it); the
+    // copy's group is not the source's, so its group may read it only when
+    // everyone may
+    let src = meta.mode();
+    let group = if src & 0o004 != 0 { 0o040 } else { 0 };
+    let mode = 0o400 | (src & 0o604) | (src & group);
     let copy = |out: &mut File| {
         // (tests: the temporary file is made, the size checked)
         crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_ARCHIVE_COPY");
