@@ -6,8 +6,8 @@
 use std::io;
 use std::sync::atomic::AtomicBool;
 
-use super::buildid::BuildIdCache;
 use super::head::read_head;
+use super::idcache::BuildIdCache;
 use super::options::Options;
 use super::skip::SkipReason;
 use super::source::{self, BuildIdPolicy, Local, Walk};

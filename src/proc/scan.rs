@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::buildid::BuildIdCache;
+use super::idcache::BuildIdCache;
 pub use super::options::{Options, Target, TaskSource, BPF_MIN_PROCESSES};
 use super::parse;
 pub use super::pieces::PART_BYTES;

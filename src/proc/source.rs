@@ -9,7 +9,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::buildid::{self, BuildIdCache, LocalBuildIds};
+use super::buildid;
+use super::idcache::{BuildIdCache, LocalBuildIds};
 use crate::model::{
     BuildId, Name, Perms, Selection, Source, Vma, MAX_BUILD_ID, PATH_MAX, TOOLONG_NAME,
     VSYSCALL_NAME,

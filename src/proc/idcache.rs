@@ -1,0 +1,141 @@
+//! The build-id answers a scan keeps, by file identity: one cache shared
+//! by all workers (each distinct file asked for once) and each worker's
+//! copy of what it got from it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::model::{BuildId, FileKey};
+
+/// Answers by file identity, hashed with foldhash, seeded per map (which
+/// inodes get mapped is up to the processes read).
+type IdMap = HashMap<FileKey, Option<BuildId>, foldhash::fast::RandomState>;
+
+/// Build ids by file identity, shared by all workers so each distinct file is
+/// asked for once.
+#[derive(Default)]
+pub struct BuildIdCache {
+    map: Mutex<IdMap>,
+    unverified: std::sync::atomic::AtomicUsize,
+}
+
+impl BuildIdCache {
+    /// A new, empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The cached answer for a file: `None` if never asked, `Some(None)` if the
+    /// file has no usable build id.
+    pub fn get(&self, key: &FileKey) -> Option<Option<BuildId>> {
+        self.lock().get(key).copied()
+    }
+
+    /// Records the answer for a file (the first answer wins).
+    pub fn insert(&self, key: FileKey, id: Option<BuildId>) -> Option<BuildId> {
+        *self.lock().entry(key).or_insert(id)
+    }
+
+    /// Counts an id whose file could be matched by inode only.
+    pub fn count_unverified(&self) {
+        self.unverified
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Ids matched by inode only (see [`super::buildid::Trust::Unverified`]).
+    pub fn unverified(&self) -> usize {
+        self.unverified.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, IdMap> {
+        // A worker that panicked cannot leave the map half-updated: every
+        // operation is a single insert or lookup.
+        self.map.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One worker's copy of the answers it got from a [`BuildIdCache`], so a
+/// file seen again costs a local lookup, not the shared lock (the shared
+/// cache's answers never change, so the copy cannot go stale within a scan).
+#[derive(Default)]
+pub struct LocalBuildIds {
+    map: IdMap,
+    /// The answers given last, the latest first: a library's VMAs come one
+    /// after another and a process's libraries interleave, so most lookups
+    /// are for a file asked for just before (no hash then).
+    recent: [Option<(FileKey, Option<BuildId>)>; RECENT_IDS],
+}
+
+/// Answers [`LocalBuildIds::recent`] holds.
+const RECENT_IDS: usize = 8;
+
+impl LocalBuildIds {
+    /// The answer for `key`: from this copy, else from `cache` (and kept).
+    pub fn get(&mut self, cache: &BuildIdCache, key: &FileKey) -> Option<Option<BuildId>> {
+        let at = self
+            .recent
+            .iter()
+            .position(|r| matches!(r, Some((k, _)) if k == key));
+        if let Some(i) = at {
+            if i > 0 {
+                self.recent[..=i].rotate_right(1);
+            }
+            return self.recent[0].map(|(_, known)| known);
+        }
+        let known = match self.map.get(key) {
+            Some(&known) => known,
+            None => {
+                let known = cache.get(key)?;
+                self.map.insert(*key, known);
+                known
+            }
+        };
+        self.remember(*key, known);
+        Some(known)
+    }
+
+    /// Records an answer in `cache` and keeps the one the cache holds.
+    pub fn insert(
+        &mut self,
+        cache: &BuildIdCache,
+        key: FileKey,
+        id: Option<BuildId>,
+    ) -> Option<BuildId> {
+        let kept = cache.insert(key, id);
+        self.map.insert(key, kept);
+        self.remember(key, kept);
+        kept
+    }
+
+    fn remember(&mut self, key: FileKey, known: Option<BuildId>) {
+        self.recent.rotate_right(1);
+        self.recent[0] = Some((key, known));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A worker's copy answers what the shared cache holds (its first answer,
+    // whoever gave it), and learns answers other workers put there.
+    #[test]
+    fn local_copy_follows_the_shared_cache() {
+        let shared = BuildIdCache::new();
+        let (mut a, mut b) = (LocalBuildIds::default(), LocalBuildIds::default());
+        let key = FileKey {
+            dev_major: 8,
+            dev_minor: 1,
+            inode: 42,
+        };
+        let first = BuildId::new(&[1; 20]);
+        let other = BuildId::new(&[2; 20]);
+        assert_eq!(a.get(&shared, &key), None);
+        assert_eq!(a.insert(&shared, key, first), first);
+        assert_eq!(b.insert(&shared, key, other), first);
+        assert_eq!(b.get(&shared, &key), Some(first));
+        let gone = FileKey { inode: 43, ..key };
+        assert_eq!(b.insert(&shared, gone, None), None);
+        assert_eq!(a.get(&shared, &gone), Some(None));
+    }
+}
