@@ -4,13 +4,18 @@
 //! costs its distinct records, however often they repeat.
 
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 
 /// Items in order, each distinct one held once, the order as runs.
 #[derive(Debug, Clone)]
 pub struct Runs<T> {
     distinct: Vec<T>,
-    index: HashMap<T, u32, foldhash::fast::RandomState>,
+    /// The first distinct item of each hash (seeded per run); the others
+    /// of that hash follow in `next`. The items are not copied into it.
+    index: HashMap<u64, u32, foldhash::fast::RandomState>,
+    /// For each distinct item, the next one of its hash (`u32::MAX`: none).
+    next: Vec<u32>,
+    hasher: foldhash::fast::RandomState,
     runs: Vec<(u32, u32)>,
     /// For [`Runs::push_keyed`]: where in `runs` each key's last run is.
     last_of_key: HashMap<u64, usize, foldhash::fast::RandomState>,
@@ -21,13 +26,15 @@ impl<T> Default for Runs<T> {
         Runs {
             distinct: Vec::new(),
             index: HashMap::default(),
+            next: Vec::new(),
+            hasher: Default::default(),
             runs: Vec::new(),
             last_of_key: HashMap::default(),
         }
     }
 }
 
-impl<T: Hash + Eq + Clone> Runs<T> {
+impl<T: Hash + Eq> Runs<T> {
     /// Appends `item`.
     pub fn push(&mut self, item: T) {
         let i = self.index_of(item);
@@ -58,15 +65,25 @@ impl<T: Hash + Eq + Clone> Runs<T> {
 
     /// The index of `item` in `distinct`, added if new.
     fn index_of(&mut self, item: T) -> u32 {
-        match self.index.get(&item) {
-            Some(&i) => i,
-            None => {
-                let i = self.distinct.len() as u32;
-                self.distinct.push(item.clone());
-                self.index.insert(item, i);
-                i
-            }
+        if self.next.len() != self.distinct.len() {
+            // the index was let go: held again
+            self.distinct.push(item);
+            return self.distinct.len() as u32 - 1;
         }
+        let h = self.hasher.hash_one(&item);
+        let head = self.index.get(&h).copied();
+        let mut at = head.unwrap_or(u32::MAX);
+        while let Some(known) = self.distinct.get(at as usize) {
+            if *known == item {
+                return at;
+            }
+            at = self.next.get(at as usize).copied().unwrap_or(u32::MAX);
+        }
+        let i = self.distinct.len() as u32;
+        self.distinct.push(item);
+        self.next.push(head.unwrap_or(u32::MAX));
+        self.index.insert(h, i);
+        i
     }
 
     /// Drops every item `keep` refuses (all its repeats).
@@ -99,6 +116,7 @@ impl<T> Runs<T> {
     /// pushed after is held again, not found.
     pub fn forget_index(&mut self) {
         self.index = HashMap::default();
+        self.next = Vec::new();
         self.last_of_key = HashMap::default();
     }
 
@@ -135,7 +153,7 @@ impl<T: Clone> Runs<T> {
     }
 }
 
-impl<T: Hash + Eq + Clone> FromIterator<T> for Runs<T> {
+impl<T: Hash + Eq> FromIterator<T> for Runs<T> {
     fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
         let mut runs = Runs::default();
         for item in items {
@@ -148,6 +166,24 @@ impl<T: Hash + Eq + Clone> FromIterator<T> for Runs<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Items are found again by content among many, and after the index
+    // is let go a pushed item is held again (not lost, not misplaced).
+    #[test]
+    fn distinct_items_are_found_by_content() {
+        let mut r: Runs<u32> = Runs::default();
+        for i in 0..10_000u32 {
+            r.push(i % 1000);
+        }
+        assert_eq!((r.distinct().len(), r.count()), (1000, 10_000));
+        r.forget_index();
+        r.push(5);
+        r.push(5);
+        assert_eq!(r.distinct().len(), 1002, "each held again");
+        let last: Vec<(u32, u32)> = r.iter().map(|(&i, n)| (i, n)).skip(10_000).collect();
+        assert_eq!(last, [(5, 1), (5, 1)]);
+        assert_eq!(r.count(), 10_002);
+    }
 
     // Keyed pushes join the last run of their key across other keys' items;
     // sorted by key, each key's items keep their order, and joined runs
