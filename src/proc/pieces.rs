@@ -90,7 +90,7 @@ impl<'p, 's> Pieces<'p, 's> {
             head,
             check,
             opts,
-            vmas: Vec::with_capacity(FIRST_VMAS),
+            vmas: Vec::new(),
             times: ReadTimes::default(),
             last_end: 0,
             walk_start: 0,
@@ -192,6 +192,8 @@ impl<'p, 's> Pieces<'p, 's> {
     fn restart(&mut self) {
         self.pushed -= self.vmas.len();
         self.vmas.clear();
+        // (here, not at the start: kernel threads have no walk)
+        self.vmas.reserve(FIRST_VMAS);
         self.bytes = 0;
         self.walk_start = read_clock();
         self.times = ReadTimes::at(self.walk_start);
