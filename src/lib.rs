@@ -15,7 +15,8 @@
 //! 7. [`pprof`]: recordings written as symbolized pprof profiles.
 //!
 //! Leaves shared by all of them: [`bytes`] (byte order), [`model`] (the data
-//! types), [`output`] (atomic output files), [`interrupt`] (signals while
+//! types), [`memo`] (the scan's direct-mapped lookup memo), [`output`] (atomic
+//! output files), [`interrupt`] (signals while
 //! a stream input is read), [`sys`] (every FFI call, the only
 //! `unsafe`). [`summary`] formats the CLI's reports.
 //!
@@ -31,6 +32,7 @@ pub mod archive;
 pub mod bytes;
 pub mod dump;
 pub mod interrupt;
+pub mod memo;
 pub mod model;
 pub mod output;
 pub mod perf;

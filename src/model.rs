@@ -30,6 +30,13 @@ impl BuildId {
         &self.bytes[..usize::from(self.len)]
     }
 
+    /// The id's bytes and zeros after them to 20: the build-id field of an
+    /// MMAP2 record, copied whole (a fixed-size copy needs no `memcpy`
+    /// call).
+    pub fn padded(&self) -> &[u8; MAX_BUILD_ID] {
+        &self.bytes
+    }
+
     /// Lower-case hex, as perf prints it.
     pub fn to_hex(&self) -> String {
         self.as_bytes().iter().map(|b| format!("{b:02x}")).collect()

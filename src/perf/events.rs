@@ -57,14 +57,12 @@ pub fn put_mmap2_id(out: &mut Vec<u8>, e: Endian, id: &Mmap2Id) {
 /// Bytes of an MMAP2 file identity, in either form.
 const MMAP2_ID_LEN: usize = 4 + MAX_BUILD_ID;
 
-/// Writes an MMAP2 file identity over `f`, which is zeroed (the padding of
-/// a short build id is left as it is).
+/// Writes an MMAP2 file identity over `f`, which is zeroed.
 fn write_mmap2_id(f: &mut [u8; MMAP2_ID_LEN], e: Endian, id: &Mmap2Id) {
     match *id {
         Mmap2Id::BuildId(id) => {
-            let b = id.as_bytes();
-            f[0] = b.len() as u8;
-            f[4..4 + b.len()].copy_from_slice(b);
+            f[0] = id.as_bytes().len() as u8;
+            f[4..].copy_from_slice(id.padded());
         }
         Mmap2Id::Inode {
             maj,

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use crate::memo::Slots;
 use crate::model::{BuildId, FileKey};
 
 /// Answers by file identity, hashed with foldhash, seeded per map (which
@@ -60,27 +61,20 @@ impl BuildIdCache {
 #[derive(Default)]
 pub struct LocalBuildIds {
     map: IdMap,
-    /// The answers given last, the latest first: a library's VMAs come one
-    /// after another and a process's libraries interleave, so most lookups
-    /// are for a file asked for just before (no hash then).
-    recent: [Option<(FileKey, Option<BuildId>)>; RECENT_IDS],
+    /// The answers given last, one per slot: most lookups are for a file
+    /// asked for in the process before, found here with no hash (see
+    /// [`crate::memo`]).
+    recent: Slots<FileKey, Option<BuildId>, ID_SLOTS>,
 }
 
-/// Answers [`LocalBuildIds::recent`] holds.
-const RECENT_IDS: usize = 8;
+/// Slots of [`LocalBuildIds::recent`].
+const ID_SLOTS: usize = 128;
 
 impl LocalBuildIds {
     /// The answer for `key`: from this copy, else from `cache` (and kept).
     pub fn get(&mut self, cache: &BuildIdCache, key: &FileKey) -> Option<Option<BuildId>> {
-        let at = self
-            .recent
-            .iter()
-            .position(|r| matches!(r, Some((k, _)) if k == key));
-        if let Some(i) = at {
-            if i > 0 {
-                self.recent[..=i].rotate_right(1);
-            }
-            return self.recent[0].map(|(_, known)| known);
+        if let Some((_, &known)) = self.recent.find(key) {
+            return Some(known);
         }
         let known = match self.map.get(key) {
             Some(&known) => known,
@@ -90,7 +84,7 @@ impl LocalBuildIds {
                 known
             }
         };
-        self.remember(*key, known);
+        self.recent.put::<FileKey>(*key, known);
         Some(known)
     }
 
@@ -103,13 +97,8 @@ impl LocalBuildIds {
     ) -> Option<BuildId> {
         let kept = cache.insert(key, id);
         self.map.insert(key, kept);
-        self.remember(key, kept);
+        self.recent.put::<FileKey>(key, kept);
         kept
-    }
-
-    fn remember(&mut self, key: FileKey, known: Option<BuildId>) {
-        self.recent.rotate_right(1);
-        self.recent[0] = Some((key, known));
     }
 }
 

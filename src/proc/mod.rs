@@ -5,7 +5,7 @@
 //! `host` are the thin layers that read files and call into `sys`; `window`
 //! orders the workers' results for the writer.
 //!
-//! May import: `bytes`, `model`, `sys`. Knows nothing of perf.data.
+//! May import: `bytes`, `memo`, `model`, `sys`. Knows nothing of perf.data.
 
 pub mod bpf_progs;
 pub mod btf;

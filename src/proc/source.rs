@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::buildid;
 use super::idcache::{BuildIdCache, LocalBuildIds};
+use crate::memo::Slots;
 use crate::model::{
     BuildId, Name, Perms, Selection, Source, Vma, MAX_BUILD_ID, PATH_MAX, TOOLONG_NAME,
     VSYSCALL_NAME,
@@ -60,15 +61,14 @@ pub struct Names {
     set: HashSet<Arc<[u8]>, foldhash::fast::RandomState>,
     /// Bytes `set` holds, each name counted with [`NAME_ENTRY_BYTES`].
     bytes: usize,
-    /// The names given last, the latest first: a library's VMAs come one
-    /// after another and a process's libraries interleave, so most names
-    /// are found here, with no hash and one reference count (moving a
-    /// copy within the array costs none).
-    recent: [Option<Arc<[u8]>>; RECENT],
+    /// The names given last, one per slot: most names are found here, with
+    /// no hash and one compare (see [`crate::memo`]). They hold at most
+    /// `NAME_SLOTS` names more than `set`'s budget.
+    recent: Slots<Arc<[u8]>, (), NAME_SLOTS>,
 }
 
-/// Names [`Names::recent`] holds.
-const RECENT: usize = 8;
+/// Slots of [`Names::recent`].
+const NAME_SLOTS: usize = 64;
 
 /// Bytes of names one worker keeps at most.
 const NAMES_BYTES: usize = 1 << 20;
@@ -83,13 +83,8 @@ impl Names {
         if name.is_empty() {
             return Name::EMPTY;
         }
-        if let Some(i) = self.recent.iter().position(|r| r.as_deref() == Some(name)) {
-            if i > 0 {
-                self.recent[..=i].rotate_right(1);
-            }
-            if let Some(known) = &self.recent[0] {
-                return Name::shared(known.clone());
-            }
+        if let Some((known, ())) = self.recent.find(name) {
+            return Name::shared(known.clone());
         }
         let shared = match self.set.get(name) {
             Some(known) => known.clone(),
@@ -106,8 +101,7 @@ impl Names {
                 new
             }
         };
-        self.recent.rotate_right(1);
-        self.recent[0] = Some(shared.clone());
+        self.recent.put::<[u8]>(shared.clone(), ());
         Name::shared(shared)
     }
 }
@@ -507,11 +501,16 @@ mod tests {
         let over = names.get(&name(fit));
         assert_eq!(*over, *name(fit));
         assert_eq!((names.set.len(), names.bytes), (1, NAME_ENTRY_BYTES + 1001));
-        // once the recent names no longer hold it, a name of the old table
-        // is a new copy
-        for i in 0..RECENT {
+        // once the recent names no longer hold it (another name took its
+        // slot), a name of the old table is a new copy
+        let libc = &b"/usr/lib/libc.so.6"[..];
+        for i in 0..10_000 {
+            if names.recent.find(libc).is_none() {
+                break;
+            }
             names.get(format!("/r{i}").as_bytes());
         }
+        assert!(names.recent.find(libc).is_none());
         let again = names.get(b"/usr/lib/libc.so.6");
         assert_eq!(*again, *b"/usr/lib/libc.so.6");
         assert!(!a.shares(&again), "the table was started again");

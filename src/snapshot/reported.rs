@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use crate::memo::Slots;
 use crate::model::{BuildId, FileKey, Name, Vma};
 
 /// Bytes held at most (names, and [`ENTRY_BYTES`] per file) before the
@@ -31,11 +32,15 @@ pub struct Reported {
     files: HashMap<FileKey, Seen, foldhash::fast::RandomState>,
     /// Bytes `files` holds, as [`MAX_BYTES`] counts them.
     bytes: usize,
-    /// The file asked about last, as `files` has it (or had it, before a
-    /// start over: still reported): a library's maps come one after
-    /// another, so most questions are answered here without a hash.
-    last: Option<(FileKey, Seen)>,
+    /// The files asked about last, one per slot, as `files` has them (or
+    /// had them, before a start over: still reported): every process asks
+    /// about the same libraries, so most questions are answered here
+    /// without a hash (see [`crate::memo`]).
+    recent: Slots<FileKey, Seen, SEEN_SLOTS>,
 }
+
+/// Slots of [`Reported::recent`].
+const SEEN_SLOTS: usize = 128;
 
 /// A file as last reported.
 #[derive(Clone)]
@@ -70,17 +75,17 @@ impl Reported {
             (seen.name.shares(&v.name) || *seen.name == *v.name)
                 && (v.build_id.is_none() || v.build_id == seen.build_id)
         };
-        if matches!(&self.last, Some((k, seen)) if *k == key && known(seen)) {
+        if matches!(self.recent.find(&key), Some((_, seen)) if known(seen)) {
             return false;
         }
         if let Some(seen) = self.files.get_mut(&key) {
             if known(seen) {
-                self.last = Some((key, seen.clone()));
+                self.recent.put::<FileKey>(key, seen.clone());
                 return false;
             }
             if seen.name.shares(&v.name) || *seen.name == *v.name {
                 seen.build_id = v.build_id;
-                self.last = Some((key, seen.clone()));
+                self.recent.put::<FileKey>(key, seen.clone());
                 return true;
             }
         }
@@ -94,7 +99,7 @@ impl Reported {
             name: v.name.clone(),
             build_id: v.build_id,
         };
-        self.last = Some((key, seen.clone()));
+        self.recent.put::<FileKey>(key, seen.clone());
         let old = self.files.insert(key, seen);
         if let Some(old) = old {
             self.bytes -= ENTRY_BYTES + old.name.len();
