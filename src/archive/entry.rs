@@ -3,12 +3,28 @@
 //! following symlinks; an entry that fails takes the directories made for
 //! it away again. Its temporary file and directories are listed for the
 //! output module's signal cleanup while they are made.
+//!
+//! Directory modes: the names of an entry's directories are its file's
+//! path and build id, so the directories made for a private entry (a copy
+//! others may not read) are 0700, those for the others 0755 as perf makes
+//! them (both less the umask). The cache's frame, the cache directory and
+//! its `.build-id`, is made 0755 for every entry: it names no more than the
+//! first component of a path (a name in `/`) and the first two hex digits
+//! of an id, and perf reaches every entry through it. A directory this run
+//! made private stays private when a public entry goes in it too (that
+//! entry is then for root and the archiver only); one it made public is
+//! made private before a private entry goes in it, so within a run the
+//! order of the entries does not matter. A directory the run did not make
+//! (there before, made by an earlier run or by anyone else) is never
+//! changed.
 
+use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -102,6 +118,9 @@ pub(super) enum Added {
 /// A directory made (its parent, held open, and its name).
 type Made = (Arc<OwnedFd>, Vec<u8>);
 
+/// A directory's device and inode.
+type Identity = (u64, u64);
+
 /// The cache directory: held open (every entry is made relative to it)
 /// and its path, for messages.
 pub(super) struct Root {
@@ -111,11 +130,15 @@ pub(super) struct Root {
     /// again (when still empty) when dropped before [`Root::keep`], listed
     /// for a signal until then.
     made: Vec<Made>,
+    /// The entry directories this run made public (0755) for entries that
+    /// were written: made private before a private entry goes in one.
+    public: HashSet<Identity>,
 }
 
 impl Root {
     /// Opens the cache directory `path`, first making it and its missing
-    /// parents (mode 0755, never through a symlink).
+    /// parents (mode 0755 less the umask, as perf makes its cache; never
+    /// through a symlink).
     pub(super) fn create(path: &Path) -> io::Result<Root> {
         let mut missing = Vec::new();
         let mut base = path;
@@ -133,7 +156,7 @@ impl Root {
         let mut fd: Arc<OwnedFd> = Arc::new(File::open(base)?.into());
         let mut made = Vec::new();
         for name in missing.iter().rev() {
-            match make_temporary(&fd, name, true, || crate::sys::dir_at(fd.as_fd(), name)) {
+            match make_temporary(&fd, name, true, || dir_at(fd.as_fd(), name, 0o755)) {
                 Ok((next, created)) => {
                     if created {
                         made.push((fd.clone(), name.clone()));
@@ -150,6 +173,7 @@ impl Root {
             dir: File::from(fd.as_fd().try_clone_to_owned()?),
             path: path.to_path_buf(),
             made,
+            public: HashSet::new(),
         })
     }
 
@@ -178,20 +202,66 @@ fn settle_dirs(made: &mut Vec<Made>, remove: bool) {
     }
 }
 
-/// Walks (creating) `parts` below the cache directory `root`, never through
-/// a symlink: a component an attacker made a symlink stops the walk. Each
-/// directory this walk created goes into `made` with its parent (and on
-/// the signal handler's list), so a failed entry can take them away again.
-fn walk_dirs(root: &File, parts: &[Vec<u8>], made: &mut Vec<Made>) -> io::Result<Arc<OwnedFd>> {
-    let mut fd = Arc::new(root.as_fd().try_clone_to_owned()?);
-    for c in parts {
-        let (next, created) = make_temporary(&fd, c, true, || dir_at(fd.as_fd(), c))?;
-        if created {
-            made.push((fd.clone(), c.clone()));
+/// How the directories of one entry are made (see the module doc).
+struct Walk<'a> {
+    /// The run's public entry directories (see [`Root`]).
+    public: &'a mut HashSet<Identity>,
+    /// Whether the entry is private.
+    private: bool,
+    /// The directories this entry made, with their parents (and on the
+    /// signal handler's list), so a failed entry can take them away again.
+    made: Vec<Made>,
+    /// Those of them made public, for [`Root`]'s list once it is written.
+    made_public: Vec<Identity>,
+}
+
+impl Walk<'_> {
+    /// Walks (creating) `parts` below the cache directory `root`, never
+    /// through a symlink: a component an attacker made a symlink stops the
+    /// walk. The first `frame` parts are the cache's frame (`.build-id`),
+    /// made 0755 and never changed; the others are 0700 for a private
+    /// entry, and made private when this run made them public.
+    fn dirs(&mut self, root: &File, parts: &[Vec<u8>], frame: usize) -> io::Result<Arc<OwnedFd>> {
+        let mut fd = Arc::new(root.as_fd().try_clone_to_owned()?);
+        for (i, c) in parts.iter().enumerate() {
+            let (ruled, private) = (i >= frame, self.private && i >= frame);
+            let mode = if private { 0o700 } else { 0o755 };
+            let (mut next, created) = make_temporary(&fd, c, true, || dir_at(fd.as_fd(), c, mode))?;
+            if created {
+                self.made.push((fd.clone(), c.clone()));
+            }
+            if created && ruled && !private {
+                let (dir, m) = metadata(next)?;
+                self.made_public.push((m.dev(), m.ino()));
+                next = dir;
+            } else if !created && private && !self.public.is_empty() {
+                next = self.tighten(next)?;
+            }
+            fd = Arc::new(next);
         }
-        fd = Arc::new(next);
+        Ok(fd)
     }
-    Ok(fd)
+
+    /// `dir`, made private (its group's and others' bits cleared) when
+    /// this run made it public.
+    fn tighten(&mut self, dir: OwnedFd) -> io::Result<OwnedFd> {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, m) = metadata(dir)?;
+        if !self.public.remove(&(m.dev(), m.ino())) {
+            return Ok(dir);
+        }
+        let dir = File::from(dir);
+        let mode = m.permissions().mode() & 0o7700;
+        dir.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        Ok(dir.into())
+    }
+}
+
+/// The open directory `dir` (given back) and its metadata.
+fn metadata(dir: OwnedFd) -> io::Result<(OwnedFd, std::fs::Metadata)> {
+    let dir = File::from(dir);
+    let m = dir.metadata()?;
+    Ok((dir.into(), m))
 }
 
 /// A failed copy into a cache file: reading its source or writing it.
@@ -220,23 +290,31 @@ pub(super) enum EntryError {
 /// Adds one entry for `name`: the bytes `copy` writes, as its leaf file
 /// in the entry's directory (a temporary file renamed into place, then
 /// `mode`: 0644 as perf's cache keeps readable files, less for a source
-/// less readable), and its `.build-id` link (made again if it was lost). Every step is relative to a directory
-/// descriptor reached without following symlinks, so nothing is written
-/// outside the cache. Directories made for an entry that fails are
-/// removed again (when still empty).
+/// less readable), and its `.build-id` link (made again if it was lost).
+/// Every step is relative to a directory descriptor reached without
+/// following symlinks, so nothing is written outside the cache. The
+/// directories of an entry others may not read (`mode` without 0o004) are
+/// private (see the module doc). Directories made for an entry that fails
+/// are removed again (when still empty).
 pub(super) fn add_entry(
-    root: &Root,
+    root: &mut Root,
     e: &CacheEntry,
     name: &[u8],
     mode: u32,
     copy: impl FnOnce(&mut File) -> Result<u64, CopyFailed>,
 ) -> Result<Added, EntryError> {
-    let mut made = Vec::new();
     let [file, link] = e.files(&root.path, name);
-    let result = match add_file(root, e, (cache_leaf(name), mode), copy, &mut made) {
+    let mut walk = Walk {
+        public: &mut root.public,
+        private: mode & 0o004 == 0,
+        made: Vec::new(),
+        made_public: Vec::new(),
+    };
+    let leaf = (cache_leaf(name), mode);
+    let result = match add_file(&root.dir, e, leaf, copy, &mut walk) {
         Err(f) if f.reading => Err(EntryError::Read),
         Err(f) => Err(EntryError::Write(file, f.err)),
-        Ok(added) => add_link(&root.dir, e, &mut made)
+        Ok(added) => add_link(&root.dir, e, &mut walk)
             .map(|()| added)
             .map_err(|err| {
                 // the link itself, not the file through it
@@ -247,13 +325,16 @@ pub(super) fn add_entry(
             }),
     };
     // innermost first; a directory something else was put in stays
-    settle_dirs(&mut made, result.is_err());
+    settle_dirs(&mut walk.made, result.is_err());
+    if result.is_ok() {
+        walk.public.extend(walk.made_public);
+    }
     result
 }
 
 /// The entry's `.build-id` link, unless it is there.
-fn add_link(root: &File, e: &CacheEntry, made: &mut Vec<Made>) -> io::Result<()> {
-    let links = walk_dirs(root, &e.link_dir, made)?;
+fn add_link(root: &File, e: &CacheEntry, walk: &mut Walk) -> io::Result<()> {
+    let links = walk.dirs(root, &e.link_dir, 1)?;
     if !exists_at(links.as_fd(), &e.link_name) {
         symlink_at(&e.target, links.as_fd(), &e.link_name)?;
     }
@@ -262,14 +343,14 @@ fn add_link(root: &File, e: &CacheEntry, made: &mut Vec<Made>) -> io::Result<()>
 
 /// The entry's file (see [`add_entry`]).
 fn add_file(
-    root: &Root,
+    root: &File,
     e: &CacheEntry,
     (leaf, mode): (&str, u32),
     copy: impl FnOnce(&mut File) -> Result<u64, CopyFailed>,
-    made: &mut Vec<Made>,
+    walk: &mut Walk,
 ) -> Result<Added, CopyFailed> {
     use std::os::unix::fs::PermissionsExt;
-    let dir = walk_dirs(&root.dir, &e.dir, made).map_err(CopyFailed::writing)?;
+    let dir = walk.dirs(root, &e.dir, 0).map_err(CopyFailed::writing)?;
     if exists_at(dir.as_fd(), leaf.as_bytes()) {
         return Ok(Added::Present);
     }
@@ -383,7 +464,7 @@ mod tests {
     fn a_failed_entry_removes_the_directories_it_made() {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir(tmp.path().join("usr")).unwrap();
-        let root = Root::create(tmp.path()).unwrap();
+        let mut root = Root::create(tmp.path()).unwrap();
         let id = BuildId::new(&[0xab, 0xcd, 0xef, 0x01]).unwrap();
         let name = b"/usr/lib/libx.so";
         let e = cache_entry(name, &id).unwrap();
@@ -392,7 +473,7 @@ mod tests {
                 libc::ENOSPC,
             )))
         };
-        match add_entry(&root, &e, name, 0o644, full) {
+        match add_entry(&mut root, &e, name, 0o644, full) {
             Err(EntryError::Write(path, err)) => {
                 assert_eq!(path, e.files(tmp.path(), name)[0]);
                 assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
@@ -411,11 +492,72 @@ mod tests {
         // and one that works leaves the file and its link
         let ok = |out: &mut File| write_bytes(out, b"elf");
         assert!(matches!(
-            add_entry(&root, &e, name, 0o644, ok),
+            add_entry(&mut root, &e, name, 0o644, ok),
             Ok(Added::New(3))
         ));
         let [file, via_link] = e.files(tmp.path(), name);
         assert_eq!(std::fs::read(file).unwrap(), b"elf");
         assert_eq!(std::fs::read(via_link).unwrap(), b"elf");
+    }
+
+    // Directories made for a private entry are 0700, for a public one 0755
+    // (the frame, the cache and .build-id, 0755 for both); a directory
+    // this run made public is made private before a private entry goes in
+    // it, one made private stays so, and one that was there is not changed.
+    #[test]
+    fn private_entries_get_private_directories_whatever_the_order() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        // what the umask leaves of 0755 (0700 is 0700 under any sane one)
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let umask = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Umask:"))
+            .map(|m| u32::from_str_radix(m.trim(), 8).unwrap())
+            .unwrap();
+        let open = 0o755 & !umask;
+        let mode = |p: &str| {
+            let m = std::fs::metadata(tmp.path().join(p)).unwrap();
+            m.permissions().mode() & 0o777
+        };
+        std::fs::create_dir(tmp.path().join("old")).unwrap();
+        std::fs::set_permissions(
+            tmp.path().join("old"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        let mut root = Root::create(tmp.path()).unwrap();
+        let add = |root: &mut Root, name: &[u8], id: u8, mode: u32| {
+            let id = BuildId::new(&[id, 1, 2, 3]).unwrap();
+            let e = cache_entry(name, &id).unwrap();
+            let ok = |out: &mut File| write_bytes(out, b"elf");
+            assert!(matches!(
+                add_entry(root, &e, name, mode, ok),
+                Ok(Added::New(3))
+            ));
+        };
+        // public first, then private beside it
+        add(&mut root, b"/a/pub", 0x10, 0o644);
+        assert_eq!(
+            (mode("a"), mode("a/pub"), mode(".build-id/10")),
+            (open, open, open)
+        );
+        add(&mut root, b"/a/priv", 0x20, 0o600);
+        assert_eq!(
+            (mode("a"), mode("a/priv"), mode(".build-id/20")),
+            (0o700, 0o700, 0o700)
+        );
+        assert_eq!((mode("a/pub"), mode(".build-id")), (open, open));
+        // private first, then public beside it: stays private
+        add(&mut root, b"/b/priv", 0x30, 0o600);
+        add(&mut root, b"/b/pub", 0x30 + 1, 0o644);
+        assert_eq!(
+            (mode("b"), mode("b/priv"), mode("b/pub")),
+            (0o700, 0o700, open)
+        );
+        // one there before is kept as it was
+        add(&mut root, b"/old/priv", 0x40, 0o600);
+        assert_eq!((mode("old"), mode("old/priv")), (0o755, 0o700));
+        root.keep();
     }
 }

@@ -1,9 +1,12 @@
 //! `archive --from`: the files a snapshot or recording says its processes
-//! mapped, held as one entry per distinct mapped file of a process (pid,
-//! name, build id or device and inode) with the number of its maps, never
-//! one per map record: a file of a few map records repeated in compressed
-//! records (~180 MiB of them from 16 KB) held two decoded copies of each
-//! (~500 MB) and tried each map's file again (8 s).
+//! mapped, held as one entry per distinct mapped file (name, build id or
+//! device and inode) with the places its maps name (pid, start and end:
+//! where a live mapping may prove the file) and how many maps name each,
+//! never one per map record: a file of a few map records repeated in
+//! compressed records (~180 MiB of them from 16 KB) held two decoded copies
+//! of each (~500 MB) and tried each map's file again (8 s). A file is
+//! tried at its places in turn until one proves it, so a process gone or a
+//! map changed since the record does not lose a file another place shows.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -11,36 +14,94 @@ use crate::model::{BuildId, Name, Vma};
 use crate::perf::{Input, InputError};
 use crate::snapshot::{vma_of, walk_maps, MapsRecord, Names};
 
-/// One distinct mapped file of a process.
-pub(super) struct Mapped {
+/// Most places kept for one file in one process: its lowest (a file is
+/// mapped a few times per load: its segments); the maps at the others are
+/// counted with the last one kept. Bounds what a recording of a file mapped
+/// at many addresses costs to hold and to try.
+pub(super) const PLACES_PER_PROCESS: usize = 16;
+
+/// Where the maps of a file name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Place {
     pub(super) pid: u32,
-    /// Its map at the lowest address (the first of those there).
-    pub(super) vma: Vma,
-    /// How many maps of the process name it.
+    pub(super) start: u64,
+    pub(super) end: u64,
+    /// How many maps name it (with those of places dropped after it).
     pub(super) maps: usize,
+    /// The record number of its first map.
+    first: u64,
+}
+
+/// One distinct mapped file.
+pub(super) struct Mapped {
+    /// The file as its first map names it (name, build id, device and
+    /// inode; its addresses are that map's).
+    pub(super) vma: Vma,
+    /// Its places, by pid, then address, then the order of their first
+    /// maps.
+    pub(super) places: Vec<Place>,
+}
+
+impl Mapped {
+    /// The file's map at `p`.
+    pub(super) fn at(&self, p: &Place) -> Vma {
+        Vma {
+            start: p.start,
+            end: p.end,
+            ..self.vma.clone()
+        }
+    }
+
+    /// How many maps name it.
+    pub(super) fn maps(&self) -> usize {
+        self.places.iter().map(|p| p.maps).sum()
+    }
 }
 
 /// What a `--from` file names.
 pub(super) struct MappedFiles {
     /// Processes (pids of its COMM and user-space map records).
     pub(super) processes: usize,
-    /// Its mapped files (absolute names), by pid, then by the address of
-    /// their first map: the order a walk of each process's maps by
-    /// address meets them.
+    /// Its mapped files (absolute names), in the order of their first
+    /// places: the order a walk of each process's maps by address meets
+    /// them.
     pub(super) files: Vec<Mapped>,
 }
 
-/// A mapped file's identity within a process.
-type Key = (u32, Name, Option<BuildId>, (u32, u32, u64));
+/// A mapped file's identity: an id-less record's is its name alone.
+type Key = (Name, Option<BuildId>, (u32, u32, u64));
+
+/// Counts a map of a file at `p` among `places` (one process's, in order),
+/// keeping the lowest [`PLACES_PER_PROCESS`].
+fn add_place(places: &mut Vec<Place>, p: Place) {
+    if let Some(q) = places
+        .iter_mut()
+        .find(|q| (q.start, q.end) == (p.start, p.end))
+    {
+        q.maps += 1;
+        return;
+    }
+    // after those at its address or below: they were met first
+    let at = places.partition_point(|q| q.start <= p.start);
+    places.insert(at, p);
+    if places.len() > PLACES_PER_PROCESS {
+        if let Some(dropped) = places.pop() {
+            if let Some(last) = places.last_mut() {
+                last.maps += dropped.maps;
+            }
+        }
+    }
+}
 
 /// Reads the distinct mapped files of `input` (see [`MappedFiles`]).
 pub(super) fn mapped_files(input: &Input) -> Result<MappedFiles, InputError> {
     let mut pids = BTreeSet::new();
     let mut names = Names::default();
-    // by key: the index in `files`; the record number of each one's map
+    // by key: the index in `files`; by that index and pid: its places
     let mut seen: HashMap<Key, usize, foldhash::fast::RandomState> = HashMap::default();
+    let mut places: HashMap<(usize, u32), Vec<Place>, foldhash::fast::RandomState> =
+        HashMap::default();
     let mut files: Vec<Mapped> = Vec::new();
-    let mut order: Vec<u64> = Vec::new();
     let mut n = 0u64;
     walk_maps(input, |r| {
         let m = match r {
@@ -57,41 +118,34 @@ pub(super) fn mapped_files(input: &Input) -> Result<MappedFiles, InputError> {
         }
         n += 1;
         let vma = vma_of(&m, &mut names);
+        let place = Place {
+            pid: m.key.pid,
+            start: vma.start,
+            end: vma.end,
+            maps: 1,
+            first: n,
+        };
         let ident = (vma.dev_major, vma.dev_minor, vma.inode);
-        let key = (m.key.pid, vma.name.clone(), vma.build_id, ident);
-        match seen.get_mut(&key) {
-            Some(i) => {
-                let f = &mut files[*i];
-                f.maps += 1;
-                if vma.start < f.vma.start {
-                    f.vma = vma;
-                    order[*i] = n;
-                }
-            }
-            None => {
-                seen.insert(key, files.len());
-                order.push(n);
-                files.push(Mapped {
-                    pid: m.key.pid,
-                    vma,
-                    maps: 1,
-                });
-            }
-        }
+        let key = (vma.name.clone(), vma.build_id, ident);
+        let i = *seen.entry(key).or_insert_with(|| {
+            files.push(Mapped {
+                vma,
+                places: Vec::new(),
+            });
+            files.len() - 1
+        });
+        add_place(places.entry((i, m.key.pid)).or_default(), place);
     })?;
     drop(seen);
-    let mut by: Vec<(u32, u64, u64, usize)> = files
-        .iter()
-        .zip(&order)
-        .enumerate()
-        .map(|(i, (f, &n))| (f.pid, f.vma.start, n, i))
-        .collect();
-    by.sort_unstable();
-    let mut slots: Vec<Option<Mapped>> = files.into_iter().map(Some).collect();
-    let files = by
-        .into_iter()
-        .filter_map(|(.., i)| slots.get_mut(i).and_then(Option::take))
-        .collect();
+    for ((i, _), mut at) in places {
+        if let Some(f) = files.get_mut(i) {
+            f.places.append(&mut at);
+        }
+    }
+    for f in &mut files {
+        f.places.sort_unstable_by_key(|p| (p.pid, p.start, p.first));
+    }
+    files.sort_unstable_by_key(|f| f.places.first().map(|p| (p.pid, p.start, p.first)));
     Ok(MappedFiles {
         processes: pids.len(),
         files,
@@ -146,9 +200,10 @@ mod tests {
         t
     }
 
-    // One entry per distinct file of a process, at its lowest address, with
-    // its map count, in the order a walk by pid and address meets them;
-    // names that are not paths count their process only.
+    // One entry per distinct file (name, id, device and inode), whatever
+    // process maps it, in the order of its first place; each place (pid,
+    // address) once with its map count, by pid and address; names that are
+    // not paths count their process only.
     #[test]
     fn one_entry_per_distinct_mapped_file() {
         let t = recording(&[
@@ -166,16 +221,44 @@ mod tests {
         let files: Vec<_> = got
             .files
             .iter()
-            .map(|f| (f.pid, f.vma.start, f.vma.inode, &*f.vma.name, f.maps))
+            .map(|f| {
+                let at: Vec<_> = f.places.iter().map(|p| (p.pid, p.start, p.maps)).collect();
+                (f.vma.inode, &*f.vma.name, at, f.maps())
+            })
             .collect();
         assert_eq!(
             files,
             [
-                (3, 0x9000, 1, &b"/a"[..], 1),
-                (7, 0x1000, 1, b"/a", 1),
-                (7, 0x2000, 1, b"/b", 4),
-                (7, 0x3000, 2, b"/a", 1),
+                (1, &b"/a"[..], vec![(3, 0x9000, 1), (7, 0x1000, 1)], 2),
+                (
+                    1,
+                    b"/b",
+                    vec![(7, 0x2000, 1), (7, 0x4000, 2), (7, 0x5000, 1)],
+                    4
+                ),
+                (2, b"/a", vec![(7, 0x3000, 1)], 1),
             ]
         );
+        let f = &got.files[1];
+        let at = f.at(&f.places[1]);
+        assert_eq!((at.start, at.end, &*at.name), (0x4000, 0x5000, &b"/b"[..]));
+    }
+
+    // A file mapped at more places of one process than are kept keeps its
+    // lowest, the maps of the others counted with the last one kept.
+    #[test]
+    fn places_of_a_process_are_bounded() {
+        let extra = 5;
+        let maps: Vec<_> = (0..(PLACES_PER_PROCESS + extra) as u64)
+            .rev()
+            .map(|i| (4, 0x10000 + i * 0x1000, 1, "/lib"))
+            .collect();
+        let t = recording(&maps);
+        let got = mapped_files(&Input::open(t.path()).unwrap()).unwrap();
+        let places = &got.files[0].places;
+        assert_eq!(places.len(), PLACES_PER_PROCESS);
+        assert_eq!(places[0].start, 0x10000);
+        assert_eq!(places[PLACES_PER_PROCESS - 1].maps, 1 + extra);
+        assert_eq!(got.files[0].maps(), PLACES_PER_PROCESS + extra);
     }
 }

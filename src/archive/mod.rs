@@ -11,6 +11,7 @@
 //! `testhook`.
 
 mod entry;
+mod file;
 mod from;
 
 use std::collections::HashSet;
@@ -18,13 +19,11 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use entry::{add_entry, copy_file, write_bytes, Added, EntryError, Root};
+use entry::{add_entry, write_bytes, Added, EntryError, Root};
 pub use entry::{cache_entry, cache_leaf, CacheEntry};
 
-use crate::model::{BuildId, Vma, VDSO_NAME};
-use crate::proc::buildid::{
-    kernel_build_id, open_mapped_file, read_build_id_from_file, vdso_image,
-};
+use crate::model::{BuildId, VDSO_NAME};
+use crate::proc::buildid::{kernel_build_id, vdso_image};
 use crate::proc::kernel::KERNEL_DSO;
 use crate::proc::{self, ScanError, Skip, Target};
 
@@ -152,7 +151,7 @@ pub const MAX_FILE: u64 = 4 << 30;
 /// unreadable; an entry not written is counted failed, the first few
 /// messages kept for the summary and the error.
 fn add_counted(
-    root: &Root,
+    root: &mut Root,
     (entry, name, mode): (&CacheEntry, &[u8], u32),
     copy: impl FnOnce(&mut File) -> Result<u64, entry::CopyFailed>,
     report: &mut ArchiveReport,
@@ -181,12 +180,6 @@ fn add_counted(
     false
 }
 
-/// The cache name of a VMA's file: its path without the kernel's
-/// " (deleted)" mark.
-fn file_name(vma: &Vma) -> &[u8] {
-    vma.name.strip_suffix(b" (deleted)").unwrap_or(&vma.name)
-}
-
 /// Archives the mapped files of the target's processes (see the module doc).
 pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
     let mut report = ArchiveReport {
@@ -204,7 +197,7 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
         None => None,
     };
     // (what it made removed again should the run fail, or a signal end it)
-    let root = Root::create(&opts.dir).map_err(|source| ArchiveError::Io {
+    let mut root = Root::create(&opts.dir).map_err(|source| ArchiveError::Io {
         op: "creating",
         path: opts.dir.clone(),
         source,
@@ -215,11 +208,7 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
             let named = from::mapped_files(input)?;
             report.processes = named.processes;
             for f in &named.files {
-                let pdir = opts.scan.proc_root.join(f.pid.to_string());
-                let before = Failures::of(&report);
-                archive_vma(opts, &root, &pdir, &f.vma, &mut done, &mut report);
-                // its other maps would fail the same way
-                before.repeat(&mut report, f.maps - 1);
+                file::archive_recorded(opts, &mut root, f, &mut done, &mut report);
             }
         }
         None => {
@@ -229,7 +218,7 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
             for p in &snap.processes {
                 let pdir = opts.scan.proc_root.join(p.pid.to_string());
                 for vma in &p.vmas {
-                    archive_vma(opts, &root, &pdir, vma, &mut done, &mut report);
+                    file::archive_vma(&mut root, &pdir, vma, &mut done, &mut report);
                 }
             }
         }
@@ -238,149 +227,23 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
     if let Some((entry, image)) = vdso {
         let copy = |out: &mut File| write_bytes(out, &image);
         let entry = (&entry, VDSO_NAME, 0o644);
-        report.vdso = match add_counted(&root, entry, copy, &mut report) {
+        report.vdso = match add_counted(&mut root, entry, copy, &mut report) {
             true => Vdso::Archived,
             false => Vdso::NotWritten,
         };
     }
     if opts.kernel {
-        report.kernel_missing = archive_kernel(opts, &root, &mut report).err();
+        report.kernel_missing = archive_kernel(opts, &mut root, &mut report).err();
     }
     root.keep();
     Ok(report)
-}
-
-/// The failure counts of a report, before an entry is tried.
-struct Failures {
-    unreadable: usize,
-    mismatched: usize,
-    unidentified: usize,
-    too_large: usize,
-    failed: usize,
-    messages: usize,
-}
-
-impl Failures {
-    fn of(r: &ArchiveReport) -> Failures {
-        Failures {
-            unreadable: r.unreadable,
-            mismatched: r.mismatched,
-            unidentified: r.unidentified,
-            too_large: r.too_large,
-            failed: r.failed,
-            messages: r.failures.len(),
-        }
-    }
-
-    /// Counts what failed since `self` `times` more, as if tried again
-    /// (the same file fails the same way; one archived is not tried
-    /// again, and counts nothing).
-    fn repeat(&self, r: &mut ArchiveReport, times: usize) {
-        r.unreadable += (r.unreadable - self.unreadable) * times;
-        r.mismatched += (r.mismatched - self.mismatched) * times;
-        r.unidentified += (r.unidentified - self.unidentified) * times;
-        r.too_large += (r.too_large - self.too_large) * times;
-        r.failed += (r.failed - self.failed) * times;
-        if r.failures.len() > self.messages {
-            let last = r.failures.last().cloned().unwrap_or_default();
-            let more = times.min(3usize.saturating_sub(r.failures.len()));
-            r.failures.extend(std::iter::repeat_n(last, more));
-        }
-    }
-}
-
-/// Archives the file of one map of a process (`pdir`, its /proc directory;
-/// read live, or named by the `--from` file and found in the live
-/// process's mappings). A file that cannot be archived is counted and
-/// skipped; the run goes on.
-fn archive_vma(
-    opts: &ArchiveOptions,
-    root: &Root,
-    pdir: &std::path::Path,
-    vma: &Vma,
-    done: &mut HashSet<BuildId>,
-    report: &mut ArchiveReport,
-) {
-    if vma.name.first() != Some(&b'/') || vma.build_id.is_some_and(|id| done.contains(&id)) {
-        return;
-    }
-    if opts.from.is_none() && vma.build_id.is_none() {
-        return;
-    }
-    let Some(mut f) = open_mapped_file(pdir, vma) else {
-        match vma.file_key().is_none() && vma.build_id.is_none() {
-            // nothing but a live mapping there could have told its file
-            true => report.unidentified += 1,
-            false => report.unreadable += 1,
-        }
-        return;
-    };
-    let Some(id) = mapped_id(&f, vma, report) else {
-        return;
-    };
-    if done.contains(&id) {
-        return;
-    }
-    use std::os::unix::fs::MetadataExt;
-    let Ok(meta) = f.metadata() else {
-        report.unreadable += 1;
-        return;
-    };
-    let size = meta.len();
-    let sparse = size > 64 << 20 && meta.blocks() * 512 < size / 2;
-    if size > MAX_FILE || sparse {
-        report.too_large += 1;
-        return;
-    }
-    let Some(entry) = cache_entry(file_name(vma), &id) else {
-        report.unreadable += 1;
-        return;
-    };
-    // no more readable than its source (its owner may still read it); the
-    // copy's group is not the source's, so its group may read it only when
-    // everyone may
-    let src = meta.mode();
-    let group = if src & 0o004 != 0 { 0o040 } else { 0 };
-    let mode = 0o400 | (src & 0o604) | (src & group);
-    let copy = |out: &mut File| {
-        // (tests: the temporary file is made, the size checked)
-        crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_ARCHIVE_COPY");
-        // only what was checked, should the file grow meanwhile
-        copy_file(&mut f, out, size)
-    };
-    if add_counted(root, (&entry, file_name(vma), mode), copy, report) {
-        done.insert(id);
-    }
-}
-
-/// The id of the open mapped file `f`, read from the file itself: it must
-/// be the scan's (or the record's) id, and for an inode-form record the
-/// file must be the recorded device and inode; else counted, None.
-fn mapped_id(f: &File, vma: &Vma, report: &mut ArchiveReport) -> Option<BuildId> {
-    use std::os::unix::fs::MetadataExt;
-    if let (Some(k), Ok(m)) = (vma.file_key(), f.metadata()) {
-        let dev = (libc::major(m.dev()), libc::minor(m.dev()));
-        if m.ino() != k.inode || dev != (k.dev_major, k.dev_minor) {
-            report.mismatched += 1;
-            return None;
-        }
-    }
-    let got = read_build_id_from_file(f)
-        .ok()
-        .flatten()
-        .and_then(|b| BuildId::new(&b))?;
-    if vma.build_id.is_some_and(|want| want != got) {
-        report.mismatched += 1;
-        return None;
-    }
-    Some(got)
 }
 
 /// The kernel's entry: a copy of kallsyms under its build id, when its
 /// addresses are readable; else why not (a failed write is counted too).
 fn archive_kernel(
     opts: &ArchiveOptions,
-    root: &Root,
+    root: &mut Root,
     report: &mut ArchiveReport,
 ) -> Result<(), String> {
     let id = kernel_build_id().ok_or("no build id in /sys/kernel/notes")?;
@@ -450,25 +313,5 @@ mod tests {
             std::fs::write(k.join("perf_event_paranoid"), format!("{paranoid}\n")).unwrap();
             assert_eq!(kallsyms_mode(dir.path()), mode, "{restrict} {paranoid}");
         }
-    }
-
-    // What failed for a file's first map is counted once per map of it
-    // (its message kept at most three times); one archived counts nothing.
-    #[test]
-    fn a_failed_file_counts_once_per_map() {
-        let mut r = ArchiveReport {
-            unreadable: 2,
-            ..Default::default()
-        };
-        let before = Failures::of(&r);
-        r.failed += 1;
-        r.failures.push("x: full".into());
-        before.repeat(&mut r, 4);
-        assert_eq!((r.failed, r.unreadable), (5, 2));
-        assert_eq!(r.failures, ["x: full"; 3]);
-        let before = Failures::of(&r);
-        r.added += 1;
-        before.repeat(&mut r, 9);
-        assert_eq!((r.failed, r.added, r.failures.len()), (5, 1, 3));
     }
 }

@@ -18,14 +18,19 @@ pub(super) fn bad_name() -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, "not a single path component")
 }
 
-/// Opens (creating it first, mode 0755, if missing) the directory `name`
-/// inside `dir`, never through a symlink (ELOOP/ENOTDIR then); true when
-/// this call created it.
-pub fn dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<(std::os::fd::OwnedFd, bool)> {
+/// Opens (creating it first, with `mode` less the umask, if missing) the
+/// directory `name` inside `dir`, never through a symlink (ELOOP/ENOTDIR
+/// then); true when this call created it. A directory that was there keeps
+/// its mode.
+pub fn dir_at(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    mode: u32,
+) -> io::Result<(std::os::fd::OwnedFd, bool)> {
     use std::os::fd::FromRawFd;
     let c = component(name).ok_or_else(bad_name)?;
     // SAFETY: `c` is a valid C string and `dir` an open descriptor for the call.
-    let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o755) };
+    let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         if e.raw_os_error() != Some(libc::EEXIST) {
