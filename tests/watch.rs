@@ -620,6 +620,44 @@ fn maps_read_in_inode_form_made_ahead_of_the_walk_are_written_once() {
     identityless_ahead_of_the_walk("watch-inode-form", &args, &maps);
 }
 
+// A library mapped ahead of the walk while it is held after its first
+// VMA (so read by the scan, with its build id, and recorded by the watch
+// in between), then unmapped and deleted while the scan is held before
+// the watch's last drain: the watched record's id can no longer be read
+// (as on btrfs, whose `stat` device is not the maps'), so it stays
+// in inode form, and is still the scan's own by its device and inode:
+// written once, the scan's with its id (it was written twice).
+#[test]
+#[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
+fn a_map_whose_id_cannot_be_read_after_the_scan_is_still_the_scans() {
+    let (dir, lib_a, lib_b, mut m) = fixed_mapper("watch-id-gone");
+    fixed(
+        &mut m,
+        &dir,
+        &format!("map {} 10000 1000 0", lib_a.display()),
+    );
+    let id_b = readelf_build_id(&lib_b).unwrap();
+    let out = dir.join("gone.data");
+    let during = |m: &mut Mapper| fixed(m, &dir, &format!("map {} 20000 1000 0", lib_b.display()));
+    let before_drain = |m: &mut Mapper| {
+        fixed(m, &dir, "unmap 20000 1000");
+        std::fs::remove_file(&lib_b).unwrap();
+    };
+    let o = held_after_first_vma_then_drain(&mut m, &out, &[], during, Some(before_drain));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("0 records added, 1 superseded"), "{err}");
+    let pid = u64::from(m.pid);
+    let all = maps(&out);
+    let here: Vec<&Value> = (all.iter())
+        .filter(|v| v["pid"] == pid && v["start"] == 0x20000)
+        .collect();
+    assert_eq!(here.len(), 1, "once: {here:?} {err}");
+    assert_eq!(here[0]["time"], 0, "the scan's: {here:?}");
+    assert_eq!(here[0]["build_id"], Value::String(id_b), "{here:?}");
+    assert_no_map_twice(&all, &err);
+}
+
 /// A snapshot (`-p` of the fixture `m`, with `args`) into `out`, held by
 /// the test hook right after its walk read the first VMA while `during`
 /// runs; its output once it ends.
@@ -629,21 +667,41 @@ fn held_after_first_vma(
     args: &[&str],
     during: impl FnOnce(&mut Mapper),
 ) -> std::process::Output {
+    held_after_first_vma_then_drain(m, out, args, during, None::<fn(&mut Mapper)>)
+}
+
+/// [`held_after_first_vma`], and with `before_drain`, held again before
+/// the watch's last drain (after the scan) while it runs.
+fn held_after_first_vma_then_drain(
+    m: &mut Mapper,
+    out: &Path,
+    args: &[&str],
+    during: impl FnOnce(&mut Mapper),
+    before_drain: Option<impl FnOnce(&mut Mapper)>,
+) -> std::process::Output {
     let hold = out.with_extension("hold");
-    let snap = Command::new(bin())
-        .args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
+    let drain = out.with_extension("drain");
+    let mut cmd = Command::new(bin());
+    cmd.args(["-p", &m.pid.to_string(), "-o", out.to_str().unwrap()])
         .args(args)
         .env(
             "MMAP2_SYNTH_TEST_HOLD_AFTER_VMA",
             format!("1:{}", hold.display()),
         )
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::piped());
+    if before_drain.is_some() {
+        cmd.env("MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN", &drain);
+    }
+    let snap = cmd.spawn().unwrap();
     wait_until("the walk to be held after its first VMA", || hold.exists());
     during(m);
     std::fs::remove_file(&hold).unwrap();
+    if let Some(before_drain) = before_drain {
+        wait_until("the scan to be held before the drain", || drain.exists());
+        before_drain(m);
+        std::fs::remove_file(&drain).unwrap();
+    }
     snap.wait_with_output().unwrap()
 }
 

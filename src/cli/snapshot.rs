@@ -105,7 +105,7 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
                     .insert(id);
             }
             stats.add(encoded.summary);
-            filter.note(encoded.pid, encoded.records, encoded.read_times);
+            filter.note(encoded.pid, encoded.records, encoded.read);
             Ok(())
         },
     )?;

@@ -3,7 +3,9 @@
 //! reading one back (`read`, repeats held as [`Runs`]), what a scan worker already reported
 //! (`reported`), a live scan streamed to its output (`live`),
 //! watching that scan, whatever the output (`watched`), which of the watch's
-//! records are added (`filter`, comparing maps by `identity`) with their files' build ids (`ids`), and the counts of the summary (`stats`).
+//! records are added (`filter`, comparing maps by `identity` with the
+//! scan's as `seen` keeps them) with their files' build ids (`ids`), and
+//! the counts of the summary (`stats`).
 //!
 //! May import: `bytes`, `model`, `perf`, `proc` (for the scan's result type
 //! and host facts).
@@ -18,6 +20,7 @@ pub mod live;
 pub mod read;
 pub mod reported;
 pub mod runs;
+pub mod seen;
 pub mod stats;
 pub mod watched;
 pub mod writer;

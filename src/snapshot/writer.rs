@@ -9,8 +9,9 @@ use super::encode::{self, table_entries, Encoding};
 use super::file::{host_features, snapshot_attr, snapshot_encoding, Out, WriteOptions, EVENT_ID};
 use super::filter::WatchFilter;
 use super::reported::Reported;
+use super::seen::ScanRead;
 use super::stats::{ProcessSummary, Stats};
-use crate::model::{BuildId, Part, Process, ReadTimes, Vma};
+use crate::model::{BuildId, Part, Process, Vma};
 use crate::perf::consts::{feature, misc, types};
 use crate::perf::features::event_desc_feature;
 use crate::perf::features::{build_id_feature, encode_build_id_entries, encode_build_id_entry};
@@ -34,9 +35,10 @@ pub struct Encoded {
     pub build_ids: Vec<(Vec<u8>, BuildId)>,
     /// Its counts.
     pub summary: ProcessSummary,
-    /// When its maps were read, when watched: the watched maps are told
-    /// from the scan's by these and the records (see [`WatchFilter`]).
-    pub read_times: Option<ReadTimes>,
+    /// When its maps were read and their files, when watched: the watched
+    /// maps are told from the scan's by these and the records (see
+    /// [`WatchFilter`]).
+    pub read: Option<ScanRead>,
     /// Its pid.
     pub pid: u32,
 }
@@ -75,7 +77,7 @@ pub fn encode_piece(
 ) -> Result<Encoded, RecordTooLarge> {
     let mut records = Vec::with_capacity(64 + 160 * p.vmas.len());
     encode::encode_part(p, part, enc, &mut records)?;
-    let read_times = watched.then(|| p.read_times.clone());
+    let read = watched.then(|| ScanRead::of(p));
     // with a worker's memo, only the VMAs that may bring something new
     let (build_ids, summary) = match memo {
         Some(memo) => {
@@ -94,7 +96,7 @@ pub fn encode_piece(
         records,
         build_ids,
         summary,
-        read_times,
+        read,
         pid: p.pid,
     })
 }
@@ -236,7 +238,7 @@ impl<'a> SnapshotWriter<'a> {
         w.write_all(&p.records)?;
         self.data_len += p.records.len() as u64;
         self.stats.add(p.summary);
-        self.filter.note(p.pid, p.records, p.read_times);
+        self.filter.note(p.pid, p.records, p.read);
         Ok(())
     }
 
