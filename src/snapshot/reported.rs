@@ -35,7 +35,8 @@ pub struct Reported {
     /// The files asked about last, one per slot, as `files` has them (or
     /// had them, before a start over: still reported): every process asks
     /// about the same libraries, so most questions are answered here
-    /// without a hash (see [`crate::memo`]).
+    /// without a hash (see [`crate::memo`]). Its names are held beyond
+    /// [`MAX_BYTES`]: at most `SEEN_SLOTS` of them (under 4 KiB each).
     recent: Slots<FileKey, Seen, SEEN_SLOTS>,
 }
 
