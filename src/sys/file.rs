@@ -1,6 +1,6 @@
 //! Open files and FIFOs: making FIFOs, reopening an `O_PATH` descriptor,
 //! file status flags, waiting for a FIFO's writer, the filesystem a file
-//! lives on and where its holes end.
+//! lives on, where its holes end and `flock`.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -164,6 +164,23 @@ pub fn seek_data(file: &std::fs::File, at: u64) -> io::Result<Option<u64>> {
         d if d >= 0 => Ok(u64::try_from(d).ok()),
         _ if err.raw_os_error() == Some(libc::ENXIO) => Ok(None),
         _ => Err(err),
+    }
+}
+
+/// Takes an exclusive `flock` on an open file (a directory too) without
+/// waiting: true when taken (held until every descriptor of that open
+/// file is closed, by the kernel when its process dies, SIGKILL too),
+/// false when another open file holds one.
+pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
+    // SAFETY: flock takes a descriptor, open for the call, and flags.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(false),
+        _ => Err(e),
     }
 }
 
