@@ -371,6 +371,73 @@ fn merge_maps_carries_the_snapshots_bpf_programs() {
     assert!(!ks.iter().any(|(_, k)| k.4 == symbol(&info)), "--no-kernel");
 }
 
+// A snapshot's program unloaded before a recording in which another took
+// its place: merge --maps leaves out its KSYMBOL (stale there) and its
+// BPF_EVENT with it (kept before, naming a program the output has no code
+// of), and adds nothing for the new one, which the recording has.
+#[test]
+#[ignore = "needs root (BPF_PROG_LOAD, BPF_PROG_GET_NEXT_ID) and perf record"]
+fn merge_maps_leaves_out_a_stale_programs_bpf_event() {
+    needs_root("loading and listing BPF programs");
+    needs_perf_record();
+    let (fd, old) = load(&unique("m2s_old"));
+    let dir = scratch("bpf-merge-stale");
+    let path = |n: &str| dir.join(n);
+    let (snap, rec, merged) = (path("snap.data"), path("rec.data"), path("merged.data"));
+    let me = std::process::id().to_string();
+    synth_ok(["-p", &me, "--kernel", "-q", "-o", snap.to_str().unwrap()]);
+    assert_has_program(&snap, &old);
+    drop(fd);
+    // programs loaded until one's code overlaps where the old one's was:
+    // the JIT's allocator takes the first free place (64-byte chunks), once
+    // the old code is freed (after an RCU grace period), and puts the code
+    // at a random offset in it; one in its chunk but beside it is unloaded
+    // to try again, the others held so that the next one looks there first
+    let place = old.jited_ksyms[0];
+    let old_end = place + u64::from(old.jited_func_lens[0]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut held = Vec::new();
+    let new = loop {
+        let (fd, info) = load(&unique("m2s_new"));
+        let (start, len) = (info.jited_ksyms[0], info.jited_func_lens[0]);
+        if start < old_end && place < start + u64::from(len) {
+            held.push(fd);
+            break info;
+        }
+        assert!(
+            std::time::Instant::now() < deadline && held.len() < 2000,
+            "no program took {place:#x}..{old_end:#x} in 20 s ({} held)",
+            held.len()
+        );
+        if start.abs_diff(place) >= 128 {
+            held.push(fd);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    perf_record_to(&rec, &["-e", "dummy"], &["--", "true"]);
+    let (ks, bs) = bpf_records(&rec);
+    let over = |k: &Ksym| k.0 < old_end && place < k.0 + u64::from(k.1);
+    let at_place: Vec<&str> = (ks.iter())
+        .filter(|(_, k)| over(k))
+        .map(|(_, k)| k.4.as_str())
+        .collect();
+    assert_eq!(at_place, [symbol(&new)], "the recording has the new one");
+    assert!(!bs.iter().any(|(_, b)| b.2 == old.id), "{bs:?}");
+    let args = [&rec, &merged, &snap].map(|p| p.to_str().unwrap());
+    synth_ok(["merge", args[0], "-o", args[1], "-a", "--maps", args[2]]);
+    let (ks, bs) = bpf_records(&merged);
+    let names: Vec<&str> = (ks.iter())
+        .filter(|(_, k)| over(k))
+        .map(|(_, k)| k.4.as_str())
+        .collect();
+    assert_eq!(names, [symbol(&new)], "the stale KSYMBOL left out");
+    let old_events: Vec<_> = bs.iter().filter(|(_, b)| b.2 == old.id).collect();
+    assert!(old_events.is_empty(), "the stale BPF_EVENT: {old_events:?}");
+    let new_events = bs.iter().filter(|(_, b)| b.2 == new.id).count();
+    assert_eq!(new_events, 1, "the new one's BPF_EVENT once");
+    drop(held);
+}
+
 // A program whose BTF function name is 500 bytes gets the name kallsyms
 // has for it, cut to 511 bytes as the kernel cuts it (it was 526 bytes).
 #[test]

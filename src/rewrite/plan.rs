@@ -2,10 +2,12 @@
 //! recording needs, the selection asked for, stale processes, maps already
 //! present and build ids the table lacks.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::scan::RecordingFacts;
 use crate::model::{Process, Vma};
+use crate::perf::bpf::BpfEvent;
+use crate::perf::consts::bpf::TAG_SIZE;
 use crate::perf::events::MapKey;
 use crate::perf::BuildIdEntry;
 use crate::snapshot::{mmap_filename, BpfRecord, HeldProcess, Runs};
@@ -121,12 +123,46 @@ pub fn dedupe<P: Maps>(processes: &mut Vec<P>, facts: &RecordingFacts, needed: &
     dropped
 }
 
+/// What [`dedupe_bpf`] does with a snapshot's KSYMBOL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Inserted.
+    Kept,
+    /// Dropped: the recording has it (the same fields).
+    Duplicate,
+    /// Dropped: over a place the recording saw another program take.
+    Stale,
+}
+
+/// The fates of one program's KSYMBOLs, as far as [`dedupe_bpf`] found them.
+#[derive(Debug, Clone, Copy, Default)]
+struct Fates {
+    kept: bool,
+    stale: bool,
+}
+
+impl Fates {
+    fn add(&mut self, f: Fate) {
+        self.kept |= f == Fate::Kept;
+        self.stale |= f == Fate::Stale;
+    }
+
+    /// Its KSYMBOLs all dropped, one at least as stale: the program is not
+    /// the one the recording saw there, so its BPF_EVENT goes too.
+    fn stale(self) -> bool {
+        self.stale && !self.kept
+    }
+}
+
 /// Drops the KSYMBOL and BPF_EVENT records the recording has already
 /// (the same fields), and every KSYMBOL over addresses one of the
 /// recording's own KSYMBOLs names otherwise: programs come and go, so a
 /// snapshot's program at a place the recording saw another one take is
 /// stale there, and inserted after the recording's own (in a stream, after
-/// FINISHED_INIT) it would take that program's samples.
+/// FINISHED_INIT) it would take that program's samples. A program whose
+/// KSYMBOLs are all dropped so loses its BPF_EVENT too (its id and tag
+/// would name a program the output has no code of): the KSYMBOLs right
+/// before the event are its program's, else those named with its tag.
 pub fn dedupe_bpf(records: &mut Runs<BpfRecord>, facts: &RecordingFacts) {
     let mut own: Vec<(u64, u64)> = (facts.existing_bpf.iter())
         .filter_map(|r| match r {
@@ -149,11 +185,81 @@ pub fn dedupe_bpf(records: &mut Runs<BpfRecord>, facts: &RecordingFacts) {
         let i = own.partition_point(|&(start, _)| start < end);
         i > 0 && reach[i - 1] > addr
     };
+    let fate = |r: &BpfRecord| match r {
+        _ if facts.existing_bpf.contains(r) => Fate::Duplicate,
+        BpfRecord::Ksymbol(addr, len, ..) if taken(*addr, addr.saturating_add(u64::from(*len))) => {
+            Fate::Stale
+        }
+        _ => Fate::Kept,
+    };
+    let stale = stale_events(records, &fate);
     records.retain(|r| match r {
         _ if facts.existing_bpf.contains(r) => false,
-        BpfRecord::Ksymbol(addr, len, ..) => !taken(*addr, addr.saturating_add(u64::from(*len))),
-        BpfRecord::Event(_) => true,
+        BpfRecord::Ksymbol(..) => fate(r) == Fate::Kept,
+        BpfRecord::Event(b) => !stale.contains(b),
     });
+}
+
+/// The BPF_EVENTs of `records` whose program's KSYMBOLs `fate` drops all,
+/// one at least as stale. A program's KSYMBOLs are those right before its
+/// BPF_EVENT (after the BPF_EVENT before it): perf record synthesizes a
+/// program so, the kernel emits its load and unload so, and a snapshot
+/// writes it so. An event with none there (records laid out otherwise)
+/// has those its tag names, `bpf_prog_<tag>[_<name>]`, as kallsyms names a
+/// one-function program (a sub-program's function carries a tag of its
+/// own, and perf links them through the BPF_PROG_INFO feature, which a
+/// snapshot has not); with none of those either it is kept.
+fn stale_events(
+    records: &Runs<BpfRecord>,
+    fate: &impl Fn(&BpfRecord) -> Fate,
+) -> HashSet<BpfEvent> {
+    let mut of_event: HashMap<BpfEvent, Fates> = HashMap::new();
+    let mut of_tag: HashMap<[u8; TAG_SIZE], Fates> = HashMap::new();
+    let mut before: Option<Fates> = None;
+    for (r, _) in records.iter() {
+        match r {
+            BpfRecord::Ksymbol(.., name) => {
+                let f = fate(r);
+                before.get_or_insert_with(Fates::default).add(f);
+                if let Some(tag) = tag_of(name) {
+                    of_tag.entry(tag).or_default().add(f);
+                }
+            }
+            BpfRecord::Event(b) => {
+                // a repeat right after it has none before it
+                if let Some(fates) = before.take() {
+                    let all = of_event.entry(*b).or_default();
+                    all.kept |= fates.kept;
+                    all.stale |= fates.stale;
+                }
+            }
+        }
+    }
+    let events = records.iter().filter_map(|(r, _)| match r {
+        BpfRecord::Event(b) => Some(*b),
+        BpfRecord::Ksymbol(..) => None,
+    });
+    events
+        .filter(|b| match of_event.get(b) {
+            Some(fates) => fates.stale(),
+            None => of_tag.get(&b.tag).is_some_and(|f| f.stale()),
+        })
+        .collect()
+}
+
+/// The tag a KSYMBOL's name `bpf_prog_<16 hex digits>[_<name>]` carries.
+fn tag_of(name: &[u8]) -> Option<[u8; TAG_SIZE]> {
+    let rest = name.strip_prefix(b"bpf_prog_")?;
+    let (hex, after) = rest.split_at_checked(2 * TAG_SIZE)?;
+    if !(after.is_empty() || after.starts_with(b"_")) {
+        return None;
+    }
+    let mut tag = [0u8; TAG_SIZE];
+    for (t, pair) in tag.iter_mut().zip(hex.chunks_exact(2)) {
+        let digit = |c: u8| (c as char).to_digit(16);
+        *t = (digit(pair[0])? << 4 | digit(pair[1])?) as u8;
+    }
+    Some(tag)
 }
 
 /// The entries of `all` that the recording's BUILD_ID table lacks.
@@ -201,6 +307,52 @@ mod tests {
             })
             .collect();
         assert_eq!(kept, [0x1100, 0x4ff0]);
+    }
+
+    // A program whose KSYMBOLs were all dropped as stale loses its
+    // BPF_EVENT, linked by order (the KSYMBOLs right before it) or, with
+    // none there, by the tag in a KSYMBOL's name; one with a KSYMBOL kept,
+    // or only ones the recording has, keeps it.
+    #[test]
+    fn a_stale_programs_bpf_event_is_left_out() {
+        let k =
+            |addr: u64, len: u32, name: &[u8]| BpfRecord::Ksymbol(addr, len, 1, 0, name.to_vec());
+        let ev = |id: u32, t: u8| {
+            BpfRecord::Event(BpfEvent {
+                event_type: crate::perf::consts::bpf::EVENT_PROG_LOAD,
+                flags: 0,
+                id,
+                tag: [t; TAG_SIZE],
+            })
+        };
+        let mut facts = RecordingFacts::new(crate::bytes::Endian::NATIVE, None);
+        facts.existing_bpf.insert(k(0x1000, 0x100, b"bpf_prog_q"));
+        facts.existing_bpf.insert(k(0x5000, 0x100, b"bpf_prog_r"));
+        let all = [
+            k(0x1000, 0x10, b"bpf_prog_aaaaaaaaaaaaaaaa_a"), // stale
+            ev(1, 0xaa),                                     // its only one: left out
+            k(0x5000, 0x10, b"bpf_prog_b1"),                 // stale
+            k(0x9000, 0x10, b"bpf_prog_b2"),                 // kept
+            ev(2, 0xbb),                                     // one kept: kept
+            k(0x1000, 0x100, b"bpf_prog_q"),                 // the recording's own
+            ev(3, 0xcc),                                     // kept
+            k(0xa000, 0x10, b"bpf_prog_d"),                  // kept
+            ev(4, 0xdd),                                     // kept
+            ev(5, 0xee),                                     // none before it: by tag
+            k(0x5080, 0x10, b"bpf_prog_eeeeeeeeeeeeeeee_e"), // stale
+        ];
+        let mut runs: Runs<BpfRecord> = all.iter().cloned().collect();
+        dedupe_bpf(&mut runs, &facts);
+        let kept: Vec<BpfRecord> = runs.iter().map(|(r, _)| r.clone()).collect();
+        let want = [&all[3], &all[4], &all[6], &all[7], &all[8]];
+        assert_eq!(kept.iter().collect::<Vec<_>>(), want);
+        assert_eq!(
+            tag_of(b"bpf_prog_0102030405060708"),
+            Some([1, 2, 3, 4, 5, 6, 7, 8])
+        );
+        assert_eq!(tag_of(b"bpf_prog_0102030405060708x"), None);
+        assert_eq!(tag_of(b"bpf_prog_01020304050607"), None);
+        assert_eq!(tag_of(b"bpf_prog_010203040506070g_f"), None);
     }
 
     // Selection from a snapshot keeps the wanted pids and names the missing ones.

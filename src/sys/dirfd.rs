@@ -64,8 +64,8 @@ pub fn exists_at(dir: BorrowedFd<'_>, name: &[u8]) -> bool {
     identity_at(dir, name).is_ok()
 }
 
-/// The device and inode of `name` in `dir` (a symlink's own, not followed).
-pub fn identity_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<(u64, u64)> {
+/// The status of `name` in `dir` (a symlink's own, not followed).
+fn lstat_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<libc::stat> {
     let c = component(name).ok_or_else(bad_name)?;
     // SAFETY: plain-data out struct; `c` valid; `dir` open for the call.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
@@ -81,7 +81,34 @@ pub fn identity_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<(u64, u64)> {
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
+    Ok(st)
+}
+
+/// The device and inode of `name` in `dir` (a symlink's own, not followed).
+pub fn identity_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<(u64, u64)> {
+    let st = lstat_at(dir, name)?;
     Ok((st.st_dev, st.st_ino))
+}
+
+/// The type bits of `name` in `dir` (`st_mode & S_IFMT`: `S_IFIFO`,
+/// `S_IFREG`, ...; a symlink is `S_IFLNK`, not followed).
+pub fn file_type_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<u32> {
+    Ok(lstat_at(dir, name)?.st_mode & libc::S_IFMT)
+}
+
+/// Opens the existing directory `name` inside `dir` for reading, never
+/// through a symlink (ELOOP) and nothing but a directory (ENOTDIR).
+pub fn open_dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    let c = component(name).ok_or_else(bad_name)?;
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `c` valid, `dir` open; the kernel returns a new descriptor or -1.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 /// Creates the new file `name` in `dir` (never existing before, never

@@ -1,6 +1,6 @@
 //! Open files and FIFOs: making FIFOs, reopening an `O_PATH` descriptor,
-//! file status flags, waiting for a FIFO's writer and the filesystem a
-//! file lives on.
+//! file status flags, waiting for a FIFO's writer, the filesystem a file
+//! lives on, where its holes end and `flock`.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -140,6 +140,50 @@ pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// Where the next data of `file` at or after `at` is (lseek SEEK_DATA):
+/// `at` itself when data is there, a later offset past a hole, None when
+/// only a hole runs from `at` to the end of the file (or `at` is past
+/// it). Err (EINVAL, ...) where the call is not supported: the caller
+/// reads instead. A file system that knows no holes answers `at`. The
+/// file's cursor is put back where it was.
+pub fn seek_data(file: &std::fs::File, at: u64) -> io::Result<Option<u64>> {
+    let fd = file.as_raw_fd();
+    let at = libc::off_t::try_from(at).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: lseek takes plain integers and touches only the cursor of
+    // `fd`, open for the call.
+    let cursor = unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) };
+    if cursor < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    let data = unsafe { libc::lseek(fd, at, libc::SEEK_DATA) };
+    let err = io::Error::last_os_error();
+    // SAFETY: as above; puts the cursor back.
+    unsafe { libc::lseek(fd, cursor, libc::SEEK_SET) };
+    match data {
+        d if d >= 0 => Ok(u64::try_from(d).ok()),
+        _ if err.raw_os_error() == Some(libc::ENXIO) => Ok(None),
+        _ => Err(err),
+    }
+}
+
+/// Takes an exclusive `flock` on an open file (a directory too) without
+/// waiting: true when taken (held until every descriptor of that open
+/// file is closed, by the kernel when its process dies, SIGKILL too),
+/// false when another open file holds one.
+pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
+    // SAFETY: flock takes a descriptor, open for the call, and flags.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(false),
+        _ => Err(e),
+    }
+}
+
 /// Waits until a stream opened for reading has something to read, or its
 /// writers have come and gone (poll(2) for POLLIN, no timeout, no spinning;
 /// a signal does not end the wait, the signal thread does). A FIFO opened
@@ -213,5 +257,27 @@ mod tests {
         assert!(is_pseudo_fs(&f).unwrap());
         let t = tempfile::tempfile().unwrap();
         assert!(!is_pseudo_fs(&t).unwrap());
+    }
+
+    // SEEK_DATA skips a hole to the data after it, answers None in a hole
+    // that runs to the end (and past the end), and leaves the cursor.
+    #[test]
+    fn seek_data_skips_holes() {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(&[1; 4096]).unwrap();
+        f.seek(SeekFrom::Start(1 << 20)).unwrap();
+        f.write_all(&[2; 4096]).unwrap();
+        f.set_len(4 << 20).unwrap();
+        f.seek(SeekFrom::Start(123)).unwrap();
+        assert_eq!(seek_data(&f, 0).unwrap(), Some(0));
+        // a file system without holes answers where it was asked
+        let got = seek_data(&f, 8192).unwrap();
+        assert!(got == Some(1 << 20) || got == Some(8192), "{got:?}");
+        if got == Some(1 << 20) {
+            assert_eq!(seek_data(&f, (1 << 20) + 4096).unwrap(), None);
+        }
+        assert_eq!(seek_data(&f, 5 << 20).unwrap(), None);
+        assert_eq!(f.stream_position().unwrap(), 123);
     }
 }

@@ -7,6 +7,7 @@
 //! place.
 
 mod perf_args;
+mod scratch;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -24,6 +25,8 @@ use super::error::CliError;
 use super::print;
 use super::snapshot::scan_options;
 use perf_args::{perf_target, PerfTarget};
+pub(crate) use scratch::remove_scratch;
+use scratch::{make_scratch, RemoveScratch};
 
 /// Polls `f` every 10 ms for at most 30 s, or until perf has exited
 /// (then None when it succeeded: nothing was recorded, nothing to merge).
@@ -98,20 +101,7 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
     {
         return Err(not_a_file(&pt.output));
     }
-    // a fresh name (mode 0700): another user cannot squat on a name we
-    // would predict, nor see into it
-    let prefix = format!("mmap2-synth-record-{}-", std::process::id());
-    let tmp = {
-        // made and noted at once for a signal (its handler waits)
-        let mut noted = scratch();
-        let tmp = tempfile::Builder::new()
-            .prefix(&prefix)
-            .tempdir()
-            .map_err(|e| CliError::Record(format!("record: a scratch directory: {e}")))?
-            .keep();
-        *noted = Some(tmp.clone());
-        tmp
-    };
+    let tmp = make_scratch()?;
     let result = {
         // removed however record_in ends (a panic too)
         let _scratch = RemoveScratch;
@@ -124,30 +114,6 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
         );
     }
     result
-}
-
-/// `record`'s scratch directory (its FIFOs and the snapshot), removed
-/// when it ends, by a signal too.
-static SCRATCH: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
-
-fn scratch() -> std::sync::MutexGuard<'static, Option<PathBuf>> {
-    SCRATCH.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Removes the scratch directory when dropped.
-struct RemoveScratch;
-
-impl Drop for RemoveScratch {
-    fn drop(&mut self) {
-        remove_scratch();
-    }
-}
-
-/// Removes the scratch directory, if there is one.
-pub(crate) fn remove_scratch() {
-    if let Some(dir) = scratch().take() {
-        let _ = std::fs::remove_dir_all(dir);
-    }
 }
 
 /// Where `record` is with perf, for the signal thread ([`on_signal`]).
@@ -435,7 +401,11 @@ fn snapshot_to(
     target: &Target,
     snap: &Path,
 ) -> Result<snapshot::LiveReport, CliError> {
-    let mut f = std::fs::File::create(snap).map_err(|e| CliError::write(snap, e))?;
+    // readable by us alone: it holds every map of the processes scanned
+    let mut f = (std::fs::OpenOptions::new().write(true).create_new(true))
+        .mode(0o600)
+        .open(snap)
+        .map_err(|e| CliError::write(snap, e))?;
     let wopts = WriteOptions {
         endian: Endian::NATIVE,
         forks: *target == Target::All,
