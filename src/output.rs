@@ -3,7 +3,8 @@
 //! renamed into place; on error, drop or a signal the temporary file is
 //! removed. A FIFO or character device is written straight into (pipe-mode
 //! streams only). Anything else is refused. A symlink to a file is
-//! followed: the link itself is never replaced; a symlink to nothing is
+//! followed when root or we own it (and every link after it): the link
+//! itself is never replaced; a symlink to nothing, or another user's, is
 //! refused.
 
 use std::fs::{File, OpenOptions};
@@ -47,6 +48,29 @@ pub enum OutputError {
         /// The output.
         path: PathBuf,
     },
+    /// A symlink on the way to the output belongs to another user: root
+    /// following it would write wherever that user points it.
+    #[error(
+        "{}: the symlink {} belongs to uid {uid}: not followed (its owner could point it \
+         at any file)",
+        path.display(),
+        link.display()
+    )]
+    ForeignLink {
+        /// The output.
+        path: PathBuf,
+        /// The link.
+        link: PathBuf,
+        /// Its owner.
+        uid: u32,
+    },
+    /// A FIFO no process has open for reading: writing would wait for one
+    /// forever.
+    #[error("{}: a FIFO no process reads (writing it would wait forever)", path.display())]
+    NoReader {
+        /// The output.
+        path: PathBuf,
+    },
     /// An I/O error on the output.
     #[error("{}", path.display())]
     Io {
@@ -84,6 +108,8 @@ pub fn classify(path: &Path) -> Result<Target, OutputError> {
             kind: "directory",
         });
     }
+    // where the links lead, each checked (before anything is opened)
+    let resolved = resolve_links(path)?;
     // What it is, as the kernel follows links (magic ones too: /dev/stdout
     // is /proc/self/fd/1, whose text "pipe:[N]" names no path)...
     let meta = match std::fs::metadata(path) {
@@ -130,7 +156,6 @@ pub fn classify(path: &Path) -> Result<Target, OutputError> {
     // /dev/stdout) reads as text that need not name the file ("/f
     // (deleted)", "/memfd:x", another namespace's path): the path reached
     // must be the very file the kernel found, or nothing is replaced.
-    let resolved = resolve_links(path).map_err(io_err(path))?;
     let same = std::fs::symlink_metadata(&resolved)
         .is_ok_and(|r| (r.dev(), r.ino()) == (meta.dev(), meta.ino()));
     if !same {
@@ -141,31 +166,52 @@ pub fn classify(path: &Path) -> Result<Target, OutputError> {
     Ok(Target::File(resolved))
 }
 
-/// Follows symlinks (at most 40, as the kernel) to the path they name.
-fn resolve_links(path: &Path) -> io::Result<PathBuf> {
+/// Follows symlinks (at most 40, as the kernel) to the path they name,
+/// refusing a link owned by someone else than root or us. The kernel's
+/// fs.protected_symlinks refuses such links only in sticky directories,
+/// and a link followed by hand passes no check at all: a user's link in a
+/// directory of theirs would make root replace /etc/passwd, or write into
+/// a device.
+pub(crate) fn resolve_links(path: &Path) -> Result<PathBuf, OutputError> {
+    let me = crate::sys::effective_uid();
     let mut p = path.to_path_buf();
     for _ in 0..40 {
-        match std::fs::symlink_metadata(&p) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let link = std::fs::read_link(&p)?;
-                p = match p.parent() {
-                    Some(dir) if link.is_relative() => dir.join(link),
-                    _ => link,
-                };
-            }
+        let m = match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => m,
             _ => return Ok(p),
+        };
+        if m.uid() != 0 && m.uid() != me {
+            return Err(OutputError::ForeignLink {
+                path: path.to_path_buf(),
+                link: p,
+                uid: m.uid(),
+            });
         }
+        let link = std::fs::read_link(&p).map_err(io_err(path))?;
+        p = match p.parent() {
+            Some(dir) if link.is_relative() => dir.join(link),
+            _ => link,
+        };
     }
-    Err(io::Error::from_raw_os_error(libc::ELOOP))
+    Err(io_err(path)(io::Error::from_raw_os_error(libc::ELOOP)))
 }
 
-/// Opens a stream target (FIFO, character device) for writing.
+/// Opens a stream target (FIFO, character device) for writing. A FIFO no
+/// one reads is refused at once (ENXIO from a non-blocking open) rather
+/// than waited on forever; the stream is then written blocking.
 pub fn open_stream(path: &Path) -> Result<File, OutputError> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .write(true)
-        .custom_flags(libc::O_NOCTTY)
+        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
         .open(path)
-        .map_err(io_err(path))
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => OutputError::NoReader {
+                path: path.to_path_buf(),
+            },
+            _ => io_err(path)(e),
+        })?;
+    crate::sys::set_blocking(file.as_fd()).map_err(io_err(path))?;
+    Ok(file)
 }
 
 /// A temporary file being written (or a directory made for one): its

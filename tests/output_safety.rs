@@ -528,3 +528,164 @@ fn ctrl_c_on_a_streamed_pipeline_keeps_the_recording() {
         assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
     }
 }
+
+/// Runs the binary, failing the test if it has not ended within 20 s
+/// (killed then): for outputs that could block it.
+fn synth_within<I, S>(args: I) -> std::process::Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut child = Command::new(bin())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("mmap2-synth still running after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn assert_refused(o: &std::process::Output, says: &str) {
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(says), "{err}");
+}
+
+// A symlink at -o that another user owns (in a directory of theirs) is not
+// followed by root, whatever it points to (a root-only file, a device), for
+// snapshots, merge, convert and pprof, exit 2; root's own links still are.
+#[test]
+#[ignore = "needs root (chown)"]
+fn another_users_symlink_at_o_is_not_followed() {
+    needs_root("chown a link to another user");
+    let dir = scratch("foreign-link");
+    let s = Sleeper::start();
+    let secret = dir.join("secret");
+    std::fs::write(&secret, b"SECRET").unwrap();
+    let mode = std::fs::metadata(&secret).unwrap().mode();
+    let udir = dir.join("udir");
+    std::fs::create_dir(&udir).unwrap();
+    std::os::unix::fs::chown(&udir, Some(65534), Some(65534)).unwrap();
+    let link = udir.join("out.data");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    let dev = udir.join("dev.data");
+    std::os::unix::fs::symlink("/dev/null", &dev).unwrap();
+    std::os::unix::fs::lchown(&dev, Some(65534), Some(65534)).unwrap();
+    let rec = pin("rec-file.data");
+    for out in [&link, &dev] {
+        let o = synth_within([
+            "-q".as_ref(),
+            "-p".as_ref(),
+            s.pid().as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert_refused(&o, "belongs to uid 65534");
+        let o = synth_within([
+            "merge".as_ref(),
+            "-q".as_ref(),
+            rec.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert_refused(&o, "belongs to uid 65534");
+        let o = synth_within([
+            "convert".as_ref(),
+            "-q".as_ref(),
+            rec.as_os_str(),
+            "--to".as_ref(),
+            "pipe".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert_refused(&o, "belongs to uid 65534");
+        let o = synth_within([
+            "pprof".as_ref(),
+            "-q".as_ref(),
+            rec.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        assert_refused(&o, "belongs to uid 65534");
+    }
+    assert_eq!(std::fs::read(&secret).unwrap(), b"SECRET");
+    assert_eq!(std::fs::metadata(&secret).unwrap().mode(), mode);
+    // the same link, root's: followed
+    std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
+    synth_ok([
+        "-q".as_ref(),
+        "-p".as_ref(),
+        s.pid().as_ref(),
+        "-o".as_ref(),
+        link.as_os_str(),
+    ]);
+    assert_ne!(std::fs::read(&secret).unwrap(), b"SECRET");
+    assert!(leftovers(&udir).is_empty() && leftovers(&dir).is_empty());
+}
+
+// Outputs that would block or destroy an input are refused at once, exit 2:
+// a FIFO no one reads (-o), a FIFO as archive's directory, and -o naming
+// pprof's recording or merge's --maps snapshot (both left as they were).
+#[test]
+fn outputs_that_block_or_destroy_inputs_are_refused() {
+    let dir = scratch("out-refused");
+    let s = Sleeper::start();
+    let fifo = dir.join("fifo");
+    mkfifo(&fifo);
+    let o = synth_within([
+        "-q".as_ref(),
+        "-p".as_ref(),
+        s.pid().as_ref(),
+        "-o".as_ref(),
+        fifo.as_os_str(),
+    ]);
+    assert_refused(&o, "a FIFO no process reads");
+    let o = synth_within([
+        "archive".as_ref(),
+        "-q".as_ref(),
+        "-p".as_ref(),
+        s.pid().as_ref(),
+        "--no-kernel".as_ref(),
+        "-o".as_ref(),
+        fifo.as_os_str(),
+    ]);
+    assert_refused(&o, "Not a directory");
+    let rec = dir.join("rec.data");
+    std::fs::copy(pin("rec-file.data"), &rec).unwrap();
+    let before = std::fs::read(&rec).unwrap();
+    let o = synth_within([
+        "pprof".as_ref(),
+        "-q".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        rec.as_os_str(),
+    ]);
+    assert_refused(&o, "is the recording");
+    let snap = dir.join("s.snap");
+    snapshot_of(&s, &snap);
+    let snap_bytes = std::fs::read(&snap).unwrap();
+    let o = synth_within([
+        "merge".as_ref(),
+        "-q".as_ref(),
+        rec.as_os_str(),
+        "-a".as_ref(),
+        "--maps".as_ref(),
+        snap.as_os_str(),
+        "-o".as_ref(),
+        snap.as_os_str(),
+    ]);
+    assert_refused(&o, "is the --maps input");
+    assert_eq!(std::fs::read(&rec).unwrap(), before);
+    assert_eq!(std::fs::read(&snap).unwrap(), snap_bytes);
+    assert!(leftovers(&dir).is_empty());
+}

@@ -24,7 +24,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -153,7 +153,15 @@ impl Root {
         if base.as_os_str().is_empty() {
             base = Path::new(".");
         }
-        let mut fd: Arc<OwnedFd> = Arc::new(File::open(base)?.into());
+        // a directory only: a FIFO or device is refused at once, never
+        // waited on or opened; reached through links of root's or ours
+        crate::output::resolve_links(base)
+            .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e.to_string()))?;
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK)
+            .open(base)?;
+        let mut fd: Arc<OwnedFd> = Arc::new(dir.into());
         let mut made = Vec::new();
         for name in missing.iter().rev() {
             match make_temporary(&fd, name, true, || dir_at(fd.as_fd(), name, 0o755)) {

@@ -62,7 +62,21 @@ impl CliError {
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_)
-            | CliError::Output(OutputError::Unsupported { .. } | OutputError::Unreachable { .. }) => {
+            | CliError::Output(
+                OutputError::Unsupported { .. }
+                | OutputError::Unreachable { .. }
+                | OutputError::ForeignLink { .. }
+                | OutputError::NoReader { .. },
+            ) => 2,
+            // an archive -o that is no directory (a FIFO, a device, a file),
+            // or reached through another user's link
+            CliError::Archive(mmap2_synth::archive::ArchiveError::Io {
+                op: "creating",
+                source,
+                ..
+            }) if source.raw_os_error() == Some(libc::ENOTDIR)
+                || source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
                 2
             }
             CliError::Merge(e) if e.is_bad_input() => 2,

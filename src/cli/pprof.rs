@@ -25,6 +25,7 @@ pub(crate) fn run_pprof(a: &PprofArgs) -> Result<(), CliError> {
             )));
         }
     }
+    super::rewrite::refuse_output_over(&a.output, &a.recording, "the recording")?;
     let input =
         Input::open_as(&a.recording, false, a.salvage.salvage).map_err(pprof::PprofError::from)?;
     let opts = PprofOptions {

@@ -20,6 +20,20 @@ pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     }
 }
 
+/// Refuses an output that is one of the command's inputs (the same file,
+/// by device and inode, through any link): writing it would destroy what
+/// is being read. `what` names the input for the message.
+pub(crate) fn refuse_output_over(output: &Path, input: &Path, what: &str) -> Result<(), CliError> {
+    if output.as_os_str() != "-" && input.as_os_str() != "-" && same_file(output, input) {
+        return Err(CliError::Usage(format!(
+            "-o {} is {what} ({}): it would be overwritten while read",
+            output.display(),
+            input.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Where a merge writes, from `-o` / `--in-place`: a regular file (or a new
 /// one), symlinks resolved. A merge seeks in its output, so streams are refused.
 pub(crate) fn rewrite_output(m: &RewriteTarget, cmd: &str) -> Result<PathBuf, CliError> {
@@ -92,6 +106,9 @@ pub(crate) fn rewrite_paths(t: &RewriteTarget, cmd: &str) -> Result<(PathBuf, Pa
 pub(crate) fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
     let started = Instant::now();
     let (recording, output) = rewrite_paths(&m.target, "merge")?;
+    if let (Some(maps), false) = (&m.maps, m.target.in_place) {
+        refuse_output_over(&output, maps, "the --maps input")?;
+    }
     let opts = MergeOptions {
         which: if m.all {
             Which::All
