@@ -64,13 +64,6 @@ pub enum OutputError {
         /// Its owner.
         uid: u32,
     },
-    /// A FIFO no process has open for reading: writing would wait for one
-    /// forever.
-    #[error("{}: a FIFO no process reads (writing it would wait forever)", path.display())]
-    NoReader {
-        /// The output.
-        path: PathBuf,
-    },
     /// An I/O error on the output.
     #[error("{}", path.display())]
     Io {
@@ -196,22 +189,15 @@ pub(crate) fn resolve_links(path: &Path) -> Result<PathBuf, OutputError> {
     Err(io_err(path)(io::Error::from_raw_os_error(libc::ELOOP)))
 }
 
-/// Opens a stream target (FIFO, character device) for writing. A FIFO no
-/// one reads is refused at once (ENXIO from a non-blocking open) rather
-/// than waited on forever; the stream is then written blocking.
+/// Opens a stream target (FIFO, character device) for writing (a FIFO,
+/// as perf's `-o`, once a reader opens it: as a FIFO input waits for its
+/// writer).
 pub fn open_stream(path: &Path) -> Result<File, OutputError> {
-    let file = OpenOptions::new()
+    OpenOptions::new()
         .write(true)
-        .custom_flags(libc::O_NOCTTY | libc::O_NONBLOCK)
+        .custom_flags(libc::O_NOCTTY)
         .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENXIO) => OutputError::NoReader {
-                path: path.to_path_buf(),
-            },
-            _ => io_err(path)(e),
-        })?;
-    crate::sys::set_blocking(file.as_fd()).map_err(io_err(path))?;
-    Ok(file)
+        .map_err(io_err(path))
 }
 
 /// A temporary file being written (or a directory made for one): its

@@ -961,3 +961,58 @@ fn map_bomb_is_held_by_distinct_content(one_address: bool) {
     let (_, err, _) = peak_rss(&archive);
     assert!(err.contains(&format!(" {maps} unreadable")), "{err}");
 }
+
+/// `dump ARGS -` of `rec` followed by endless zeros on stdin, with its
+/// temporary files in `tmp`: the output, failing the test after 20 s.
+fn dump_of_endless_zeros(rec: &Path, tmp: &Path, args: &[&str]) -> Output {
+    let mut feeder = Command::new("sh")
+        .arg("-c")
+        .arg(format!("cat '{}'; exec cat /dev/zero", rec.display()))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut dump = Command::new(bin())
+        .arg("dump")
+        .args(args)
+        .arg("-")
+        .env("TMPDIR", tmp)
+        .stdin(feeder.stdout.take().unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while dump.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = dump.kill();
+            let _ = feeder.kill();
+            let _ = (dump.wait(), feeder.wait());
+            panic!("dump of a stream of endless zeros still running after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = feeder.kill();
+    let _ = feeder.wait();
+    dump.wait_with_output().unwrap()
+}
+
+// A stream whose records are followed by endless zeros is read only to the
+// first zero header (nothing spooled after it, no disk filled): exit 2
+// naming --salvage, and with --salvage the records before it, exit 0.
+#[test]
+fn a_stream_followed_by_endless_zeros_ends_at_the_first_zero_header() {
+    let dir = scratch("endless-zeros");
+    let rec = pin("rec-pipe.data");
+    let len = std::fs::metadata(&rec).unwrap().len();
+    let o = dump_of_endless_zeros(&rec, &dir, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("at offset {len}")), "{err}");
+    assert!(err.contains("--salvage"), "{err}");
+    let o = dump_of_endless_zeros(&rec, &dir, &["--salvage"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("cut short"), "{err}");
+    let whole = synth_ok(["dump".as_ref(), rec.as_os_str()]);
+    assert_eq!(o.stdout, whole.stdout);
+}

@@ -65,8 +65,7 @@ impl CliError {
             | CliError::Output(
                 OutputError::Unsupported { .. }
                 | OutputError::Unreachable { .. }
-                | OutputError::ForeignLink { .. }
-                | OutputError::NoReader { .. },
+                | OutputError::ForeignLink { .. },
             ) => 2,
             // an archive -o that is no directory (a FIFO, a device, a file),
             // or reached through another user's link

@@ -384,10 +384,18 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
     crate::sys::wait_readable(file.as_fd()).map_err(io_err(READING, path))?;
     crate::sys::set_blocking(file.as_fd()).map_err(io_err(READING, path))?;
     crate::interrupt::reading_a_stream();
-    let mut spool = tempfile::tempfile().map_err(io_err("spooling", path))?;
-    let len = io::copy(&mut &file, &mut spool).map_err(io_err(READING, path))?;
+    let spool = tempfile::tempfile().map_err(io_err("spooling", path))?;
+    let mut src = io::BufReader::with_capacity(SPOOL_CHUNK, &file);
+    let mut dst = io::BufWriter::with_capacity(SPOOL_CHUNK, spool);
+    let len = super::spool::spool_records(&mut src, &mut dst).map_err(io_err(READING, path))?;
+    let spool = dst
+        .into_inner()
+        .map_err(|e| io_err("spooling", path)(e.into_error()))?;
     Ok((spool, len, true))
 }
+
+/// Bytes read from a stream, and written to its copy, at a time.
+const SPOOL_CHUNK: usize = 128 << 10;
 
 pub(crate) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> InputError {
     let path = path.to_path_buf();

@@ -25,6 +25,7 @@ pub(crate) mod progress;
 pub mod record;
 pub mod salvage;
 pub mod sample;
+mod spool;
 pub(crate) mod stream;
 pub mod walk;
 pub mod writer;
