@@ -647,6 +647,29 @@ fn another_users_symlink_at_o_is_not_followed() {
         link.as_os_str(),
     ]);
     assert_ne!(std::fs::read(&secret).unwrap(), b"SECRET");
+    // run by uid 65534, its own link (in its directory) is followed too
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let own = udir.join("mine.data");
+    let real = udir.join("real.data");
+    std::fs::write(&real, b"OLD").unwrap();
+    std::os::unix::fs::chown(&real, Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::symlink("real.data", &own).unwrap();
+    std::os::unix::fs::lchown(&own, Some(65534), Some(65534)).unwrap();
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(bin())
+        .args(["convert", "-q"])
+        .arg(&rec)
+        .args(["--to", "pipe", "-o"])
+        .arg(&own)
+        .output()
+        .expect("run setpriv (util-linux)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&real).unwrap().starts_with(b"PERFILE2"));
+    assert!(std::fs::symlink_metadata(&own)
+        .unwrap()
+        .file_type()
+        .is_symlink());
     assert!(leftovers(&udir).is_empty() && leftovers(&dir).is_empty());
 }
 
