@@ -164,8 +164,9 @@ pub fn classify(path: &Path) -> Result<Target, OutputError> {
 /// fs.protected_symlinks refuses such links only in sticky directories,
 /// and a link followed by hand passes no check at all: a user's link in a
 /// directory of theirs would make root replace /etc/passwd, or write into
-/// a device.
-pub(crate) fn resolve_links(path: &Path) -> Result<PathBuf, OutputError> {
+/// a device. Also for paths another program writes as root (`record`'s
+/// perf output), before it runs.
+pub fn resolve_links(path: &Path) -> Result<PathBuf, OutputError> {
     let me = crate::sys::effective_uid();
     let mut p = path.to_path_buf();
     for _ in 0..40 {
@@ -192,12 +193,31 @@ pub(crate) fn resolve_links(path: &Path) -> Result<PathBuf, OutputError> {
 /// Opens a stream target (FIFO, character device) for writing (a FIFO,
 /// as perf's `-o`, once a reader opens it: as a FIFO input waits for its
 /// writer).
+///
+/// The links are checked again as [`resolve_links`] does, and the FIFO or
+/// device they lead to is opened by its own path without following a
+/// link, and must still be one: a link put on the way since [`classify`]
+/// looked (by whoever can write its directory) cannot send the stream
+/// into a device or a file. Only a chain ending in text that names no
+/// path (`/dev/stdout`: `/proc/self/fd/1`, `"pipe:[N]"`) is opened as given.
 pub fn open_stream(path: &Path) -> Result<File, OutputError> {
-    OpenOptions::new()
+    let end = resolve_links(path)?;
+    let (at, nofollow) = match std::fs::symlink_metadata(&end) {
+        Ok(_) => (end.as_path(), libc::O_NOFOLLOW),
+        Err(_) => (path, 0),
+    };
+    let file = OpenOptions::new()
         .write(true)
-        .custom_flags(libc::O_NOCTTY)
-        .open(path)
-        .map_err(io_err(path))
+        .custom_flags(libc::O_NOCTTY | nofollow)
+        .open(at)
+        .map_err(io_err(path))?;
+    let ft = file.metadata().map_err(io_err(path))?.file_type();
+    if !(ft.is_fifo() || ft.is_char_device()) {
+        return Err(io_err(path)(io::Error::other(
+            "no longer a FIFO or character device (changed since it was checked)",
+        )));
+    }
+    Ok(file)
 }
 
 /// A temporary file being written (or a directory made for one): its
@@ -458,6 +478,29 @@ impl Drop for AtomicFile {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    // A stream output swapped for a link after classify looked (to a file,
+    // or through another user's link) is not written through: open_stream
+    // checks the links again, opens their end without following one and
+    // wants a FIFO or device there.
+    #[test]
+    fn a_stream_swapped_for_a_link_after_classify_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("out");
+        let made = std::process::Command::new("mkfifo").arg(&p).status();
+        assert!(made.unwrap().success());
+        assert_eq!(classify(&p).unwrap(), Target::Stream(p.clone()));
+        let file = tmp.path().join("file");
+        std::fs::write(&file, b"keep").unwrap();
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink(&file, &p).unwrap();
+        assert!(open_stream(&p).is_err());
+        assert_eq!(std::fs::read(&file).unwrap(), b"keep");
+        // a link of ours to a device is still followed
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink("/dev/null", &p).unwrap();
+        assert!(open_stream(&p).is_ok());
+    }
 
     // The target appears only on commit, mode 0600, replacing a file or
     // new; while written the file has no name (nothing in the directory,

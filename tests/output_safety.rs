@@ -620,6 +620,23 @@ fn another_users_symlink_at_o_is_not_followed() {
     }
     assert_eq!(std::fs::read(&secret).unwrap(), b"SECRET");
     assert_eq!(std::fs::metadata(&secret).unwrap().mode(), mode);
+    // archive's -o DIR through their link to a root directory: refused too
+    let rootdir = dir.join("rootdir");
+    std::fs::create_dir(&rootdir).unwrap();
+    let dlink = udir.join("cache");
+    std::os::unix::fs::symlink(&rootdir, &dlink).unwrap();
+    std::os::unix::fs::lchown(&dlink, Some(65534), Some(65534)).unwrap();
+    let o = synth_within([
+        "archive".as_ref(),
+        "-q".as_ref(),
+        "-p".as_ref(),
+        s.pid().as_ref(),
+        "--no-kernel".as_ref(),
+        "-o".as_ref(),
+        dlink.as_os_str(),
+    ]);
+    assert_refused(&o, "belongs to uid 65534");
+    assert_eq!(std::fs::read_dir(&rootdir).unwrap().count(), 0);
     // the same link, root's: followed
     std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
     synth_ok([
@@ -630,6 +647,29 @@ fn another_users_symlink_at_o_is_not_followed() {
         link.as_os_str(),
     ]);
     assert_ne!(std::fs::read(&secret).unwrap(), b"SECRET");
+    // run by uid 65534, its own link (in its directory) is followed too
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let own = udir.join("mine.data");
+    let real = udir.join("real.data");
+    std::fs::write(&real, b"OLD").unwrap();
+    std::os::unix::fs::chown(&real, Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::symlink("real.data", &own).unwrap();
+    std::os::unix::fs::lchown(&own, Some(65534), Some(65534)).unwrap();
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(bin())
+        .args(["convert", "-q"])
+        .arg(&rec)
+        .args(["--to", "pipe", "-o"])
+        .arg(&own)
+        .output()
+        .expect("run setpriv (util-linux)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&real).unwrap().starts_with(b"PERFILE2"));
+    assert!(std::fs::symlink_metadata(&own)
+        .unwrap()
+        .file_type()
+        .is_symlink());
     assert!(leftovers(&udir).is_empty() && leftovers(&dir).is_empty());
 }
 
@@ -642,6 +682,15 @@ fn outputs_that_block_or_destroy_inputs_are_refused() {
     let s = Sleeper::start();
     let fifo = dir.join("fifo");
     mkfifo(&fifo);
+    // /dev/stdout (root's link to /proc/self/fd/1, "pipe:[N]") still works
+    let o = synth_within(["-q", "-p", &s.pid(), "-o", "/dev/stdout"]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.stdout.starts_with(b"PERFILE2"));
     let o = synth_within([
         "archive".as_ref(),
         "-q".as_ref(),
@@ -651,7 +700,7 @@ fn outputs_that_block_or_destroy_inputs_are_refused() {
         "-o".as_ref(),
         fifo.as_os_str(),
     ]);
-    assert_refused(&o, "Not a directory");
+    assert_refused(&o, "is a FIFO, not a directory");
     let rec = dir.join("rec.data");
     std::fs::copy(pin("rec-file.data"), &rec).unwrap();
     let before = std::fs::read(&rec).unwrap();

@@ -564,3 +564,38 @@ fn a_killed_records_scratch_is_removed_by_the_next_record() {
     std::fs::remove_file(&link).unwrap();
     std::fs::remove_file(&file).unwrap();
 }
+
+// Another user's symlink at record's -o (to a root-only empty file, which
+// perf would truncate and write as root, following it) is refused before
+// perf starts: exit 2, the file it names left empty.
+#[test]
+#[ignore = "needs root (chown) and perf record"]
+fn record_refuses_another_users_symlink_before_perf() {
+    needs_root("chown a link to another user");
+    needs_perf_record();
+    let dir = scratch("record-foreign-link");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"").unwrap();
+    let udir = dir.join("udir");
+    std::fs::create_dir(&udir).unwrap();
+    std::os::unix::fs::chown(&udir, Some(65534), Some(65534)).unwrap();
+    let link = udir.join("out.data");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    let out = Command::new(bin())
+        .args(["record", "-q", "--", "-e", "cpu-clock", "-o"])
+        .arg(&link)
+        .args(["--", "true"])
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("belongs to uid 65534"), "{err}");
+    assert!(!err.contains("perf record"), "perf ran: {err}");
+    assert_eq!(std::fs::metadata(&victim).unwrap().len(), 0);
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}

@@ -118,6 +118,27 @@ pub(super) enum Added {
 /// A directory made (its parent, held open, and its name).
 type Made = (Arc<OwnedFd>, Vec<u8>);
 
+/// ENOTDIR from opening the cache directory, saying what is there instead
+/// ("is a FIFO, not a directory"); other errors as they are.
+fn not_a_directory(path: &Path, e: io::Error) -> io::Error {
+    use std::os::unix::fs::FileTypeExt;
+    if e.raw_os_error() != Some(libc::ENOTDIR) {
+        return e;
+    }
+    let kind = match std::fs::symlink_metadata(path).map(|m| m.file_type()) {
+        Ok(t) if t.is_fifo() => "a FIFO",
+        Ok(t) if t.is_char_device() => "a character device",
+        Ok(t) if t.is_block_device() => "a block device",
+        Ok(t) if t.is_socket() => "a socket",
+        Ok(t) if t.is_file() => "a regular file",
+        _ => return e,
+    };
+    io::Error::new(
+        io::ErrorKind::NotADirectory,
+        format!("is {kind}, not a directory (archive -o names the cache directory)"),
+    )
+}
+
 /// A directory's device and inode.
 type Identity = (u64, u64);
 
@@ -153,14 +174,16 @@ impl Root {
         if base.as_os_str().is_empty() {
             base = Path::new(".");
         }
-        // a directory only: a FIFO or device is refused at once, never
-        // waited on or opened; reached through links of root's or ours
-        crate::output::resolve_links(base)
-            .map_err(|e| io::Error::new(io::ErrorKind::PermissionDenied, e.to_string()))?;
+        // a directory only: a FIFO or device is refused at once (ENOTDIR),
+        // never waited on or opened; reached through links of root's or
+        // ours only (the error is the OutputError, wrapped), the directory
+        // they lead to opened without following a link swapped in since
+        let resolved = crate::output::resolve_links(base).map_err(io::Error::other)?;
         let dir = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK)
-            .open(base)?;
+            .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK | libc::O_NOFOLLOW)
+            .open(&resolved)
+            .map_err(|e| not_a_directory(&resolved, e))?;
         let mut fd: Arc<OwnedFd> = Arc::new(dir.into());
         let mut made = Vec::new();
         for name in missing.iter().rev() {

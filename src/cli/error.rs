@@ -68,13 +68,13 @@ impl CliError {
                 | OutputError::ForeignLink { .. },
             ) => 2,
             // an archive -o that is no directory (a FIFO, a device, a file),
-            // or reached through another user's link
+            // or reached through another user's link (an OutputError)
             CliError::Archive(mmap2_synth::archive::ArchiveError::Io {
                 op: "creating",
                 source,
                 ..
-            }) if source.raw_os_error() == Some(libc::ENOTDIR)
-                || source.kind() == std::io::ErrorKind::PermissionDenied =>
+            }) if source.kind() == std::io::ErrorKind::NotADirectory
+                || source.get_ref().is_some_and(|e| e.is::<OutputError>()) =>
             {
                 2
             }

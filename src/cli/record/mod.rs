@@ -101,6 +101,9 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
     {
         return Err(not_a_file(&pt.output));
     }
+    // perf, as root, opens it following links (truncating an empty file
+    // it names, /proc/sys files too): another user's link is refused first
+    mmap2_synth::output::resolve_links(&pt.output)?;
     let tmp = make_scratch()?;
     let result = {
         // removed however record_in ends (a panic too)
