@@ -201,6 +201,14 @@ fn leaked_line(r: &ConvertReport) -> Option<String> {
     ))
 }
 
+/// A warning per feature left out of a stream perf could not parse.
+fn unreadable_features(r: &ConvertReport) -> impl Iterator<Item = String> + '_ {
+    r.features_unreadable.iter().map(|(bit, why)| {
+        let name = crate::perf::consts::feature::name(*bit).unwrap_or("?");
+        format!("mmap2-synth: warning: feature {name} (bit {bit}) left out of the stream: perf's pipe-mode reader would abort on it ({why})")
+    })
+}
+
 /// The summary of a conversion: what became build-id MMAP2, and why the
 /// rest did not.
 pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
@@ -263,6 +271,7 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
             r.features_dropped
         ));
     }
+    lines.extend(unreadable_features(r));
     if r.recompressed > 0 {
         lines.push(format!(
             "mmap2-synth: {} COMPRESSED records recompressed into {}",

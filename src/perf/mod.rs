@@ -21,6 +21,7 @@ pub mod features;
 pub mod header;
 pub mod input;
 mod input_salvage;
+pub mod pipe_features;
 pub(crate) mod progress;
 pub mod record;
 pub mod salvage;

@@ -12,6 +12,7 @@ use super::consts::{feature, types, ATTR_SIZE, FILE_HEADER_SIZE, PIPE_HEADER_SIZ
 use super::error::RecordTooLarge;
 use super::features::{build_id_feature, BuildIdEntry, EventDesc};
 use super::header::{magic_bytes, FeatureTable, FileHeader, Section};
+use super::pipe_features::{pipe_feature_problem, PipeReadState};
 use super::record::{begin_record, finish_record, split_records, RecordHeader};
 use crate::bytes::{Endian, PutExt};
 
@@ -218,6 +219,29 @@ pub fn pipe_carries_as_feature(bit: u32) -> bool {
     ) && is_known_feature(bit)
 }
 
+/// The features [`raw_pipe_prologue`] leaves out although a stream could
+/// carry them, with why: perf 6.1's pipe-mode reader aborts on a
+/// HEADER_FEATURE whose payload its `process_*` cannot read (its file-mode
+/// reader skips such a section with a warning, so files keep them). Read
+/// in bit order, as perf reads them, each seeing what was kept before it.
+pub fn pipe_unreadable_features(meta: &RawMeta) -> Vec<(u32, &'static str)> {
+    let mut st = PipeReadState {
+        events: meta.attrs.len(),
+        ..PipeReadState::default()
+    };
+    let mut out = Vec::new();
+    for (bit, payload) in &meta.features {
+        if !pipe_carries_as_feature(*bit) {
+            continue;
+        }
+        match pipe_feature_problem(*bit, payload, meta.endian, &st) {
+            Some(why) => out.push((*bit, why)),
+            None => st.note(*bit, payload, meta.endian),
+        }
+    }
+    out
+}
+
 /// Feature bits perf 6.1 accepts in a HEADER_FEATURE record: 1 up to
 /// HEADER_LAST_FEATURE (it aborts on any other; bit 0 is reserved).
 pub fn is_known_feature(bit: u32) -> bool {
@@ -246,12 +270,13 @@ pub fn raw_pipe_prologue(meta: &RawMeta) -> Result<Vec<u8>, RecordTooLarge> {
         }
         finish_record(&mut buf, e, at, types::HEADER_ATTR)?;
     }
-    // Each feature, then LAST_FEATURE with no payload to end the list.
+    // Each feature perf reads, then LAST_FEATURE with no payload to end the list.
+    let unreadable = pipe_unreadable_features(meta);
     let last = (feature::LAST_FEATURE, Vec::new());
     let carried = meta
         .features
         .iter()
-        .filter(|(b, _)| pipe_carries_as_feature(*b));
+        .filter(|(b, _)| pipe_carries_as_feature(*b) && !unreadable.iter().any(|(u, _)| u == b));
     for (bit, payload) in carried.chain(std::iter::once(&last)) {
         let at = begin_record(&mut buf, e, types::HEADER_FEATURE, 0);
         buf.put_u64(e, u64::from(*bit));

@@ -48,6 +48,9 @@ pub struct ConvertReport {
     /// Feature bits left out of a stream (perf 6.1 aborts on a
     /// HEADER_FEATURE it does not know).
     pub features_dropped: Vec<u32>,
+    /// Feature bits left out of a stream because perf's pipe-mode reader
+    /// could not parse their payload, with why.
+    pub features_unreadable: Vec<(u32, &'static str)>,
     /// Where the recording, cut short, was read up to (`salvage`).
     pub salvaged: Option<crate::perf::Salvaged>,
     /// Up to 5 stale paths, for the summary.

@@ -23,8 +23,8 @@ use crate::bytes::{PutExt, Rd};
 use crate::perf::consts::{feature, types};
 use crate::perf::features::encode_build_id_entries;
 use crate::perf::writer::{
-    is_known_feature, raw_file_head, raw_file_header, raw_pipe_prologue, write_raw_file_tail,
-    RawMeta,
+    is_known_feature, pipe_unreadable_features, raw_file_head, raw_file_header, raw_pipe_prologue,
+    write_raw_file_tail, RawMeta,
 };
 use crate::perf::{Input, InputError, Layout, RecordTooLarge};
 
@@ -227,7 +227,7 @@ fn transcode_once(
     let mut report = std::mem::take(&mut em.report);
     report.trailing = walk.trailing.map(|t| (t, input.len - t));
     report.table_added = added.len() as u64;
-    report.features_dropped = dropped;
+    (report.features_dropped, report.features_unreadable) = dropped;
     let data_len = em.pos - head.len() as u64;
     let aux = std::mem::take(&mut em.aux_index);
     drop(em);
@@ -243,17 +243,15 @@ fn transcode_once(
 }
 
 /// The feature bits left out of a stream made from a file (`to_stream`):
-/// those perf 6.1 does not know (it aborts on them there).
-fn dropped_features(meta: &RawMeta, to_stream: bool) -> Vec<u32> {
-    match to_stream {
-        true => meta
-            .features
-            .iter()
-            .map(|(b, _)| *b)
-            .filter(|&b| !is_known_feature(b))
-            .collect(),
-        false => Vec::new(),
+/// those perf 6.1 does not know (it aborts on them there), and those whose
+/// payload its pipe-mode reader cannot parse, with why.
+fn dropped_features(meta: &RawMeta, to_stream: bool) -> (Vec<u32>, Vec<(u32, &'static str)>) {
+    if !to_stream {
+        return (Vec::new(), Vec::new());
     }
+    let unknown = meta.features.iter().map(|(b, _)| *b);
+    let unknown = unknown.filter(|&b| !is_known_feature(b)).collect();
+    (unknown, pipe_unreadable_features(meta))
 }
 
 /// The zstd level of recompressed records: the recording's
