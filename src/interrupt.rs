@@ -1,29 +1,54 @@
 //! Signals while a stream is read. In `perf record -o - | mmap2-synth
 //! convert -`, a Ctrl-C reaches the whole foreground process group: perf
 //! record stops its workload, writes what its buffers hold and ends its
-//! stream, so the recording is still arriving when our SIGINT comes. So once
-//! a command reads a stream input (stdin or a FIFO, not a regular file)
-//! whose writer has been seen, the first SIGINT or SIGTERM (which perf
-//! record takes the same way, from a `kill` of the group or a service
-//! manager) is put off: the command reads on to the end of its input and
-//! completes. A second one, or SIGHUP, ends it as a signal does otherwise
-//! (temporary outputs removed, exit 128 + the signal).
+//! stream, so the recording is still arriving when our SIGINT comes. So
+//! while a command copies a stream input (stdin or a FIFO, not a regular
+//! file) whose writer has been seen, and its records keep coming, the first
+//! SIGINT or SIGTERM (which perf record takes the same way, from a `kill`
+//! of the group or a service manager) is put off: the command reads on to
+//! the end of the stream and completes. Once the stream has ended, signals
+//! end the command again. If the stream stops being perf.data instead (a
+//! record header of zeros or garbage: nothing a writer is still finishing),
+//! a signal put off ends the command then. A second signal, or SIGHUP,
+//! always ends it as a signal does otherwise (temporary outputs removed,
+//! exit 128 + the signal).
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::OnceLock;
 
 /// No stream read: signals end the process.
-const IDLE: u8 = 0;
-/// A stream is read: the first SIGINT or SIGTERM is put off.
-const STREAMING: u8 = 1;
-/// One signal was put off: the next ends the process.
-const PUT_OFF: u8 = 2;
+const IDLE: i32 = 0;
+/// A stream is read: the first SIGINT or SIGTERM is put off. (A signal put
+/// off is held as its number, > 0: the next ends the process.)
+const STREAMING: i32 = -1;
 
-static STATE: AtomicU8 = AtomicU8::new(IDLE);
+static STATE: AtomicI32 = AtomicI32::new(IDLE);
+
+/// What ends the process for a signal put off when the stream turns out
+/// bad (the CLI's: temporary outputs removed, exit 128 + the signal).
+static ABORT: OnceLock<fn(i32)> = OnceLock::new();
+
+/// Sets what ends the process for a signal put off while a stream was read
+/// when the stream then stops being perf.data (see [`stream_read`]).
+pub fn on_abort(abort: fn(i32)) {
+    let _ = ABORT.set(abort);
+}
 
 /// The command reads a stream whose writer has connected: from now until
-/// it ends, its first SIGINT or SIGTERM is put off.
+/// [`stream_read`], its first SIGINT or SIGTERM is put off.
 pub fn reading_a_stream() {
     streaming(&STATE);
+}
+
+/// The stream is read (its copy ended): signals are no longer put off. If
+/// it did not end but stopped being perf.data (`bad`), a signal put off
+/// while it was read ends the process now, through [`on_abort`]'s function.
+pub fn stream_read(bad: bool) {
+    if let Some(sig) = read_in(&STATE, bad) {
+        if let Some(abort) = ABORT.get() {
+            abort(sig);
+        }
+    }
 }
 
 /// For the signal thread: whether `sig` is to be put off (the first SIGINT
@@ -33,15 +58,24 @@ pub fn put_off(sig: i32) -> bool {
 }
 
 /// [`reading_a_stream`] on `state`.
-fn streaming(state: &AtomicU8) {
+fn streaming(state: &AtomicI32) {
     let _ = state.compare_exchange(IDLE, STREAMING, Ordering::SeqCst, Ordering::SeqCst);
 }
 
+/// [`stream_read`] on `state`: the signal put off, if `bad` and there is
+/// one. A signal put off on a stream that ended stays so (the command
+/// completes, any further signal ends it).
+fn read_in(state: &AtomicI32, bad: bool) -> Option<i32> {
+    let _ = state.compare_exchange(STREAMING, IDLE, Ordering::SeqCst, Ordering::SeqCst);
+    let sig = state.load(Ordering::SeqCst);
+    (bad && sig > 0).then_some(sig)
+}
+
 /// [`put_off`] on `state`.
-fn put_off_in(state: &AtomicU8, sig: i32) -> bool {
+fn put_off_in(state: &AtomicI32, sig: i32) -> bool {
     (sig == libc::SIGINT || sig == libc::SIGTERM)
         && state
-            .compare_exchange(STREAMING, PUT_OFF, Ordering::SeqCst, Ordering::SeqCst)
+            .compare_exchange(STREAMING, sig, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
 }
 
@@ -53,7 +87,7 @@ mod tests {
     // SIGTERM is, never SIGHUP, and never a second signal.
     #[test]
     fn only_the_first_signal_while_streaming_is_put_off() {
-        let state = AtomicU8::new(IDLE);
+        let state = AtomicI32::new(IDLE);
         assert!(!put_off_in(&state, libc::SIGINT));
         streaming(&state);
         assert!(!put_off_in(&state, libc::SIGHUP));
@@ -61,5 +95,24 @@ mod tests {
         assert!(!put_off_in(&state, libc::SIGINT));
         streaming(&state);
         assert!(!put_off_in(&state, libc::SIGINT));
+    }
+
+    // Once the stream is read nothing more is put off; the signal put off
+    // is handed back only when the stream stopped being perf.data.
+    #[test]
+    fn a_bad_stream_hands_back_the_signal_put_off() {
+        let state = AtomicI32::new(IDLE);
+        streaming(&state);
+        assert_eq!(read_in(&state, true), None);
+        assert!(!put_off_in(&state, libc::SIGINT));
+        let state = AtomicI32::new(IDLE);
+        streaming(&state);
+        assert!(put_off_in(&state, libc::SIGTERM));
+        assert_eq!(read_in(&state, false), None);
+        assert!(!put_off_in(&state, libc::SIGINT));
+        let state = AtomicI32::new(IDLE);
+        streaming(&state);
+        assert!(put_off_in(&state, libc::SIGTERM));
+        assert_eq!(read_in(&state, true), Some(libc::SIGTERM));
     }
 }

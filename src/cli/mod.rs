@@ -81,7 +81,8 @@ pub(crate) fn print(lines: &[String]) {
 /// and its output is still merged. While a stream input is read, the first
 /// SIGINT or SIGTERM is put off ([`mmap2_synth::interrupt`]): the writer
 /// (perf record, in the same process group) ends its stream, and the
-/// command reads it to its end and completes.
+/// command reads it to its end and completes (or, if the stream stops
+/// being perf.data, ends then as for the signal).
 fn remove_temporaries_on_signals() {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
@@ -100,9 +101,16 @@ fn remove_temporaries_on_signals() {
                 );
                 continue;
             }
-            output::remove_temporaries();
-            record::remove_scratch();
-            std::process::exit(128 + sig);
+            abort(sig);
         }
     });
+    mmap2_synth::interrupt::on_abort(abort);
+}
+
+/// Ends the process for signal `sig`: the temporary outputs removed, exit
+/// 128 + the signal.
+fn abort(sig: i32) {
+    output::remove_temporaries();
+    record::remove_scratch();
+    std::process::exit(128 + sig);
 }

@@ -79,14 +79,21 @@ pub enum FormatErrorKind {
     /// Fewer than 8 bytes are left after the last record.
     #[error("{0} stray bytes at the end of the data")]
     StrayBytes(u64),
-    /// A record header of zeros, and nothing but zeros after it to the end
-    /// of the data: a tail zero-filled after a crash (the file's size was
-    /// written, its last blocks never were).
+    /// A record header of zeros, and zeros after it: a tail zero-filled
+    /// after a crash (the file's size was written, its last blocks never
+    /// were). `left` bytes run from there to the end of the data; the first
+    /// `checked` of them were found zero (all of them, or as far as a
+    /// bounded look read: the rest unread).
+    #[error("{}", zero_filled(*checked, *left))]
+    ZeroFilled { checked: u64, left: u64 },
+    /// A record header of size 0 in a stream: the stream was not read past
+    /// it (a stream has no zero-filled tail to step over; zeros after a
+    /// recording would never end).
     #[error(
-        "record header of size 0, and the {0} bytes from there to the end of the data \
-         are all zero (zero-filled after a crash?)"
+        "record header of size 0 in the stream: the stream stops being perf.data there \
+         (not read any further)"
     )]
-    ZeroFilled(u64),
+    ZeroInStream,
     /// A record's fields do not fit its size.
     #[error("malformed record of type {0}")]
     MalformedRecord(u32),
@@ -118,6 +125,17 @@ pub enum FormatErrorKind {
     /// A BUILD_ID table entry with a size outside 36..=rest of the table.
     #[error("bad build-id entry size {0}")]
     BadBuildIdEntry(usize),
+    /// A pipe-mode HEADER_FEATURE record (the error's offset) whose payload,
+    /// feature `feature`, is malformed: `what` at offset `at` in it.
+    #[error("HEADER_FEATURE record of feature {feature}: {what} (at offset {at}, byte {} of its payload)", at - payload)]
+    BadFeatureRecord {
+        feature: &'static str,
+        /// The file offset of what is wrong.
+        at: u64,
+        /// The file offset of the payload.
+        payload: u64,
+        what: Box<FormatErrorKind>,
+    },
     /// A sample's fields do not fit its record.
     #[error("bad sample: {0}")]
     Sample(SampleError),
@@ -145,9 +163,26 @@ impl FormatError {
                 matches!(*what, "data section" | "feature section")
             }
             K::Truncated(what) => matches!(*what, "feature section table" | UNFINISHED),
-            K::DataSizeZero | K::RecordPastEnd { .. } | K::StrayBytes(_) | K::ZeroFilled(_) => true,
+            K::DataSizeZero | K::RecordPastEnd { .. } | K::StrayBytes(_) => true,
+            K::ZeroFilled { .. } | K::ZeroInStream => true,
             _ => false,
         }
+    }
+}
+
+/// What [`FormatErrorKind::ZeroFilled`] says: that all `left` bytes are
+/// zero only if all were checked.
+fn zero_filled(checked: u64, left: u64) -> String {
+    if checked >= left {
+        format!(
+            "record header of size 0, and the {left} bytes from there to the end of the data \
+             are all zero (zero-filled after a crash?)"
+        )
+    } else {
+        format!(
+            "record header of size 0, and the first {checked} of the {left} bytes from there \
+             to the end of the data are zero (zero-filled after a crash? the rest not read)"
+        )
     }
 }
 
@@ -184,7 +219,11 @@ mod tests {
     fn unfinished_frames_and_zero_tails_are_cuts() {
         let cut = |kind| FormatError::at(0, kind).is_cut();
         assert!(cut(FormatErrorKind::Truncated(UNFINISHED)));
-        assert!(cut(FormatErrorKind::ZeroFilled(100)));
+        assert!(cut(FormatErrorKind::ZeroFilled {
+            checked: 100,
+            left: 100
+        }));
+        assert!(cut(FormatErrorKind::ZeroInStream));
         assert!(!cut(FormatErrorKind::Truncated("inner record header")));
         assert!(!cut(FormatErrorKind::RecordTooSmall {
             record_type: 0,

@@ -13,6 +13,7 @@ use super::consts::{FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
 use super::error::{FormatError, FormatErrorKind as K};
 use super::header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
 use super::salvage::Salvaged;
+use super::spool::{spool, Spooled};
 use crate::bytes::{Endian, Rd};
 
 /// A failure reading an input, naming the file.
@@ -120,6 +121,10 @@ pub struct Input {
     /// Opened with `salvage` and cut short: where its records end (`len`
     /// and, in file mode, the header's data section then end there).
     pub salvaged: Option<Salvaged>,
+    /// Read from a stream (stdin, a FIFO), copied up to where it stopped
+    /// holding records: a record header of size 0 ends it where it is, as
+    /// nothing after it was read (a zero-filled tail is a file's).
+    pub streamed: bool,
 }
 
 impl Input {
@@ -156,6 +161,7 @@ impl Input {
             len,
             layout: Layout::Pipe(Endian::Little),
             salvaged: None,
+            streamed,
         };
         let mut head = vec![0u8; FILE_HEADER_SIZE.min(len) as usize];
         input.read_at(&mut head, 0)?;
@@ -325,9 +331,10 @@ impl Input {
 
 /// Opens an input: a regular file as it is; stdin (`-`) or a FIFO copied
 /// to an unlinked temporary file (returned with `true`), unless
-/// `regular_only`. Opening never blocks; a FIFO is then waited on until its
-/// writer connects, and from then on a first SIGINT or SIGTERM lets it be
-/// read to its end ([`crate::interrupt`]).
+/// `regular_only`, up to where it stops holding records ([`spool`]).
+/// Opening never blocks; a FIFO is then waited on until its writer
+/// connects, and from then until the copy ends a first SIGINT or SIGTERM
+/// lets it be read to its end ([`crate::interrupt`]).
 fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool), InputError> {
     use std::os::fd::AsFd;
     use std::os::unix::fs::FileTypeExt;
@@ -384,14 +391,20 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
     crate::sys::wait_readable(file.as_fd()).map_err(io_err(READING, path))?;
     crate::sys::set_blocking(file.as_fd()).map_err(io_err(READING, path))?;
     crate::interrupt::reading_a_stream();
-    let spool = tempfile::tempfile().map_err(io_err("spooling", path))?;
+    let copy = tempfile::tempfile().map_err(io_err("spooling", path))?;
     let mut src = io::BufReader::with_capacity(SPOOL_CHUNK, &file);
-    let mut dst = io::BufWriter::with_capacity(SPOOL_CHUNK, spool);
-    let len = super::spool::spool_records(&mut src, &mut dst).map_err(io_err(READING, path))?;
-    let spool = dst
+    let mut dst = io::BufWriter::with_capacity(SPOOL_CHUNK, copy);
+    let spooled = spool(&mut src, &mut dst);
+    // a stream that stopped being perf.data (or could not be read on) is
+    // not one a writer is still finishing: a signal put off ends us now
+    crate::interrupt::stream_read(!matches!(spooled, Ok(Spooled::Ended(_))));
+    let len = match spooled.map_err(io_err(READING, path))? {
+        Spooled::Ended(n) | Spooled::Stopped(n) => n,
+    };
+    let copy = dst
         .into_inner()
         .map_err(|e| io_err("spooling", path)(e.into_error()))?;
-    Ok((spool, len, true))
+    Ok((copy, len, true))
 }
 
 /// Bytes read from a stream, and written to its copy, at a time.

@@ -28,6 +28,7 @@ impl Input {
             header: None,
             lost: FeatureBits::default(),
             inner: None,
+            stream_stop: false,
         });
         s.inner = Some(inner);
         Ok(())
@@ -66,6 +67,7 @@ impl Input {
             header: Some(FEATURES_CUT),
             lost,
             inner: None,
+            stream_stop: false,
         });
         Ok(Layout::File {
             header,
@@ -134,7 +136,7 @@ impl Input {
     /// record, noted in [`Input::salvaged`]; the features stay.
     fn salvage_data(&mut self, header: &mut FileHeader) -> Result<(), InputError> {
         let (start, end) = (header.data.offset, header.data.end());
-        let cut = find_cut(&self.file, start, end, header.endian, |_| false)
+        let cut = find_cut(&self.file, (start, end), header.endian, false, |_| false)
             .map_err(io_err("reading", &self.path))?;
         if let Some(cut) = cut {
             header.data.size = cut.at - start;
@@ -153,7 +155,8 @@ impl Input {
         header: Option<&'static str>,
     ) -> Result<(), InputError> {
         let pipe = matches!(self.layout, Layout::Pipe(_));
-        let cut = find_cut(&self.file, start, self.len, self.endian(), |at| {
+        let range = (start, self.len);
+        let cut = find_cut(&self.file, range, self.endian(), self.streamed, |at| {
             pipe && self.text_from(at)
         })
         .map_err(io_err("reading", &self.path))?;
@@ -166,6 +169,7 @@ impl Input {
                 header: None,
                 lost: FeatureBits::default(),
                 inner: None,
+                stream_stop: false,
             },
             (None, None) => return Ok(()),
         };

@@ -35,6 +35,9 @@ pub struct Salvaged {
     /// The decompressed data of the COMPRESSED records ends inside a
     /// record: dropped.
     pub inner: Option<InnerCut>,
+    /// A stream's records stopped at a record header of size 0 (`at`; with
+    /// `cut_record` (0, 0)): the stream was not read past it.
+    pub stream_stop: bool,
 }
 
 /// A record cut short at the end of the decompressed data: perf
@@ -125,6 +128,9 @@ impl Salvaged {
             count(self.dropped, "byte")
         );
         *w += &match self.cut_record {
+            Some((0, 0)) if self.stream_stop => {
+                " (a record header of size 0 in the stream: not read any further)".into()
+            }
             Some((0, 0)) => {
                 " (a record header of size 0 and only zeros after it: a tail zero-filled after a crash)"
                     .into()
@@ -172,15 +178,18 @@ impl Salvaged {
 /// would without `--salvage`. A cut is a record (or the data after an
 /// AUXTRACE or HEADER_TRACING_DATA record) that runs past `end`, or fewer
 /// than 8 bytes left there, or a record header of zeros with only zeros
-/// after it.
+/// after it (all of them read, holes stepped over), or in a `stream`'s
+/// copy any record header of zeros.
 pub(crate) fn find_cut(
     file: &File,
-    start: u64,
-    end: u64,
+    (start, end): (u64, u64),
     e: Endian,
+    stream: bool,
     is_text: impl Fn(u64) -> bool,
 ) -> std::io::Result<Option<Salvaged>> {
-    let mut stream = RecordStream::new(file, start, end, e);
+    let mut stream = RecordStream::new(file, start, end, e)
+        .checking_all_zeros()
+        .of_stream(stream);
     let err = loop {
         match stream.next() {
             Ok(Some(_)) => {}
@@ -202,7 +211,7 @@ pub(crate) fn find_cut(
             Some((t, 0))
         }
         K::StrayBytes(_) => None,
-        K::ZeroFilled(_) => Some((0, 0)),
+        K::ZeroFilled { .. } | K::ZeroInStream => Some((0, 0)),
         _ => return Ok(None),
     };
     if is_text(err.offset) {
@@ -215,6 +224,7 @@ pub(crate) fn find_cut(
         header: None,
         lost: FeatureBits::default(),
         inner: None,
+        stream_stop: err.kind == K::ZeroInStream,
     }))
 }
 
@@ -305,7 +315,7 @@ mod tests {
     fn cut_of(bytes: &[u8], e: Endian, text: bool) -> Option<Salvaged> {
         let f = tempfile::tempfile().unwrap();
         std::os::unix::fs::FileExt::write_all_at(&f, bytes, 0).unwrap();
-        find_cut(&f, 0, bytes.len() as u64, e, |_| text).unwrap()
+        find_cut(&f, (0, bytes.len() as u64), e, false, |_| text).unwrap()
     }
 
     // Cut at every length, in both byte orders: whole records give no cut;
@@ -387,6 +397,7 @@ mod tests {
             header: None,
             lost: FeatureBits::default(),
             inner: None,
+            stream_stop: false,
         };
         let w = s.warning(std::path::Path::new("cut.data"));
         for want in [
@@ -418,6 +429,7 @@ mod tests {
                 99,
             ]),
             inner: None,
+            stream_stop: false,
         };
         let w = s.warning(std::path::Path::new("k.data"));
         for want in [

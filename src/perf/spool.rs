@@ -1,87 +1,96 @@
-//! Copying a stream input (stdin, a FIFO) to the unlinked file it is read
-//! from, record by record, so the copy ends where the stream stops being
-//! perf.data: at a record header the reader refuses (size under 8: a
-//! zero-filled tail, garbage). A recording followed by endless zeros
-//! (`(cat rec; cat /dev/zero) | mmap2-synth dump -`) was copied until the
-//! disk was full; now the copy holds the records and that one header, and
-//! the reader then reports it (or, with `--salvage`, cuts there).
+//! Copying a stream input (stdin, a FIFO) to the unlinked file it is then
+//! read from, record by record, so that the copy stops where the stream
+//! stops being perf.data. A stream has no zero-filled tail to step over
+//! (only a file whose size was written before its blocks were has one): a
+//! record header claiming under 8 bytes (zeros, garbage) ends the copy at
+//! once, the header copied for the reader to report (or `--salvage` to cut
+//! at), nothing after it read. `(cat rec.data; cat /dev/zero) | mmap2-synth
+//! dump -` copied zeros until the disk was full.
 
-use std::io::{self, BufRead, Read, Write};
+use std::io::{self, Read, Write};
 
 use super::consts::{types, FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
-use super::header::endian_of;
+use super::header::Kind;
 use crate::bytes::Rd;
 
 /// Most bytes of data after one record (AUXTRACE, HEADER_TRACING_DATA)
 /// copied: one AUX buffer or tracing blob, which perf keeps far smaller.
 const MAX_DATA_AFTER: u64 = 4 << 30;
 
-/// Copies the stream `src` to `dst` as far as it holds records and returns
-/// the bytes copied: the pipe-mode header, then each record whole
-/// (AUXTRACE and HEADER_TRACING_DATA with the data after them), up to the
-/// end of the stream, the first header of a size under 8 (copied, nothing
-/// after it read), a record claiming over [`MAX_DATA_AFTER`] after it, or
-/// a record the stream ends inside. A stream that is not pipe-mode perf.data
-/// is copied as far as the reader needs to say so (a file-mode header's
-/// 104 bytes).
-pub fn spool_records(src: &mut impl BufRead, dst: &mut impl Write) -> io::Result<u64> {
-    let mut copied = 0u64;
+/// How the copy of a stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Spooled {
+    /// The stream ended (at a record boundary or inside a record: the
+    /// reader tells which); it held `0` bytes.
+    Ended(u64),
+    /// The stream stopped being perf.data: a record header claiming less
+    /// than its own 8 bytes (the last 8 of the `0` bytes copied) or too
+    /// much data after it; the rest of the stream was not read.
+    Stopped(u64),
+}
+
+/// Copies the pipe-mode stream `src` to `dst`: its header, then its
+/// records whole, each with the data an AUXTRACE or HEADER_TRACING_DATA
+/// record has after it, until the stream ends, a record header claims
+/// under 8 bytes or a record more than [`MAX_DATA_AFTER`] after it. What the copy holds is bounded by the bytes that really
+/// arrive (a size claimed is copied only as far as the stream holds it). A
+/// stream that is no pipe-mode perf.data is copied only as far as the
+/// reader needs to say what it is (a file-mode header's 104 bytes).
+pub(super) fn spool(src: &mut impl Read, dst: &mut impl Write) -> io::Result<Spooled> {
+    let mut copied = 0;
     let mut head = [0u8; PIPE_HEADER_SIZE as usize];
-    let got = copy_some(src, dst, &mut head, &mut copied)?;
-    let pipe = endian_of(&head[..got])
-        .filter(|&e| got == head.len() && Rd(e).u64(&head, 8) == Some(PIPE_HEADER_SIZE));
-    let Some(e) = pipe else {
-        let rest = FILE_HEADER_SIZE - got as u64;
-        copied += io::copy(&mut src.take(rest), dst)?;
-        return Ok(copied);
-    };
-    let rd = Rd(e);
-    loop {
-        // the record header, and for AUXTRACE the size of its AUX data
-        let mut h = [0u8; 16];
-        if copy_some(src, dst, &mut h[..8], &mut copied)? < 8 {
-            return Ok(copied);
+    if copy_exact(src, dst, &mut head, &mut copied)? < head.len() {
+        return Ok(Spooled::Ended(copied));
+    }
+    let e = match Kind::of(&head) {
+        Ok(Kind::Pipe(e)) => e,
+        _ => {
+            let rest = FILE_HEADER_SIZE - PIPE_HEADER_SIZE;
+            copied += io::copy(&mut src.take(rest), dst)?;
+            return Ok(Spooled::Ended(copied));
         }
-        let (Some(kind), Some(size)) = (rd.u32(&h, 0), rd.u16(&h, 6)) else {
-            return Ok(copied);
+    };
+    let r = Rd(e);
+    // the largest record: 64 KiB
+    let mut body = vec![0u8; usize::from(u16::MAX)];
+    loop {
+        let mut h = [0u8; 8];
+        if copy_exact(src, dst, &mut h, &mut copied)? < h.len() {
+            return Ok(Spooled::Ended(copied));
+        }
+        let (Some(kind), Some(size)) = (r.u32(&h, 0), r.u16(&h, 6)) else {
+            return Ok(Spooled::Ended(copied));
         };
         if size < 8 {
-            return Ok(copied);
+            return Ok(Spooled::Stopped(copied));
         }
-        let mut rest = u64::from(size) - 8;
-        // the size of the data after the record, at the start of its body
+        let body = &mut body[..usize::from(size) - 8];
+        if copy_exact(src, dst, body, &mut copied)? < body.len() {
+            return Ok(Spooled::Ended(copied));
+        }
+        // the data after the record, its size at the start of its body
         let after = match kind {
-            types::AUXTRACE => 8,
-            types::HEADER_TRACING_DATA => 4,
-            _ => 0,
+            types::AUXTRACE => r.u64(body, 0),
+            types::HEADER_TRACING_DATA => r.u32(body, 0).map(u64::from),
+            _ => None,
         };
-        if after > 0 && rest >= after as u64 {
-            if copy_some(src, dst, &mut h[8..8 + after], &mut copied)? < after {
-                return Ok(copied);
-            }
-            rest -= after as u64;
-            let data = match after {
-                8 => rd.u64(&h, 8),
-                _ => rd.u32(&h, 8).map(u64::from),
-            };
-            match data {
-                // (one AUX buffer: far below this; claiming more is not
-                // a recording, and the reader says so)
-                Some(n) if n <= MAX_DATA_AFTER => rest += n,
-                _ => return Ok(copied),
-            }
+        if after.is_some_and(|n| n > MAX_DATA_AFTER) {
+            // not a recording: the reader says so (or `--salvage` cuts)
+            return Ok(Spooled::Stopped(copied));
         }
-        let n = io::copy(&mut src.take(rest), dst)?;
-        copied += n;
-        if n < rest {
-            return Ok(copied);
+        if let Some(n) = after.filter(|&n| n > 0) {
+            let got = io::copy(&mut src.take(n), dst)?;
+            copied += got;
+            if got < n {
+                return Ok(Spooled::Ended(copied));
+            }
         }
     }
 }
 
-/// Reads up to `buf.len()` bytes (fewer only at the end of the stream),
-/// copies them to `dst` and counts them.
-fn copy_some(
+/// Reads `buf.len()` bytes from `src` (fewer only at its end) and writes
+/// what it read to `dst`, adding it to `copied`; returns how many.
+fn copy_exact(
     src: &mut impl Read,
     dst: &mut impl Write,
     buf: &mut [u8],
@@ -104,75 +113,90 @@ fn copy_some(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bytes::Endian;
+    use crate::bytes::{Endian, PutExt};
+    use crate::perf::record::{self, RecordHeader};
 
-    fn pipe_header(e: Endian) -> Vec<u8> {
-        let mut v = super::super::header::magic_bytes(e).to_vec();
-        v.extend_from_slice(&e.u64_bytes(PIPE_HEADER_SIZE));
-        v
+    /// A pipe-mode header and three records in byte order `e`: a
+    /// FINISHED_ROUND, an AUXTRACE with 16 bytes of data after it, a
+    /// FINISHED_ROUND (8 + 16 + 40 + 8 bytes).
+    fn stream(e: Endian) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend(match e {
+            Endian::Little => *b"PERFILE2",
+            Endian::Big => *b"2ELIFREP",
+        });
+        b.put_u64(e, PIPE_HEADER_SIZE);
+        record::encode_empty(&mut b, e, types::FINISHED_ROUND);
+        RecordHeader {
+            type_: types::AUXTRACE,
+            misc: 0,
+            size: 40,
+        }
+        .put(&mut b, e);
+        b.put_u64(e, 16);
+        b.resize(64, 0);
+        b.resize(80, 0xaa);
+        record::encode_empty(&mut b, e, types::FINISHED_ROUND);
+        b
     }
 
-    fn record(e: Endian, kind: u32, body: &[u8]) -> Vec<u8> {
-        let mut v = e.u32_bytes(kind).to_vec();
-        v.extend_from_slice(&e.u16_bytes(0));
-        v.extend_from_slice(&e.u16_bytes(8 + body.len() as u16));
-        v.extend_from_slice(body);
-        v
-    }
-
-    fn spool(bytes: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let n = spool_records(&mut io::BufReader::new(bytes), &mut out).unwrap();
-        assert_eq!(n, out.len() as u64);
-        out
-    }
-
-    // Whole streams are copied as they are, in both byte orders, AUXTRACE
-    // with its AUX data.
+    // The records are copied whole with the data after them, in both byte
+    // orders; the copy stops right after a header of zeros (the zeros after
+    // it not read), one claiming 4 bytes, or an AUXTRACE claiming 5 GiB
+    // after it, and at the end of a stream cut anywhere, holding what
+    // arrived.
     #[test]
-    fn records_are_copied_whole() {
+    fn the_copy_stops_where_the_records_do() {
         for e in [Endian::Little, Endian::Big] {
-            let mut s = pipe_header(e);
-            s.extend(record(e, 3, b"comm\0\0\0\0"));
-            let mut aux = e.u64_bytes(5).to_vec();
-            aux.extend_from_slice(&[0; 32]);
-            s.extend(record(e, types::AUXTRACE, &aux));
-            s.extend_from_slice(b"12345");
-            s.extend(record(e, 9, &[7; 24]));
-            assert_eq!(spool(&s), s);
+            let s = stream(e);
+            let run = |bytes: &[u8]| {
+                let mut src = bytes;
+                let mut dst = Vec::new();
+                let got = spool(&mut src, &mut dst).unwrap();
+                (got, dst, src.len())
+            };
+            assert_eq!(run(&s), (Spooled::Ended(88), s.clone(), 0));
+            let mut z = s.clone();
+            z.resize(z.len() + 100_000, 0);
+            assert_eq!(run(&z), (Spooled::Stopped(96), z[..96].to_vec(), 99_992));
+            let mut bad = s.clone();
+            RecordHeader {
+                type_: 9,
+                misc: 0,
+                size: 4,
+            }
+            .put(&mut bad, e);
+            bad.resize(200, 0x11);
+            assert_eq!(run(&bad).0, Spooled::Stopped(96));
+            let mut huge = s.clone();
+            let claim = match e {
+                Endian::Little => (5u64 << 30).to_le_bytes(),
+                Endian::Big => (5u64 << 30).to_be_bytes(),
+            };
+            huge[32..40].copy_from_slice(&claim);
+            assert_eq!(run(&huge).0, Spooled::Stopped(64));
+            for cut in 0..s.len() {
+                assert_eq!(
+                    run(&s[..cut]),
+                    (Spooled::Ended(cut as u64), s[..cut].to_vec(), 0)
+                );
+            }
         }
     }
 
-    // The copy ends with the first header of a size under 8 (zeros after a
-    // recording, garbage): nothing after it is read, however much follows.
+    // A file-mode header or garbage is copied only as far as the reader
+    // needs to refuse it: 104 bytes at most.
     #[test]
-    fn the_copy_ends_at_a_header_the_reader_refuses() {
-        let e = Endian::Little;
-        let mut s = pipe_header(e);
-        s.extend(record(e, 3, &[1; 16]));
-        let good = s.len();
-        let endless = io::Read::chain(&s[..], io::repeat(0));
-        let mut out = Vec::new();
-        spool_records(&mut io::BufReader::new(endless), &mut out).unwrap();
-        assert_eq!(out.len(), good + 8);
-        assert_eq!(out[..good], s[..]);
-        // a stream cut inside a record: what arrived
-        assert_eq!(spool(&s[..good - 3]), s[..good - 3]);
-    }
-
-    // A stream that is not pipe-mode perf.data is copied only as far as
-    // the reader needs to refuse it (a file-mode header, bad magic).
-    #[test]
-    fn other_streams_are_copied_only_to_their_header() {
-        let mut file_mode = super::super::header::magic_bytes(Endian::Little).to_vec();
-        file_mode.extend_from_slice(&FILE_HEADER_SIZE.to_le_bytes());
-        let endless = io::Read::chain(&file_mode[..], io::repeat(1));
-        let mut out = Vec::new();
-        spool_records(&mut io::BufReader::new(endless), &mut out).unwrap();
-        assert_eq!(out.len() as u64, FILE_HEADER_SIZE);
-        let mut out = Vec::new();
-        spool_records(&mut io::BufReader::new(io::repeat(0)), &mut out).unwrap();
-        assert_eq!(out.len() as u64, FILE_HEADER_SIZE);
-        assert_eq!(spool(b"short"), b"short");
+    fn no_pipe_header_copies_little() {
+        let mut f = b"PERFILE2".to_vec();
+        f.put_u64(Endian::Little, FILE_HEADER_SIZE);
+        f.resize(1 << 20, 0);
+        let mut dst = Vec::new();
+        assert_eq!(spool(&mut &f[..], &mut dst).unwrap(), Spooled::Ended(104));
+        let garbage = vec![0x41u8; 1 << 20];
+        assert_eq!(
+            spool(&mut &garbage[..], &mut dst).unwrap(),
+            Spooled::Ended(104)
+        );
     }
 }

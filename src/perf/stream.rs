@@ -60,7 +60,19 @@ pub(crate) struct RecordStream<'f> {
     /// Bytes to step over before the next record (the AUX data that follows
     /// a PERF_RECORD_AUXTRACE).
     skip: u64,
+    /// Most bytes read after a record header of zeros to tell a tail
+    /// zero-filled after a crash (holes are not read): [`ZERO_CHECK`], or
+    /// all for `--salvage`, which needs to know where a cut is.
+    zero_check: u64,
+    /// The range is a stream's copy: a record header of zeros ends it where
+    /// it is (nothing after it was read).
+    stream: bool,
 }
+
+/// Most bytes a walk reads after a record header of zeros to say the tail
+/// is zero-filled: a 16 GiB tail of zeros written out took 6 s to read
+/// only to say so in an error.
+pub(crate) const ZERO_CHECK: u64 = 4 << 20;
 
 impl<'f> RecordStream<'f> {
     pub(crate) fn new(file: &'f File, start: u64, end: u64, e: Endian) -> Self {
@@ -73,7 +85,22 @@ impl<'f> RecordStream<'f> {
             end,
             e,
             skip: 0,
+            zero_check: ZERO_CHECK,
+            stream: false,
         }
+    }
+
+    /// Reads all of a tail after a record header of zeros to tell whether
+    /// it is zeros to the end (`--salvage`: a cut there or not).
+    pub(crate) fn checking_all_zeros(mut self) -> Self {
+        self.zero_check = u64::MAX;
+        self
+    }
+
+    /// Marks the range as a stream's copy (see [`RecordStream::stream`]).
+    pub(crate) fn of_stream(mut self, stream: bool) -> Self {
+        self.stream = stream;
+        self
     }
 
     /// Steps over `n` bytes of the range (read like the rest).
@@ -123,12 +150,20 @@ impl<'f> RecordStream<'f> {
         Ok(())
     }
 
-    /// Whether every byte from the next record to the end of the range is
-    /// zero (a tail zero-filled after a crash), see [`zeros_from`]; the
-    /// stream is not to be read on after it (its buffer is overwritten).
-    fn zeros_to_end(&mut self) -> Result<bool, StreamError> {
+    /// How far the bytes from the next record on are zero (a tail
+    /// zero-filled after a crash), looking at most `zero_check` bytes far,
+    /// see [`zeros_from`]; the stream is not to be read on after it (its
+    /// buffer is overwritten).
+    fn zeros_to_end(&mut self) -> Result<Option<u64>, StreamError> {
         (self.lo, self.hi) = (0, 0);
-        Ok(zeros_from(self.file, self.pos, self.end, &mut self.buf)?.0)
+        let (upto, _) = zeros_from(
+            self.file,
+            self.pos,
+            self.end,
+            &mut self.buf,
+            self.zero_check,
+        )?;
+        Ok(upto)
     }
 
     /// The next record: (offset, header, body).
@@ -174,13 +209,20 @@ impl<'f> RecordStream<'f> {
             .ok_or(FormatError::at(at, K::Truncated("record header")))?;
         if h.size < 8 {
             let zero = h.type_ == 0 && h.misc == 0 && h.size == 0;
-            let kind = if zero && self.zeros_to_end()? {
-                K::ZeroFilled(self.end - at)
-            } else {
-                K::RecordTooSmall {
+            let zeros = match zero {
+                true if self.stream => return Err(FormatError::at(at, K::ZeroInStream).into()),
+                true => self.zeros_to_end()?,
+                false => None,
+            };
+            let kind = match zeros {
+                Some(upto) => K::ZeroFilled {
+                    checked: upto - at,
+                    left: self.end - at,
+                },
+                None => K::RecordTooSmall {
                     record_type: h.type_,
                     size: h.size,
-                }
+                },
             };
             return Err(FormatError::at(at, kind).into());
         }
@@ -220,13 +262,21 @@ impl<'f> RecordStream<'f> {
     }
 }
 
-/// Whether every byte of `file[at..end)` is zero, and how many bytes it
-/// read to tell: holes (lseek SEEK_DATA, through `sys`) are stepped over
-/// unread, so a sparse tail of gigabytes costs a few calls (it was read
-/// whole: 0.7 s for 2 GiB); data is read in chunks of `buf` with `pread`
-/// (the file's cursor is not ours), given up at the first other byte.
-/// Where SEEK_DATA is not supported, everything is read.
-fn zeros_from(file: &File, mut at: u64, end: u64, buf: &mut [u8]) -> io::Result<(bool, u64)> {
+/// How far the bytes of `file[at..end)` are zero, reading at most `budget`
+/// of them: Some(end) when all are, Some(where it stopped) when the budget
+/// ran out first, None at the first other byte; and how many bytes it read.
+/// Holes (lseek SEEK_DATA, through `sys`) are stepped over unread and free,
+/// so a sparse tail of gigabytes costs a few calls (it was read whole: 0.7
+/// s for 2 GiB); data is read in chunks of `buf` with `pread` (the file's
+/// cursor is not ours). Where SEEK_DATA is not supported, everything is
+/// read.
+fn zeros_from(
+    file: &File,
+    mut at: u64,
+    end: u64,
+    buf: &mut [u8],
+    budget: u64,
+) -> io::Result<(Option<u64>, u64)> {
     use std::os::unix::fs::FileExt;
     // compared with zeros whole (a memcmp)
     let zeros = vec![0u8; buf.len()];
@@ -239,16 +289,19 @@ fn zeros_from(file: &File, mut at: u64, end: u64, buf: &mut [u8]) -> io::Result<
                 Err(_) => holes = false,
             }
         }
+        if read >= budget {
+            return Ok((Some(at), read));
+        }
         let n = (end - at).min(buf.len() as u64) as usize;
         let chunk = &mut buf[..n];
         file.read_exact_at(chunk, at)?;
         read += n as u64;
         if chunk[..] != zeros[..n] {
-            return Ok((false, read));
+            return Ok((None, read));
         }
         at += n as u64;
     }
-    Ok((true, read))
+    Ok((Some(end), read))
 }
 
 #[cfg(test)]
@@ -306,7 +359,11 @@ mod tests {
         assert!(matches!(s.next(), Ok(Some((0, _, _)))));
         match s.next() {
             Err(StreamError::Format(err)) => {
-                assert_eq!((err.offset, err.kind), (8, K::ZeroFilled(end - 8)));
+                let all = K::ZeroFilled {
+                    checked: end - 8,
+                    left: end - 8,
+                };
+                assert_eq!((err.offset, err.kind), (8, all));
             }
             _ => panic!("no zero-filled tail"),
         }
@@ -332,24 +389,69 @@ mod tests {
         let end = 100 + (2u64 << 30);
         f.set_len(end).unwrap();
         let mut buf = vec![0; READ_CHUNK];
-        let (zero, read) = zeros_from(&f, 8, end, &mut buf).unwrap();
-        assert!(zero);
+        let (zero, read) = zeros_from(&f, 8, end, &mut buf, u64::MAX).unwrap();
+        assert_eq!(zero, Some(end));
         assert!(read <= 2 * READ_CHUNK as u64, "{read} bytes read");
         // data after the hole: zeros, then a byte that is not
         std::os::unix::fs::FileExt::write_all_at(&f, &[0; 10], end).unwrap();
-        assert!(zeros_from(&f, 8, end + 10, &mut buf).unwrap().0);
+        let zero = zeros_from(&f, 8, end + 10, &mut buf, u64::MAX).unwrap().0;
+        assert_eq!(zero, Some(end + 10));
         std::os::unix::fs::FileExt::write_all_at(&f, &[1], end + 10).unwrap();
-        let (zero, read) = zeros_from(&f, 8, end + 11, &mut buf).unwrap();
-        assert!(!zero);
+        let (zero, read) = zeros_from(&f, 8, end + 11, &mut buf, u64::MAX).unwrap();
+        assert_eq!(zero, None);
         assert!(read <= 3 * READ_CHUNK as u64, "{read} bytes read");
         // the stream finds the cut where the records stop
         let mut s = RecordStream::new(&f, 0, end, Endian::Little);
         match s.next() {
             Err(StreamError::Format(err)) => {
-                assert_eq!((err.offset, err.kind), (0, K::ZeroFilled(end)));
+                let all = K::ZeroFilled {
+                    checked: end,
+                    left: end,
+                };
+                assert_eq!((err.offset, err.kind), (0, all));
             }
             _ => panic!("no zero-filled tail"),
         }
+    }
+
+    // A zero tail written out is read only ZERO_CHECK bytes far to say so
+    // (the rest not claimed to be zero), all of it for --salvage (which
+    // then tells a byte past the budget); a stream's header of zeros is
+    // reported where it is, nothing after it read.
+    #[test]
+    fn a_zero_tail_is_checked_only_so_far() {
+        let e = Endian::Little;
+        let f = tempfile::tempfile().unwrap();
+        let end = ZERO_CHECK + 3 * READ_CHUNK as u64;
+        std::os::unix::fs::FileExt::write_all_at(&f, &vec![0; end as usize], 0).unwrap();
+        let err_of = |s: &mut RecordStream| match s.next() {
+            Err(StreamError::Format(err)) => (err.offset, err.kind),
+            _ => panic!("a header of zeros accepted"),
+        };
+        let part = K::ZeroFilled {
+            checked: ZERO_CHECK,
+            left: end,
+        };
+        assert_eq!(
+            err_of(&mut RecordStream::new(&f, 0, end, e)),
+            (0, part.clone())
+        );
+        let all = K::ZeroFilled {
+            checked: end,
+            left: end,
+        };
+        let mut s = RecordStream::new(&f, 0, end, e).checking_all_zeros();
+        assert_eq!(err_of(&mut s), (0, all));
+        let mut s = RecordStream::new(&f, 0, end, e).of_stream(true);
+        assert_eq!(err_of(&mut s), (0, K::ZeroInStream));
+        std::os::unix::fs::FileExt::write_all_at(&f, &[1], end - 1).unwrap();
+        assert_eq!(err_of(&mut RecordStream::new(&f, 0, end, e)), (0, part));
+        let mut s = RecordStream::new(&f, 0, end, e).checking_all_zeros();
+        let small = K::RecordTooSmall {
+            record_type: 0,
+            size: 0,
+        };
+        assert_eq!(err_of(&mut s), (0, small));
     }
 
     // Records of every size, straddling the buffer's edges, and AUXTRACE

@@ -8,6 +8,7 @@ use super::attr::{pipe_attr, Attrs};
 use super::compress::{compressed_payload, Decompressor};
 use super::consts::{feature, types};
 use super::error::{FormatError, FormatErrorKind as K};
+use super::features::parse_build_id_table;
 use super::input::{io_err, Input, InputError, Layout};
 use super::progress::Progress;
 use super::record::RecordHeader;
@@ -49,6 +50,29 @@ pub trait Visitor {
     ) -> Result<(), FormatError>;
 }
 
+/// Checks a HEADER_FEATURE record at `at` (`body` after its header) that
+/// holds a BUILD_ID table, as a file's BUILD_ID section is checked: every
+/// reader of the stream (a convert writing it out as it is, the build-id
+/// lookups) takes it whole or refuses it. An error names the record, and
+/// where in it.
+fn build_id_feature(at: u64, body: &[u8], e: crate::bytes::Endian) -> Result<(), FormatError> {
+    if Rd(e).u64(body, 0) != Some(u64::from(feature::BUILD_ID)) {
+        return Ok(());
+    }
+    // the record's 8-byte header, then the feature's u64 id, then the table
+    let start = at + 16;
+    parse_build_id_table(&body[8..], e, start).map_err(|err| {
+        let kind = K::BadFeatureRecord {
+            feature: "BUILD_ID",
+            at: err.offset,
+            payload: start,
+            what: Box::new(err.kind),
+        };
+        FormatError::at(at, kind)
+    })?;
+    Ok(())
+}
+
 impl Input {
     /// Walks every record.
     pub fn walk(&self, visitor: &mut impl Visitor) -> Result<Walk, InputError> {
@@ -66,7 +90,7 @@ impl Input {
         };
         let e = self.endian();
         let (start, end) = self.records_range();
-        let mut stream = RecordStream::new(&self.file, start, end, e);
+        let mut stream = RecordStream::new(&self.file, start, end, e).of_stream(self.streamed);
         let mut dec = None;
         let mut last_compressed = 0;
         let cap = self.decompressed_cap()?;
@@ -90,6 +114,9 @@ impl Input {
             if pipe && h.type_ == types::HEADER_ATTR {
                 let (attr, ids) = pipe_attr(at, body, e).map_err(|err| self.format(err))?;
                 w.attrs.push(attr, ids, body);
+            }
+            if pipe && h.type_ == types::HEADER_FEATURE {
+                build_id_feature(at, body, e).map_err(|err| self.format(err))?;
             }
             let payload = compressed_payload(at, &h, body, e).map_err(|err| self.format(err))?;
             let Some(payload) = payload else {

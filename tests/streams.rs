@@ -1,0 +1,296 @@
+//! Stream inputs that turn into endless zeros, zero tails written out, and
+//! a stream's BUILD_ID feature record: a header of size 0 ends a stream's
+//! reading at once (exit 2 naming the offset and `--salvage`, or the cut
+//! with it), its copy in TMPDIR holding only what came before; a signal put
+//! off while the stream was read ends the run once it turns to zeros; a
+//! file's zero tail is read only 4 MiB far to say so; a bad BUILD_ID table
+//! in a HEADER_FEATURE record is refused by every command at that record.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Most bytes a stream's copy in TMPDIR may hold: the pinned recordings are
+/// a few KiB, the zeros after them must not be copied.
+const MOST_SPOOLED: u64 = 4 << 20;
+
+/// How long a run reading an endless stream may take.
+const RUN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A writer of `script` (sh, `$1` = `rec`) piped into `mmap2-synth ARGS`
+/// reading `-`, with TMPDIR `dir/tmp`, stdout to `dir/stdout` and stderr
+/// to `dir/err`.
+fn pipeline(dir: &Path, script: &str, rec: &Path, args: &[&str]) -> (Child, Child) {
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut writer = Command::new("sh")
+        .args(["-c", script, "sh"])
+        .arg(rec)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let reader = Command::new(bin())
+        .args(args)
+        .env("TMPDIR", &tmp)
+        .current_dir(dir)
+        .stdin(writer.stdout.take().unwrap())
+        .stdout(std::fs::File::create(dir.join("stdout")).unwrap())
+        .stderr(std::fs::File::create(dir.join("err")).unwrap())
+        .spawn()
+        .unwrap();
+    (writer, reader)
+}
+
+/// The largest file under `tmp` the process `pid` holds open (its copy of
+/// the stream, unlinked), 0 if none.
+fn spooled(pid: u32, tmp: &Path) -> u64 {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    fds.filter_map(|fd| fd.ok())
+        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.starts_with(tmp)))
+        .filter_map(|fd| std::fs::metadata(fd.path()).ok())
+        .map(|m| m.len())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Waits for `reader` (the writer then killed), failing the test if it
+/// runs past [`RUN_TIMEOUT`] or its copy of the stream in `dir/tmp` grows
+/// past [`MOST_SPOOLED`] (it is killed then); returns its exit status,
+/// stdout and stderr. Every temporary file in `dir/tmp` must be gone.
+fn finish(dir: &Path, mut writer: Child, mut reader: Child) -> (Ended, String) {
+    let tmp = dir.join("tmp");
+    let deadline = Instant::now() + RUN_TIMEOUT;
+    let mut most = 0;
+    let failed = loop {
+        if reader.try_wait().unwrap().is_some() {
+            break None;
+        }
+        most = most.max(spooled(reader.id(), &tmp));
+        if most > MOST_SPOOLED {
+            break Some(format!("its copy of the stream grew to {most} bytes"));
+        }
+        if Instant::now() > deadline {
+            break Some(format!("still running after {RUN_TIMEOUT:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    if failed.is_some() {
+        let _ = reader.kill();
+    }
+    let _ = writer.kill();
+    let _ = writer.wait();
+    let status = reader.wait().unwrap();
+    let stdout = std::fs::read(dir.join("stdout")).unwrap();
+    let err = std::fs::read_to_string(dir.join("err")).unwrap();
+    if let Some(why) = failed {
+        panic!("mmap2-synth: {why}: {err}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+    (Ended { status, stdout }, err)
+}
+
+/// How a run ended.
+struct Ended {
+    status: std::process::ExitStatus,
+    stdout: Vec<u8>,
+}
+
+/// Writes the recording, then zeros for ever.
+const THEN_ZEROS: &str = r#"cat "$1"; exec cat /dev/zero"#;
+
+/// Runs `mmap2-synth` on the recording `rec` (pipe mode) followed by
+/// endless zeros: `dump -` is refused at the end of the recording naming
+/// --salvage, `dump --salvage -` and `convert --salvage -` read it up to
+/// there (convert's output dumps as the recording does), each in bounded
+/// time and copying no zeros.
+fn endless_zeros_after(dir: &Path, rec: &Path) {
+    let len = std::fs::metadata(rec).unwrap().len();
+    let (w, r) = pipeline(dir, THEN_ZEROS, rec, &["dump", "-"]);
+    let (o, err) = finish(dir, w, r);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.starts_with(&format!(
+        "error: -: at offset {len}: record header of size 0"
+    )));
+    assert!(err.contains("--salvage"), "{err}");
+    let want = synth_ok(["dump".as_ref(), rec.as_os_str()]).stdout;
+    let (w, r) = pipeline(dir, THEN_ZEROS, rec, &["dump", "--salvage", "-"]);
+    let (o, err) = finish(dir, w, r);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("warning: -: cut short at offset {len}")),
+        "{err}"
+    );
+    assert_eq!(o.stdout, want);
+    let out = dir.join("out.data");
+    let args = ["convert", "--salvage", "-q", "-", "--to", "file", "-o"];
+    let (w, r) = pipeline(dir, THEN_ZEROS, rec, &[&args[..], &["out.data"]].concat());
+    let (o, err) = finish(dir, w, r);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(synth_ok(["dump".as_ref(), out.as_os_str()]).stdout, want);
+}
+
+// A pinned perf pipe-mode recording followed by endless zeros on stdin:
+// refused (exit 2, its end's offset, --salvage) or cut there with
+// --salvage, at once, its copy in TMPDIR never past 4 MiB (the zeros were
+// copied until the disk was full, a SIGTERM only put off).
+#[test]
+fn endless_zeros_after_a_stream_end_its_reading_at_once() {
+    let dir = scratch("streams-zeros");
+    endless_zeros_after(&dir, &pin("rec-pipe.data"));
+}
+
+// The same with a stream `perf record -o -` writes now.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn endless_zeros_after_a_live_perf_stream_end_its_reading_at_once() {
+    needs_perf_record();
+    let dir = scratch("streams-zeros-live");
+    let rec = dir.join("pipe.data");
+    let st = Command::new("sh")
+        .args(["-c", r#"perf record -q -o - -- /bin/true > "$1""#, "sh"])
+        .arg(&rec)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    endless_zeros_after(&dir, &rec);
+}
+
+// A SIGTERM while the stream's records still come is put off; when zeros
+// follow them, it ends the run then: exit 143, no output, nothing left
+// behind (the run read zeros on until the disk was full).
+#[test]
+fn a_signal_put_off_ends_the_run_once_the_stream_turns_to_zeros() {
+    let dir = scratch("streams-signal");
+    // the recording, then (once `go` exists, 20 s at most) endless zeros
+    let script = r#"cat "$1"; i=0
+        while [ ! -e go ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
+        exec cat /dev/zero"#;
+    let args = [
+        "convert",
+        "--salvage",
+        "-",
+        "--to",
+        "file",
+        "-o",
+        "out.data",
+    ];
+    let (w, r) = pipeline(&dir, script, &pin("rec-pipe.data"), &args);
+    let err = || std::fs::read_to_string(dir.join("err")).unwrap_or_default();
+    // the records are in the pipe: the reader is copying them
+    std::thread::sleep(Duration::from_millis(200));
+    let st = Command::new("kill")
+        .args(["-s", "TERM", &r.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    wait_until("the signal put off", || {
+        err().contains("SIGTERM: reading the input stream to its end")
+    });
+    std::fs::write(dir.join("go"), b"").unwrap();
+    let (o, err) = finish(&dir, w, r);
+    assert_eq!(o.status.code(), Some(143), "{err}");
+    assert!(!dir.join("out.data").exists());
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// `pin(name)` with `extra` appended, written to `dir/name`.
+fn pinned_with(dir: &Path, name: &str, extra: &[u8]) -> PathBuf {
+    let mut b = std::fs::read(pin(name)).unwrap();
+    b.extend_from_slice(extra);
+    let path = dir.join(name);
+    std::fs::write(&path, b).unwrap();
+    path
+}
+
+// A pipe-mode file followed by 64 MiB of zeros written out (no hole) is
+// refused at the first zero header after reading 4 MiB of them, saying
+// only those were checked (it read all 64 MiB, or 16 GiB of an 8T file,
+// to say "all zero"); --salvage still reads them all and cuts there.
+#[test]
+fn a_zero_tail_written_out_is_read_only_4_mib_far_without_salvage() {
+    let dir = scratch("streams-zero-tail");
+    let zeros = 64u64 << 20;
+    let f = pinned_with(&dir, "rec-pipe.data", &vec![0; zeros as usize]);
+    let at = std::fs::metadata(&f).unwrap().len() - zeros;
+    let o = synth(["dump".as_ref(), f.as_os_str()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let said = format!(
+        "at offset {at}: record header of size 0, and the first 4194304 of the {zeros} bytes"
+    );
+    assert!(err.contains(&said), "{err}");
+    assert!(err.contains("--salvage"), "{err}");
+    let o = synth(["dump".as_ref(), "--salvage".as_ref(), f.as_os_str()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "offset {at}: read up to the last whole record there, {zeros} bytes after it dropped"
+        )),
+        "{err}"
+    );
+}
+
+// A pipe-mode stream with a HEADER_FEATURE record of BUILD_ID holding 8
+// zero bytes (an entry of size 0): every command refuses it (exit 2) at
+// the record's offset, naming the entry's, and writes nothing (dump read
+// on, pprof said "offset 0", convert wrote a file its own dump refused).
+#[test]
+fn a_bad_build_id_feature_record_is_refused_at_its_offset() {
+    let dir = scratch("streams-feature");
+    let mut rec = Vec::new();
+    rec.extend_from_slice(&80u32.to_le_bytes());
+    rec.extend_from_slice(&0u16.to_le_bytes());
+    rec.extend_from_slice(&24u16.to_le_bytes());
+    rec.extend_from_slice(&2u64.to_le_bytes());
+    rec.extend_from_slice(&[0; 8]);
+    let f = pinned_with(&dir, "rec-pipe.data", &rec);
+    let at = std::fs::metadata(&f).unwrap().len() - 24;
+    let out = dir.join("out.data");
+    let maps = pin("snap-le.data");
+    let said = format!(
+        "error: {}: at offset {at}: HEADER_FEATURE record of feature BUILD_ID: \
+         bad build-id entry size 0 (at offset {}, byte 0 of its payload)",
+        f.display(),
+        at + 16
+    );
+    for args in [
+        &["dump"][..],
+        &["pprof", "--no-symbolize", "-o"],
+        &["convert", "--to", "file", "-o"],
+        &["convert", "--to", "pipe", "-o"],
+        &["merge", "--no-kernel", "-a", "--maps", "MAPS", "-o"],
+    ] {
+        let mut cmd: Vec<&std::ffi::OsStr> = args
+            .iter()
+            .map(|a| match *a {
+                "MAPS" => maps.as_os_str(),
+                a => a.as_ref(),
+            })
+            .collect();
+        if args.len() > 1 {
+            cmd.push(out.as_os_str());
+        }
+        cmd.push(f.as_os_str());
+        let o = synth(&cmd);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with(&said), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?}");
+    }
+}
