@@ -562,7 +562,8 @@ fn assert_refused(o: &std::process::Output, says: &str) {
 
 // A symlink at -o that another user owns (in a directory of theirs) is not
 // followed by root, whatever it points to (a root-only file, a device), for
-// snapshots, merge, convert and pprof, exit 2; root's own links still are.
+// snapshots, merge (--in-place too), convert and pprof, exit 2; root's
+// own links still are.
 #[test]
 #[ignore = "needs root (chown)"]
 fn another_users_symlink_at_o_is_not_followed() {
@@ -597,6 +598,14 @@ fn another_users_symlink_at_o_is_not_followed() {
             rec.as_os_str(),
             "-o".as_ref(),
             out.as_os_str(),
+        ]);
+        assert_refused(&o, "belongs to uid 65534");
+        let o = synth_within([
+            "merge".as_ref(),
+            "-q".as_ref(),
+            out.as_os_str(),
+            "--in-place".as_ref(),
+            "-a".as_ref(),
         ]);
         assert_refused(&o, "belongs to uid 65534");
         let o = synth_within([

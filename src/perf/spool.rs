@@ -32,8 +32,9 @@ pub(super) enum Spooled {
 /// Copies the pipe-mode stream `src` to `dst`: its header, then its
 /// records whole, each with the data an AUXTRACE or HEADER_TRACING_DATA
 /// record has after it, until the stream ends, a record header claims
-/// under 8 bytes or a record more than [`MAX_DATA_AFTER`] after it. What the copy holds is bounded by the bytes that really
-/// arrive (a size claimed is copied only as far as the stream holds it). A
+/// under 8 bytes or a record more than [`MAX_DATA_AFTER`] after it. What
+/// the copy holds is bounded by the bytes that really arrive (a size
+/// claimed is copied only as far as the stream holds it). A
 /// stream that is no pipe-mode perf.data is copied only as far as the
 /// reader needs to say what it is (a file-mode header's 104 bytes).
 pub(super) fn spool(src: &mut impl Read, dst: &mut impl Write) -> io::Result<Spooled> {
