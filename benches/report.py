@@ -85,9 +85,9 @@ def main():
         extra = ""
         if base and r is not base:
             extra = f" (above 1 VMA: {1e6 * (c - base['synth'][1]) / max(r['nexec'] - base['nexec'], 1):.2f} us)"
-        print(f"| 1 process, {r['exec']} mapped VMAs | {r['nexec']} | {c:.3f} | - "
+        print(f"| 1 process, {r['exec']} mapped VMAs | {r['nexec']} | {c:.4f} | - "
               f"| {1e6 * c / max(r['nexec'], 1):.2f} us{extra} "
-              f"| {r['floor'][1]:.3f} | {ratio(c, r['floor'][1]):.2f} | {r['rss'] / 1024:.1f} MiB |")
+              f"| {r['floor'][1]:.4f} | {ratio(c, r['floor'][1]):.2f} | {r['rss'] / 1024:.1f} MiB |")
 
 
 if __name__ == "__main__":

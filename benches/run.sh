@@ -17,7 +17,7 @@
 #   - scaling: 200 / 2000 / 5000 processes x (20 + 50), and one process with
 #     1 / 1,000 / 100,000 executable VMAs (vm.max_map_count is raised for it
 #     and restored).
-# CPU = user + sys of the command (bash `time`), medians of REPS interleaved
+# CPU = perf stat's task-clock of the command, medians of REPS interleaved
 # runs; ratios also as the median of the ratios paired within each run (the
 # figure the README's verdicts use); peak RSS from GNU time.
 set -euo pipefail
@@ -48,12 +48,15 @@ if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
     done
     nexec=$(cat /proc/[0-9]*/maps 2>/dev/null | awk '$2 ~ /x/' | wc -l)
     nall=$(cat /proc/[0-9]*/maps 2>/dev/null | wc -l)
-    TIMEFORMAT='%3R %3U %3S'
-    measure() { # NAME CMD...: appends "wall cpu" to NAME.times
-        local name=$1 t
+    measure() { # NAME CMD...: appends "wall cpu" (seconds) to NAME.times
+        local name=$1
         shift
-        t=$({ time "$@" >/dev/null 2>&1; } 2>&1 | tail -1)
-        echo "$t" | awk '{printf "%.4f %.4f\n", $1, $2 + $3}' >>"$out/$name.times"
+        # perf stat's task-clock (CPU of the command and its children) and
+        # duration_time, to the microsecond: bash's `time` gives
+        # milliseconds, too coarse for the one-process rows (a few ms each)
+        perf stat -x, -e task-clock,duration_time -o "$out/stat.tmp" -- "$@" >/dev/null 2>&1
+        awk -F, '/task-clock/ {c = $1 / 1e3} /duration_time/ {w = $1 / 1e9}
+                 END {printf "%.6f %.6f\n", w, c}' "$out/stat.tmp" >>"$out/$name.times"
     }
     f="$out/bench.data"
     names=(floor synth synth_nowatch synth_j1 synth_nobuildid perf_synth perf_nosynth)

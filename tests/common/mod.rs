@@ -518,7 +518,8 @@ pub fn perf(args: &[&std::ffi::OsStr]) -> String {
     let out = Command::new("perf").args(args).output().expect("run perf");
     assert!(
         out.status.success(),
-        "perf {args:?} failed: {}",
+        "perf {args:?} failed ({}): {}",
+        out.status,
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
