@@ -831,7 +831,6 @@ fn archive_from_a_file_damaged_after_its_header_leaves_no_directory() {
 /// (one process's libc maps, inode form, a TIME trailer each) repeated:
 /// what benches/gen_zmmap_bomb.py writes, in file mode.
 fn map_bomb(path: &Path, n: usize, mib: usize, one_address: bool) {
-    let e = Endian::Little;
     let mut cycle = Vec::new();
     let maps = [
         (0x7f00_0000_0000u64, 0x28000u64, 0u64, 1u32),
@@ -842,34 +841,90 @@ fn map_bomb(path: &Path, n: usize, mib: usize, one_address: bool) {
     for (i, (addr, len, pgoff, prot)) in maps.into_iter().enumerate() {
         // all at the first's address: four maps alternating there
         let addr = if one_address { maps[0].0 } else { addr };
-        let mut body = Vec::new();
-        for v in [999_999_999, 999_999_999] {
-            body.put_u32(e, v);
-        }
-        for v in [addr, len, pgoff] {
-            body.put_u64(e, v);
-        }
-        body.put_u32(e, 8);
-        body.put_u32(e, 1);
-        body.put_u64(e, 1_234_567);
-        body.put_u64(e, 0);
-        body.put_u32(e, prot);
-        body.put_u32(e, 2); // MAP_PRIVATE
-        body.extend_from_slice(b"/usr/lib/x86_64-linux-gnu/libc.so.6\0");
-        body.pad_to(8);
-        for v in [999_999_999, 999_999_999] {
-            body.put_u32(e, v); // trailer: TID, then TIME
-        }
-        body.put_u64(e, 1000 + i as u64);
-        cycle.put_u32(e, types::MMAP2);
-        cycle.put_u16(e, 2);
-        cycle.put_u16(e, u16::try_from(8 + body.len()).unwrap());
-        cycle.extend_from_slice(&body);
+        let map = (addr, len, pgoff, prot);
+        cycle.extend(libc_map_record(999_999_999, map, 1000 + i as u64));
     }
     let plain = cycle.repeat((mib << 20) / cycle.len());
     let frame = zstd::bulk::compress(&plain, 19).unwrap();
     assert!(frame.len() < 60_000, "frame {} bytes", frame.len());
     recording(path, &compressed2_record(&frame).repeat(n));
+}
+
+/// An MMAP2 record of pid (and tid) `pid` mapping libc at (address,
+/// length, file offset, prot), with a TID+TIME trailer at `time`.
+fn libc_map_record(pid: u32, (addr, len, pgoff, prot): (u64, u64, u64, u32), time: u64) -> Vec<u8> {
+    let e = Endian::Little;
+    let mut body = Vec::new();
+    for v in [pid, pid] {
+        body.put_u32(e, v);
+    }
+    for v in [addr, len, pgoff] {
+        body.put_u64(e, v);
+    }
+    body.put_u32(e, 8);
+    body.put_u32(e, 1);
+    body.put_u64(e, 1_234_567);
+    body.put_u64(e, 0);
+    body.put_u32(e, prot);
+    body.put_u32(e, 2); // MAP_PRIVATE
+    body.extend_from_slice(b"/usr/lib/x86_64-linux-gnu/libc.so.6\0");
+    body.pad_to(8);
+    for v in [pid, pid] {
+        body.put_u32(e, v); // trailer: TID, then TIME
+    }
+    body.put_u64(e, time);
+    let mut r = Vec::new();
+    r.put_u32(e, types::MMAP2);
+    r.put_u16(e, 2);
+    r.put_u16(e, u16::try_from(8 + body.len()).unwrap());
+    r.extend_from_slice(&body);
+    r
+}
+
+// A host-sized snapshot (2,000 processes x 150 distinct maps, 36 MB) merged
+// into a recording holds only the processes it inserts: `merge --maps`
+// (the recording's own pids, none of them here) and `-p` of one snapshot
+// process peak under 16 MiB (~65 MiB when the whole snapshot was held),
+// and `-p` inserts that process's 150 maps whole.
+#[test]
+fn merge_holds_only_the_snapshot_processes_it_inserts() {
+    let dir = scratch("in-bigsnap");
+    let snap = dir.join("snap.data");
+    let mut data = Vec::new();
+    for p in 0..2000u32 {
+        for m in 0..150u64 {
+            let addr = 0x7f00_0000_0000 + m * 0x10_0000;
+            data.extend(libc_map_record(
+                100_000 + p,
+                (addr, 0x1000, m << 12, 5),
+                1000,
+            ));
+        }
+    }
+    recording(&snap, &data);
+    drop(data);
+    let (rec, out) = (pin("rec-file.data"), dir.join("o.data"));
+    let o = std::ffi::OsString::from;
+    for pids in [None, Some("101234")] {
+        let mut args = vec![
+            o("merge"),
+            rec.clone().into(),
+            o("--maps"),
+            snap.clone().into(),
+        ];
+        args.extend(pids.map(|p| [o("-p"), o(p)]).into_iter().flatten());
+        args.extend([o("-o"), out.clone().into()]);
+        let (code, err, rss) = peak_rss(&args);
+        assert_eq!(code, Some(0), "{pids:?}: {err}");
+        eprintln!("merge --maps of 300,000 maps, -p {pids:?}: peak RSS {rss} KiB");
+        assert!(rss < 16 * 1024, "{pids:?}: peak RSS {rss} KiB");
+        let inserted = if pids.is_some() {
+            " 150 maps,"
+        } else {
+            " 0 maps,"
+        };
+        assert!(err.contains(inserted), "{pids:?}: {err}");
+    }
 }
 
 /// Runs mmap2-synth with `args` under GNU time (stdout discarded): exit

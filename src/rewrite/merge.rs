@@ -189,23 +189,25 @@ pub fn merge(
         .file
         .metadata()
         .map_err(out_err("reading", &input.path))?;
-    // A snapshot file is read first: its pids bound what needs dedupe.
-    let (from_file, file_kernel) = match &opts.maps {
+    let snap = match &opts.maps {
         Some(p) => {
             let snap = Input::open(p)?;
             let release = osrelease_of(&snap)?;
-            // held compactly, and so encoded as it is written
-            let SnapshotMaps {
-                processes,
-                kernel,
-                bpf,
-            } = snapshot::read_snapshot_maps(&snap)?;
-            (Some(processes), Some((kernel, bpf, release)))
+            Some((snap, release))
         }
-        None => (None, None),
+        None => None,
+    };
+    // With `-a` the snapshot file is read first: its pids bound what needs
+    // dedupe. Otherwise it is read after the scan, holding only the
+    // processes to insert (a snapshot of a whole host into a recording of
+    // one process costs that process).
+    let early = match (&snap, &opts.which) {
+        (Some((s, _)), Which::All) => Some(snapshot::read_snapshot_maps(s)?),
+        _ => None,
     };
     let e = input.endian();
-    let mut facts = RecordingFacts::new(e, Some(dedupe_pids(opts, from_file.as_deref())?));
+    let early_procs = early.as_ref().map(|m| &m.processes[..]);
+    let mut facts = RecordingFacts::new(e, Some(dedupe_pids(opts, early_procs)?));
     if let Some((s, table)) = input.feature(feature::BUILD_ID)? {
         facts
             .add_build_ids(&table, e, s.offset)
@@ -221,6 +223,7 @@ pub fn merge(
         salvaged: input.salvaged.clone(),
         ..Default::default()
     };
+    let (from_file, file_kernel) = snapshot_file_maps(snap, early, opts, &facts)?;
     let processes = processes_to_insert(opts, &facts, from_file, &mut report)?;
     let (kernel, mut bpf) = match opts.kernel {
         true => kernel_to_insert(
@@ -272,6 +275,39 @@ pub fn merge(
     out.commit().map_err(out_err("writing", output))?;
     Ok(report)
 }
+
+/// The `--maps` file's processes (held compactly, and so encoded as they
+/// are written) and its kernel maps, BPF records and OSRELEASE: those
+/// read before the scan (`early`, with `-a`), else read now, holding only
+/// the processes to insert.
+fn snapshot_file_maps(
+    snap: Option<(Input, Option<Vec<u8>>)>,
+    early: Option<SnapshotMaps>,
+    opts: &MergeOptions,
+    facts: &RecordingFacts,
+) -> Result<FileMaps, MergeError> {
+    let Some((input, release)) = snap else {
+        return Ok((None, None));
+    };
+    let maps = match early {
+        Some(maps) => maps,
+        None => {
+            let want: HashSet<u32> = match &opts.which {
+                Which::Pids(p) => p.iter().copied().collect(),
+                _ => facts.needed().into_iter().collect(),
+            };
+            snapshot::read_snapshot_maps_of(&input, |pid| want.contains(&pid))?
+        }
+    };
+    Ok((Some(maps.processes), Some((maps.kernel, maps.bpf, release))))
+}
+
+/// A `--maps` file's processes, and its kernel maps, BPF records and
+/// OSRELEASE.
+type FileMaps = (
+    Option<Vec<HeldProcess>>,
+    Option<(KernelMaps, Runs<BpfRecord>, Option<Vec<u8>>)>,
+);
 
 /// Scans the recording; in file mode the kernel copies its data section
 /// (up to the damaged tail of a salvaged `-z` recording, which the scan

@@ -34,8 +34,9 @@ pub use file::{snapshot_encoding, Out, WriteOptions, WriteSeek};
 pub use filter::WatchFilter;
 pub use live::{write_live, LiveError, LiveReport};
 pub use read::{
-    is_kernel_map, read_snapshot, read_snapshot_maps, read_snapshot_with_kernel, vma_of, walk_maps,
-    HeldProcess, KernelMaps, MapsRecord, Names, SnapshotMaps,
+    is_kernel_map, read_snapshot, read_snapshot_maps, read_snapshot_maps_of,
+    read_snapshot_with_kernel, vma_of, walk_maps, HeldProcess, KernelMaps, MapsRecord, Names,
+    SnapshotMaps,
 };
 pub use reported::Reported;
 pub use runs::Runs;

@@ -215,16 +215,41 @@ pub fn read_snapshot_with_kernel(
 
 /// Reads a snapshot file (or any recording) into [`SnapshotMaps`].
 pub fn read_snapshot_maps(input: &Input) -> Result<SnapshotMaps, InputError> {
+    read_snapshot_maps_of(input, |_| true)
+}
+
+/// [`read_snapshot_maps`], holding only the processes whose pid `keep`
+/// takes (every record is still read and checked): what a merge holds
+/// is then the processes it inserts, not the whole snapshot.
+pub fn read_snapshot_maps_of(
+    input: &Input,
+    keep: impl Fn(u32) -> bool,
+) -> Result<SnapshotMaps, InputError> {
     let mut by_pid: BTreeMap<u32, HeldProcess> = BTreeMap::new();
     let mut kernel = KernelMaps::default();
     let mut bpf = Runs::default();
     let mut names = Names::default();
+    // the pid of the last map, and those whose spare room was given back
+    let (mut last, mut left) = (None, HashSet::new());
     walk_maps(input, |r| match r {
-        MapsRecord::Comm(pid, tid, comm) => process(&mut by_pid, pid).comm(tid, comm),
+        MapsRecord::Comm(pid, tid, comm) if keep(pid) => process(&mut by_pid, pid).comm(tid, comm),
+        MapsRecord::Comm(..) => {}
         MapsRecord::Map(m) if is_kernel_map(&m) => kernel.push(kernel_map(m)),
-        MapsRecord::Map(m) if m.key.pid != u32::MAX => {
+        MapsRecord::Map(m) if m.key.pid != u32::MAX && keep(m.key.pid) => {
             let vma = vma_of(&m, &mut names);
-            process(&mut by_pid, m.key.pid).map(vma);
+            let pid = m.key.pid;
+            // a process's maps usually come together: once the next
+            // process's begin, its vectors give back their spare room
+            // (once each, so pids taking turns cost no copying)
+            match last.replace(pid) {
+                Some(prev) if prev != pid && left.insert(prev) => {
+                    if let Some(p) = by_pid.get_mut(&prev) {
+                        p.maps.shrink_to_fit();
+                    }
+                }
+                _ => {}
+            }
+            process(&mut by_pid, pid).map(vma);
         }
         MapsRecord::Map(_) => {}
         MapsRecord::Bpf(r) => bpf.push(r),

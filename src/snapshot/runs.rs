@@ -120,6 +120,14 @@ impl<T> Runs<T> {
         self.last_of_key = HashMap::default();
     }
 
+    /// Gives back the room grown ahead of need (a vector doubles as it
+    /// grows: half of it may be spare).
+    pub fn shrink_to_fit(&mut self) {
+        self.distinct.shrink_to_fit();
+        self.next.shrink_to_fit();
+        self.runs.shrink_to_fit();
+    }
+
     /// True when there are none.
     pub fn is_empty(&self) -> bool {
         self.runs.is_empty()
