@@ -50,6 +50,20 @@ pub fn hold_after_vma(count: usize) {
     }
 }
 
+/// With `MMAP2_SYNTH_TEST_WINDOW_BYTES` set to a number: what a merge's
+/// window of a snapshot file's processes may weigh, instead of `default`
+/// (so a test makes many windows of a small file).
+pub fn window_bytes(default: usize) -> usize {
+    static BYTES: OnceLock<Option<usize>> = OnceLock::new();
+    let set = BYTES.get_or_init(|| {
+        std::env::var("MMAP2_SYNTH_TEST_WINDOW_BYTES")
+            .ok()?
+            .parse()
+            .ok()
+    });
+    set.unwrap_or(default)
+}
+
 /// [`hold`], the first time only.
 pub fn hold_once(var: &str) {
     static HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);

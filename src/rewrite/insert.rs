@@ -7,6 +7,8 @@
 
 use std::io::{self, Write};
 
+use super::error::MergeError;
+use super::windows::Windows;
 use super::write;
 use crate::model::{Part, Process};
 use crate::perf::record::split_records;
@@ -17,18 +19,20 @@ use crate::snapshot::{
 };
 
 /// The processes a merge inserts: read from the live system, or held as
-/// read from a snapshot file.
-pub enum Processes {
+/// read from a snapshot file, or read again from it window by window.
+pub enum Processes<'a> {
     Live(Vec<Process>),
     Held(Vec<HeldProcess>),
+    Windows(Windows<'a>),
 }
 
-impl Processes {
+impl Processes<'_> {
     /// How many.
     pub fn len(&self) -> usize {
         match self {
             Processes::Live(p) => p.len(),
             Processes::Held(p) => p.len(),
+            Processes::Windows(w) => w.processes,
         }
     }
 
@@ -37,6 +41,7 @@ impl Processes {
         match self {
             Processes::Live(p) => p.iter().map(|p| p.vmas.len()).sum(),
             Processes::Held(p) => p.iter().map(HeldProcess::map_count).sum(),
+            Processes::Windows(w) => w.maps,
         }
     }
 
@@ -45,6 +50,7 @@ impl Processes {
         match self {
             Processes::Live(p) => build_id_entries_of(p.iter().map(|p| &p.vmas)),
             Processes::Held(p) => build_id_entries_of(p.iter().map(|h| h.runs().map(|(v, _)| v))),
+            Processes::Windows(w) => w.build_ids.clone(),
         }
     }
 }
@@ -52,25 +58,25 @@ impl Processes {
 /// What a merge inserts, in perf's order: the kernel and module maps, the
 /// BPF programs' records, then per process its COMMs and maps (as
 /// [`crate::snapshot::encode`] orders them), each encoded with `enc`.
-pub struct Records {
+pub struct Records<'a> {
     pub kernel: KernelMaps,
     pub bpf: Runs<BpfRecord>,
-    pub processes: Processes,
+    pub processes: Processes<'a>,
     enc: Encoding,
     /// Bytes and records, measured by encoding each run once.
     size: u64,
     records: u64,
 }
 
-impl Records {
+impl<'a> Records<'a> {
     /// The records of these, measured (a record too large to encode is an
     /// error here, before anything is written).
     pub fn new(
         kernel: KernelMaps,
         bpf: Runs<BpfRecord>,
-        processes: Processes,
+        processes: Processes<'a>,
         enc: Encoding,
-    ) -> Result<Records, RecordTooLarge> {
+    ) -> Result<Records<'a>, MergeError> {
         let mut r = Records {
             kernel,
             bpf,
@@ -108,7 +114,7 @@ impl Records {
     }
 
     /// Hands each run's bytes, in order, to `f` with how often they repeat.
-    fn each(&self, f: &mut dyn FnMut(&[u8], u32)) -> Result<(), RecordTooLarge> {
+    fn each(&self, f: &mut dyn FnMut(&[u8], u32)) -> Result<(), MergeError> {
         let enc = &self.enc;
         let mut buf = Vec::new();
         for (m, n) in self.kernel.iter() {
@@ -126,30 +132,40 @@ impl Records {
                     emit(f, &mut buf, 1);
                 }
             }
-            Processes::Held(procs) => {
-                for h in procs {
-                    // the pieces of encode_part: the leader's COMM, each
-                    // run's map, the other threads' COMMs
-                    let threads = h.threads();
-                    let mut piece = Process::empty(h.pid);
-                    piece.threads = threads.iter().take(1).cloned().collect();
-                    let part = |first, last| Part { first, last };
-                    encode_part(&piece, part(true, false), enc, &mut buf)?;
-                    emit(f, &mut buf, 1);
-                    for (vma, n) in h.runs() {
-                        piece.vmas = vec![vma.clone()];
-                        encode_part(&piece, part(false, false), enc, &mut buf)?;
-                        emit(f, &mut buf, n);
-                    }
-                    piece.vmas.clear();
-                    piece.threads = threads;
-                    encode_part(&piece, part(false, true), enc, &mut buf)?;
-                    emit(f, &mut buf, 1);
-                }
-            }
+            Processes::Held(procs) => each_held(procs, enc, f)?,
+            Processes::Windows(w) => w.each(&mut |procs| Ok(each_held(procs, enc, f)?))?,
         }
         Ok(())
     }
+}
+
+/// [`Records::each`] of held processes.
+fn each_held(
+    procs: &[HeldProcess],
+    enc: &Encoding,
+    f: &mut dyn FnMut(&[u8], u32),
+) -> Result<(), RecordTooLarge> {
+    let mut buf = Vec::new();
+    for h in procs {
+        // the pieces of encode_part: the leader's COMM, each run's map,
+        // the other threads' COMMs
+        let threads = h.threads();
+        let mut piece = Process::empty(h.pid);
+        piece.threads = threads.iter().take(1).cloned().collect();
+        let part = |first, last| Part { first, last };
+        encode_part(&piece, part(true, false), enc, &mut buf)?;
+        emit(f, &mut buf, 1);
+        for (vma, n) in h.runs() {
+            piece.vmas = vec![vma.clone()];
+            encode_part(&piece, part(false, false), enc, &mut buf)?;
+            emit(f, &mut buf, n);
+        }
+        piece.vmas.clear();
+        piece.threads = threads;
+        encode_part(&piece, part(false, true), enc, &mut buf)?;
+        emit(f, &mut buf, 1);
+    }
+    Ok(())
 }
 
 /// Hands `buf` (if not empty) to `f` to be repeated `n` times, and empties
@@ -163,7 +179,7 @@ fn emit(f: &mut dyn FnMut(&[u8], u32), buf: &mut Vec<u8>, mut n: usize) {
     buf.clear();
 }
 
-impl write::Inserted for Records {
+impl write::Inserted for Records<'_> {
     fn size(&self) -> u64 {
         self.size
     }

@@ -14,6 +14,7 @@ use super::open::open_input;
 use super::plan::{self, Which};
 use super::scan::RecordingFacts;
 use super::tail::{tail_of, walk_with_tail, Tail};
+use super::windows::{FromFile, SnapFile, Want, Windows};
 use super::write;
 use crate::model::{KernelMap, Process};
 use crate::output::AtomicFile;
@@ -23,7 +24,7 @@ use crate::perf::features::{encode_build_id_entries, parse_string_feature};
 use crate::perf::{FileHeader, Input, Layout};
 use crate::proc::kernel::{kernel_maps, KernelRoots, KERNEL_DSO};
 use crate::proc::{self, clock, parse, Skip, Snapshot, Target};
-use crate::snapshot::{self, BpfRecord, Encoding, HeldProcess, KernelMaps, Runs, SnapshotMaps};
+use crate::snapshot::{self, BpfRecord, Encoding, KernelMaps, Runs};
 
 /// Merge options.
 #[derive(Debug, Clone)]
@@ -91,12 +92,12 @@ pub struct MergeReport {
 /// records (pids the recording "needs" have no maps in it by definition).
 fn dedupe_pids(
     opts: &MergeOptions,
-    snapshot: Option<&[HeldProcess]>,
+    snapshot: Option<&HashSet<u32>>,
 ) -> Result<HashSet<u32>, MergeError> {
     Ok(match (&opts.which, snapshot) {
         (Which::Needed, _) => HashSet::new(),
         (Which::Pids(p), _) => p.iter().copied().collect(),
-        (Which::All, Some(procs)) => procs.iter().map(|p| p.pid).collect(),
+        (Which::All, Some(pids)) => pids.clone(),
         (Which::All, None) => {
             let root = &opts.snapshot.proc_root;
             parse::list_ids(root)
@@ -152,17 +153,29 @@ fn live_processes(
 }
 
 /// The processes to insert, those the recording has whole left out: the
-/// snapshot file's (held as read) or the live system's.
-fn processes_to_insert(
+/// snapshot file's (held as read, or read window by window) or the live
+/// system's.
+fn processes_to_insert<'a>(
     opts: &MergeOptions,
-    facts: &RecordingFacts,
-    from_file: Option<Vec<HeldProcess>>,
+    facts: &'a RecordingFacts,
+    from_file: Option<FromFile<'a>>,
     report: &mut MergeReport,
-) -> Result<Processes, MergeError> {
+) -> Result<Processes<'a>, MergeError> {
     let needed = facts.needed();
     Ok(match from_file {
-        Some(all) => {
-            let (mut procs, missing) = plan::select(all, |p| p.pid, &opts.which, &needed);
+        Some(FromFile {
+            input,
+            want,
+            first,
+            next: Some(next),
+        }) => {
+            let w = Windows::plan(input, want, facts, (first, next))?;
+            report.missing = w.missing.clone();
+            report.duplicate_maps = w.duplicate_maps;
+            Processes::Windows(w)
+        }
+        Some(FromFile { first, .. }) => {
+            let (mut procs, missing) = plan::select(first, |p| p.pid, &opts.which, &needed);
             report.missing = missing;
             report.duplicate_maps = plan::dedupe(&mut procs, facts, &needed);
             Processes::Held(procs)
@@ -189,25 +202,17 @@ pub fn merge(
         .file
         .metadata()
         .map_err(out_err("reading", &input.path))?;
-    let snap = match &opts.maps {
-        Some(p) => {
-            let snap = Input::open(p)?;
-            let release = osrelease_of(&snap)?;
-            Some((snap, release))
-        }
-        None => None,
-    };
-    // With `-a` the snapshot file is read first: its pids bound what needs
-    // dedupe. Otherwise it is read after the scan, holding only the
-    // processes to insert (a snapshot of a whole host into a recording of
-    // one process costs that process).
-    let early = match (&snap, &opts.which) {
-        (Some((s, _)), Which::All) => Some(snapshot::read_snapshot_maps(s)?),
-        _ => None,
-    };
+    // With `-a` the snapshot file's pids bound what needs dedupe, so it is
+    // read first. Otherwise it is read after the scan, holding only the
+    // processes to insert (a whole host's snapshot into a recording of
+    // one process costs that process); many are read window by window.
+    let all = opts.which == Which::All;
+    let mut snap = (opts.maps.as_deref())
+        .map(|p| SnapFile::open(p, all, osrelease_of))
+        .transpose()?;
     let e = input.endian();
-    let early_procs = early.as_ref().map(|m| &m.processes[..]);
-    let mut facts = RecordingFacts::new(e, Some(dedupe_pids(opts, early_procs)?));
+    let file_pids = snap.as_ref().and_then(SnapFile::pids);
+    let mut facts = RecordingFacts::new(e, Some(dedupe_pids(opts, file_pids)?));
     if let Some((s, table)) = input.feature(feature::BUILD_ID)? {
         facts
             .add_build_ids(&table, e, s.offset)
@@ -223,7 +228,14 @@ pub fn merge(
         salvaged: input.salvaged.clone(),
         ..Default::default()
     };
-    let (from_file, file_kernel) = snapshot_file_maps(snap, early, opts, &facts)?;
+    let (from_file, file_kernel) = match &mut snap {
+        Some(s) => {
+            let release = s.release.clone();
+            let (from, kernel, bpf) = s.read(want_of(opts, &facts))?;
+            (Some(from), Some((kernel, bpf, release)))
+        }
+        None => (None, None),
+    };
     let processes = processes_to_insert(opts, &facts, from_file, &mut report)?;
     let (kernel, mut bpf) = match opts.kernel {
         true => kernel_to_insert(
@@ -272,42 +284,21 @@ pub fn merge(
     finish_output(&input, (out.file(), output), &facts, inserts, tail)?;
     // the features (and a moved data section) were read after the scan
     write::check_unchanged(&input, &before, "changed while being merged")?;
+    if let Some(s) = &snap {
+        s.check_unchanged()?;
+    }
     out.commit().map_err(out_err("writing", output))?;
     Ok(report)
 }
 
-/// The `--maps` file's processes (held compactly, and so encoded as they
-/// are written) and its kernel maps, BPF records and OSRELEASE: those
-/// read before the scan (`early`, with `-a`), else read now, holding only
-/// the processes to insert.
-fn snapshot_file_maps(
-    snap: Option<(Input, Option<Vec<u8>>)>,
-    early: Option<SnapshotMaps>,
-    opts: &MergeOptions,
-    facts: &RecordingFacts,
-) -> Result<FileMaps, MergeError> {
-    let Some((input, release)) = snap else {
-        return Ok((None, None));
-    };
-    let maps = match early {
-        Some(maps) => maps,
-        None => {
-            let want: HashSet<u32> = match &opts.which {
-                Which::Pids(p) => p.iter().copied().collect(),
-                _ => facts.needed().into_iter().collect(),
-            };
-            snapshot::read_snapshot_maps_of(&input, |pid| want.contains(&pid))?
-        }
-    };
-    Ok((Some(maps.processes), Some((maps.kernel, maps.bpf, release))))
+/// The processes of a `--maps` file a merge takes.
+fn want_of(opts: &MergeOptions, facts: &RecordingFacts) -> Want {
+    match &opts.which {
+        Which::All => Want::All,
+        Which::Pids(p) => Want::Pids(p.iter().copied().collect()),
+        Which::Needed => Want::Pids(facts.needed().into_iter().collect()),
+    }
 }
-
-/// A `--maps` file's processes, and its kernel maps, BPF records and
-/// OSRELEASE.
-type FileMaps = (
-    Option<Vec<HeldProcess>>,
-    Option<(KernelMaps, Runs<BpfRecord>, Option<Vec<u8>>)>,
-);
 
 /// Scans the recording; in file mode the kernel copies its data section
 /// (up to the damaged tail of a salvaged `-z` recording, which the scan

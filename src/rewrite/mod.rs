@@ -25,6 +25,7 @@ pub mod scan;
 pub mod tail;
 pub mod transcode;
 pub mod trust;
+mod windows;
 pub mod write;
 
 #[cfg(test)]

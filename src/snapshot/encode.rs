@@ -266,13 +266,30 @@ pub fn build_id_entries(snap: &Snapshot) -> Vec<BuildIdEntry> {
 pub fn build_id_entries_of<'a, V: IntoIterator<Item = &'a Vma>>(
     processes: impl IntoIterator<Item = V>,
 ) -> Vec<BuildIdEntry> {
-    let mut set: BTreeMap<Vec<u8>, BTreeSet<BuildId>> = BTreeMap::new();
+    let mut set = BuildIdSet::default();
     for vmas in processes {
+        set.add(vmas);
+    }
+    set.entries()
+}
+
+/// The distinct (file name, build id) pairs of VMAs given a process (or
+/// a window of processes) at a time, for one BUILD_ID table.
+#[derive(Debug, Default)]
+pub struct BuildIdSet(BTreeMap<Vec<u8>, BTreeSet<BuildId>>);
+
+impl BuildIdSet {
+    /// Takes in the ids of one process's `vmas`.
+    pub fn add<'a>(&mut self, vmas: impl IntoIterator<Item = &'a Vma>) {
         for (name, id) in build_ids_of(vmas) {
-            set.entry(name).or_default().insert(id);
+            self.0.entry(name).or_default().insert(id);
         }
     }
-    table_entries(set).collect()
+
+    /// The table's entries: one per (file name, id), sorted.
+    pub fn entries(self) -> Vec<BuildIdEntry> {
+        table_entries(self.0).collect()
+    }
 }
 
 #[cfg(test)]

@@ -28,15 +28,15 @@ pub mod writer;
 pub use bpf::{encode_bpf_programs, program_records, BpfRecord};
 pub use encode::{
     build_id_entries, build_id_entries_of, encode, encode_kernel, encode_part, encode_process,
-    kernel_table_entries, mmap_filename, Encoding,
+    kernel_table_entries, mmap_filename, BuildIdSet, Encoding,
 };
 pub use file::{snapshot_encoding, Out, WriteOptions, WriteSeek};
 pub use filter::WatchFilter;
 pub use live::{write_live, LiveError, LiveReport};
 pub use read::{
     is_kernel_map, read_snapshot, read_snapshot_maps, read_snapshot_maps_of,
-    read_snapshot_with_kernel, vma_of, walk_maps, HeldProcess, KernelMaps, MapsRecord, Names,
-    SnapshotMaps,
+    read_snapshot_with_kernel, read_window, vma_of, walk_maps, HeldProcess, KernelMaps, MapsRecord,
+    Names, SnapshotMaps, Window,
 };
 pub use reported::Reported;
 pub use runs::Runs;

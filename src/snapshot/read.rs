@@ -140,6 +140,16 @@ impl HeldProcess {
         self.maps.push_keyed(vma, at);
     }
 
+    /// About the bytes its threads and maps take, as a window of
+    /// [`read_window`] counts them (not its shared names): a thread
+    /// with its tree node, each distinct map with its index entries, 8
+    /// bytes a run.
+    pub fn weight(&self) -> usize {
+        const THREAD: usize = 64;
+        const MAP: usize = std::mem::size_of::<Vma>() + 80;
+        self.threads.len() * THREAD + self.maps.distinct().len() * MAP + self.maps.runs() * 8
+    }
+
     /// Orders the maps by address (stably), once all are read; their
     /// index is let go (nothing is added after).
     fn by_address(&mut self) {
@@ -225,44 +235,98 @@ pub fn read_snapshot_maps_of(
     input: &Input,
     keep: impl Fn(u32) -> bool,
 ) -> Result<SnapshotMaps, InputError> {
+    let all = Window {
+        from: 0,
+        budget: usize::MAX,
+        kernel: true,
+    };
+    Ok(read_window(input, all, &keep, None)?.0)
+}
+
+/// Which processes a pass of [`read_window`] holds.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    /// The lowest pid held.
+    pub from: u32,
+    /// Bytes the maps held may weigh ([`HeldProcess::weight`]): past it
+    /// the highest pids are let go (never the lowest one held).
+    pub budget: usize,
+    /// Whether the kernel maps and BPF records are held too.
+    pub kernel: bool,
+}
+
+/// Reads a snapshot file holding the processes from `w.from` on that
+/// `keep` takes, the lowest of them whose maps fit `w.budget` (each whole);
+/// with the first pid let go for the budget, where the next window starts
+/// (`None`: every such process is held). Every record is read and checked,
+/// and the pid of every process (map or COMM) goes into `pids`.
+pub fn read_window(
+    input: &Input,
+    w: Window,
+    keep: &dyn Fn(u32) -> bool,
+    mut pids: Option<&mut HashSet<u32>>,
+) -> Result<(SnapshotMaps, Option<u32>), InputError> {
     let mut by_pid: BTreeMap<u32, HeldProcess> = BTreeMap::new();
-    let mut kernel = KernelMaps::default();
-    let mut bpf = Runs::default();
+    let (mut kernel, mut bpf) = (KernelMaps::default(), Runs::default());
     let mut names = Names::default();
     // the pid of the last map, and those whose spare room was given back
     let (mut last, mut left) = (None, HashSet::new());
-    walk_maps(input, |r| match r {
-        MapsRecord::Comm(pid, tid, comm) if keep(pid) => process(&mut by_pid, pid).comm(tid, comm),
-        MapsRecord::Comm(..) => {}
-        MapsRecord::Map(m) if is_kernel_map(&m) => kernel.push(kernel_map(m)),
-        MapsRecord::Map(m) if m.key.pid != u32::MAX && keep(m.key.pid) => {
-            let vma = vma_of(&m, &mut names);
-            let pid = m.key.pid;
-            // a process's maps usually come together: once the next
-            // process's begin, its vectors give back their spare room
-            // (once each, so pids taking turns cost no copying)
-            match last.replace(pid) {
-                Some(prev) if prev != pid && left.insert(prev) => {
-                    if let Some(p) = by_pid.get_mut(&prev) {
-                        p.maps.shrink_to_fit();
-                    }
-                }
-                _ => {}
-            }
-            process(&mut by_pid, pid).map(vma);
+    // the highest pid held, and the weight of all held
+    let (mut to, mut held) = (u32::MAX, 0usize);
+    walk_maps(input, |r| {
+        let pid = match &r {
+            MapsRecord::Comm(pid, ..) => *pid,
+            MapsRecord::Map(m) if !is_kernel_map(m) && m.key.pid != u32::MAX => m.key.pid,
+            _ => u32::MAX,
+        };
+        if let Some(pids) = pids.as_deref_mut().filter(|_| pid != u32::MAX) {
+            pids.insert(pid);
         }
-        MapsRecord::Map(_) => {}
-        MapsRecord::Bpf(r) => bpf.push(r),
+        let wanted = pid != u32::MAX && (w.from..=to).contains(&pid) && keep(pid);
+        let before = by_pid.get(&pid).map_or(0, HeldProcess::weight);
+        match r {
+            MapsRecord::Comm(pid, tid, comm) if wanted => process(&mut by_pid, pid).comm(tid, comm),
+            MapsRecord::Map(m) if is_kernel_map(&m) && w.kernel => kernel.push(kernel_map(m)),
+            MapsRecord::Map(m) if wanted => {
+                let vma = vma_of(&m, &mut names);
+                // a process's maps usually come together: once the next
+                // process's begin, its vectors give back their spare room
+                // (once each, so pids taking turns cost no copying)
+                match last.replace(pid) {
+                    Some(prev) if prev != pid && left.insert(prev) => {
+                        if let Some(p) = by_pid.get_mut(&prev) {
+                            p.maps.shrink_to_fit();
+                        }
+                    }
+                    _ => {}
+                }
+                process(&mut by_pid, pid).map(vma);
+            }
+            MapsRecord::Bpf(r) if w.kernel => bpf.push(r),
+            _ => {}
+        }
+        if wanted {
+            held += by_pid.get(&pid).map_or(0, HeldProcess::weight) - before;
+        }
+        // over budget: the highest pids go, and no pid above them comes
+        while held > w.budget && by_pid.len() > 1 {
+            if let Some((top, p)) = by_pid.pop_last() {
+                held -= p.weight();
+                to = top - 1;
+            }
+        }
     })?;
     let mut processes: Vec<HeldProcess> = by_pid.into_values().collect();
     for p in &mut processes {
         p.by_address();
     }
-    Ok(SnapshotMaps {
+    let next = (to != u32::MAX).then(|| to + 1);
+    let maps = SnapshotMaps {
         processes,
         kernel,
         bpf,
-    })
+    };
+    Ok((maps, next))
 }
 
 /// The held process of `pid`, made if new.

@@ -128,6 +128,11 @@ impl<T> Runs<T> {
         self.runs.shrink_to_fit();
     }
 
+    /// How many runs.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
     /// True when there are none.
     pub fn is_empty(&self) -> bool {
         self.runs.is_empty()
