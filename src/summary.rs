@@ -166,6 +166,11 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
             "mmap2-synth: warning: the input's bytes from offset {at} on are not records (perf's messages appended to its output?); kept as they are"
         ));
     }
+    if let Some((at, what)) = report.odd_compressed {
+        lines.push(format!(
+            "mmap2-synth: warning: the COMPRESSED record at offset {at} {what}: perf misreads it, in the input as in the output (kept as it is); `convert --decompress` writes its records as perf reads them"
+        ));
+    }
     if !report.stale.is_empty() {
         lines.push(format!("mmap2-synth: stale pids: {:?}", report.stale));
     }
@@ -272,12 +277,7 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
         ));
     }
     lines.extend(unreadable_features(r));
-    if r.recompressed > 0 {
-        lines.push(format!(
-            "mmap2-synth: {} COMPRESSED records recompressed into {}",
-            r.compressed_records, r.recompressed
-        ));
-    }
+    lines.extend(recompressed(r));
     if let Some((at, n)) = r.trailing {
         let what = if r.to_pipe {
             "copied as they are"
@@ -290,6 +290,21 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
     }
     lines.extend(kept_paths(r));
     lines
+}
+
+/// The COMPRESSED records `convert` wrote anew, and why when they were
+/// not to be copied (one of them perf misreads).
+fn recompressed(r: &ConvertReport) -> Option<String> {
+    let why = match r.odd_compressed {
+        Some((at, what)) => format!(" (the one at offset {at} {what}: perf misreads a copy of it)"),
+        None => String::new(),
+    };
+    (r.recompressed > 0).then(|| {
+        format!(
+            "mmap2-synth: {} COMPRESSED records recompressed into {}{why}",
+            r.compressed_records, r.recompressed
+        )
+    })
 }
 
 /// The paths whose maps `convert` kept without an id, and why.

@@ -404,6 +404,55 @@ fn compressed_data_expanding_past_the_ratio_is_refused() {
     assert!(others(&dir, &rec).is_empty(), "{:?}", others(&dir, &rec));
 }
 
+// COMPRESSED records nested 5 deep (each holding the next, the last a few
+// FINISHED_ROUNDs) are refused by every command at the top-level record's
+// offset, naming the limit, nothing written; 4 deep is read, its records
+// counted one by one (the inner records were taken for plain ones).
+#[test]
+fn compressed_records_nested_too_deep_are_refused() {
+    let dir = scratch("in-znest");
+    let nested = |depth: u32| {
+        let mut r = Vec::new();
+        for _ in 0..3 {
+            r.put_u32(Endian::Little, types::FINISHED_ROUND);
+            r.put_u16(Endian::Little, 0);
+            r.put_u16(Endian::Little, 8);
+        }
+        for _ in 0..depth {
+            r = compressed2_record(&zstd::bulk::compress(&r, 1).unwrap());
+        }
+        r
+    };
+    let out = dir.join("o.data");
+    let ok = dir.join("four.data");
+    recording(&ok, &nested(4));
+    let o = run(&["convert", "--decompress", "--to", "pipe"], &ok, &out);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("3 records taken out of 1 COMPRESSED"), "{err}");
+    std::fs::remove_file(&out).unwrap();
+
+    let rec = dir.join("five.data");
+    recording(&rec, &nested(5));
+    let file = std::fs::read(&rec).unwrap();
+    let data_at = u64::from_le_bytes(file[40..48].try_into().unwrap());
+    let what = format!(
+        "at offset {data_at}: compressed record: COMPRESSED records nested more than 4 deep"
+    );
+    for cmd in [
+        &["dump"][..],
+        &["convert", "--decompress"],
+        &["convert", "--buildid-mmap2"],
+        &["convert", "--to", "pipe"],
+        &["pprof", "--no-symbolize"],
+    ] {
+        assert_bad(&run(cmd, &rec, &out), &rec, &what);
+        assert!(!out.exists(), "{cmd:?}");
+    }
+    assert_bad(&merge(&rec, &out), &rec, &what);
+    assert!(!out.exists());
+}
+
 // An AUXTRACE or HEADER_TRACING_DATA record inside a COMPRESSED one (their
 // data follows them in the file, where the compressed record's neighbours
 // are) is refused at the compressed record's offset by every command:

@@ -22,39 +22,69 @@ pub(crate) const EXPANSION_RATIO: u64 = 1000;
 /// recording of near-identical records is let through.
 pub(crate) const EXPANSION_FLOOR: u64 = 256 << 20;
 
+/// How deep COMPRESSED records may nest (a top-level record is at depth
+/// one). perf's reader decodes a COMPRESSED record found in another's data
+/// too (its records then follow, in order, as if it were not there), so
+/// every reader here does; one nested deeper is refused. All depths share
+/// the recording's expansion bound and each record its cap, so nested
+/// frames cost no more time or memory than flat ones.
+pub(crate) const MAX_DEPTH: u32 = 4;
+
+/// Why perf 6.1's reader does not read a COMPRESSED record as
+/// [`Decompressor`] does (its `perf_session__process_compressed_event`
+/// refuses a record that decodes to no bytes, and writes a frame after the
+/// first in one record's data at the wrong place), or reads it only by
+/// chance: a COMPRESSED record inside another (its records are read twice
+/// unless it ends its container). A copy of such a record is not readable:
+/// the records must be compressed anew.
+pub(crate) mod odd {
+    pub(crate) const NO_PAYLOAD: &str = "has no zstd bytes";
+    pub(crate) const NOTHING: &str = "decompresses to no bytes";
+    pub(crate) const FRAMES: &str = "holds more than one zstd frame";
+    pub(crate) const NESTED: &str = "holds a COMPRESSED record";
+}
+
 /// Streaming zstd decoder for PERF_RECORD_COMPRESSED payloads; records may
 /// span payloads, so the undecoded tail is kept. Records are handed out after
 /// every output chunk, so memory stays within one record plus one chunk
-/// whatever a payload expands to; the total output is bounded by the input
-/// fed ([`EXPANSION_RATIO`], [`EXPANSION_FLOOR`]).
+/// per nesting depth whatever a payload expands to; the total output, all
+/// depths together, is bounded by the input fed ([`EXPANSION_RATIO`],
+/// [`EXPANSION_FLOOR`]). A COMPRESSED record in the decoded data is decoded
+/// in turn (by a decoder of its depth, whose stream runs on through the
+/// records of that depth) and its records handed out in its place.
 pub(crate) struct Decompressor {
+    top: Depth,
+    budget: Budget,
+}
+
+/// The decoder of one nesting depth.
+struct Depth {
     dec: zstd::stream::raw::Decoder<'static>,
     pending: Vec<u8>,
     out: Vec<u8>,
     /// zstd's hint after the last run that consumed or produced bytes: how
     /// many input bytes it needs next (0: the frame ended).
     hint: usize,
-    /// Compressed bytes fed so far.
+    /// 1 for the top-level records.
+    depth: u32,
+    /// The decoder of the COMPRESSED records inside this depth's.
+    inner: Option<Box<Depth>>,
+}
+
+/// What the decoders of all depths share.
+struct Budget {
+    /// Compressed bytes fed at the top level so far.
     read: u64,
-    /// Bytes decompressed so far.
+    /// Bytes decompressed so far, at every depth.
     written: u64,
     /// [`EXPANSION_FLOOR`] (lower in unit tests).
     floor: u64,
+    /// The first record perf does not read as decoded here: the offset of
+    /// its top-level record, and an [`odd`] reason.
+    odd: Option<(u64, &'static str)>,
 }
 
-impl Decompressor {
-    pub(crate) fn new() -> io::Result<Self> {
-        Ok(Decompressor {
-            dec: zstd::stream::raw::Decoder::new()?,
-            pending: Vec::new(),
-            out: vec![0; 1 << 16],
-            hint: 0,
-            read: 0,
-            written: 0,
-            floor: EXPANSION_FLOOR,
-        })
-    }
-
+impl Budget {
     /// Fails when the bytes decompressed so far pass the bound on the
     /// compressed bytes fed.
     fn check_expansion(&self, at: u64) -> Result<(), FormatError> {
@@ -70,8 +100,27 @@ impl Decompressor {
         Ok(())
     }
 
-    /// Decodes one payload, at most `cap` bytes of output, and calls `f` for
-    /// every complete inner record.
+    fn odd(&mut self, at: u64, why: &'static str) {
+        self.odd.get_or_insert((at, why));
+    }
+}
+
+impl Decompressor {
+    pub(crate) fn new() -> io::Result<Self> {
+        Ok(Decompressor {
+            top: Depth::new(1)?,
+            budget: Budget {
+                read: 0,
+                written: 0,
+                floor: EXPANSION_FLOOR,
+                odd: None,
+            },
+        })
+    }
+
+    /// Decodes one payload, at most `cap` bytes of output (and as much for
+    /// each COMPRESSED record inside), and calls `f` for every complete
+    /// record it holds, at any depth.
     pub(crate) fn feed(
         &mut self,
         at: u64,
@@ -80,9 +129,91 @@ impl Decompressor {
         cap: u64,
         mut f: impl FnMut(RecordHeader, &[u8]) -> Result<(), FormatError>,
     ) -> Result<(), FormatError> {
+        self.budget.read += payload.len() as u64;
+        self.top
+            .feed(&mut self.budget, (at, e, cap), payload, &mut f)
+    }
+
+    /// The first COMPRESSED record fed that perf's reader does not read as
+    /// this decoder does: its offset (the top-level record's), and why.
+    pub(crate) fn odd(&self) -> Option<(u64, &'static str)> {
+        self.budget.odd
+    }
+
+    /// At the end of the input: a partial record left over, or a zstd block
+    /// cut in the middle, at any depth, means the compressed data was cut
+    /// short. perf
+    /// flushes its stream after each ring-buffer chunk it compresses but
+    /// never ends the frame, so a frame that is open at a block boundary
+    /// (zstd then asks for the next 3-byte block header) is complete. A
+    /// ring buffer that wrapped is compressed in two chunks, each flushed
+    /// to its own COMPRESSED record(s), and a record may straddle them:
+    /// cut between them, the data ends inside that record. `at` is the
+    /// offset of the last compressed record.
+    pub(crate) fn finish(&self, at: u64) -> Result<(), FormatError> {
+        if self.unfinished().is_some() {
+            let kind = K::Truncated(UNFINISHED);
+            return Err(FormatError::at(at, kind));
+        }
+        Ok(())
+    }
+
+    /// The decompressed bytes of records cut short left at the end, at
+    /// every depth (0 for a zstd block cut short at a record boundary),
+    /// None when the data decoded so far ends whole (see
+    /// [`Decompressor::finish`]).
+    pub(crate) fn unfinished(&self) -> Option<u64> {
+        let mut cut = None;
+        let mut depth = Some(&self.top);
+        while let Some(d) = depth {
+            if d.unfinished() {
+                *cut.get_or_insert(0) += d.pending.len() as u64;
+            }
+            depth = d.inner.as_deref();
+        }
+        cut
+    }
+}
+
+/// Where a payload comes from: the offset of its top-level record, the
+/// byte order, the most one record may decompress to.
+type Ctx = (u64, Endian, u64);
+
+impl Depth {
+    fn new(depth: u32) -> io::Result<Self> {
+        Ok(Depth {
+            dec: zstd::stream::raw::Decoder::new()?,
+            pending: Vec::new(),
+            out: vec![0; 1 << 16],
+            hint: 0,
+            depth,
+            inner: None,
+        })
+    }
+
+    /// Whether the data decoded at this depth ends inside a record or a
+    /// zstd block.
+    fn unfinished(&self) -> bool {
+        const BLOCK_HEADER: usize = 3;
+        !self.pending.is_empty() || !matches!(self.hint, 0 | BLOCK_HEADER)
+    }
+
+    /// Decodes one payload of this depth (see [`Decompressor::feed`]).
+    fn feed<F>(
+        &mut self,
+        b: &mut Budget,
+        (at, e, cap): Ctx,
+        payload: &[u8],
+        f: &mut F,
+    ) -> Result<(), FormatError>
+    where
+        F: FnMut(RecordHeader, &[u8]) -> Result<(), FormatError>,
+    {
         use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+        if payload.is_empty() {
+            b.odd(at, odd::NO_PAYLOAD);
+        }
         let mut input = InBuffer::around(payload);
-        self.read += payload.len() as u64;
         let mut stalled = false;
         let mut produced = 0u64;
         loop {
@@ -99,8 +230,11 @@ impl Decompressor {
             if n > 0 || input.pos != before {
                 self.hint = hint;
             }
+            if hint == 0 && input.pos < payload.len() {
+                b.odd(at, odd::FRAMES);
+            }
             produced += n as u64;
-            self.written += n as u64;
+            b.written += n as u64;
             if produced > cap {
                 let kind = K::Implausible {
                     what: "decompressed size of one COMPRESSED record (over the recording's buffer size)",
@@ -108,9 +242,9 @@ impl Decompressor {
                 };
                 return Err(FormatError::at(at, kind));
             }
-            self.check_expansion(at)?;
+            b.check_expansion(at)?;
             self.pending.extend_from_slice(&self.out[..n]);
-            self.hand_out(at, e, &mut f)?;
+            self.hand_out(b, (at, e, cap), f)?;
             // A full output buffer may leave more decoded bytes inside zstd.
             if input.pos >= payload.len() && n < self.out.len() {
                 break;
@@ -121,6 +255,7 @@ impl Decompressor {
                     return Err(FormatError::at(at, kind));
                 }
                 // A finished frame followed by more data: start a new frame.
+                b.odd(at, odd::FRAMES);
                 self.dec
                     .reinit()
                     .map_err(|err| FormatError::at(at, K::Compressed(format!("zstd: {err}"))))?;
@@ -129,19 +264,28 @@ impl Decompressor {
                 stalled = false;
             }
         }
+        if produced == 0 {
+            b.odd(at, odd::NOTHING);
+        }
         Ok(())
     }
 
-    /// Calls `f` for the complete records decoded so far and drops them.
-    fn hand_out(
-        &mut self,
-        at: u64,
-        e: Endian,
-        f: &mut impl FnMut(RecordHeader, &[u8]) -> Result<(), FormatError>,
-    ) -> Result<(), FormatError> {
+    /// Calls `f` for the complete records decoded so far and drops them;
+    /// a COMPRESSED one is decoded by the next depth's decoder instead.
+    fn hand_out<F>(&mut self, b: &mut Budget, ctx: Ctx, f: &mut F) -> Result<(), FormatError>
+    where
+        F: FnMut(RecordHeader, &[u8]) -> Result<(), FormatError>,
+    {
+        let (at, e, _) = ctx;
+        let Depth {
+            pending,
+            inner,
+            depth,
+            ..
+        } = self;
         let mut off = 0;
-        while self.pending.len() - off >= 8 {
-            let h = RecordHeader::parse(&self.pending[off..], e)
+        while pending.len() - off >= 8 {
+            let h = RecordHeader::parse(&pending[off..], e)
                 .ok_or(FormatError::at(at, K::Truncated("inner record header")))?;
             if h.size < 8 {
                 let kind = K::RecordTooSmall {
@@ -151,40 +295,31 @@ impl Decompressor {
                 return Err(FormatError::at(at, kind));
             }
             let size = usize::from(h.size);
-            if self.pending.len() - off < size {
+            if pending.len() - off < size {
                 break;
             }
-            f(h, &self.pending[off + 8..off + size])?;
+            let body = &pending[off + 8..off + size];
+            match compressed_payload(at, &h, body, e)? {
+                None => f(h, body)?,
+                Some(payload) => {
+                    if *depth >= MAX_DEPTH {
+                        let what = format!("COMPRESSED records nested more than {MAX_DEPTH} deep");
+                        return Err(FormatError::at(at, K::Compressed(what)));
+                    }
+                    b.odd(at, odd::NESTED);
+                    let next = match inner {
+                        Some(d) => d,
+                        None => inner.insert(Box::new(Depth::new(*depth + 1).map_err(|err| {
+                            FormatError::at(at, K::Compressed(format!("zstd: {err}")))
+                        })?)),
+                    };
+                    next.feed(b, ctx, payload, f)?;
+                }
+            }
             off += size;
         }
-        self.pending.drain(..off);
+        pending.drain(..off);
         Ok(())
-    }
-
-    /// At the end of the input: a partial record left over, or a zstd block
-    /// cut in the middle, means the compressed data was cut short. perf
-    /// flushes its stream after each ring-buffer chunk it compresses but
-    /// never ends the frame, so a frame that is open at a block boundary
-    /// (zstd then asks for the next 3-byte block header) is complete. A
-    /// ring buffer that wrapped is compressed in two chunks, each flushed
-    /// to its own COMPRESSED record(s), and a record may straddle them:
-    /// cut between them, the data ends inside that record. `at` is the
-    /// offset of the last compressed record.
-    pub(crate) fn finish(&self, at: u64) -> Result<(), FormatError> {
-        if self.unfinished().is_some() {
-            let kind = K::Truncated(UNFINISHED);
-            return Err(FormatError::at(at, kind));
-        }
-        Ok(())
-    }
-
-    /// The decompressed bytes of a record cut short left at the end (0 for
-    /// a zstd block cut short at a record boundary), None when the data
-    /// decoded so far ends whole (see [`Decompressor::finish`]).
-    pub(crate) fn unfinished(&self) -> Option<u64> {
-        const BLOCK_HEADER: usize = 3;
-        (!self.pending.is_empty() || !matches!(self.hint, 0 | BLOCK_HEADER))
-            .then_some(self.pending.len() as u64)
     }
 }
 
@@ -427,7 +562,7 @@ mod tests {
         let bomb = zstd::bulk::compress(&rounds(2 << 20, e), 19).unwrap();
         assert!(bomb.len() as u64 * EXPANSION_RATIO < 2 << 20);
         let mut d = Decompressor::new().unwrap();
-        d.floor = floor;
+        d.budget.floor = floor;
         let err = d.feed(4242, &bomb, e, u64::MAX, |_, _| Ok(())).unwrap_err();
         assert_eq!(err.offset, 4242);
         assert!(
@@ -454,7 +589,7 @@ mod tests {
             }
         }
         let mut d = Decompressor::new().unwrap();
-        d.floor = floor;
+        d.budget.floor = floor;
         let mut n = 0;
         for chunk in zstd::bulk::compress(&raw, 1).unwrap().chunks(60_000) {
             d.feed(0, chunk, e, u64::MAX, |_, b| {
@@ -465,6 +600,124 @@ mod tests {
         }
         d.finish(0).unwrap();
         assert_eq!(n, raw.len());
+    }
+
+    /// A COMPRESSED2 record holding one zstd frame of `recs`.
+    fn framed(recs: &[u8], e: Endian) -> Vec<u8> {
+        let mut r = Vec::new();
+        encode_compressed(
+            &mut r,
+            e,
+            types::COMPRESSED2,
+            &zstd::bulk::compress(recs, 1).unwrap(),
+        );
+        r
+    }
+
+    /// Feeds `payload` at offset 40; the records handed out, the error.
+    fn decode(d: &mut Decompressor, payload: &[u8], e: Endian) -> (Vec<u32>, Option<FormatError>) {
+        let mut got = Vec::new();
+        let res = d.feed(40, payload, e, 1 << 20, |h, _| {
+            got.push(h.type_);
+            Ok(())
+        });
+        (got, res.err())
+    }
+
+    // A COMPRESSED record inside another's data is decoded in its place, at
+    // every depth up to MAX_DEPTH (each depth's stream running on through
+    // the next top-level record), all depths counted in the one expansion
+    // bound against the top-level zstd bytes only; one deeper is an error at
+    // the top-level record's offset; the walk is told perf misreads it.
+    #[test]
+    fn nested_records_are_handed_out_in_place() {
+        let e = Endian::Little;
+        let rec = |t: u32| {
+            let mut r = Vec::new();
+            crate::perf::record::encode_empty(&mut r, e, t);
+            r
+        };
+        let (a, b, c, z) = (rec(1000), rec(1001), rec(1002), rec(1003));
+        // depth 2: one frame flushed in two pieces, as perf writes them;
+        // depth 3: a frame of its own
+        let deep = framed(&z, e);
+        let mut inner = Compressor::new(1, types::COMPRESSED, e).unwrap();
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        inner.push(&b, &mut |_| ()).unwrap();
+        inner.push(&deep, &mut |_| ()).unwrap();
+        inner.flush(&mut |r| first.extend_from_slice(r)).unwrap();
+        inner.push(&c, &mut |_| ()).unwrap();
+        inner.flush(&mut |r| second.extend_from_slice(r)).unwrap();
+        let top1 = zstd::bulk::compress(&[&a[..], &first].concat(), 1).unwrap();
+        let top2 = zstd::bulk::compress(&[&second[..], &a].concat(), 1).unwrap();
+        let mut d = Decompressor::new().unwrap();
+        assert_eq!(decode(&mut d, &top1, e), (vec![1000, 1001, 1003], None));
+        assert_eq!(decode(&mut d, &top2, e), (vec![1002, 1000], None));
+        d.finish(0).unwrap();
+        assert_eq!(d.odd(), Some((40, odd::NESTED)));
+        assert_eq!(d.budget.read, (top1.len() + top2.len()) as u64);
+        let depth1 = 2 * a.len() + first.len() + second.len();
+        let depth2 = b.len() + deep.len() + c.len();
+        assert_eq!(d.budget.written, (depth1 + depth2 + z.len()) as u64);
+
+        let mut r = a.clone();
+        for _ in 1..MAX_DEPTH {
+            r = framed(&r, e);
+        }
+        let mut d = Decompressor::new().unwrap();
+        let payload = zstd::bulk::compress(&r, 1).unwrap();
+        assert_eq!(decode(&mut d, &payload, e), (vec![1000], None));
+        let payload = zstd::bulk::compress(&framed(&r, e), 1).unwrap();
+        let (got, err) = decode(&mut Decompressor::new().unwrap(), &payload, e);
+        let err = err.unwrap();
+        assert!(got.is_empty());
+        assert_eq!(err.offset, 40);
+        assert!(err.to_string().contains("nested more than 4 deep"), "{err}");
+    }
+
+    // What perf 6.1's reader refuses is read, and named for the walk: no
+    // zstd bytes, an empty frame, two frames in one record. perf's own
+    // layout (one frame flushed in pieces) and a frame per record are not.
+    #[test]
+    fn layouts_perf_refuses_are_named() {
+        let e = Endian::Little;
+        let recs = rounds(64, e);
+        let frame = zstd::bulk::compress(&recs, 1).unwrap();
+        let empty = zstd::bulk::compress(&[], 1).unwrap();
+        for (payloads, odd, n) in [
+            (vec![&frame[..], &[]], Some(odd::NO_PAYLOAD), 8),
+            (vec![&frame[..], &empty], Some(odd::NOTHING), 8),
+            (vec![&empty[..], &frame], Some(odd::NOTHING), 8),
+            (
+                vec![&[&frame[..], &frame].concat()[..]],
+                Some(odd::FRAMES),
+                16,
+            ),
+            (vec![&frame[..], &frame], None, 16),
+        ] {
+            let mut d = Decompressor::new().unwrap();
+            let mut got = 0;
+            for p in payloads {
+                d.feed(40, p, e, 1 << 20, |_, _| {
+                    got += 1;
+                    Ok(())
+                })
+                .unwrap();
+            }
+            d.finish(40).unwrap();
+            assert_eq!((d.odd().map(|o| o.1), got), (odd, n));
+        }
+        let mut z = Compressor::new(1, types::COMPRESSED, e).unwrap();
+        let mut d = Decompressor::new().unwrap();
+        for _ in 0..3 {
+            z.push(&recs, &mut |_| ()).unwrap();
+            let mut payload = Vec::new();
+            z.flush(&mut |r| payload.extend_from_slice(&r[8..]))
+                .unwrap();
+            d.feed(0, &payload, e, 1 << 20, |_, _| Ok(())).unwrap();
+        }
+        d.finish(0).unwrap();
+        assert_eq!(d.odd(), None);
     }
 
     // COMPRESSED2's data_size is checked without overflow: u64::MAX or more

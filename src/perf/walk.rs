@@ -1,6 +1,7 @@
 //! The one walk over a perf.data's records that every reader shares: attrs
 //! from the attr section or HEADER_ATTR records, records inside COMPRESSED
-//! ones decoded one by one.
+//! ones decoded one by one (those inside a COMPRESSED record inside
+//! another too, in its place: perf reads them so).
 
 use std::os::unix::fs::FileExt;
 
@@ -29,6 +30,12 @@ pub struct Walk {
     /// Pipe mode: the offset where bytes that do not form records begin (kept
     /// as they are; perf's stderr appended to its stdout, typically).
     pub trailing: Option<u64>,
+    /// The first COMPRESSED record perf's reader does not read as this walk
+    /// did (it refuses one that decodes to no bytes, or holds two zstd
+    /// frames; one holding a COMPRESSED record it may read twice): its
+    /// offset, and what it holds. A copy of the compressed records as they
+    /// are would not be read as the input was.
+    pub odd_compressed: Option<(u64, &'static str)>,
 }
 
 /// What a walk hands to its visitor.
@@ -37,8 +44,9 @@ pub trait Visitor {
     /// itself, with its body), before its contents are visited.
     fn stored(&mut self, _at: u64, _h: &RecordHeader, _body: &[u8]) {}
 
-    /// Every record, those inside compressed ones one by one (`at` is then
-    /// the offset of the compressed record; an AUXTRACE or
+    /// Every record, those inside compressed ones one by one, at any
+    /// depth, never a COMPRESSED record (`at` is then the offset of the
+    /// top-level compressed record; an AUXTRACE or
     /// HEADER_TRACING_DATA, whose data follows at `at + size`, is never
     /// one of those).
     fn record(
@@ -87,6 +95,7 @@ impl Input {
             },
             records: 0,
             trailing: None,
+            odd_compressed: None,
         };
         let e = self.endian();
         let (start, end) = self.records_range();
@@ -145,6 +154,7 @@ impl Input {
         if let (Some(d), false) = (&dec, inner_cut) {
             d.finish(last_compressed).map_err(|err| self.format(err))?;
         }
+        w.odd_compressed = dec.as_ref().and_then(Decompressor::odd);
         if w.attrs.list.is_empty() {
             let err = FormatError::at(start, K::NoAttrs(" (HEADER_ATTR) in the stream"));
             return Err(self.format(err));

@@ -86,6 +86,9 @@ pub struct MergeReport {
     pub trailing_bytes_at: Option<u64>,
     /// `--in-place` with nothing to add: the recording was left as it was.
     pub unchanged: bool,
+    /// The first COMPRESSED record perf misreads (`Walk::odd_compressed`),
+    /// copied as it is: a warning.
+    pub odd_compressed: Option<(u64, &'static str)>,
 }
 
 /// Pids whose maps the scan remembers for dedupe: only those that may get
@@ -224,6 +227,7 @@ pub fn merge(
     let mut report = MergeReport {
         input_records: walk.records,
         trailing_bytes_at: walk.trailing,
+        odd_compressed: walk.odd_compressed,
         pipe: matches!(input.layout, Layout::Pipe(_)),
         salvaged: input.salvaged.clone(),
         ..Default::default()

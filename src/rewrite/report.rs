@@ -61,8 +61,13 @@ pub struct ConvertReport {
     pub compressed_records: u64,
     /// Records taken out of compressed ones (`--decompress`).
     pub decompressed: u64,
-    /// COMPRESSED records written anew (maps converted inside them).
+    /// COMPRESSED records written anew (maps converted inside them, or
+    /// the input's could not be copied: `odd_compressed`).
     pub recompressed: u64,
+    /// The first of the input's COMPRESSED records that perf does not read
+    /// as they are (offset, what it holds: nested, empty, two zstd frames),
+    /// which made a copy of them compress them anew instead.
+    pub odd_compressed: Option<(u64, &'static str)>,
     /// The input was a pipe-mode stream.
     pub from_pipe: bool,
     /// The output is a pipe-mode stream.

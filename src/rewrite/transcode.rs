@@ -127,37 +127,60 @@ pub fn transcode(
     transcode_knowing(input, out, opts, None)
 }
 
+/// Why a pass of the rewrite is made again.
+enum Again {
+    /// A table id was used for a path whose maps turned out to name
+    /// several files: again, knowing them.
+    Knowing(MappedFiles),
+    /// The COMPRESSED records were being copied, and one is not read by
+    /// perf as the walk read it (offset, why: `Walk::odd_compressed`):
+    /// again, compressing the records anew (and knowing the files, if the
+    /// pass also found them).
+    Recompress((u64, &'static str), Option<MappedFiles>),
+}
+
 /// [`transcode`], knowing the files the maps name if a pass found them;
 /// a pass that used a table id for a path whose maps turned out to name
 /// several files is made again knowing them (see
-/// [`super::attribution`]).
+/// [`super::attribution`]), and one that copied a COMPRESSED record perf
+/// would not read as it is (nested, empty, several zstd frames) is made
+/// again compressing the records anew.
 pub fn transcode_knowing(
     input: &Input,
     out: &mut File,
     opts: TranscodeOptions,
     mut known: Option<MappedFiles>,
 ) -> Result<ConvertReport, TranscodeError> {
+    let mut odd = None;
     loop {
-        match transcode_once(input, out, opts, known.take())? {
-            Ok(report) => return Ok(report),
-            Err(files) => {
-                out.set_len(0)
-                    .and_then(|()| out.seek(SeekFrom::Start(0)).map(drop))
-                    .map_err(TranscodeError::Output)?;
-                known = Some(files);
+        let files = match transcode_once(input, out, opts, known.take(), odd)? {
+            Ok(mut report) => {
+                report.odd_compressed = odd;
+                return Ok(report);
             }
-        }
+            Err(Again::Knowing(files)) => Some(files),
+            Err(Again::Recompress(why, files)) => {
+                odd = Some(why);
+                files
+            }
+        };
+        out.set_len(0)
+            .and_then(|()| out.seek(SeekFrom::Start(0)).map(drop))
+            .map_err(TranscodeError::Output)?;
+        known = files;
     }
 }
 
-/// One pass of [`transcode_knowing`]: its report, or the files the maps
-/// name when it must be made again knowing them.
+/// One pass of [`transcode_knowing`]: its report, or why it must be made
+/// again. `odd`: a COMPRESSED record the copies would keep as perf does
+/// not read it (the records are then compressed anew).
 fn transcode_once(
     input: &Input,
     out: &mut File,
     opts: TranscodeOptions,
     known: Option<MappedFiles>,
-) -> Result<Result<ConvertReport, MappedFiles>, TranscodeError> {
+    odd: Option<(u64, &'static str)>,
+) -> Result<Result<ConvertReport, Again>, TranscodeError> {
     let e = input.endian();
     let mut meta = read_meta(input)?;
     let from_pipe = matches!(input.layout, Layout::Pipe(_));
@@ -183,6 +206,7 @@ fn transcode_once(
         decompress: opts.decompress,
         convert: opts.buildid_mmap2,
         recompress: opts.buildid_mmap2
+            || odd.is_some()
             || input.salvaged.as_ref().is_some_and(|s| s.inner.is_some()),
         drop_metadata: from_pipe && !opts.to_pipe,
         ids,
@@ -196,11 +220,8 @@ fn transcode_once(
     };
     let walk = input.walk(&mut em)?;
     em.end_group();
-    if let Some(files) = em.ids.as_mut().and_then(MapIds::take_second_pass) {
-        return match em.failed.take() {
-            Some(err) => Err(werr(err)),
-            None => Ok(Err(files)),
-        };
+    if let Some(again) = again(&mut em, walk.odd_compressed) {
+        return em.failed.take().map(werr).map_or(Ok(Err(again)), Err);
     }
     let added = match (&em.ids, opts.buildid_all) {
         (Some(ids), true) => ids.table_lacks(),
@@ -240,6 +261,19 @@ fn transcode_once(
         finish_file(&mut meta, &aux, data_len, out).map_err(werr)?;
     }
     Ok(Ok(report))
+}
+
+/// Why the pass `em` made must be made again, if it must: it copied a
+/// COMPRESSED record perf misreads (`odd`, from the walk), or its maps
+/// turned out to name several files at a path whose table id it used.
+fn again(em: &mut Emitter, odd: Option<(u64, &'static str)>) -> Option<Again> {
+    let files = em.ids.as_mut().and_then(MapIds::take_second_pass);
+    let copied = !(em.decompress || em.recompress);
+    match (odd.filter(|_| copied), files) {
+        (Some(why), files) => Some(Again::Recompress(why, files)),
+        (None, Some(files)) => Some(Again::Knowing(files)),
+        (None, None) => None,
+    }
 }
 
 /// The feature bits left out of a stream made from a file (`to_stream`):
