@@ -206,12 +206,42 @@ fn leaked_line(r: &ConvertReport) -> Option<String> {
     ))
 }
 
-/// A warning per feature left out of a stream perf could not parse.
-fn unreadable_features(r: &ConvertReport) -> impl Iterator<Item = String> + '_ {
-    r.features_unreadable.iter().map(|(bit, why)| {
-        let name = crate::perf::consts::feature::name(*bit).unwrap_or("?");
-        format!("mmap2-synth: warning: feature {name} (bit {bit}) left out of the stream: perf's pipe-mode reader would abort on it ({why})")
-    })
+/// Where feature sections perf 6.1 cannot read went (`perf::feature_check`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeftOut {
+    /// Left out of a pipe-mode output.
+    Stream,
+    /// Left out of a file-mode output.
+    File,
+    /// Kept: an `--in-place` merge with nothing to add wrote nothing.
+    Kept,
+}
+
+/// A warning line per feature section perf 6.1 cannot read (`unreadable`,
+/// with why) and one for the BUILD_ID entries too long for its file-mode
+/// reader (`long`), saying what became of them (`how`). Printed whether
+/// or not the summary is.
+pub fn feature_warnings(unreadable: &[(u32, &str)], long: usize, how: LeftOut) -> Vec<String> {
+    let mut lines: Vec<String> = unreadable
+        .iter()
+        .map(|(bit, why)| {
+            let name = crate::perf::consts::feature::name(*bit).unwrap_or("?");
+            let what = format!("feature {name} (bit {bit})");
+            match how {
+                LeftOut::Stream => format!("mmap2-synth: warning: {what} left out of the stream: perf's pipe-mode reader would abort on it ({why})"),
+                LeftOut::File => format!("mmap2-synth: warning: {what} left out of the file: perf's file-mode reader cannot read it ({why}; it would read past it or stop reading features there)"),
+                LeftOut::Kept => format!("mmap2-synth: warning: {what} cannot be read by perf ({why}); left as it is with the rest (`convert --to file --in-place` leaves it out)"),
+            }
+        })
+        .collect();
+    if long > 0 {
+        let limit = crate::perf::feature_check::MAX_FILE_BUILD_ID_ENTRY;
+        lines.push(match how {
+            LeftOut::Kept => format!("mmap2-synth: warning: {long} BUILD_ID entries are longer than the {limit} bytes perf's file-mode reader holds; left as they are (`convert --to file --in-place` leaves them out)"),
+            _ => format!("mmap2-synth: warning: {long} BUILD_ID entries left out: longer than the {limit} bytes perf's file-mode reader holds (it would overrun its stack)"),
+        });
+    }
+    lines
 }
 
 /// The summary of a conversion: what became build-id MMAP2, and why the
@@ -276,7 +306,6 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
             r.features_dropped
         ));
     }
-    lines.extend(unreadable_features(r));
     lines.extend(recompressed(r));
     if let Some((at, n)) = r.trailing {
         let what = if r.to_pipe {

@@ -294,3 +294,67 @@ fn a_bad_build_id_feature_record_is_refused_at_its_offset() {
         assert!(!out.exists(), "{args:?}");
     }
 }
+
+// A stream bigger than the temporary directory it is copied to (a 1 MiB
+// tmpfs as TMPDIR, mounted in a mount namespace of its own): every
+// command reading it from `-` (and one from a FIFO) fails naming what
+// failed, writing the stream's temporary copy in that directory, and
+// ENOSPC (it said "reading -"), exit 1, nothing left in TMPDIR or beside -o.
+#[test]
+#[ignore = "needs root (unshare -m, mount -t tmpfs)"]
+fn a_full_temporary_directory_is_named_as_what_failed() {
+    needs_root("a mount namespace with a tmpfs");
+    let dir = scratch("streams-enospc");
+    let stream = pinned_with(&dir, "rec-pipe.data", &unknown_records(3 << 20, |_| 7));
+    let (tmp, fifo, out) = (dir.join("tmp"), dir.join("fifo"), dir.join("out.data"));
+    std::fs::create_dir(&tmp).unwrap();
+    mkfifo(&fifo);
+    // $1 TMPDIR, $2 the binary, $3 the stream, $4 "-" or the FIFO, then
+    // the command; prints its exit status and what TMPDIR holds after it
+    let script = r#"tmp=$1 bin=$2 stream=$3 from=$4; shift 4
+        mount -t tmpfs -o size=1M tmpfs "$tmp" || exit 99
+        if [ "$from" = - ]; then
+            cat "$stream" 2>/dev/null | TMPDIR="$tmp" "$bin" "$@"; rc=$?
+        else
+            cat "$stream" >"$from" 2>/dev/null & TMPDIR="$tmp" "$bin" "$@"; rc=$?
+            kill $! 2>/dev/null; wait
+        fi
+        echo "rc=$rc left=$(ls -A "$tmp" | wc -l)""#;
+    let o = out.to_str().unwrap();
+    let f = fifo.to_str().unwrap();
+    for args in [
+        &["dump", "-"][..],
+        &["convert", "--to", "file", "-o", o, "-"],
+        &["merge", "--no-kernel", "-o", o, "-"],
+        &["pprof", "--no-symbolize", "-o", o, "-"],
+        &["dump", f],
+    ] {
+        let from = args[args.len() - 1];
+        let r = Command::new("unshare")
+            .args(["-m", "sh", "-c", script, "sh"])
+            .arg(&tmp)
+            .arg(bin())
+            .arg(&stream)
+            .arg(from)
+            .args(args)
+            .output()
+            .unwrap();
+        let (said, err) = (
+            String::from_utf8_lossy(&r.stdout),
+            String::from_utf8_lossy(&r.stderr),
+        );
+        assert_eq!(said.trim(), "rc=1 left=0", "{args:?}: {err}");
+        let want = format!(
+            "error: writing the temporary copy of stream {from} (an unlinked file in {}): \
+             No space left on device",
+            tmp.display()
+        );
+        assert!(err.contains(&want), "{args:?}: {err}");
+        let mut here: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        here.sort();
+        assert_eq!(here, ["fifo", "rec-pipe.data", "tmp"], "{args:?}");
+    }
+}

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use mmap2_synth::output;
 use mmap2_synth::rewrite::{self, MergeOptions, Which};
-use mmap2_synth::summary;
+use mmap2_synth::summary::{self, LeftOut};
 
 use super::args::{ConvertArgs, MergeArgs, ModeArg, RewriteTarget};
 use super::error::CliError;
@@ -127,6 +127,16 @@ pub(crate) fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
     if let Some(cut) = &report.salvaged {
         eprintln!("mmap2-synth: {}", cut.warning(&recording));
     }
+    let how = match report.unchanged {
+        true => LeftOut::Kept,
+        false => LeftOut::File,
+    };
+    let long = report.build_ids_too_long;
+    print(&summary::feature_warnings(
+        &report.features_unreadable,
+        long,
+        how,
+    ));
     if !m.scan.quiet {
         let dest = output.display().to_string();
         print(&summary::merge(&report, started.elapsed(), &dest));
@@ -167,6 +177,16 @@ pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
     if let Some(cut) = &report.salvaged {
         eprintln!("mmap2-synth: {}", cut.warning(&recording));
     }
+    let how = match report.to_pipe {
+        true => LeftOut::Stream,
+        false => LeftOut::File,
+    };
+    let long = report.build_ids_too_long;
+    print(&summary::feature_warnings(
+        &report.features_unreadable,
+        long,
+        how,
+    ));
     if !c.quiet {
         print(&summary::convert(
             &report,

@@ -13,7 +13,7 @@ use super::consts::{FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
 use super::error::{FormatError, FormatErrorKind as K};
 use super::header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
 use super::salvage::Salvaged;
-use super::spool::{spool, Spooled};
+use super::spool::{spool, SpoolError, Spooled};
 use crate::bytes::{Endian, Rd};
 
 /// A failure reading an input, naming the file.
@@ -44,6 +44,21 @@ pub enum InputError {
     Io {
         op: &'static str,
         path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// Creating or writing the unlinked temporary file a stream input
+    /// (stdin, a FIFO) is copied to and read from failed: `dir` (the
+    /// temporary directory, `TMPDIR`) full, most likely.
+    #[error("{op} the temporary copy of stream {} (an unlinked file in {})", path.display(), dir.display())]
+    Spool {
+        /// What failed: creating or writing it.
+        op: &'static str,
+        /// The stream.
+        path: PathBuf,
+        /// Where the copy was.
+        dir: PathBuf,
         /// The cause.
         #[source]
         source: io::Error,
@@ -91,6 +106,8 @@ impl InputError {
                         Some(libc::ELOOP | libc::ENAMETOOLONG)
                     ))
             }
+            // the system's: the temporary directory full or unwritable
+            InputError::Spool { .. } => false,
         }
     }
 }
@@ -391,19 +408,33 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
     crate::sys::wait_readable(file.as_fd()).map_err(io_err(READING, path))?;
     crate::sys::set_blocking(file.as_fd()).map_err(io_err(READING, path))?;
     crate::interrupt::reading_a_stream();
-    let copy = tempfile::tempfile().map_err(io_err("spooling", path))?;
+    // where the copy goes, named in its errors (a full disk there is the
+    // likely one)
+    let dir = std::env::temp_dir();
+    let spool_err = |op| {
+        let (path, dir) = (path.to_path_buf(), dir.clone());
+        move |source| InputError::Spool {
+            op,
+            path,
+            dir,
+            source,
+        }
+    };
+    let copy = tempfile::tempfile_in(&dir).map_err(spool_err("creating"))?;
     let mut src = io::BufReader::with_capacity(SPOOL_CHUNK, &file);
     let mut dst = io::BufWriter::with_capacity(SPOOL_CHUNK, copy);
     let spooled = spool(&mut src, &mut dst);
     // a stream that stopped being perf.data (or could not be read on) is
     // not one a writer is still finishing: a signal put off ends us now
     crate::interrupt::stream_read(!matches!(spooled, Ok(Spooled::Ended(_))));
-    let len = match spooled.map_err(io_err(READING, path))? {
-        Spooled::Ended(n) | Spooled::Stopped(n) => n,
+    let len = match spooled {
+        Ok(Spooled::Ended(n) | Spooled::Stopped(n)) => n,
+        Err(SpoolError::Read(e)) => return Err(io_err(READING, path)(e)),
+        Err(SpoolError::Write(e)) => return Err(spool_err("writing")(e)),
     };
     let copy = dst
         .into_inner()
-        .map_err(|e| io_err("spooling", path)(e.into_error()))?;
+        .map_err(|e| spool_err("writing")(e.into_error()))?;
     Ok((copy, len, true))
 }
 

@@ -2,7 +2,8 @@
 //! sections and feature table, attrs, record framing, the records we encode
 //! and decode, feature payloads, the two writers, the streaming record
 //! reader (`stream`), `-z` payloads (`compress`), range copies (`copy`), where a recording cut
-//! short stops holding whole records (`salvage`).
+//! short stops holding whole records (`salvage`), which feature payloads
+//! perf itself can read (`feature_check`).
 //! Pure code over bytes but for `stream`, `copy` and `input`, which read
 //! files.
 //!
@@ -17,11 +18,11 @@ pub(crate) mod copy;
 pub mod error;
 pub mod events;
 pub mod evname;
+pub mod feature_check;
 pub mod features;
 pub mod header;
 pub mod input;
 mod input_salvage;
-pub mod pipe_features;
 pub(crate) mod progress;
 pub mod record;
 pub mod salvage;

@@ -17,6 +17,16 @@ use crate::bytes::Rd;
 /// copied: one AUX buffer or tracing blob, which perf keeps far smaller.
 const MAX_DATA_AFTER: u64 = 4 << 30;
 
+/// Why a copy failed: reading the stream, or writing the copy (its
+/// directory full, most likely), which the caller reports apart.
+#[derive(Debug)]
+pub(super) enum SpoolError {
+    /// Reading the stream failed.
+    Read(io::Error),
+    /// Writing the copy failed.
+    Write(io::Error),
+}
+
 /// How the copy of a stream ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Spooled {
@@ -37,7 +47,7 @@ pub(super) enum Spooled {
 /// claimed is copied only as far as the stream holds it). A
 /// stream that is no pipe-mode perf.data is copied only as far as the
 /// reader needs to say what it is (a file-mode header's 104 bytes).
-pub(super) fn spool(src: &mut impl Read, dst: &mut impl Write) -> io::Result<Spooled> {
+pub(super) fn spool(src: &mut impl Read, dst: &mut impl Write) -> Result<Spooled, SpoolError> {
     let mut copied = 0;
     let mut head = [0u8; PIPE_HEADER_SIZE as usize];
     if copy_exact(src, dst, &mut head, &mut copied)? < head.len() {
@@ -46,14 +56,14 @@ pub(super) fn spool(src: &mut impl Read, dst: &mut impl Write) -> io::Result<Spo
     let e = match Kind::of(&head) {
         Ok(Kind::Pipe(e)) => e,
         _ => {
-            let rest = FILE_HEADER_SIZE - PIPE_HEADER_SIZE;
-            copied += io::copy(&mut src.take(rest), dst)?;
+            let mut rest = [0u8; (FILE_HEADER_SIZE - PIPE_HEADER_SIZE) as usize];
+            copy_exact(src, dst, &mut rest, &mut copied)?;
             return Ok(Spooled::Ended(copied));
         }
     };
     let r = Rd(e);
     // the largest record: 64 KiB
-    let mut body = vec![0u8; usize::from(u16::MAX)];
+    let mut buf = vec![0u8; usize::from(u16::MAX)];
     loop {
         let mut h = [0u8; 8];
         if copy_exact(src, dst, &mut h, &mut copied)? < h.len() {
@@ -65,7 +75,7 @@ pub(super) fn spool(src: &mut impl Read, dst: &mut impl Write) -> io::Result<Spo
         if size < 8 {
             return Ok(Spooled::Stopped(copied));
         }
-        let body = &mut body[..usize::from(size) - 8];
+        let body = &mut buf[..usize::from(size) - 8];
         if copy_exact(src, dst, body, &mut copied)? < body.len() {
             return Ok(Spooled::Ended(copied));
         }
@@ -80,13 +90,33 @@ pub(super) fn spool(src: &mut impl Read, dst: &mut impl Write) -> io::Result<Spo
             return Ok(Spooled::Stopped(copied));
         }
         if let Some(n) = after.filter(|&n| n > 0) {
-            let got = io::copy(&mut src.take(n), dst)?;
-            copied += got;
-            if got < n {
+            if copy_n(src, dst, n, &mut buf, &mut copied)? < n {
                 return Ok(Spooled::Ended(copied));
             }
         }
     }
+}
+
+/// Copies `n` bytes from `src` to `dst` (fewer only at its end) through
+/// `buf`, adding them to `copied`; returns how many.
+fn copy_n(
+    src: &mut impl Read,
+    dst: &mut impl Write,
+    n: u64,
+    buf: &mut [u8],
+    copied: &mut u64,
+) -> Result<u64, SpoolError> {
+    let mut left = n;
+    while left > 0 {
+        let len = left.min(buf.len() as u64) as usize;
+        let chunk = &mut buf[..len];
+        let got = copy_exact(src, dst, chunk, copied)?;
+        left -= got as u64;
+        if got < chunk.len() {
+            break;
+        }
+    }
+    Ok(n - left)
 }
 
 /// Reads `buf.len()` bytes from `src` (fewer only at its end) and writes
@@ -96,17 +126,17 @@ fn copy_exact(
     dst: &mut impl Write,
     buf: &mut [u8],
     copied: &mut u64,
-) -> io::Result<usize> {
+) -> Result<usize, SpoolError> {
     let mut got = 0;
     while got < buf.len() {
         match src.read(&mut buf[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(SpoolError::Read(e)),
         }
     }
-    dst.write_all(&buf[..got])?;
+    dst.write_all(&buf[..got]).map_err(SpoolError::Write)?;
     *copied += got as u64;
     Ok(got)
 }

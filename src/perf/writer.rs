@@ -10,9 +10,9 @@ use std::io::{self, Write};
 
 use super::consts::{feature, types, ATTR_SIZE, FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
 use super::error::RecordTooLarge;
+use super::feature_check::{build_ids_perf_holds, unreadable_features, Bad};
 use super::features::{build_id_feature, BuildIdEntry, EventDesc};
 use super::header::{magic_bytes, FeatureTable, FileHeader, Section};
-use super::pipe_features::{pipe_feature_problem, PipeReadState};
 use super::record::{begin_record, finish_record, split_records, RecordHeader};
 use crate::bytes::{Endian, PutExt};
 
@@ -221,25 +221,37 @@ pub fn pipe_carries_as_feature(bit: u32) -> bool {
 
 /// The features [`raw_pipe_prologue`] leaves out although a stream could
 /// carry them, with why: perf 6.1's pipe-mode reader aborts on a
-/// HEADER_FEATURE whose payload its `process_*` cannot read (its file-mode
-/// reader skips such a section with a warning, so files keep them). Read
-/// in bit order, as perf reads them, each seeing what was kept before it.
-pub fn pipe_unreadable_features(meta: &RawMeta) -> Vec<(u32, &'static str)> {
-    let mut st = PipeReadState {
-        events: meta.attrs.len(),
-        ..PipeReadState::default()
-    };
-    let mut out = Vec::new();
-    for (bit, payload) in &meta.features {
-        if !pipe_carries_as_feature(*bit) {
-            continue;
-        }
-        match pipe_feature_problem(*bit, payload, meta.endian, &st) {
-            Some(why) => out.push((*bit, why)),
-            None => st.note(*bit, payload, meta.endian),
-        }
+/// HEADER_FEATURE whose payload its `process_*` cannot read (see
+/// [`super::feature_check`]).
+pub fn pipe_unreadable_features(meta: &RawMeta) -> Vec<(u32, Bad)> {
+    let carried = meta
+        .features
+        .iter()
+        .filter(|(b, _)| pipe_carries_as_feature(*b));
+    unreadable_features(
+        meta.endian,
+        meta.attrs.len(),
+        carried.map(|(b, p)| (*b, &p[..])),
+    )
+}
+
+/// What a file-mode output of `meta` must leave out for perf 6.1's
+/// file-mode reader: the sections it cannot read (see
+/// [`super::feature_check`]), with why, and the BUILD_ID entries longer
+/// than it holds (how many). Leaves them out of `meta`; every other
+/// section stays byte for byte.
+pub fn drop_file_unreadable(meta: &mut RawMeta) -> (Vec<(u32, Bad)>, usize) {
+    let features = meta.features.iter().map(|(b, p)| (*b, &p[..]));
+    let bad = unreadable_features(meta.endian, meta.attrs.len(), features);
+    meta.features
+        .retain(|(b, _)| !bad.iter().any(|(x, _)| x == b));
+    let table = meta.feature(feature::BUILD_ID).unwrap_or_default();
+    let mut long = 0;
+    if let Some((kept, n)) = build_ids_perf_holds(table, meta.endian) {
+        meta.set_feature(feature::BUILD_ID, kept);
+        long = n;
     }
-    out
+    (bad, long)
 }
 
 /// Feature bits perf 6.1 accepts in a HEADER_FEATURE record: 1 up to

@@ -21,10 +21,12 @@ use std::path::{Path, PathBuf};
 use super::attribution::MappedFiles;
 use super::buildids::{ConvertReport, MapIds};
 use super::error::MergeError;
+use super::meta::file_unreadable;
 use super::open::open_input;
 use super::transcode::{transcode_knowing, TranscodeError, TranscodeOptions};
 use super::write::{
     finish_edited, gap_for, growth, patch_in_place, write_edited, write_head_and_prefix, Edit,
+    Sections,
 };
 use crate::bytes::Endian;
 use crate::output::AtomicFile;
@@ -306,8 +308,9 @@ enum Patched {
 /// copies around them (see [`write_edited`]). The records after the
 /// synthesized prefix (where MMAP v1 records, which grow, are) are copied
 /// while the walk still runs: MMAP2 patches there keep their size, so
-/// their place is known once the prefix is. [`Patched::Stream`] when the
-/// walk met compressed records or the recording has an AUXTRACE index.
+/// their place is known once the prefix is. Feature sections perf cannot
+/// read are left out ([`Sections`]). [`Patched::Stream`] when the walk met
+/// compressed records or the recording has an AUXTRACE index.
 fn patch_copy(
     input: &Input,
     out: &mut AtomicFile,
@@ -321,6 +324,10 @@ fn patch_copy(
     if header.features.contains(feature::AUXTRACE) {
         return Ok(Patched::Stream);
     }
+    let table = input.feature(feature::BUILD_ID)?;
+    let bad = file_unreadable(input, table.as_ref().map(|(_, t)| &t[..]))?;
+    drop(table);
+    let sections = Sections::of(features, &bad);
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let mut ed = Editor::new(input, trust_paths, known, tx)?;
     let werr = out_err("writing", output);
@@ -359,6 +366,8 @@ fn patch_copy(
     if let Some(files) = ed.ids.take_second_pass() {
         return Ok(Patched::Again(files));
     }
+    ed.report.features_unreadable = bad.sections.clone();
+    ed.report.build_ids_too_long = bad.build_ids.as_ref().map_or(0, |(_, n)| *n);
     let f = out.file();
     let planned = match tail {
         Some((p, shift, copied))
@@ -377,7 +386,7 @@ fn patch_copy(
         f.set_len(0).map_err(out_err("writing", output))?;
         f.seek(SeekFrom::Start(0))
             .map_err(out_err("writing", output))?;
-        write_edited(input, header, features, &ed.edits, f).map_err(werr)?;
+        write_edited(input, header, &sections, &ed.edits, f).map_err(werr)?;
         return Ok(Patched::Done(Box::new(ed.report)));
     };
     let (prefix, rest) = ed.edits.split_at(ed.edits.partition_point(|x| x.at < p));
@@ -386,13 +395,13 @@ fn patch_copy(
     debug_assert_eq!(got, shift);
     patch_in_place(rest, shift, f).map_err(out_err("writing", output))?;
     let grow = growth(prefix);
-    if grow == 0 {
+    if grow == 0 && sections.as_they_are() {
         // the feature sections and table stay where they are
         f.seek(SeekFrom::Start(end))
             .map_err(out_err("writing", output))?;
         copy_range(&input.file, end, input.len - end, f).map_err(out_err("writing", output))?;
     } else {
-        finish_edited(input, header, features, grow, f).map_err(werr)?;
+        finish_edited(input, header, &sections, grow, f).map_err(werr)?;
     }
     Ok(Patched::Done(Box::new(ed.report)))
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use super::error::out_err;
 pub use super::error::MergeError;
 use super::insert::{Processes, Records};
+use super::meta::{file_unreadable, Unreadable};
 use super::open::open_input;
 use super::plan::{self, Which};
 use super::scan::RecordingFacts;
@@ -89,6 +90,12 @@ pub struct MergeReport {
     /// The first COMPRESSED record perf misreads (`Walk::odd_compressed`),
     /// copied as it is: a warning.
     pub odd_compressed: Option<(u64, &'static str)>,
+    /// Feature sections perf 6.1's file-mode reader cannot read, with why
+    /// (`perf::feature_check`): left out of a file-mode output, or left as
+    /// they are with the recording when nothing else was written.
+    pub features_unreadable: Vec<(u32, &'static str)>,
+    /// BUILD_ID entries too long for that reader, likewise.
+    pub build_ids_too_long: usize,
 }
 
 /// Pids whose maps the scan remembers for dedupe: only those that may get
@@ -216,11 +223,7 @@ pub fn merge(
     let e = input.endian();
     let file_pids = snap.as_ref().and_then(SnapFile::pids);
     let mut facts = RecordingFacts::new(e, Some(dedupe_pids(opts, file_pids)?));
-    if let Some((s, table)) = input.feature(feature::BUILD_ID)? {
-        facts
-            .add_build_ids(&table, e, s.offset)
-            .map_err(|err| input.format(err))?;
-    }
+    let bad = read_sections(&input, &mut facts)?;
     let mut out = prepare_output(&input, output, opts.in_place)?;
     let (walk, tail) = walk_and_copy(&input, &before, (&mut out, output), &mut facts)?;
     let attrs = walk.attrs;
@@ -240,6 +243,8 @@ pub fn merge(
         }
         None => (None, None),
     };
+    report.features_unreadable = bad.sections.clone();
+    report.build_ids_too_long = bad.build_ids.as_ref().map_or(0, |(_, n)| *n);
     let processes = processes_to_insert(opts, &facts, from_file, &mut report)?;
     let (kernel, mut bpf) = match opts.kernel {
         true => kernel_to_insert(
@@ -285,7 +290,7 @@ pub fn merge(
     }
     let tail = tail.map(|(file, len)| (file, len, walk.trailing));
     let inserts = (&inserted, &new_ids[..]);
-    finish_output(&input, (out.file(), output), &facts, inserts, tail)?;
+    finish_output(&input, (out.file(), output), &facts, inserts, tail, &bad)?;
     // the features (and a moved data section) were read after the scan
     write::check_unchanged(&input, &before, "changed while being merged")?;
     if let Some(s) = &snap {
@@ -302,6 +307,19 @@ fn want_of(opts: &MergeOptions, facts: &RecordingFacts) -> Want {
         Which::Pids(p) => Want::Pids(p.iter().copied().collect()),
         Which::Needed => Want::Pids(facts.needed().into_iter().collect()),
     }
+}
+
+/// Reads a file-mode input's BUILD_ID table into `facts`; returns what of
+/// its feature sections perf's file-mode reader cannot read, which the
+/// output leaves out (all others copied as they are).
+fn read_sections(input: &Input, facts: &mut RecordingFacts) -> Result<Unreadable, MergeError> {
+    let table = input.feature(feature::BUILD_ID)?;
+    if let Some((s, table)) = &table {
+        facts
+            .add_build_ids(table, input.endian(), s.offset)
+            .map_err(|err| input.format(err))?;
+    }
+    Ok(file_unreadable(input, table.as_ref().map(|(_, t)| &t[..]))?)
 }
 
 /// Scans the recording; in file mode the kernel copies its data section
@@ -370,13 +388,15 @@ fn kept(header: &FileHeader, from: Option<u64>) -> FileHeader {
 /// Writes everything after the scan: file mode around the copied data,
 /// pipe mode around the insertion point; `out` is the open temporary file
 /// and the path its errors name; `tail`, the damaged tail rewritten, its
-/// length and where a stream's text after its records begins.
+/// length and where a stream's text after its records begins; `bad`, what
+/// a file-mode output leaves out of the input's feature sections.
 fn finish_output(
     input: &Input,
     (out, output): (&mut File, &Path),
     facts: &RecordingFacts,
     (inserted, new_ids): (&Records, &[crate::perf::BuildIdEntry]),
     tail: Option<(File, u64, Option<u64>)>,
+    bad: &Unreadable,
 ) -> Result<(), MergeError> {
     let e = input.endian();
     let werr = out_err("writing", output);
@@ -395,7 +415,8 @@ fn finish_output(
             let ids = encode_build_id_entries(e, 0, new_ids)?;
             let header = kept(header, from);
             let data = (inserted as &dyn write::Inserted, tail.as_ref());
-            write::finish_file_mode(input, &header, features, out, data, &ids).map_err(werr)
+            let sections = write::Sections::of(features, bad);
+            write::finish_file_mode(input, &header, &sections, out, data, &ids).map_err(werr)
         }
         Layout::Pipe(_) => {
             let at = facts.insert_at.or(facts.after_init).unwrap_or(input.len);

@@ -8,10 +8,14 @@ use std::os::unix::fs::FileExt;
 use crate::bytes::{Endian, Rd};
 use crate::perf::consts::{feature, types};
 use crate::perf::evname::event_name;
+use crate::perf::feature_check::{build_ids_perf_holds, is_walked, unreadable_features};
 use crate::perf::features::{event_desc_of_raw, parse_build_id_table};
-use crate::perf::writer::{retyped_build_ids, RawMeta};
+use crate::perf::writer::{
+    drop_file_unreadable, is_known_feature, pipe_unreadable_features, retyped_build_ids, RawMeta,
+};
 use crate::perf::{
-    Attrs, FormatError, FormatErrorKind as K, Input, InputError, Layout, RecordHeader, Visitor,
+    Attrs, FormatError, FormatErrorKind as K, Input, InputError, Layout, RecordHeader, Section,
+    Visitor,
 };
 
 /// Most bytes of feature sections a rewrite holds in memory (the tracing
@@ -139,6 +143,97 @@ pub fn lost_event_desc_feature(input: &Input) -> Result<Option<Vec<u8>>, InputEr
         .map(|((raw, (_, ids)), name)| (&raw[..], &name[..], &ids[..]))
         .collect();
     Ok(Some(event_desc_of_raw(input.endian(), &events)))
+}
+
+/// What a rewrite leaves out of its input's metadata.
+#[derive(Debug, Default)]
+pub(super) struct Dropped {
+    /// Feature bits perf 6.1 does not know (a stream only: it aborts on
+    /// them there).
+    unknown: Vec<u32>,
+    /// Feature bits whose payload perf's reader of the output's mode
+    /// cannot read, with why.
+    unreadable: Vec<(u32, &'static str)>,
+    /// BUILD_ID entries too long for perf's file-mode reader.
+    long_build_ids: usize,
+}
+
+impl Dropped {
+    /// Says so in `r`.
+    pub(super) fn into_report(self, r: &mut super::ConvertReport) {
+        r.features_dropped = self.unknown;
+        r.features_unreadable = self.unreadable;
+        r.build_ids_too_long = self.long_build_ids;
+    }
+}
+
+/// What is left out of `meta`: of a stream made from a file, the feature
+/// bits perf does not know and those its pipe-mode reader cannot parse
+/// (left out as the prologue is written); of a file-mode output, what its
+/// file-mode reader cannot read, left out of `meta` here. Stream to
+/// stream, nothing.
+pub(super) fn dropped_features(meta: &mut RawMeta, to_pipe: bool, from_pipe: bool) -> Dropped {
+    if !to_pipe {
+        let (unreadable, long_build_ids) = drop_file_unreadable(meta);
+        return Dropped {
+            unreadable,
+            long_build_ids,
+            ..Dropped::default()
+        };
+    }
+    if from_pipe {
+        return Dropped::default();
+    }
+    let unknown = meta.features.iter().map(|(b, _)| *b);
+    Dropped {
+        unknown: unknown.filter(|&b| !is_known_feature(b)).collect(),
+        unreadable: pipe_unreadable_features(meta),
+        long_build_ids: 0,
+    }
+}
+
+/// What a file-mode output that copies `input`'s feature sections leaves
+/// out for perf 6.1's file-mode reader (see `perf::feature_check`).
+#[derive(Debug, Default)]
+pub struct Unreadable {
+    /// The sections it cannot read, with why.
+    pub sections: Vec<(u32, &'static str)>,
+    /// The BUILD_ID table without the entries too long for it, and how
+    /// many those were; None when every entry fits.
+    pub build_ids: Option<(Vec<u8>, usize)>,
+}
+
+/// The sections of a file-mode input perf 6.1's file-mode reader could
+/// not read, and the entries of its BUILD_ID table (`build_ids`, as the
+/// caller read it) too long for it, found with the same walk as a
+/// conversion's (nothing in pipe mode: a merge writes a stream as it is).
+/// Only the sections the walk reads are read, within [`MAX_METADATA`]
+/// bytes in all.
+pub fn file_unreadable(input: &Input, build_ids: Option<&[u8]>) -> Result<Unreadable, InputError> {
+    let Layout::File { header, features } = &input.layout else {
+        return Ok(Unreadable::default());
+    };
+    let walked = features.0.iter().filter(|(b, _)| is_walked(*b));
+    let walked: Vec<(u32, Section)> = walked.copied().collect();
+    let total: u64 = walked.iter().map(|(_, s)| s.size).sum();
+    if total > MAX_METADATA {
+        let kind = K::Implausible {
+            what: "total size of the feature sections to check",
+            value: total,
+        };
+        return Err(input.format(FormatError::at(header.feature_table_offset(), kind)));
+    }
+    let mut payloads = Vec::with_capacity(walked.len());
+    for (bit, sec) in walked {
+        payloads.push((bit, input.section(sec)?));
+    }
+    let e = input.endian();
+    let events = input.file_attrs(header)?.list.len();
+    let sections = unreadable_features(e, events, payloads.iter().map(|(b, p)| (*b, &p[..])));
+    Ok(Unreadable {
+        sections,
+        build_ids: build_ids.and_then(|t| build_ids_perf_holds(t, e)),
+    })
 }
 
 /// The most bytes of records one COMPRESSED record held.

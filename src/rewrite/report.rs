@@ -48,9 +48,13 @@ pub struct ConvertReport {
     /// Feature bits left out of a stream (perf 6.1 aborts on a
     /// HEADER_FEATURE it does not know).
     pub features_dropped: Vec<u32>,
-    /// Feature bits left out of a stream because perf's pipe-mode reader
-    /// could not parse their payload, with why.
+    /// Feature bits left out of the output because perf 6.1's reader of
+    /// its mode could not read their payload, with why (see
+    /// `perf::feature_check`).
     pub features_unreadable: Vec<(u32, &'static str)>,
+    /// BUILD_ID entries left out of a file-mode output: longer than perf's
+    /// file-mode reader holds.
+    pub build_ids_too_long: usize,
     /// Where the recording, cut short, was read up to (`salvage`).
     pub salvaged: Option<crate::perf::Salvaged>,
     /// Up to 5 stale paths, for the summary.

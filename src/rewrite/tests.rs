@@ -227,7 +227,8 @@ fn decompressor_handles_records_across_payloads() {
 // output parses with the new record in place.
 #[test]
 fn write_edited_keeps_the_tail_page_congruent() {
-    use super::write::{write_edited, Edit};
+    use super::meta::Unreadable;
+    use super::write::{write_edited, Edit, Sections};
     use crate::perf::{Input, Layout};
     let e = Endian::Little;
     let tmp = tempfile::tempdir().unwrap();
@@ -248,7 +249,9 @@ fn write_edited_keeps_the_tail_page_congruent() {
     }];
     let out_path = tmp.path().join("out.data");
     let mut out = std::fs::File::create(&out_path).unwrap();
-    write_edited(&input, header, features, &edits, &mut out).unwrap();
+    let none = Unreadable::default();
+    let sections = Sections::of(features, &none);
+    write_edited(&input, header, &sections, &edits, &mut out).unwrap();
     drop(out);
     let out = Input::open(&out_path).unwrap();
     let Layout::File { header: h2, .. } = &out.layout else {

@@ -18,13 +18,12 @@ use std::os::unix::fs::FileExt;
 use super::attribution::MappedFiles;
 use super::buildids::{ConvertReport, MapIds};
 use super::emit::{auxtrace_index, Emitter};
-use super::meta::{lost_compressed_feature, lost_event_desc_feature, read_meta};
+use super::meta::{dropped_features, lost_compressed_feature, lost_event_desc_feature, read_meta};
 use crate::bytes::{PutExt, Rd};
 use crate::perf::consts::{feature, types};
 use crate::perf::features::encode_build_id_entries;
 use crate::perf::writer::{
-    is_known_feature, pipe_unreadable_features, raw_file_head, raw_file_header, raw_pipe_prologue,
-    write_raw_file_tail, RawMeta,
+    raw_file_head, raw_file_header, raw_pipe_prologue, write_raw_file_tail, RawMeta,
 };
 use crate::perf::{Input, InputError, Layout, RecordTooLarge};
 
@@ -194,8 +193,8 @@ fn transcode_once(
     }
     let ids = ids_for(input, &meta, opts, known)?;
     let werr = TranscodeError::Output;
+    let dropped = dropped_features(&mut meta, opts.to_pipe, from_pipe);
     let head = head_of(&meta, opts.to_pipe, from_pipe)?;
-    let dropped = dropped_features(&meta, opts.to_pipe && !from_pipe);
     out.write_all(&head).map_err(werr)?;
     let mut em = Emitter {
         e,
@@ -248,7 +247,7 @@ fn transcode_once(
     let mut report = std::mem::take(&mut em.report);
     report.trailing = walk.trailing.map(|t| (t, input.len - t));
     report.table_added = added.len() as u64;
-    (report.features_dropped, report.features_unreadable) = dropped;
+    dropped.into_report(&mut report);
     let data_len = em.pos - head.len() as u64;
     let aux = std::mem::take(&mut em.aux_index);
     drop(em);
@@ -274,18 +273,6 @@ fn again(em: &mut Emitter, odd: Option<(u64, &'static str)>) -> Option<Again> {
         (None, Some(files)) => Some(Again::Knowing(files)),
         (None, None) => None,
     }
-}
-
-/// The feature bits left out of a stream made from a file (`to_stream`):
-/// those perf 6.1 does not know (it aborts on them there), and those whose
-/// payload its pipe-mode reader cannot parse, with why.
-fn dropped_features(meta: &RawMeta, to_stream: bool) -> (Vec<u32>, Vec<(u32, &'static str)>) {
-    if !to_stream {
-        return (Vec::new(), Vec::new());
-    }
-    let unknown = meta.features.iter().map(|(b, _)| *b);
-    let unknown = unknown.filter(|&b| !is_known_feature(b)).collect();
-    (unknown, pipe_unreadable_features(meta))
 }
 
 /// The zstd level of recompressed records: the recording's

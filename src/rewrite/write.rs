@@ -8,11 +8,12 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 
+use super::meta::Unreadable;
 use super::tail::Tail;
 use crate::perf::consts::{feature, types, FILE_HEADER_SIZE};
 use crate::perf::copy::{copy_range, copy_range_beside, PAGE};
 use crate::perf::{
-    FeatureTable, FileHeader, FormatError, FormatErrorKind, Input, InputError, Section,
+    FeatureBits, FeatureTable, FileHeader, FormatError, FormatErrorKind, Input, InputError, Section,
 };
 
 /// The temporary file for a rewrite's `output`. For `--in-place` (the
@@ -125,6 +126,47 @@ pub fn check_unchanged(
     Ok(())
 }
 
+/// The feature sections a file-mode rewrite writes from its input's: its
+/// table less the sections perf 6.1's file-mode reader cannot read, and
+/// the BUILD_ID payload to write instead of the input's when entries too
+/// long for that reader were left out (see `perf::feature_check`). Every
+/// other section is copied byte for byte.
+pub struct Sections<'a> {
+    /// The input's sections kept.
+    pub table: FeatureTable,
+    /// The bits left out.
+    pub dropped: Vec<u32>,
+    /// The BUILD_ID table to write instead of the input's.
+    pub build_ids: Option<&'a [u8]>,
+}
+
+impl<'a> Sections<'a> {
+    /// The sections of `features` a rewrite keeps, given what perf cannot
+    /// read of them (`bad`).
+    pub fn of(features: &FeatureTable, bad: &'a Unreadable) -> Sections<'a> {
+        let dropped: Vec<u32> = bad.sections.iter().map(|(b, _)| *b).collect();
+        let kept = features.0.iter().filter(|(b, _)| !dropped.contains(b));
+        Sections {
+            table: FeatureTable(kept.copied().collect()),
+            dropped,
+            build_ids: bad.build_ids.as_ref().map(|(t, _)| &t[..]),
+        }
+    }
+
+    /// Whether they are the input's own, as they are.
+    pub fn as_they_are(&self) -> bool {
+        self.dropped.is_empty() && self.build_ids.is_none()
+    }
+
+    /// The header `h` with the bits of the sections left out cleared.
+    fn header(&self, h: &FileHeader) -> FileHeader {
+        let mut head = h.clone();
+        let kept = h.features.iter().filter(|b| !self.dropped.contains(b));
+        head.features = FeatureBits::from_bits(kept);
+        head
+    }
+}
+
 /// Completes a file-mode output whose data section (`h.data`) was copied by
 /// the scan: the inserted records and `tail` placed around it (see
 /// `place_data`), then the feature table and sections, and the header
@@ -132,7 +174,7 @@ pub fn check_unchanged(
 pub fn finish_file_mode(
     input: &Input,
     h: &FileHeader,
-    features: &FeatureTable,
+    features: &Sections,
     out: &mut File,
     (inserted, tail): (&dyn Inserted, Option<&Tail>),
     extra_ids: &[u8],
@@ -141,8 +183,9 @@ pub fn finish_file_mode(
     let data_offset = data.offset;
     out.seek(SeekFrom::Start(data.end()))?;
 
-    // Feature sections: all copied byte for byte; BUILD_ID grows (or appears).
-    let mut sources: Vec<(u32, Section)> = features.0.clone();
+    // Feature sections: those kept copied byte for byte; BUILD_ID grows
+    // (or appears).
+    let mut sources: Vec<(u32, Section)> = features.table.0.clone();
     if !extra_ids.is_empty() && !sources.iter().any(|(b, _)| *b == feature::BUILD_ID) {
         sources.push((feature::BUILD_ID, Section::default()));
         sources.sort_by_key(|f| f.0);
@@ -167,15 +210,21 @@ pub fn finish_file_mode(
             made.push((bit, p));
         }
     }
+    if let Some(table) = features.build_ids {
+        // its entries too long for perf left out
+        sources.retain(|(b, _)| *b != feature::BUILD_ID);
+        sources.push((feature::BUILD_ID, Section::default()));
+        made.push((feature::BUILD_ID, table.to_vec()));
+    }
     sources.sort_by_key(|f| f.0);
     let made_for = |bit: u32| made.iter().find(|(b, _)| *b == bit).map(|(_, p)| p);
     let grown = |bit: u32, s: &Section| {
-        s.size
-            + match (bit, made_for(bit)) {
-                (feature::BUILD_ID, _) => extra_ids.len() as u64,
-                (_, Some(p)) => p.len() as u64,
-                _ => 0,
-            }
+        let extra = if bit == feature::BUILD_ID {
+            extra_ids.len()
+        } else {
+            0
+        };
+        s.size + made_for(bit).map_or(0, |p| p.len() as u64) + extra as u64
     };
     let table = FeatureTable::laid_out(
         sources.iter().map(|(b, s)| (*b, grown(*b, s))),
@@ -197,7 +246,7 @@ pub fn finish_file_mode(
         }
     }
 
-    let mut head = h.clone();
+    let mut head = features.header(h);
     head.data = data;
     if h.event_types.end() > h.data.offset {
         // The obsolete event_types section (ignored by perf, written empty)
@@ -279,17 +328,17 @@ pub struct Edit {
 /// data section moves by a zero gap chosen so that the records after the
 /// last growing edit keep their offsets modulo the page size (copied at
 /// `cp`'s speed), the feature sections follow it byte for byte under a new
-/// table, and the header points at both. The caller rules out an AUXTRACE
-/// index (its offsets would need moving).
+/// table (those perf cannot read left out), and the header points at both.
+/// The caller rules out an AUXTRACE index (its offsets would need moving).
 pub fn write_edited(
     input: &Input,
     h: &FileHeader,
-    features: &FeatureTable,
+    features: &Sections,
     edits: &[Edit],
     out: &mut File,
 ) -> io::Result<()> {
     let grow = growth(edits);
-    if grow == 0 {
+    if grow == 0 && features.as_they_are() {
         copy_range(&input.file, 0, input.len, out)?;
         return patch_in_place(edits, 0, out);
     }
@@ -345,11 +394,12 @@ pub fn write_head_and_prefix(
 }
 
 /// After the data section (grown by `grow`, behind the gap for it): the
-/// feature sections byte for byte under a new table, then the header.
+/// feature sections kept byte for byte under a new table (a BUILD_ID
+/// table without its entries too long for perf), then the header.
 pub fn finish_edited(
     input: &Input,
     h: &FileHeader,
-    features: &FeatureTable,
+    features: &Sections,
     grow: u64,
     out: &mut File,
 ) -> io::Result<()> {
@@ -358,15 +408,21 @@ pub fn finish_edited(
         size: h.data.size + grow,
     };
     out.seek(SeekFrom::Start(data.end()))?;
+    let kept = &features.table.0;
+    let replaced = |bit: u32| features.build_ids.filter(|_| bit == feature::BUILD_ID);
+    let size = |bit: u32, s: &Section| replaced(bit).map_or(s.size, |t| t.len() as u64);
     let table = FeatureTable::laid_out(
-        features.0.iter().map(|(b, s)| (*b, s.size)),
-        data.end() + 16 * features.0.len() as u64,
+        kept.iter().map(|(b, s)| (*b, size(*b, s))),
+        data.end() + 16 * kept.len() as u64,
     );
     out.write_all(&table.encode(h.endian))?;
-    for (_, sec) in &features.0 {
-        copy_range(&input.file, sec.offset, sec.size, out)?;
+    for (bit, sec) in kept {
+        match replaced(*bit) {
+            Some(t) => out.write_all(t)?,
+            None => copy_range(&input.file, sec.offset, sec.size, out)?,
+        }
     }
-    let mut head = h.clone();
+    let mut head = features.header(h);
     head.data = data;
     if h.event_types.end() > h.data.offset {
         head.event_types = Section::default();

@@ -1,27 +1,40 @@
-//! Which feature payloads perf 6.1's pipe-mode reader parses: it hands a
-//! HEADER_FEATURE to the feature's `process_*` function and aborts the
-//! whole stream when that fails, where its file-mode reader only skips the
-//! section. Each known layout is walked here as perf reads it.
+//! Which feature payloads perf 6.1 reads, for both of its readers: each
+//! known layout is walked as the feature's `process_*` function reads it.
+//!
+//! The pipe-mode reader hands a HEADER_FEATURE's payload to `process_*`
+//! and aborts the whole stream when that fails. The file-mode reader
+//! (`perf_header__process_sections`) calls the same functions on each
+//! section in bit order and ignores a failure, but stops there: no later
+//! section is read (a `-z` recording whose COMPRESSED section goes unread
+//! has no sample perf can decompress). It also reads a section from its
+//! offset without bounding the reads by its size: a payload that does not
+//! parse within its bytes is read on into whatever follows, with results
+//! from garbage to heap corruption (CMDLINE sizes its buffer by the
+//! section's size, PMU_MAPPINGS keeps a count without its table, an
+//! EVENT_DESC count of 2^32-1 allocates nothing). So an output keeps a
+//! section that parses within its bytes, which both readers read alike,
+//! and leaves out one that does not.
 
 use super::consts::feature;
 use super::features::parse_string_feature;
+use super::record::split_records;
 use crate::bytes::{Endian, Rd};
 
-/// What perf's pipe-mode reader knows when a HEADER_FEATURE arrives, from
-/// what came before it: CPU_TOPOLOGY reads one entry per CPU of NRCPUS and
-/// checks socket ids unless ARCH is s390/aarch64; GROUP_DESC is matched
-/// against the events (HEADER_ATTR records).
+/// What perf knows when it reads a feature, from what it read before it
+/// (both readers go in bit order): CPU_TOPOLOGY reads one entry per CPU
+/// of NRCPUS and checks socket ids unless ARCH is s390/aarch64;
+/// GROUP_DESC is matched against the events (attrs).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct PipeReadState<'a> {
+pub struct ReadState<'a> {
     /// NRCPUS's first u32 (perf's `nr_cpus_avail`), 0 without it.
     pub nr_cpus_avail: u32,
     /// The ARCH string, empty without it.
     pub arch: &'a [u8],
-    /// How many events the stream declares.
+    /// How many events the recording declares.
     pub events: usize,
 }
 
-impl<'a> PipeReadState<'a> {
+impl<'a> ReadState<'a> {
     /// Takes in feature `bit` with `payload`, as perf does once it read it.
     pub fn note(&mut self, bit: u32, payload: &'a [u8], e: Endian) {
         match bit {
@@ -30,6 +43,62 @@ impl<'a> PipeReadState<'a> {
             _ => {}
         }
     }
+}
+
+/// The features of `features` (bit and payload, ascending) perf 6.1 could
+/// not read, with why: read in bit order, as perf reads them, each seeing
+/// what was kept before it; `events` is how many events the recording
+/// declares. The caller leaves them out (see the module doc).
+pub fn unreadable_features<'a>(
+    e: Endian,
+    events: usize,
+    features: impl IntoIterator<Item = (u32, &'a [u8])>,
+) -> Vec<(u32, Bad)> {
+    let mut st = ReadState {
+        events,
+        ..ReadState::default()
+    };
+    let mut out = Vec::new();
+    for (bit, payload) in features {
+        match feature_problem(bit, payload, e, &st) {
+            Some(why) => out.push((bit, why)),
+            None => st.note(bit, payload, e),
+        }
+    }
+    out
+}
+
+/// Whether [`feature_problem`] walks feature `bit` (the others pass
+/// unread: TRACING_DATA, BUILD_ID, those perf has no `process_*` for and
+/// those it does not know).
+pub fn is_walked(bit: u32) -> bool {
+    matches!(bit, 3..=14 | 16..=18 | 20..=31)
+}
+
+/// The most bytes a BUILD_ID entry may take for perf 6.1's file-mode
+/// reader: it reads `size` minus the fixed part (36 bytes, or 32 in the
+/// old layout it takes for a table whose first name reads `nel.kallsyms]`)
+/// into a PATH_MAX (4096) buffer on its stack, unchecked. A longer entry
+/// smashes the stack (a stream's HEADER_BUILD_ID record is read in place).
+pub const MAX_FILE_BUILD_ID_ENTRY: usize = 32 + 4096;
+
+/// A file-mode BUILD_ID table (`table`) without the entries longer than
+/// [`MAX_FILE_BUILD_ID_ENTRY`], and how many those were; None when every
+/// entry fits. The others are kept byte for byte.
+pub fn build_ids_perf_holds(table: &[u8], e: Endian) -> Option<(Vec<u8>, usize)> {
+    let long = |size: u16| usize::from(size) > MAX_FILE_BUILD_ID_ENTRY;
+    let n = split_records(table, e)
+        .filter(|(h, _)| long(h.size))
+        .count();
+    if n == 0 {
+        return None;
+    }
+    let mut kept = Vec::with_capacity(table.len());
+    for (h, body) in split_records(table, e).filter(|(h, _)| !long(h.size)) {
+        h.put(&mut kept, e);
+        kept.extend_from_slice(body);
+    }
+    Some((kept, n))
 }
 
 /// A cursor over a feature payload reading it the way perf's `do_read_*`
@@ -41,7 +110,7 @@ struct Cur<'a> {
 }
 
 /// Why a payload would not parse.
-type Bad = &'static str;
+pub type Bad = &'static str;
 
 impl<'a> Cur<'a> {
     fn u32(&mut self) -> Result<u32, Bad> {
@@ -97,18 +166,14 @@ impl<'a> Cur<'a> {
     }
 }
 
-/// Why perf 6.1's pipe-mode reader would abort on a HEADER_FEATURE of
-/// `bit` carrying `payload` (its `process_*` function fails; the file-mode
-/// reader only warns and skips the section), None when it reads it. Each
-/// known layout is walked as perf reads it; a bit perf has no `process_*`
-/// for (BRANCH_STACK, STAT) or does not know passes. DIR_FORMAT always
-/// fails in a stream (perf requires a directory recording).
-pub fn pipe_feature_problem(
-    bit: u32,
-    payload: &[u8],
-    e: Endian,
-    st: &PipeReadState,
-) -> Option<Bad> {
+/// Why perf 6.1 could not read feature `bit` carrying `payload` (its
+/// `process_*` function fails, or reads past the payload), None when it
+/// reads it. Each known layout is walked as perf reads it; a bit perf has
+/// no `process_*` for (BRANCH_STACK, STAT) or does not know passes, and
+/// so do TRACING_DATA and BUILD_ID (see [`build_ids_perf_holds`]).
+/// DIR_FORMAT always fails: perf requires a directory recording, which no
+/// stream or single file is.
+pub fn feature_problem(bit: u32, payload: &[u8], e: Endian, st: &ReadState) -> Option<Bad> {
     let mut c = Cur {
         b: payload,
         at: 0,
@@ -131,7 +196,12 @@ pub fn pipe_feature_problem(
         17 => check_group_desc(&mut c, st.events),
         20 => check_cache(&mut c),
         22 => check_mem_topology(&mut c),
-        24 => Err("a stream cannot carry a directory recording's DIR_FORMAT"),
+        // AUXTRACE (file mode only): u64 count, {u64 offset, u64 size} each
+        18 => c.u64().and_then(|n| match n > (c.left() / 16) as u64 {
+            true => Err("its entry count runs past its end"),
+            false => Ok(()),
+        }),
+        24 => Err("only a directory recording carries DIR_FORMAT"),
         // BPF_PROG_INFO, BPF_BTF: not read in a foreign byte order
         25 | 26 if foreign => Ok(()),
         25 => check_bpf_prog_info(&mut c),
@@ -185,7 +255,7 @@ fn check_event_desc(c: &mut Cur) -> Result<(), Bad> {
 /// CPU_TOPOLOGY: core and thread sibling lists; then, if perf's count of
 /// what it read is below the size, {core, socket} per CPU; then, likewise,
 /// the die list and a die id per CPU.
-fn check_cpu_topology(c: &mut Cur, st: &PipeReadState) -> Result<(), Bad> {
+fn check_cpu_topology(c: &mut Cur, st: &ReadState) -> Result<(), Bad> {
     let cpus = st.nr_cpus_avail;
     let mut size = 4;
     let n = c.count(5)?;
@@ -338,17 +408,23 @@ mod tests {
     use crate::bytes::PutExt;
     use crate::perf::features::{cmdline_feature, encode_string, nrcpus_feature, string_feature};
 
-    // The pipe validator walks perf's layouts: our own encodings pass, an
+    // The validator walks perf's layouts: our own encodings pass, an
     // empty or NUL-less string, a short fixed feature, a CPU list perf
-    // refuses and groups that miss the events do not.
+    // refuses, groups that miss the events and an AUXTRACE count past its
+    // end do not.
     #[test]
-    fn pipe_feature_problems() {
+    fn feature_problems() {
         let e = Endian::Little;
-        let st = PipeReadState {
+        let st = ReadState {
             events: 2,
-            ..PipeReadState::default()
+            ..ReadState::default()
         };
-        let ok = |bit, p: &[u8]| pipe_feature_problem(bit, p, e, &st).is_none();
+        let ok = |bit, p: &[u8]| feature_problem(bit, p, e, &st).is_none();
+        let mut aux = Vec::new();
+        aux.put_u64(e, 1);
+        assert!(!ok(18, &aux));
+        aux.extend_from_slice(&[0; 16]);
+        assert!(ok(18, &aux));
         assert!(ok(feature::HOSTNAME, &string_feature(e, b"h")));
         assert!(ok(feature::CMDLINE, &cmdline_feature(e, &[b"a".to_vec()])));
         assert!(ok(feature::NRCPUS, &nrcpus_feature(e, 2, 2)));
@@ -370,5 +446,57 @@ mod tests {
         assert!(ok(17, &group(0, 2)));
         assert!(!ok(17, &group(0, 3)));
         assert!(!ok(17, &group(5, 1)));
+    }
+
+    // NRCPUS read before CPU_TOPOLOGY counts there: a topology naming
+    // more CPUs than it describes fails only after an NRCPUS saying so.
+    #[test]
+    fn state_flows_in_bit_order() {
+        use crate::perf::features::nrcpus_feature;
+        let e = Endian::Little;
+        let mut topo = Vec::new();
+        for _ in 0..2 {
+            topo.put_u32(e, 1);
+            encode_string(&mut topo, e, b"0");
+        }
+        topo.extend_from_slice(&[0; 8]); // one CPU's core and socket
+        let alone = [(13, &topo[..])];
+        assert!(unreadable_features(e, 1, alone).is_empty());
+        let nr = nrcpus_feature(e, 4, 4);
+        let both = [(feature::NRCPUS, &nr[..]), (13, &topo[..])];
+        assert_eq!(
+            unreadable_features(e, 1, both),
+            [(13, "NRCPUS counts more CPUs than it describes")]
+        );
+    }
+
+    // A BUILD_ID entry longer than perf's file reader holds is left out,
+    // the others kept byte for byte; a table whose entries fit is None.
+    #[test]
+    fn long_build_id_entries_are_left_out() {
+        use crate::perf::record::RecordHeader;
+        let e = Endian::Little;
+        let entry = |size: u16, fill: u8| {
+            let mut v = Vec::new();
+            RecordHeader {
+                type_: 0,
+                misc: 1,
+                size,
+            }
+            .put(&mut v, e);
+            v.resize(usize::from(size), fill);
+            v
+        };
+        let ok = [entry(64, 1), entry(MAX_FILE_BUILD_ID_ENTRY as u16, 2)].concat();
+        assert!(build_ids_perf_holds(&ok, e).is_none());
+        let table = [
+            entry(64, 1),
+            entry(MAX_FILE_BUILD_ID_ENTRY as u16 + 8, 3),
+            entry(64, 4),
+        ]
+        .concat();
+        let (kept, n) = build_ids_perf_holds(&table, e).unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(kept, [entry(64, 1), entry(64, 4)].concat());
     }
 }
