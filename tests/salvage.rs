@@ -212,8 +212,11 @@ fn perf_samples(data: &Path) -> usize {
         "-i".as_ref(),
         data.as_os_str(),
     ]);
-    assert!(report.contains("# Samples:"), "{report}");
-    text.lines().filter(|l| !l.trim().is_empty()).count()
+    let n = text.lines().filter(|l| !l.trim().is_empty()).count();
+    // a cut holding no sample (its first COMPRESSED record had none) gets
+    // perf's "no samples" report, which has no header
+    assert!(n == 0 || report.contains("# Samples:"), "{report}");
+    n
 }
 
 /// Cuts `stream` (pipe mode) inside a record's header, inside its body and
