@@ -358,3 +358,49 @@ fn a_full_temporary_directory_is_named_as_what_failed() {
         assert_eq!(here, ["fifo", "rec-pipe.data", "tmp"], "{args:?}");
     }
 }
+
+// An endless stream of valid-looking records (perf's header, then 3 MiB of
+// records of an unknown type sent again and again) copied to a 64 MiB
+// tmpfs TMPDIR stops with the 16 MiB it leaves for others, exit 1, saying
+// so; it copied until the disk was full (a review saw 6 GB in 13 s).
+#[test]
+#[ignore = "needs root (unshare -m, mount -t tmpfs)"]
+fn an_endless_stream_stops_before_its_copy_fills_the_disk() {
+    needs_root("a mount namespace with a tmpfs");
+    let dir = scratch("streams-endless");
+    let head = pinned_with(&dir, "rec-pipe.data", &[]);
+    let chunk = dir.join("chunk");
+    std::fs::write(&chunk, unknown_records(3 << 20, |_| 7)).unwrap();
+    let tmp = dir.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    // $1 TMPDIR, $2 the binary, $3 the header, $4 the records sent again
+    // until the binary stops reading; prints its exit status and the MiB
+    // the tmpfs had left at its fullest (its copy is unlinked on exit)
+    let script = r#"tmp=$1 bin=$2 head=$3 chunk=$4
+        mount -t tmpfs -o size=64M tmpfs "$tmp" || exit 99
+        (cat "$head"; while cat "$chunk"; do :; done) 2>/dev/null |
+            TMPDIR="$tmp" timeout 60 "$bin" dump - >/dev/null
+        echo "rc=$?""#;
+    let r = Command::new("unshare")
+        .args(["-m", "sh", "-c", script, "sh"])
+        .arg(&tmp)
+        .arg(bin())
+        .arg(&head)
+        .arg(&chunk)
+        .output()
+        .unwrap();
+    let (said, err) = (
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr),
+    );
+    assert_eq!(said.trim(), "rc=1", "{err}");
+    let want = format!(
+        "error: writing the temporary copy of stream - (an unlinked file in {}): stopped with ",
+        tmp.display()
+    );
+    assert!(err.contains(&want), "{err}");
+    assert!(
+        err.contains("MiB of its file system left (64 MiB in all)"),
+        "{err}"
+    );
+}

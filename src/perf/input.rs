@@ -422,7 +422,7 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
     };
     let copy = tempfile::tempfile_in(&dir).map_err(spool_err("creating"))?;
     let mut src = io::BufReader::with_capacity(SPOOL_CHUNK, &file);
-    let mut dst = io::BufWriter::with_capacity(SPOOL_CHUNK, copy);
+    let mut dst = io::BufWriter::with_capacity(SPOOL_CHUNK, Roomy::new(copy));
     let spooled = spool(&mut src, &mut dst);
     // a stream that stopped being perf.data (or could not be read on) is
     // not one a writer is still finishing: a signal put off ends us now
@@ -435,7 +435,56 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
     let copy = dst
         .into_inner()
         .map_err(|e| spool_err("writing")(e.into_error()))?;
-    Ok((copy, len, true))
+    Ok((copy.file, len, true))
+}
+
+/// The copy of a stream, written only while its file system keeps
+/// [`MIN_LEFT_PERCENT`] of its size (at least [`MIN_LEFT`]) for others: a
+/// stream of valid-looking records that never ends (or one larger than the
+/// room) stops with an error instead of filling the disk.
+struct Roomy {
+    file: File,
+    /// Bytes written since the room was last looked at.
+    since: u64,
+}
+
+/// Bytes of a stream's copy written between two looks at the room left.
+const ROOM_EVERY: u64 = 8 << 20;
+/// What a stream's copy leaves of its file system, in percent of its size,
+const MIN_LEFT_PERCENT: u64 = 2;
+/// ... and at least this many bytes.
+const MIN_LEFT: u64 = 16 << 20;
+
+impl Roomy {
+    fn new(file: File) -> Roomy {
+        Roomy { file, since: 0 }
+    }
+}
+
+impl io::Write for Roomy {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.since >= ROOM_EVERY {
+            self.since = 0;
+            let (left, size) = crate::sys::space_left(&self.file)?;
+            let keep = (size / 100 * MIN_LEFT_PERCENT).max(MIN_LEFT);
+            if left < keep.saturating_add(buf.len() as u64) {
+                let mib = |b: u64| b >> 20;
+                return Err(io::Error::other(format!(
+                    "stopped with {} MiB of its file system left ({} MiB in all): a copy leaves {MIN_LEFT_PERCENT}% or {} MiB, whichever is more, for others (point TMPDIR at a larger one)",
+                    mib(left),
+                    mib(size),
+                    mib(MIN_LEFT)
+                )));
+            }
+        }
+        let n = self.file.write(buf)?;
+        self.since += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
 }
 
 /// Bytes read from a stream, and written to its copy, at a time.

@@ -91,6 +91,27 @@ pub fn is_pseudo_fs(file: &std::fs::File) -> io::Result<bool> {
     Ok(PSEUDO.contains(&(st.f_type as i64)))
 }
 
+/// Bytes of the file system holding `file` that ordinary users may still
+/// take, and its size in bytes (`fstatvfs`).
+pub fn space_left(file: &std::fs::File) -> io::Result<(u64, u64)> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: statvfs is plain data, zeroed is a valid value; fstatvfs
+    // writes only into it and reads only the descriptor, open for the call.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `st` outlives the call.
+    let rc = unsafe { libc::fstatvfs(file.as_raw_fd(), &mut st) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)]
+    let unit = st.f_frsize as u64;
+    #[allow(clippy::unnecessary_cast)]
+    Ok((
+        (st.f_bavail as u64).saturating_mul(unit),
+        (st.f_blocks as u64).saturating_mul(unit),
+    ))
+}
+
 /// Whether some process (this one included) has the file open for
 /// writing: a read lease (F_SETLEASE F_RDLCK) on a read-only descriptor is
 /// refused with EAGAIN then, and released at once otherwise. `None` when
