@@ -54,6 +54,9 @@ if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
         # perf stat's task-clock (CPU of the command and its children) and
         # duration_time, to the microsecond: bash's `time` gives
         # milliseconds, too coarse for the one-process rows (a few ms each)
+        # every command writes a new file, as a first snapshot does
+        # (replacing one costs an fsync, which a new file does not need)
+        rm -f "$f" "$f.perf"
         perf stat -x, -e task-clock,duration_time -o "$out/stat.tmp" -- "$@" >/dev/null 2>&1
         awk -F, '/task-clock/ {c = $1 / 1e3} /duration_time/ {w = $1 / 1e9}
                  END {printf "%.6f %.6f\n", w, c}' "$out/stat.tmp" >>"$out/$name.times"
