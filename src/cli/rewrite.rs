@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use mmap2_synth::output;
+use mmap2_synth::perf::Salvaged;
 use mmap2_synth::rewrite::{self, MergeOptions, Which};
 use mmap2_synth::summary::{self, LeftOut};
 
@@ -124,19 +125,12 @@ pub(crate) fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
         salvage: m.target.salvage.salvage,
     };
     let report = rewrite::merge(&recording, &output, &opts)?;
-    if let Some(cut) = &report.salvaged {
-        eprintln!("mmap2-synth: {}", cut.warning(&recording));
-    }
     let how = match report.unchanged {
         true => LeftOut::Kept,
         false => LeftOut::File,
     };
-    let long = report.build_ids_too_long;
-    print(&summary::feature_warnings(
-        &report.features_unreadable,
-        long,
-        how,
-    ));
+    let bad = (&report.features_unreadable[..], report.build_ids_too_long);
+    warn(&recording, report.salvaged.as_ref(), bad, how);
     if !m.scan.quiet {
         let dest = output.display().to_string();
         print(&summary::merge(&report, started.elapsed(), &dest));
@@ -144,6 +138,21 @@ pub(crate) fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
     // (pids the recording named and that are gone are counted apart)
     summary::strict(m.scan.strict, &report.skipped, false)?;
     Ok(())
+}
+
+/// The warnings of a rewrite, printed even with `-q`: where a salvaged
+/// input was cut, and the feature sections (and too long BUILD_ID
+/// entries) perf could not read, left out as `how` says.
+fn warn(
+    recording: &Path,
+    cut: Option<&Salvaged>,
+    (unreadable, long): (&[(u32, &str)], usize),
+    how: LeftOut,
+) {
+    if let Some(cut) = cut {
+        eprintln!("mmap2-synth: {}", cut.warning(recording));
+    }
+    print(&summary::feature_warnings(unreadable, long, how));
 }
 
 pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
@@ -174,19 +183,12 @@ pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
     }
     let (recording, output) = rewrite_paths(&c.target, "convert")?;
     let report = rewrite::convert(&recording, &output, &opts)?;
-    if let Some(cut) = &report.salvaged {
-        eprintln!("mmap2-synth: {}", cut.warning(&recording));
-    }
     let how = match report.to_pipe {
         true => LeftOut::Stream,
         false => LeftOut::File,
     };
-    let long = report.build_ids_too_long;
-    print(&summary::feature_warnings(
-        &report.features_unreadable,
-        long,
-        how,
-    ));
+    let bad = (&report.features_unreadable[..], report.build_ids_too_long);
+    warn(&recording, report.salvaged.as_ref(), bad, how);
     if !c.quiet {
         print(&summary::convert(
             &report,
