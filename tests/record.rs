@@ -599,3 +599,186 @@ fn record_refuses_another_users_symlink_before_perf() {
         .file_type()
         .is_symlink());
 }
+
+/// A directory owned by nobody (65534) in a fresh scratch directory: a
+/// directory another user can write, as `record`'s -o may be in.
+fn nobodys_dir(name: &str) -> (Scratch, std::path::PathBuf) {
+    let dir = scratch(name);
+    let udir = dir.join("udir");
+    std::fs::create_dir(&udir).unwrap();
+    std::os::unix::fs::chown(&udir, Some(65534), Some(65534)).unwrap();
+    (dir, udir)
+}
+
+/// The mode bits of `p` (not following a link).
+fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// The entries of `dir` named as record's private directory for perf.
+fn private_dirs(dir: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".mmap2-synth-record-")
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+// An -o file another user owns (empty: perf, as root, truncated it and
+// wrote root's samples into it, readable by its owner; or holding data:
+// perf moved it to .old) is refused before perf starts: exit 2, the file
+// untouched, nothing else made.
+#[test]
+#[ignore = "needs root (chown) and perf record"]
+fn record_refuses_another_users_output_file_before_perf() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    needs_root("chown a file to another user");
+    needs_perf_record();
+    for content in [&b""[..], b"theirs"] {
+        let (_dir, udir) = nobodys_dir("record-foreign-file");
+        let out = udir.join("out.data");
+        std::fs::write(&out, content).unwrap();
+        std::os::unix::fs::chown(&out, Some(65534), Some(65534)).unwrap();
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let ino = std::fs::metadata(&out).unwrap().ino();
+        let o = Command::new(bin())
+            .args(["record", "-q", "--", "-e", "cpu-clock", "-o"])
+            .arg(&out)
+            .args(["--", "true"])
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("belongs to uid 65534"), "{err}");
+        assert!(!err.contains("perf record"), "perf ran: {err}");
+        let m = std::fs::metadata(&out).unwrap();
+        assert_eq!((m.ino(), m.uid()), (ino, 65534));
+        assert_eq!(std::fs::read(&out).unwrap(), content);
+        let names: Vec<_> = std::fs::read_dir(&udir).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+}
+
+// perf's file swapped during the run for another user's crafted
+// recording (its workload, root here, renames -o away and copies the
+// crafted file, owned by nobody, to -o: what that user can do in a
+// directory of theirs) is not merged into: exit 2 naming -o and where
+// perf's own recording is left, unmerged; the crafted file is not written
+// (it was merged into, with the maps of the -p process, exit 0), and
+// perf's file is whole, kept both there and under the name it was moved to.
+#[test]
+#[ignore = "needs root (chown) and perf record"]
+fn record_refuses_to_merge_into_an_output_swapped_while_perf_ran() {
+    use std::os::unix::fs::MetadataExt;
+    needs_root("chown a file to another user");
+    needs_perf_record();
+    let (_dir, udir) = nobodys_dir("record-swapped");
+    let (out, gone, crafted) = (
+        udir.join("out.data"),
+        udir.join("gone.data"),
+        udir.join("crafted.data"),
+    );
+    perf(&[
+        "record".as_ref(),
+        "-q".as_ref(),
+        "-e".as_ref(),
+        "cpu-clock".as_ref(),
+        "-o".as_ref(),
+        crafted.as_os_str(),
+        "--".as_ref(),
+        "true".as_ref(),
+    ]);
+    std::os::unix::fs::chown(&crafted, Some(65534), Some(65534)).unwrap();
+    let crafted_bytes = std::fs::read(&crafted).unwrap();
+    // waits (3 s at most) for -o, then swaps it
+    let work = format!(
+        "i=0; until [ -e '{o}' ] || [ $i -ge 300 ]; do sleep 0.01; i=$((i+1)); done; \
+         mv '{o}' '{g}' && cp -p '{c}' '{o}'; sleep 0.3",
+        o = out.display(),
+        g = gone.display(),
+        c = crafted.display()
+    );
+    let victim = Sleeper::start("30");
+    let o = Command::new(bin())
+        .args([
+            "record",
+            "-q",
+            "--",
+            "-e",
+            "cpu-clock",
+            "-p",
+            &victim.pid(),
+            "-o",
+        ])
+        .arg(&out)
+        .args(["--", "sh", "-c", &work])
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(gone.exists(), "the workload did not swap: {err}");
+    assert!(
+        err.contains(&format!(
+            "{} is no longer the file perf wrote",
+            out.display()
+        )),
+        "{err}"
+    );
+    // the crafted file at -o as it was
+    let m = std::fs::metadata(&out).unwrap();
+    assert_eq!(m.uid(), 65534);
+    assert_eq!(std::fs::read(&out).unwrap(), crafted_bytes);
+    // perf's own recording kept, named, and whole
+    let private = private_dirs(&udir);
+    assert_eq!(private.len(), 1, "{private:?}");
+    let kept = private[0].join("perf.data");
+    assert!(err.contains(&kept.display().to_string()), "{err}");
+    let (k, g) = (
+        std::fs::metadata(&kept).unwrap(),
+        std::fs::metadata(&gone).unwrap(),
+    );
+    assert_eq!((k.dev(), k.ino()), (g.dev(), g.ino()), "perf's file");
+    assert_eq!(
+        (k.uid(), mode_of(&kept), mode_of(&private[0])),
+        (0, 0o600, 0o700)
+    );
+    perf(&["script".as_ref(), "-i".as_ref(), kept.as_os_str()]);
+}
+
+// record's output is 0600 like perf's own, even where -o was an empty
+// file of mode 0644 (perf truncated it and kept its mode, so the merged
+// recording stayed readable by all); a recording already there is kept as
+// -o.old, as perf does; nothing of record's is left beside it.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn record_output_is_0600_and_keeps_the_previous_as_old() {
+    use std::os::unix::fs::PermissionsExt;
+    needs_perf_record();
+    let dir = scratch("record-mode");
+    let out = dir.join("m.data");
+    std::fs::write(&out, b"").unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = out.to_str().unwrap();
+    assert_eq!(
+        record(&["-e", "cpu-clock", "-o", o, "--", "sleep", "0.2"]),
+        0
+    );
+    assert_eq!(mode_of(&out), 0o600);
+    let first = std::fs::read(&out).unwrap();
+    assert_eq!(
+        record(&["-e", "cpu-clock", "-o", o, "--", "sleep", "0.2"]),
+        0
+    );
+    assert_eq!(mode_of(&out), 0o600);
+    assert_eq!(std::fs::read(dir.join("m.data.old")).unwrap(), first);
+    perf(&["script".as_ref(), "-i".as_ref(), out.as_os_str()]);
+    assert!(private_dirs(&dir).is_empty());
+}

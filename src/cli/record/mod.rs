@@ -3,9 +3,12 @@
 //! the processes it records. perf starts with its events disabled
 //! (`-D -1 --control fifo:...`); once it acknowledges `enable`, the
 //! processes are snapshotted (every map made from then on is in perf's own
-//! stream), and when perf exits the snapshot is merged into its output in
-//! place.
+//! stream), and when perf exits the snapshot is merged into its output.
+//! perf writes in a private directory of ours, its file linked at `-o`
+//! before its events are on; the merge goes to `-o` only while `-o` is
+//! still that file (see [`landing`]).
 
+mod landing;
 mod perf_args;
 mod scratch;
 
@@ -25,8 +28,14 @@ use super::error::CliError;
 use super::print;
 use super::snapshot::scan_options;
 use perf_args::{perf_target, PerfTarget};
-pub(crate) use scratch::remove_scratch;
 use scratch::{make_scratch, RemoveScratch};
+
+/// For a signal ending the process: perf's file put at `-o` if it is not
+/// there yet (see [`landing::settle`]), and the scratch directory removed.
+pub(crate) fn remove_scratch() {
+    landing::settle();
+    scratch::remove_scratch();
+}
 
 /// Polls `f` every 10 ms for at most 30 s, or until perf has exited
 /// (then None when it succeeded: nothing was recorded, nothing to merge).
@@ -92,18 +101,21 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
         m.file_type().is_fifo()
     });
     let pt = perf_target(&r.perf_args, stdout_is_pipe)?;
-    // merged into in place afterwards: a regular file or nothing yet (a
-    // FIFO, `/dev/stdout` or a directory could not be), as the kernel
-    // follows links (perf writes through a link to nothing: the file it
-    // names is checked again, and merged, once perf made it)
+    // where perf's recording goes: a regular file or nothing yet (a FIFO,
+    // `/dev/stdout` or a directory could not be merged into), as the
+    // kernel follows links (a link to nothing: the file it names is made)
     if std::fs::metadata(&pt.output).is_ok_and(|m| !m.is_file())
         || mmap2_synth::output::names_a_directory(&pt.output)
     {
         return Err(not_a_file(&pt.output));
     }
-    // perf, as root, opens it following links (truncating an empty file
-    // it names, /proc/sys files too): another user's link is refused first
-    mmap2_synth::output::resolve_links(&pt.output)?;
+    // another user's link on the way is refused (perf, as root, followed
+    // it: an empty file or a /proc/sys file it names truncated and
+    // written), and so is another user's file at its end
+    let resolved = mmap2_synth::output::resolve_links(&pt.output)?;
+    landing::prepare(&resolved)?;
+    // perf's file put at -o however record ends (perf is reaped first)
+    let _landing = landing::Settle;
     let tmp = make_scratch()?;
     let result = {
         // removed however record_in ends (a panic too)
@@ -229,10 +241,17 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
         .open(&ack)
         .map_err(fifo_err)?;
     let control = format!("fifo:{},{}", ctl.display(), ack.display());
+    let output = landing::perf_output()
+        .ok_or_else(|| CliError::Record("record: no directory for perf's output".into()))?;
     let signals = SignalsToPerf::spawning();
     let mut cmd = Command::new("perf");
+    // our -o after the user's options (perf takes the last), before the
+    // workload
+    let (options, workload) = r.perf_args.split_at(pt.options_end.min(r.perf_args.len()));
     cmd.args(["record", "--synth=no", "-D", "-1", "--control", &control])
-        .args(&r.perf_args);
+        .args(options)
+        .args(["-o", &output])
+        .args(workload);
     // a terminal's hangup reaches the whole process group: perf would die
     // of it with its file unfinished; we pass it on as SIGTERM instead
     mmap2_synth::sys::ignore_sighup_on_exec(&mut cmd);
@@ -259,6 +278,17 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
     else {
         return Ok(());
     };
+    // perf makes its file before it reads commands: it is at -o before the
+    // events are on (and stays there if we are killed)
+    let made = poll(&mut perf.child, "create its output", || {
+        landing::perf_made_its_file().then_some(())
+    })?;
+    if made.is_none() {
+        return Ok(());
+    }
+    if let Err(e) = landing::link_at_output() {
+        eprintln!("mmap2-synth record: {e}");
+    }
     // (on failure perf, waiting for ever with its events off, is stopped
     // as the guard goes)
     ctl_w
@@ -325,29 +355,12 @@ fn not_a_file(output: &Path) -> CliError {
     ))
 }
 
-/// The file perf's output `-o` names, symlinks resolved (the in-place
-/// merge replaces that file, never the link), or a usage error when it is
-/// not a regular file (or nothing yet).
-fn merge_target(output: &Path) -> Result<PathBuf, CliError> {
-    use mmap2_synth::output::{classify, OutputError, Target as Out};
-    match classify(output) {
-        Ok(Out::File(resolved)) => Ok(resolved),
-        Ok(Out::Stream(_))
-        | Err(OutputError::Unsupported { .. } | OutputError::Unreachable { .. }) => {
-            Err(not_a_file(output))
-        }
-        Err(e) => Err(CliError::Record(format!(
-            "record: {}",
-            super::error::chain(&e)
-        ))),
-    }
-}
-
-/// Merges the snapshot `snap` into perf's output; perf's status when it
-/// failed (a failing workload), else the merge's (when perf succeeded, a
-/// missing output is the merge's error too), else what `--strict` makes of
-/// the processes skipped. A process of perf's `workload` that ended before
-/// it was read is neither skipped nor missing: it simply exited.
+/// Merges the snapshot `snap` into perf's file, in place in our directory,
+/// then puts it at `-o` (exit 2 if `-o` is no longer perf's file); perf's
+/// status when it failed (a failing workload), else the merge's, else
+/// what `--strict` makes of the processes skipped. A process of perf's
+/// `workload` that ended before it was read is neither skipped nor
+/// missing: it simply exited.
 fn merge_into(
     r: &RecordArgs,
     pt: &PerfTarget,
@@ -355,9 +368,11 @@ fn merge_into(
     status: ExitStatus,
     live: &snapshot::LiveReport,
 ) -> Result<(), CliError> {
-    let perf_failed = match failed(status) {
-        Some(e) if !pt.output.exists() => return Err(e),
-        f => f,
+    let perf_failed = failed(status);
+    let Some(perf_file) = landing::perf_file_to_merge()? else {
+        return Err(perf_failed.unwrap_or_else(|| {
+            CliError::Record(format!("record: perf wrote no {}", pt.output.display()))
+        }));
     };
     let opts = MergeOptions {
         which: Which::Needed,
@@ -367,12 +382,22 @@ fn merge_into(
         kernel: true,
         salvage: false,
     };
-    // where the output is now (perf has written it; a link is followed)
-    let target = merge_target(&pt.output)?;
-    let mut report = match rewrite::merge(&target, &target, &opts) {
-        Ok(report) => report,
+    let merged = rewrite::merge(&perf_file, &perf_file, &opts);
+    let mut report = match merged {
+        Ok(report) => {
+            landing::place_merged()?;
+            report
+        }
         Err(e) => match perf_failed {
-            None => return Err(e.into()),
+            None => {
+                // (the error names perf's file by our descriptor's path)
+                eprintln!(
+                    "mmap2-synth record: {} is perf's recording, left unmerged at {}",
+                    perf_file.display(),
+                    pt.output.display()
+                );
+                return Err(e.into());
+            }
             Some(perf) => {
                 eprintln!("mmap2-synth record: merge: {}", super::error::chain(&e));
                 return Err(perf);

@@ -14,6 +14,10 @@ pub(crate) struct PerfTarget {
     pub(crate) output: PathBuf,
     /// None: a workload (perf's child).
     pub(crate) target: Option<Target>,
+    /// Where perf's options end in its arguments (the index of a lone
+    /// `--`, of the workload's first word, or their count): an option
+    /// record adds after the user's goes there, and so overrides theirs.
+    pub(crate) options_end: usize,
 }
 
 /// Whether a perf record option takes a value.
@@ -234,11 +238,12 @@ fn long_option(name: &str) -> Option<(&'static str, Takes, bool)> {
 /// optional, the next word. An option 6.1 did not have is looked up in
 /// `help()` (the running perf's `perf record -h`, asked at most once): a
 /// separate value it takes is skipped; unknown there too, it is skipped
-/// alone (perf refuses it).
+/// alone (perf refuses it). Also returns where the options end (see
+/// [`PerfTarget::options_end`]).
 fn perf_options<'a>(
     args: &'a [String],
     help: &mut dyn FnMut() -> String,
-) -> Result<Vec<PerfOption<'a>>, CliError> {
+) -> Result<(Vec<PerfOption<'a>>, usize), CliError> {
     let mut text: Option<String> = None;
     let mut learned = |long: Option<&str>, short: Option<char>| {
         let t = text.get_or_insert_with(&mut *help);
@@ -254,8 +259,11 @@ fn perf_options<'a>(
     }
     let mut out = Vec::new();
     let mut words = args.iter().map(String::as_str);
+    let mut end = args.len();
     while let Some(a) = words.next() {
         if a == "--" || a == "-" || !a.starts_with('-') {
+            // (the word just taken is not an option)
+            end = args.len() - words.len() - 1;
             break;
         }
         if let Some(l) = a.strip_prefix("--") {
@@ -307,7 +315,7 @@ fn perf_options<'a>(
             }
         }
     }
-    Ok(out)
+    Ok((out, end))
 }
 
 /// Reads where perf writes (`-o/--output`) and what it records out of
@@ -362,7 +370,8 @@ fn perf_target_with(
 ) -> Result<PerfTarget, CliError> {
     let (mut output, mut all, mut pid) = (None, false, None);
     let (mut cpu, mut tid, mut uid) = (None, None, None);
-    for o in perf_options(args, help)? {
+    let (options, options_end) = perf_options(args, help)?;
+    for o in options {
         let v = if o.negated { None } else { o.value };
         if o.long.starts_with("switch-output") || o.long == "timestamp-filename" {
             // perf renames its output (at every switch and) at exit: there
@@ -420,7 +429,11 @@ fn perf_target_with(
         (false, None) if cpu.or(tid).or(uid).is_some() => Some(Target::All),
         (false, None) => None,
     };
-    Ok(PerfTarget { output, target })
+    Ok(PerfTarget {
+        output,
+        target,
+        options_end,
+    })
 }
 
 #[cfg(test)]
@@ -432,7 +445,15 @@ mod tests {
 
     fn target(v: &[&str]) -> Result<PerfTarget, CliError> {
         let args: Vec<String> = v.iter().map(|s| s.to_string()).collect();
-        perf_target_with(&args, false, &mut || HELP_6_1.to_string())
+        perf_target_with(&args, false, &mut || HELP_6_1.to_string()).map(unplaced)
+    }
+
+    /// `t` without where its options end, to compare with [`pt`]'s.
+    fn unplaced(t: PerfTarget) -> PerfTarget {
+        PerfTarget {
+            options_end: 0,
+            ..t
+        }
     }
 
     // The help parser reads perf 6.1's own usage text as the table has it:
@@ -469,7 +490,7 @@ mod tests {
         );
         let t = |v: &[&str]| {
             let args: Vec<String> = v.iter().map(|s| s.to_string()).collect();
-            perf_target_with(&args, false, &mut || newer.clone()).unwrap()
+            unplaced(perf_target_with(&args, false, &mut || newer.clone()).unwrap())
         };
         assert_eq!(
             t(&["--setup-filter", "pin", "-a", "-o", "F"]),
@@ -537,7 +558,29 @@ mod tests {
         PerfTarget {
             output: output.into(),
             target,
+            options_end: 0,
         }
+    }
+
+    // Where perf's options end (record's own -o goes there, after the
+    // user's): at a lone `--` or `-`, at the workload's first word (after
+    // the values options take, glued or not), or after the last word.
+    #[test]
+    fn where_the_options_end() {
+        let end = |v: &[&str]| {
+            let args: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+            perf_target_with(&args, false, &mut || HELP_6_1.to_string())
+                .unwrap()
+                .options_end
+        };
+        assert_eq!(end(&["-g", "-p", "12", "-o", "x", "--", "sleep", "1"]), 5);
+        assert_eq!(end(&["-a", "-o", "F"]), 3);
+        assert_eq!(end(&[]), 0);
+        assert_eq!(end(&["-e", "cpu-clock", "prog", "-o", "F"]), 2);
+        assert_eq!(end(&["-go", "F", "prog"]), 2);
+        assert_eq!(end(&["-z", "prog"]), 1);
+        assert_eq!(end(&["-oF", "-", "x"]), 1);
+        assert_eq!(end(&["-o", "--", "prog"]), 2);
     }
 
     // --switch-output and --timestamp-filename (any form, abbreviated or
@@ -600,7 +643,7 @@ mod tests {
         // without -o, perf streams into a piped stdout
         let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(perf_target(&args(&["-a", "--", "prog"]), true).is_err());
-        let t = perf_target(&args(&["-a", "-o", "F", "--", "prog"]), true).unwrap();
+        let t = unplaced(perf_target(&args(&["-a", "-o", "F", "--", "prog"]), true).unwrap());
         assert_eq!(t, pt("F", Some(Target::All)));
     }
 

@@ -1,0 +1,327 @@
+//! Where `record`'s perf writes, and how its recording reaches `-o`.
+//!
+//! perf runs as root and opens its output by path: it renames a non-empty
+//! file there to `.old`, truncates and fills an empty one (keeping its
+//! owner and mode), and the file at `-o` when it exits is what the maps
+//! would be merged into. In a directory another user can write, that user
+//! could hand perf a file of theirs to fill with root's samples, or swap
+//! perf's file for a crafted one while it records and have the maps of
+//! root's processes merged into theirs. So:
+//!
+//! - an `-o` owned by another user (not root, not us) is refused before
+//!   perf starts;
+//! - perf writes `perf.data` in a private directory of ours (mode 0700)
+//!   made beside `-o` (the same file system), named to it as
+//!   `/proc/OURPID/fd/N/perf.data` of that directory as we hold it open:
+//!   no directory renamed or swapped on the path can redirect it, and no
+//!   other user can touch what is in it;
+//! - once perf has made its file, before its events are on, the file is
+//!   given `-o` as a second name (linked in our directory, then renamed over
+//!   `-o`), as perf would have had it there; a non-empty `-o` is first
+//!   renamed to `-o.old`, as perf does;
+//! - when perf has exited, `-o` must still be that file (same device and
+//!   inode, not through a link): if it is not (renamed, replaced), nothing
+//!   is merged, nothing written there, exit 2, and perf's recording is left
+//!   in the private directory, whose path is given;
+//! - the merge rewrites perf's file in place in our directory (a temporary
+//!   file there, renamed over it, mode and owner kept: 0600, ours), and
+//!   the result is renamed over `-o` in the directory held, again only
+//!   while `-o` is still perf's file.
+//!
+//! The private directory is removed once perf's recording is at `-o`
+//! ([`settle`]); only a SIGKILL leaves it (with a second name of the file).
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use mmap2_synth::sys::{identity_at, rmdir_at, unlink_at};
+
+use super::super::error::CliError;
+
+/// perf's file in the private directory.
+const PERF_FILE: &str = "perf.data";
+/// The second name made there before it is renamed over `-o`.
+const LINK: &str = "link";
+
+/// `-o` and the private directory perf writes in.
+struct Landing {
+    /// The directory of `-o`, held open from before perf started.
+    dir: File,
+    /// `-o`'s name in `dir`.
+    name: OsString,
+    /// `-o` as given (symlinks resolved), for messages.
+    shown: PathBuf,
+    /// The private directory in `dir`: its name there, and held open.
+    private_name: OsString,
+    private: File,
+    /// perf's file, once linked at `-o`: its device and inode.
+    linked: Option<(u64, u64)>,
+    /// The merge is at `-o` (perf's private name no longer needed).
+    merged: bool,
+    /// Where perf's file was left has been said.
+    said: bool,
+}
+
+impl Landing {
+    /// perf's file as the user may reach it (for messages).
+    fn private_shown(&self) -> PathBuf {
+        let dir = self.shown.parent().unwrap_or(Path::new(""));
+        dir.join(&self.private_name).join(PERF_FILE)
+    }
+
+    /// perf's file, opened without following a link: a regular file of
+    /// ours, made 0600 (as perf makes it; an umask could take more away).
+    fn perf_file(&self) -> std::io::Result<File> {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(at(&self.private, PERF_FILE))?;
+        let m = f.metadata()?;
+        if !m.is_file() || m.uid() != mmap2_synth::sys::effective_uid() {
+            return Err(std::io::Error::other("not a regular file of ours"));
+        }
+        if m.mode() & 0o7777 != 0o600 {
+            f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        }
+        Ok(f)
+    }
+}
+
+static LANDING: std::sync::Mutex<Option<Landing>> = std::sync::Mutex::new(None);
+
+fn landing() -> std::sync::MutexGuard<'static, Option<Landing>> {
+    LANDING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `name` in the directory `dir` holds open, as a path: through
+/// `/proc/self/fd`, so it reaches that very directory whatever is renamed
+/// on the way to it meanwhile.
+fn at(dir: &File, name: impl AsRef<OsStr>) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name.as_ref())
+}
+
+/// Gets `-o` ready before perf starts: refuses another user's file there,
+/// renames a non-empty one to `.old` (as perf does), and makes the private
+/// directory perf will write in. `resolved` is `-o` with its links
+/// resolved (each checked: ours or root's).
+pub(super) fn prepare(resolved: &Path) -> Result<(), CliError> {
+    let me = mmap2_synth::sys::effective_uid();
+    let shown = resolved.display();
+    if let Ok(m) = std::fs::symlink_metadata(resolved) {
+        if m.uid() != 0 && m.uid() != me {
+            return Err(CliError::Usage(format!(
+                "record: {shown} belongs to uid {}: refused (perf would fill it with the \
+                 recording, readable by its owner, or move it to .old); remove it or give \
+                 another -o",
+                m.uid()
+            )));
+        }
+    }
+    let Some(name) = resolved.file_name() else {
+        return Err(CliError::Usage(format!(
+            "record: perf's output {shown} names no file"
+        )));
+    };
+    let dir_path = match resolved.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let err = |what: &str, e: std::io::Error| CliError::Record(format!("record: {what}: {e}"));
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(dir_path)
+        .map_err(|e| err(&format!("opening {}", dir_path.display()), e))?;
+    // perf's own backup: a non-empty file at -o becomes -o.old (a link or
+    // another user's file swapped in since the check is moved, not followed)
+    if std::fs::symlink_metadata(at(&dir, name)).is_ok_and(|m| m.is_file() && m.len() > 0) {
+        let mut old = name.to_os_string();
+        old.push(".old");
+        std::fs::rename(at(&dir, name), at(&dir, &old))
+            .map_err(|e| err(&format!("keeping the previous {shown} as .old"), e))?;
+    }
+    let made = tempfile::Builder::new()
+        .prefix(&format!(".mmap2-synth-record-{}-", std::process::id()))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(at(&dir, ""))
+        .map_err(|e| {
+            err(
+                &format!("a directory for perf's output in {}", dir_path.display()),
+                e,
+            )
+        })?
+        .keep();
+    let private_name = made.file_name().unwrap_or_default().to_os_string();
+    let private = mmap2_synth::sys::open_dir_at(dir.as_fd(), private_name.as_bytes())
+        .map_err(|e| err("opening the directory for perf's output", e))?;
+    // the one we made (ours, for us alone), not one swapped in under its name
+    let m = private
+        .metadata()
+        .map_err(|e| err("the directory for perf's output", e))?;
+    if m.uid() != me || m.mode() & 0o077 != 0 {
+        return Err(CliError::Record(format!(
+            "record: {}: replaced after it was made: not writing into it",
+            dir_path.join(&private_name).display()
+        )));
+    }
+    *landing() = Some(Landing {
+        dir,
+        name: name.to_os_string(),
+        shown: resolved.to_path_buf(),
+        private_name,
+        private,
+        linked: None,
+        merged: false,
+        said: false,
+    });
+    Ok(())
+}
+
+/// What perf is given as `-o`: its file in the private directory, through
+/// our own descriptor of it (`/proc/OURPID/fd/N/perf.data`).
+pub(super) fn perf_output() -> Option<String> {
+    let l = landing();
+    let l = l.as_ref()?;
+    Some(format!(
+        "/proc/{}/fd/{}/{PERF_FILE}",
+        std::process::id(),
+        l.private.as_raw_fd()
+    ))
+}
+
+/// Whether perf has made its file.
+pub(super) fn perf_made_its_file() -> bool {
+    let l = landing();
+    l.as_ref()
+        .is_some_and(|l| mmap2_synth::sys::exists_at(l.private.as_fd(), PERF_FILE.as_bytes()))
+}
+
+/// Gives perf's file the name `-o` (it keeps its private one), replacing
+/// what is there; notes which file that is. An error says why it is not
+/// there (then it is merged into `-o` at the end, as when linked).
+pub(super) fn link_at_output() -> Result<(), String> {
+    let mut l = landing();
+    let Some(l) = l.as_mut() else { return Ok(()) };
+    let link = || -> std::io::Result<(u64, u64)> {
+        let m = l.perf_file()?.metadata()?;
+        let _ = std::fs::remove_file(at(&l.private, LINK));
+        std::fs::hard_link(at(&l.private, PERF_FILE), at(&l.private, LINK))?;
+        let renamed = std::fs::rename(at(&l.private, LINK), at(&l.dir, &l.name));
+        if renamed.is_err() {
+            let _ = std::fs::remove_file(at(&l.private, LINK));
+        }
+        renamed.map(|()| (m.dev(), m.ino()))
+    };
+    match link() {
+        Ok(id) => {
+            l.linked = Some(id);
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "perf's recording is at {} until it ends, not at {}: {e}",
+            l.private_shown().display(),
+            l.shown.display()
+        )),
+    }
+}
+
+/// Whether `-o` is still perf's file as linked there (always, when it was
+/// not linked); if not, says where perf's file is left (`how`: merged or
+/// not) in an error, exit 2.
+fn still_at_output(l: &mut Landing, how: &str) -> Result<(), CliError> {
+    let Some(id) = l.linked else { return Ok(()) };
+    if identity_at(l.dir.as_fd(), l.name.as_bytes()).is_ok_and(|now| now == id) {
+        return Ok(());
+    }
+    l.said = true;
+    Err(CliError::Usage(format!(
+        "record: {} is no longer the file perf wrote (renamed or replaced while perf ran): \
+         nothing merged into it or written there; perf's recording is left, {how}, at {}",
+        l.shown.display(),
+        l.private_shown().display()
+    )))
+}
+
+/// After perf exited: perf's file (through our directory), to merge into
+/// in place, if it made one and `-o` is still that file (else exit 2,
+/// nothing written at `-o`: see [`still_at_output`]).
+pub(super) fn perf_file_to_merge() -> Result<Option<PathBuf>, CliError> {
+    let mut l = landing();
+    let Some(l) = l.as_mut() else { return Ok(None) };
+    if l.perf_file().is_err() {
+        return Ok(None);
+    }
+    still_at_output(l, "unmerged")?;
+    Ok(Some(at(&l.private, PERF_FILE)))
+}
+
+/// The merge rewrote perf's file in our directory (a new file, unless it
+/// had nothing to add): it replaces `-o`, if `-o` is still perf's file.
+pub(super) fn place_merged() -> Result<(), CliError> {
+    let mut l = landing();
+    let Some(l) = l.as_mut() else { return Ok(()) };
+    let perf = at(&l.private, PERF_FILE);
+    let now = std::fs::symlink_metadata(&perf).map(|m| (m.dev(), m.ino()));
+    if now.is_ok() && now.ok() != l.linked {
+        still_at_output(l, "merged")?;
+        std::fs::rename(&perf, at(&l.dir, &l.name)).map_err(|e| {
+            l.said = true;
+            CliError::Record(format!(
+                "record: putting the merged recording at {}: {e}; it is left at {}",
+                l.shown.display(),
+                l.private_shown().display()
+            ))
+        })?;
+    }
+    l.merged = true;
+    Ok(())
+}
+
+/// Ends the landing (when `record` ends, or a signal ends it): perf's file
+/// goes to `-o` if it is not there yet and the merge did not write it,
+/// then its private name and the private directory are removed; where
+/// `-o` is no longer perf's file (or it cannot be put there), they stay,
+/// and that is said.
+pub(crate) fn settle() {
+    let Some(l) = landing().take() else { return };
+    let private = l.private.as_fd();
+    let _ = unlink_at(private, LINK.as_bytes());
+    if mmap2_synth::sys::exists_at(private, PERF_FILE.as_bytes()) && !l.merged {
+        let placed = match l.linked {
+            Some(id) => identity_at(l.dir.as_fd(), l.name.as_bytes()).is_ok_and(|now| now == id),
+            None => std::fs::rename(at(&l.private, PERF_FILE), at(&l.dir, &l.name)).is_ok(),
+        };
+        if !placed {
+            if !l.said {
+                eprintln!(
+                    "mmap2-synth record: perf's recording is left, unmerged, at {} ({} is \
+                     not it)",
+                    l.private_shown().display(),
+                    l.shown.display()
+                );
+            }
+            return;
+        }
+    }
+    let _ = unlink_at(private, PERF_FILE.as_bytes());
+    // still the directory made (its name is in a directory others may write)
+    let name = l.private_name.as_bytes();
+    if let (Ok(m), Ok(there)) = (l.private.metadata(), identity_at(l.dir.as_fd(), name)) {
+        if (m.dev(), m.ino()) == there {
+            let _ = rmdir_at(l.dir.as_fd(), name);
+        }
+    }
+}
+
+/// Settles the landing when dropped (see [`settle`]).
+pub(super) struct Settle;
+
+impl Drop for Settle {
+    fn drop(&mut self) {
+        settle();
+    }
+}
