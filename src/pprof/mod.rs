@@ -6,11 +6,13 @@
 //!
 //! Stages: `read` replays the recording (maps per process, the kernel's,
 //! comms) and aggregates samples in `profile`'s builder; `symbolize` (the
-//! only part that opens files) names the locations; `proto` is the schema.
+//! only part that opens files) names the locations, `demangle` their names;
+//! `proto` is the schema.
 //!
 //! May import: `archive` (the build-id cache layout), `bytes`, `model`,
 //! `perf`, `proc`, `rewrite`.
 
+mod demangle;
 mod isolate;
 pub mod maps;
 pub mod profile;
@@ -87,6 +89,13 @@ pub struct PprofReport {
     pub unsymbolizable: usize,
     /// Up to 5 of them, as `path (why: where blazesym panicked)`.
     pub unsymbolizable_names: Vec<String>,
+    /// Files whose DWARF was not read, by [`crate::proc::debuginfo`]'s
+    /// verdict: compressed sections that would unpack out of bounds, or
+    /// section headers blazesym would read otherwise than they say; their
+    /// symbol tables were read.
+    pub no_dwarf: usize,
+    /// Up to 5 of them, as `path (why)`.
+    pub no_dwarf_names: Vec<String>,
 }
 
 /// Why no profile was written.

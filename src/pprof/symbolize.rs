@@ -18,6 +18,7 @@ use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
 
+use super::demangle::Demangler;
 use super::isolate::{isolated, Panicked};
 use super::profile::{Builder, Frame, MappingSymbols, Space};
 use super::PprofReport;
@@ -25,9 +26,9 @@ use crate::archive::cache_entry;
 use crate::model::{BuildId, VDSO_NAME};
 use crate::perf::copy::copy_range;
 use crate::proc::buildid::{
-    has_debug_links, kernel_build_id, open_if_build_id, open_regular, read_build_id_from_file,
-    vdso_image,
+    kernel_build_id, open_if_build_id, open_regular, read_build_id_from_file, vdso_image,
 };
+use crate::proc::debuginfo::{dwarf_verdict, Dwarf};
 use crate::proc::kernel::{text_address, KERNEL_DSO};
 
 /// What symbolization found: frames per location, flags per mapping.
@@ -55,6 +56,7 @@ pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofRepo
     let mut by_id: ById = BTreeMap::new();
     let mut kernel: Vec<Want> = Vec::new();
     let mut kernel_map = None;
+    let mut names = Demangler::default();
     for (i, &(mapping, addr)) in b.locations.iter().enumerate() {
         let Some((map, space)) = mapping
             .checked_sub(1)
@@ -96,14 +98,13 @@ pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofRepo
                 continue;
             }
         };
-        // DWARF only from the file itself: a debug link would have the
-        // reader open whatever path the file names
+        let name = String::from_utf8_lossy(&paths[0]).into_owned();
         let elf = Elf {
-            debug_syms: !has_debug_links(&file),
+            debug_syms: dwarf_allowed(&file, &name, report),
             ..Elf::new(fd_path(&file))
         };
-        let name = String::from_utf8_lossy(&paths[0]).into_owned();
-        run(&Source::Elf(elf), (true, &name), &wants, &mut out, report);
+        let src = Source::Elf(elf);
+        run(&src, (true, &name), &wants, (&mut out, &mut names), report);
     }
     if !kernel.is_empty() {
         match kallsyms(kernel_map.as_deref(), buildid_dir) {
@@ -116,12 +117,31 @@ pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofRepo
                     debug_syms: false,
                     ..Default::default()
                 });
-                run(&src, (false, "kallsyms"), &kernel, &mut out, report);
+                let to = (&mut out, &mut names);
+                run(&src, (false, "kallsyms"), &kernel, to, report);
             }
             Err(why) => report.kernel_symbols = Some(format!("not symbolized: {why}")),
         }
     }
     out
+}
+
+/// Whether blazesym may read the DWARF of `file` (named `name`): only
+/// from the file itself (a debug link would have it open whatever path the
+/// link names), and only when its compressed sections unpack within bounds
+/// ([`dwarf_verdict`]); a refusal is counted and named.
+fn dwarf_allowed(file: &File, name: &str, report: &mut PprofReport) -> bool {
+    match dwarf_verdict(file) {
+        Dwarf::Read => true,
+        Dwarf::Quiet => false,
+        Dwarf::Refused(why) => {
+            report.no_dwarf += 1;
+            if report.no_dwarf_names.len() < 5 {
+                report.no_dwarf_names.push(format!("{name} ({why})"));
+            }
+            false
+        }
+    }
 }
 
 /// The path blazesym opens for an open file: the file itself, whatever is
@@ -134,12 +154,13 @@ fn fd_path(f: &File) -> PathBuf {
 /// named `name` in errors (a fresh symbolizer per file: its cache is keyed
 /// by path, and `/proc/thread-self/fd/N` names are reused). A panic in
 /// blazesym (malformed DWARF it unwraps) leaves this file's frames as
-/// addresses and is counted and named, not a crash ([`isolated`]).
+/// addresses and is counted and named, not a crash ([`isolated`]). Names
+/// come mangled and are demangled by `names`, once each.
 fn run(
     src: &Source,
     (file_offsets, name): (bool, &str),
     wants: &[Want],
-    out: &mut Symbols,
+    (out, names): (&mut Symbols, &mut Demangler),
     report: &mut PprofReport,
 ) {
     let addrs: Vec<u64> = wants.iter().map(|w| w.1).collect();
@@ -147,6 +168,7 @@ fn run(
         let symbolizer = Symbolizer::builder()
             .enable_code_info(true)
             .enable_inlined_fns(true)
+            .enable_demangling(false)
             .build();
         let input = match file_offsets {
             true => Input::FileOffset(addrs.as_slice()),
@@ -183,7 +205,10 @@ fn run(
         }
     };
     for (&(loc, _, mapping), frames) in wants.iter().zip(results) {
-        let Some(frames) = frames else { continue };
+        let Some(mut frames) = frames else { continue };
+        for f in &mut frames {
+            f.name = names.name(&f.name);
+        }
         let flags = &mut out.mappings[mapping];
         flags.functions = true;
         if frames.iter().any(|f| f.file.is_some()) {

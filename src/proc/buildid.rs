@@ -68,7 +68,9 @@ pub fn read_build_id_from_file(file: &File) -> io::Result<Option<Vec<u8>>> {
     Ok(None)
 }
 
-fn read_full_at(file: &File, buf: &mut [u8], mut off: u64) -> io::Result<usize> {
+/// Reads `buf.len()` bytes at `off`, fewer at the end of the file: the
+/// count read.
+pub(crate) fn read_full_at(file: &File, buf: &mut [u8], mut off: u64) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], off) {
@@ -209,55 +211,6 @@ pub fn open_if_build_id(path: &Path, id: &crate::model::BuildId) -> Option<File>
     let (f, _) = open_checked(path, None)?;
     let raw = read_build_id_from_file(&f).ok()??;
     (raw.as_slice() == id.as_bytes()).then_some(f)
-}
-
-/// Most section headers and section-name bytes read to look for links.
-const MAX_SECTION_BYTES: u64 = 4 << 20;
-
-/// Whether an ELF file has sections that make a DWARF reader open other
-/// files by name ([`elf::LINK_SECTIONS`]); true when its section headers
-/// cannot be read (assume the worst).
-pub fn has_debug_links(file: &File) -> bool {
-    let check = || -> Option<bool> {
-        let len = file.metadata().ok()?.len();
-        let mut head = [0u8; elf::HEADER_LEN];
-        if read_full_at(file, &mut head, 0).ok()? < 52 {
-            return None;
-        }
-        let h = elf::parse_header(&head).ok()?;
-        let (shoff, ent, num, strndx) = elf::section_table(&head)?;
-        let table_len = u64::from(ent) * u64::from(num);
-        if table_len > MAX_SECTION_BYTES || shoff.checked_add(table_len)? > len {
-            return None;
-        }
-        let mut shdrs = vec![0u8; table_len as usize];
-        if read_full_at(file, &mut shdrs, shoff).ok()? != shdrs.len() {
-            return None;
-        }
-        if num == 0 {
-            // no sections, unless the count is in section 0 (ELF's extended
-            // numbering, which DWARF readers follow): then assume the worst
-            return (shoff == 0).then_some(false);
-        }
-        let (_, str_off, str_size) =
-            elf::section(&shdrs, usize::from(strndx), ent, h.is_64, h.big_endian)?;
-        if str_size > MAX_SECTION_BYTES || str_off.checked_add(str_size)? > len {
-            return None;
-        }
-        let mut names = vec![0u8; str_size as usize];
-        if read_full_at(file, &mut names, str_off).ok()? != names.len() {
-            return None;
-        }
-        for i in 0..usize::from(num) {
-            let (name, _, _) = elf::section(&shdrs, i, ent, h.is_64, h.big_endian)?;
-            let name = names.get(name as usize..).map(crate::bytes::cstr)?;
-            if elf::LINK_SECTIONS.contains(&name) {
-                return Some(true);
-            }
-        }
-        Some(false)
-    };
-    check().unwrap_or(true)
 }
 
 /// The running kernel's build id, from `/sys/kernel/notes` (its ELF notes,
@@ -417,42 +370,6 @@ pub fn open_mapped_file(dir: &Path, vma: &Vma) -> Option<File> {
 mod tests {
     use super::*;
 
-    /// A 64-bit little-endian image with sections named `names` (after a
-    /// null section and `.shstrtab`).
-    fn with_sections(names: &[&str]) -> Vec<u8> {
-        let mut img = elf::tests::tiny_elf(true, false, &[]);
-        let mut strtab = b"\0.shstrtab\0".to_vec();
-        let mut offs = Vec::new();
-        for n in names {
-            offs.push(strtab.len() as u32);
-            strtab.extend_from_slice(n.as_bytes());
-            strtab.push(0);
-        }
-        let str_at = img.len() as u64;
-        img.extend_from_slice(&strtab);
-        let shoff = img.len() as u64;
-        img.extend_from_slice(&[0u8; 64]); // section 0
-        let mut shdr = |name: u32, off: u64, size: u64| {
-            let mut h = [0u8; 64];
-            h[..4].copy_from_slice(&name.to_le_bytes());
-            h[24..32].copy_from_slice(&off.to_le_bytes());
-            h[32..40].copy_from_slice(&size.to_le_bytes());
-            img.extend_from_slice(&h);
-        };
-        shdr(1, str_at, strtab.len() as u64);
-        for o in offs {
-            shdr(o, str_at, 1);
-        }
-        img[40..48].copy_from_slice(&shoff.to_le_bytes());
-        img[58..60].copy_from_slice(&64u16.to_le_bytes());
-        img[60..62].copy_from_slice(&(names.len() as u16 + 2).to_le_bytes());
-        img[62..64].copy_from_slice(&1u16.to_le_bytes());
-        img
-    }
-
-    // Debug links are found by section name; no sections is no links; a
-    // section count of 0 with a section table (extended numbering, which
-    // DWARF readers follow) or an unreadable table counts as links.
     // Only regular files are opened, through links too; a device node, a
     // FIFO (no writer: opening it would block) or a directory gives None.
     #[test]
@@ -474,33 +391,6 @@ mod tests {
         for p in [Path::new("/dev/null"), &to_null, &fifo, dir.path()] {
             assert!(open_if_regular(p).is_none(), "{}", p.display());
         }
-    }
-
-    // Debug links are found by section name (.gnu_debuglink, .gnu_debugaltlink,
-    // .debug_sup), assumed when the section table cannot be read whole, and
-    // not claimed for a file with no sections.
-    #[test]
-    fn debug_links_by_section_name() {
-        let tmp = tempfile::tempdir().unwrap();
-        let check = |img: &[u8]| {
-            let p = tmp.path().join("x.elf");
-            std::fs::write(&p, img).unwrap();
-            has_debug_links(&File::open(&p).unwrap())
-        };
-        assert!(!check(&with_sections(&[".text", ".debug_info"])));
-        for link in elf::LINK_SECTIONS {
-            let name = std::str::from_utf8(link).unwrap();
-            assert!(check(&with_sections(&[".text", name])), "{name}");
-        }
-        assert!(
-            !check(&elf::tests::tiny_elf(true, false, &[])),
-            "no sections"
-        );
-        let mut extended = with_sections(&[".text"]);
-        extended[60..62].copy_from_slice(&0u16.to_le_bytes());
-        assert!(check(&extended), "e_shnum 0 with a section table");
-        let cut = with_sections(&[".gnu_debuglink"]);
-        assert!(check(&cut[..cut.len() - 10]), "truncated table");
     }
 
     // The file reader finds the note through PT_NOTE and survives a truncated file.

@@ -198,23 +198,84 @@ pub fn section_table(b: &[u8]) -> Option<(u64, u16, u16, u16)> {
     (num == 0 || ent >= want).then_some((shoff, ent, num, strndx))
 }
 
-/// (name offset, file offset, size) of section `i` in the section header
-/// table `shdrs`.
+/// `SHT_NOBITS`: a section with no bytes in the file.
+pub const SHT_NOBITS: u32 = 8;
+/// `SHF_COMPRESSED`: the section's bytes are a compression header
+/// ([`compression_header`]) and a compressed stream.
+pub const SHF_COMPRESSED: u64 = 0x800;
+/// `ELFCOMPRESS_ZLIB`: a zlib stream follows the compression header.
+pub const ELFCOMPRESS_ZLIB: u32 = 1;
+/// `ELFCOMPRESS_ZSTD`: a zstd stream follows the compression header.
+pub const ELFCOMPRESS_ZSTD: u32 = 2;
+
+/// The fields of one section header that say what and where it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SectionHeader {
+    /// Offset of its name in the section-name string table.
+    pub name: u32,
+    /// `sh_type` (e.g. [`SHT_NOBITS`]).
+    pub kind: u32,
+    /// `sh_flags` (e.g. [`SHF_COMPRESSED`]).
+    pub flags: u64,
+    /// File offset of its bytes.
+    pub offset: u64,
+    /// Size of its bytes in the file (compressed size when compressed).
+    pub size: u64,
+}
+
+/// Section `i` of the section header table `shdrs` (entries `ent` bytes
+/// apart); `None` when it runs past the table.
 pub fn section(
     shdrs: &[u8],
     i: usize,
     ent: u16,
     is_64: bool,
     big_endian: bool,
-) -> Option<(u32, u64, u64)> {
+) -> Option<SectionHeader> {
     let r = Rd(Endian::big_if(big_endian));
     let base = i.checked_mul(usize::from(ent))?;
-    let name = r.u32(shdrs, base)?;
-    if is_64 {
-        Some((name, r.u64(shdrs, base + 24)?, r.u64(shdrs, base + 32)?))
+    let (name, kind) = (r.u32(shdrs, base)?, r.u32(shdrs, base + 4)?);
+    let (flags, offset, size) = if is_64 {
+        (
+            r.u64(shdrs, base + 8)?,
+            r.u64(shdrs, base + 24)?,
+            r.u64(shdrs, base + 32)?,
+        )
     } else {
-        let (off, size) = (r.u32(shdrs, base + 16)?, r.u32(shdrs, base + 20)?);
-        Some((name, u64::from(off), u64::from(size)))
+        let word = |at| r.u32(shdrs, base + at).map(u64::from);
+        (word(8)?, word(16)?, word(20)?)
+    };
+    Some(SectionHeader {
+        name,
+        kind,
+        flags,
+        offset,
+        size,
+    })
+}
+
+/// Size of a compression header (`Elf64_Chdr` or `Elf32_Chdr`).
+pub fn compression_header_len(is_64: bool) -> usize {
+    if is_64 {
+        24
+    } else {
+        12
+    }
+}
+
+/// The (`ch_type`, `ch_size`: the size unpacked) of the compression header
+/// at the start of a compressed section's bytes `b`; `None` when `b` is
+/// shorter than one.
+pub fn compression_header(b: &[u8], is_64: bool, big_endian: bool) -> Option<(u32, u64)> {
+    let r = Rd(Endian::big_if(big_endian));
+    if b.len() < compression_header_len(is_64) {
+        return None;
+    }
+    // Elf64_Chdr: type, reserved, size, addralign; Elf32_Chdr: type, size,
+    // addralign
+    match is_64 {
+        true => Some((r.u32(b, 0)?, r.u64(b, 8)?)),
+        false => Some((r.u32(b, 0)?, u64::from(r.u32(b, 4)?))),
     }
 }
 
@@ -308,6 +369,27 @@ pub(crate) mod tests {
         assert_eq!(find_gnu_build_id(&notes, false), Some(&[7u8; 8][..]));
         let long = note(false, b"GNU\0", NT_GNU_BUILD_ID, &[9; 32]);
         assert_eq!(find_gnu_build_id(&long, false), Some(&[9u8; 32][..]));
+    }
+
+    // Compression headers are read in ELF64 and ELF32 layout, either byte
+    // order; one cut short is None.
+    #[test]
+    fn compression_headers_all_classes_and_orders() {
+        for be in [false, true] {
+            let w32 = |v: u32| if be { v.to_be_bytes() } else { v.to_le_bytes() };
+            let w64 = |v: u64| if be { v.to_be_bytes() } else { v.to_le_bytes() };
+            let mut h64 = w32(ELFCOMPRESS_ZLIB).to_vec();
+            h64.extend([0; 4]);
+            h64.extend(w64(1 << 40));
+            h64.extend(w64(8));
+            assert_eq!(compression_header(&h64, true, be), Some((1, 1 << 40)));
+            assert_eq!(compression_header(&h64[..23], true, be), None);
+            let mut h32 = w32(ELFCOMPRESS_ZSTD).to_vec();
+            h32.extend(w32(0x1234_5678));
+            h32.extend(w32(4));
+            assert_eq!(compression_header(&h32, false, be), Some((2, 0x1234_5678)));
+            assert_eq!(compression_header(&h32[..11], false, be), None);
+        }
     }
 
     // Truncated or lying sizes never read out of bounds.

@@ -1,0 +1,427 @@
+//! `mmap2-synth pprof` over hostile binaries that real perf recorded: debug
+//! sections that claim or unpack to more than memory holds, and a C++ name
+//! that demangles exponentially. Each conversion runs in 1 GiB of address
+//! space (so a failure cannot take the machine down) and is killed after a
+//! deadline; it must finish, in bounded memory, with every sample and the
+//! other binaries' frames named. Profiles are read by `go tool pprof -raw`
+//! with its own symbolization off, so every name checked is one we wrote.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Address space the conversion runs in.
+const AS_LIMIT: &str = "--as=1073741824";
+/// Peak RSS a conversion of these small recordings must stay under (KiB).
+const MAX_RSS_KIB: u64 = 256 << 10;
+/// How long a conversion may run.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn needs_go() {
+    let ok = Command::new("go")
+        .args(["tool", "pprof", "-h"])
+        .output()
+        .is_ok_and(|o| !o.stdout.is_empty() || !o.stderr.is_empty());
+    assert!(
+        ok,
+        "this test needs `go tool pprof` (Debian's golang-go), which is missing here"
+    );
+}
+
+/// What a bounded conversion did.
+struct Run {
+    /// Exit code (`None`: killed by a signal, e.g. an abort).
+    code: Option<i32>,
+    /// Its stderr (the summary).
+    stderr: String,
+    /// Peak RSS in KiB.
+    rss: u64,
+}
+
+/// `mmap2-synth pprof REC -o OUT` under `prlimit --as` and `/usr/bin/time`,
+/// killed (failing the test) after [`DEADLINE`].
+fn bounded_pprof(rec: &Path, out: &Path) -> Run {
+    let mut child = Command::new("prlimit")
+        .arg(AS_LIMIT)
+        .args(["/usr/bin/time", "-f", "maxrss=%M"])
+        .arg(bin())
+        .arg("pprof")
+        .arg(rec)
+        .arg("-o")
+        .arg(out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("prlimit (util-linux) and GNU time (/usr/bin/time)");
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("pprof still running after {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = reader.join().unwrap();
+    let rss = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("maxrss="))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no maxrss line: {stderr}"));
+    // time reports a killed child as its own failure; the code is pprof's
+    let code = status
+        .code()
+        .filter(|_| !stderr.contains("Command terminated by signal"));
+    Run { code, stderr, rss }
+}
+
+/// Asserts the run exited 0 within [`MAX_RSS_KIB`].
+fn assert_bounded(run: &Run) {
+    assert_eq!(run.code, Some(0), "pprof failed: {}", run.stderr);
+    assert!(
+        run.rss < MAX_RSS_KIB,
+        "peak RSS {} KiB: {}",
+        run.rss,
+        run.stderr
+    );
+}
+
+/// One location of a profile: its mapping's path, its innermost function
+/// and that function's `file:line` (`:0` without one).
+#[derive(Debug)]
+struct Loc {
+    path: String,
+    function: String,
+    line: String,
+}
+
+/// The locations of `profile` (by `-raw`) and its samples (the sum of the
+/// first count column).
+fn raw_profile(profile: &Path) -> (Vec<Loc>, u64) {
+    let home = scratch("pprof-home");
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-symbolize=none", "-raw"])
+        .arg(profile)
+        .env("HOME", &*home)
+        .env("PPROF_TMPDIR", &*home)
+        .env("PPROF_BINARY_PATH", &*home)
+        .output()
+        .expect("run go tool pprof");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // "Samples:", "Locations" and "Mappings" head the sections, in order
+    let between = |from: &str, to: &str| {
+        let rest = text.split_once(from).map_or("", |(_, r)| r);
+        rest.split(to).next().unwrap_or("").to_string()
+    };
+    let mut paths = BTreeMap::new();
+    for l in text.rsplit("\nMappings\n").next().unwrap_or("").lines() {
+        let mut w = l.split_whitespace();
+        if let (Some(id), Some(_), Some(path)) = (w.next(), w.next(), w.next()) {
+            paths.insert(id.trim_end_matches(':').to_string(), path.to_string());
+        }
+    }
+    let mut locs = Vec::new();
+    for l in between("\nLocations\n", "\nMappings\n").lines() {
+        // "  N: 0xADDR M=K FUNCTION FILE:LINE s=0"; FUNCTION may have spaces
+        let Some(rest) = l.trim().split_once(": 0x").map(|(_, r)| r) else {
+            continue;
+        };
+        let Some((_, rest)) = rest.split_once(" M=") else {
+            continue;
+        };
+        let Some((m, rest)) = rest.split_once(' ') else {
+            continue;
+        };
+        let Some((function, line)) = rest.trim_end_matches(" s=0").rsplit_once(' ') else {
+            continue;
+        };
+        let path = paths.get(m).cloned().unwrap_or_default();
+        let (function, line) = (function.to_string(), line.to_string());
+        locs.push(Loc {
+            path,
+            function,
+            line,
+        });
+    }
+    let samples = between("\nSamples:\n", "\nLocations\n")
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    (locs, samples)
+}
+
+/// Samples in a recording, by `perf script`.
+fn perf_samples(rec: &Path) -> u64 {
+    perf(&[
+        "script".as_ref(),
+        "-F".as_ref(),
+        "pid".as_ref(),
+        "-i".as_ref(),
+        rec.as_os_str(),
+    ])
+    .lines()
+    .filter(|l| !l.trim().is_empty())
+    .count() as u64
+}
+
+/// (offset of its header, sh_offset, sh_size) of section `name` of an
+/// ELF64 little-endian image.
+fn elf_section(img: &[u8], name: &str) -> (usize, u64, u64) {
+    let u16_at = |o: usize| u16::from_le_bytes(img[o..o + 2].try_into().unwrap()) as usize;
+    let u32_at = |o: usize| u32::from_le_bytes(img[o..o + 4].try_into().unwrap()) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(img[o..o + 8].try_into().unwrap());
+    let shoff = u64_at(40) as usize;
+    let (num, strndx) = (u16_at(60), u16_at(62));
+    let strtab = u64_at(shoff + strndx * 64 + 24) as usize;
+    (0..num)
+        .map(|i| shoff + i * 64)
+        .find(|&h| {
+            let at = strtab + u32_at(h);
+            img[at..].split(|&b| b == 0).next() == Some(name.as_bytes())
+        })
+        .map(|h| (h, u64_at(h + 24), u64_at(h + 32)))
+        .unwrap_or_else(|| panic!("no section {name}"))
+}
+
+/// Two burners with `-g -gz=zlib` (compressed DWARF), built apart (their
+/// ids differ: one has an MD5 build id); `spoil` edits the second's libburn.so before both start.
+/// Both are recorded with -g for a second, converted in bounds; returns
+/// (the libraries, the run, the profile's locations and samples, the
+/// recording's samples).
+fn two_burners(spoil: impl FnOnce(&Path)) -> ([PathBuf; 2], Run, Vec<Loc>, u64, u64) {
+    needs_perf_record();
+    needs_go();
+    let (honest, hostile) = (scratch("pprof-gz"), scratch("pprof-gz-hostile"));
+    let (burn_a, lib_a) = build_burner(&honest, &["-g", "-gz=zlib"]);
+    let (burn_b, lib_b) = build_burner(&hostile, &["-g", "-gz=zlib", "-Wl,--build-id=md5"]);
+    assert_ne!(readelf_build_id(&lib_a), readelf_build_id(&lib_b));
+    let (_, honest_z, _) = elf_section(&std::fs::read(&lib_a).unwrap(), ".debug_info");
+    assert_ne!(honest_z, 0);
+    spoil(&lib_b);
+    let a = Mapper::start_as(&burn_a, &["120".as_ref()]);
+    let b = Mapper::start_as(&burn_b, &["120".as_ref()]);
+    let rec = hostile.join("rec.data");
+    let pids = format!("{},{}", a.pid, b.pid);
+    perf_record_to(&rec, &["-g"], &["-p", &pids, "--", "sleep", "1"]);
+    drop((a, b));
+    let profile = hostile.join("p.pb.gz");
+    let run = bounded_pprof(&rec, &profile);
+    assert_bounded(&run);
+    let (locs, samples) = raw_profile(&profile);
+    ([lib_a, lib_b], run, locs, samples, perf_samples(&rec))
+}
+
+/// The checks both hostile-DWARF cases share: every sample kept; the
+/// honest library's burn_work named with its compressed DWARF's line, the
+/// hostile one's from its symbol table (no line), and the summary says why.
+fn check_hostile_dwarf(libs: &[PathBuf; 2], run: &Run, locs: &[Loc], samples: (u64, u64)) {
+    assert_eq!(samples.0, samples.1, "profile samples vs perf script's");
+    let of = |lib: &Path| {
+        let lib = lib.to_str().unwrap();
+        locs.iter()
+            .filter(|l| l.path == lib && l.function == "burn_work")
+            .collect::<Vec<_>>()
+    };
+    let (honest, hostile) = (of(&libs[0]), of(&libs[1]));
+    assert!(!honest.is_empty() && !hostile.is_empty(), "{locs:?}");
+    assert!(
+        honest.iter().all(|l| l.line.contains("libburn.c:")),
+        "{honest:?}"
+    );
+    assert!(hostile.iter().all(|l| l.line == ":0"), "{hostile:?}");
+    let said = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("DWARF not read for 1 binaries"))
+        .unwrap_or_else(|| panic!("no DWARF line: {}", run.stderr));
+    assert!(said.contains(libs[1].to_str().unwrap()), "{said}");
+}
+
+// A library whose compressed .debug_info claims 1 TiB unpacked (blazesym
+// allocated that at once: "memory allocation failed", SIGABRT, no profile)
+// gets no DWARF: pprof exits 0 in bounded memory with every sample, that
+// library named from its symbol table, the other's compressed DWARF read.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn debug_info_claiming_a_tebibyte_is_not_read() {
+    let (libs, run, locs, samples, perf) = two_burners(|lib| {
+        let mut img = std::fs::read(lib).unwrap();
+        let (_, off, _) = elf_section(&img, ".debug_info");
+        let at = off as usize + 8; // Elf64_Chdr's ch_size
+        img[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        std::fs::write(lib, img).unwrap();
+    });
+    assert!(run.stderr.contains("more than 268435456"), "{}", run.stderr);
+    check_hostile_dwarf(&libs, &run, &locs, (samples, perf));
+}
+
+// A library whose .debug_info is a zlib bomb (1 GiB of zeros in 1 MB, its
+// header claiming the original few hundred bytes; blazesym unpacked it all:
+// 8 GB for a 4 GiB one, and a larger one exhausts memory) gets no DWARF,
+// found while unpacking it here without keeping anything: exit 0 in
+// bounded memory, every sample, the other library's DWARF read.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn zlib_bomb_in_debug_info_is_not_read() {
+    let (libs, run, locs, samples, perf) = two_burners(|lib| {
+        let dir = lib.parent().unwrap();
+        let bomb = dir.join("bomb.z");
+        let py = "import sys, zlib\n\
+                  c = zlib.compressobj(9); m = bytes(1 << 20)\n\
+                  with open(sys.argv[1], 'wb') as f:\n\
+                  \x20   for _ in range(1024): f.write(c.compress(m))\n\
+                  \x20   f.write(c.flush())\n";
+        let st = Command::new("python3")
+            .args(["-c", py])
+            .arg(&bomb)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let stream = std::fs::read(&bomb).unwrap();
+        let mut img = std::fs::read(lib).unwrap();
+        let (header, off, _) = elf_section(&img, ".debug_info");
+        let chdr = img[off as usize..off as usize + 24].to_vec();
+        img.resize(img.len().next_multiple_of(8), 0);
+        let at = img.len() as u64;
+        img.extend_from_slice(&chdr);
+        img.extend_from_slice(&stream);
+        let size = 24 + stream.len() as u64;
+        img[header + 24..header + 32].copy_from_slice(&at.to_le_bytes());
+        img[header + 32..header + 40].copy_from_slice(&size.to_le_bytes());
+        std::fs::write(lib, img).unwrap();
+    });
+    assert!(
+        run.stderr.contains("unpacks to more than"),
+        "{}",
+        run.stderr
+    );
+    check_hostile_dwarf(&libs, &run, &locs, (samples, perf));
+}
+
+/// C++ whose hot function `hot` is named, in assembly, `_Z1f1a` and 20
+/// parameters each a pointer to a function taking the one before twice
+/// (the name demangles to 54 MB), unrolled over 4,000 statements so
+/// samples land on thousands of addresses (and not a leaf, so it has a
+/// frame pointer and its caller is in the callchain); it is called by
+/// `ns::outer<int>` from `main`, for SECONDS (argv[1]).
+fn exponential_cpp() -> (String, String) {
+    let b36 = |mut v: usize| {
+        let digits = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+        let mut out = Vec::new();
+        loop {
+            out.insert(0, digits[v % 36]);
+            v /= 36;
+            if v == 0 {
+                break String::from_utf8(out).unwrap();
+            }
+        }
+    };
+    let mut name = String::from("_Z1f1a");
+    for i in 1..=20 {
+        let back = match i {
+            1 => "S_".to_string(),
+            _ => format!("S{}_", b36(2 * (i - 1) - 1)),
+        };
+        name.push_str(&format!("PFv{back}{back}E"));
+    }
+    let body: String = (0..4000)
+        .map(|i| format!("    v = v * 3 + {i};\n"))
+        .collect();
+    let src = format!(
+        r#"#include <stdlib.h>
+#include <time.h>
+volatile unsigned long v;
+__attribute__((noinline)) void tick(void) {{ v++; }}
+__attribute__((noinline)) void hot(void) __asm__("{name}");
+void hot(void) {{
+    tick();
+{body}}}
+namespace ns {{
+template <class T> __attribute__((noinline)) unsigned long outer(T n, const char *tag) {{
+    for (T i = 0; i < n; i++) hot();
+    return v + (tag != 0);
+}}
+}}
+int main(int argc, char **argv) {{
+    double secs = argc > 1 ? atof(argv[1]) : 1;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {{
+        ns::outer<int>(100, "x");
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9 > secs) break;
+    }}
+    return 0;
+}}
+"#
+    );
+    (name, src)
+}
+
+// A hot function whose C++ name demangles exponentially, sampled at
+// thousands of addresses (blazesym demangled it once per address, 0.3 s
+// each: over 20 minutes), converts in seconds: its frames keep the
+// mangled name, its caller's ordinary C++ name is demangled, every sample
+// is kept.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn exponential_cpp_name_is_demangled_once_within_bounds() {
+    needs_perf_record();
+    needs_go();
+    let dir = scratch("pprof-demangle");
+    let (name, src) = exponential_cpp();
+    let (cc_src, prog) = (dir.join("hostile.cc"), dir.join("hostile"));
+    std::fs::write(&cc_src, src).unwrap();
+    let o = Command::new("g++")
+        .args(["-O1", "-fno-omit-frame-pointer", "-o"])
+        .arg(&prog)
+        .arg(&cc_src)
+        .output()
+        .expect("run g++");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rec = dir.join("rec.data");
+    perf_record_to(&rec, &["-g"], &["--", prog.to_str().unwrap(), "2"]);
+    let profile = dir.join("p.pb.gz");
+    let started = Instant::now();
+    let run = bounded_pprof(&rec, &profile);
+    assert_bounded(&run);
+    let took = started.elapsed();
+    let (locs, samples) = raw_profile(&profile);
+    assert_eq!(
+        samples,
+        perf_samples(&rec),
+        "profile samples vs perf script's"
+    );
+    let hot = locs.iter().filter(|l| l.function == name).count();
+    assert!(hot > 500, "{hot} locations in the hot function: {took:?}");
+    assert!(
+        locs.iter()
+            .any(|l| l.function == "unsigned long ns::outer<int>(int, char const*)"),
+        "{:?}",
+        locs.iter()
+            .filter(|l| l.function != name)
+            .collect::<Vec<_>>()
+    );
+    assert!(!locs.iter().any(|l| l.function.len() > 64 << 10));
+}
