@@ -15,7 +15,9 @@
 //! 7. [`pprof`]: recordings written as symbolized pprof profiles.
 //!
 //! Leaves shared by all of them: [`bytes`] (byte order), [`model`] (the data
-//! types), [`memo`] (the scan's direct-mapped lookup memo), [`output`] (atomic
+//! types), [`text`] (bytes others control made safe to print: every path,
+//! comm, name and foreign message a command prints goes through it),
+//! [`memo`] (the scan's direct-mapped lookup memo), [`output`] (atomic
 //! output files), [`interrupt`] (signals while
 //! a stream input is read), [`sys`] (every FFI call, the only
 //! `unsafe`). [`summary`] formats the CLI's reports.
@@ -44,3 +46,4 @@ pub mod summary;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod testhook;
+pub mod text;

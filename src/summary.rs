@@ -1,4 +1,9 @@
 //! The one-line summaries the CLI prints on stderr, and `--strict`.
+//!
+//! Every piece of text a summary did not write itself (paths, comms, event
+//! names, the output's name, reasons that quote a file or a library) goes
+//! through [`escape`] here, where it is printed: a recording or a file name
+//! with terminal escape sequences or newlines gets none of them through.
 
 use std::time::Duration;
 
@@ -6,6 +11,12 @@ use crate::archive::Vdso;
 use crate::proc::Skip;
 use crate::rewrite::{ConvertReport, MergeReport};
 use crate::snapshot::Stats;
+use crate::text::escape;
+
+/// Text from elsewhere, as printed ([`escape`] of its bytes).
+fn shown(s: &str) -> String {
+    escape(s.as_bytes())
+}
 
 fn list_or_none(items: Vec<String>) -> String {
     if items.is_empty() {
@@ -22,7 +33,9 @@ pub fn skip_lines(skipped: &[Skip]) -> Vec<String> {
         .map(|s| {
             format!(
                 "mmap2-synth: skipped pid {} ({}): {}",
-                s.pid, s.reason, s.detail
+                s.pid,
+                s.reason,
+                shown(&s.detail)
             )
         })
         .collect()
@@ -39,7 +52,10 @@ fn kernel_lines(stats: &Stats, lines: &mut Vec<String>) {
         ));
     }
     if let Some(why) = &stats.kernel_skipped {
-        lines.push(format!("mmap2-synth: kernel maps not written: {why}"));
+        lines.push(format!(
+            "mmap2-synth: kernel maps not written: {}",
+            shown(why)
+        ));
     }
     if stats.bpf_programs > 0 || stats.bpf_left_out > 0 {
         let left = match stats.bpf_left_out {
@@ -52,7 +68,10 @@ fn kernel_lines(stats: &Stats, lines: &mut Vec<String>) {
         ));
     }
     if let Some(why) = &stats.bpf_skipped {
-        lines.push(format!("mmap2-synth: BPF programs not written: {why}"));
+        lines.push(format!(
+            "mmap2-synth: BPF programs not written: {}",
+            shown(why)
+        ));
     }
 }
 
@@ -85,7 +104,7 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
         list_or_none(skips),
         list_or_none(sources),
         took.as_secs_f64(),
-        dest,
+        shown(dest),
     )];
     if stats.iterator_heads > 0 {
         lines.push(format!(
@@ -107,7 +126,8 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
         .unwrap_or_default();
     match (&stats.watch_skipped, stats.watched) {
         (Some(why), _) => lines.push(format!(
-            "mmap2-synth: {why}; maps made during the scan{window} may be missing"
+            "mmap2-synth: {}; maps made during the scan{window} may be missing",
+            shown(why)
         )),
         (None, true) => lines.push(format!(
             "mmap2-synth: watched during the scan: {} records added, {} superseded by the scan's maps, {} repeated, {}{} lost{window}{}{}",
@@ -155,7 +175,7 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
         report.missing.len(),
         report.skipped.len(),
         took.as_secs_f64(),
-        dest,
+        shown(dest),
     )];
     lines.extend(skip_lines(&report.skipped));
     if report.unchanged {
@@ -182,7 +202,8 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
     }
     if let Some(why) = &report.kernel_skipped {
         lines.push(format!(
-            "mmap2-synth: the recording has no kernel map and gets none: {why}"
+            "mmap2-synth: the recording has no kernel map and gets none: {}",
+            shown(why)
         ));
     }
     if report.bpf_programs > 0 {
@@ -192,7 +213,10 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
         ));
     }
     if let Some(why) = &report.bpf_skipped {
-        lines.push(format!("mmap2-synth: no BPF programs inserted: {why}"));
+        lines.push(format!(
+            "mmap2-synth: no BPF programs inserted: {}",
+            shown(why)
+        ));
     }
     lines
 }
@@ -262,7 +286,7 @@ pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
         r.already,
         r.special,
         took.as_secs_f64(),
-        dest,
+        shown(dest),
     )];
     if r.v1_converted + r.mmap_v1 > 0 {
         lines.push(format!(
@@ -341,13 +365,13 @@ fn kept_paths(r: &ConvertReport) -> impl Iterator<Item = String> + '_ {
     let stale = r.stale_paths.iter().map(|p| {
         format!(
             "mmap2-synth: stale: {} was replaced on disk since it was mapped; its maps keep maj/min/ino",
-            crate::dump::escape(p)
+            escape(p)
         )
     });
     let ambiguous = r.ambiguous_paths.iter().map(|p| {
         format!(
             "mmap2-synth: ambiguous: {} names several files in this recording (replaced while recorded) and the BUILD_ID table one id; maps not of the file it was read from keep maj/min/ino",
-            crate::dump::escape(p)
+            escape(p)
         )
     });
     stale.chain(ambiguous)
@@ -357,7 +381,7 @@ fn kept_paths(r: &ConvertReport) -> impl Iterator<Item = String> + '_ {
 pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) -> Vec<String> {
     let kernel = match &r.kernel_missing {
         None => "kallsyms".to_string(),
-        Some(why) => format!("no kallsyms ({why})"),
+        Some(why) => format!("no kallsyms ({})", shown(why)),
     };
     let mut lines = vec![format!(
         "mmap2-synth archive: {} processes; {} files added ({} bytes), {} already there, {} unreadable, {} mapping another file than recorded, {} with no id or inode in the record and not mapped there now, {} too large or sparse, {} not written; vdso {}; {}; {:.3} s -> {}",
@@ -377,10 +401,10 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
         },
         kernel,
         took.as_secs_f64(),
-        dest,
+        shown(dest),
     )];
     for f in &r.failures {
-        lines.push(format!("mmap2-synth: archive: not written: {f}"));
+        lines.push(format!("mmap2-synth: archive: not written: {}", shown(f)));
     }
     lines.extend(skip_lines(&r.skipped));
     lines
@@ -438,6 +462,12 @@ pub fn strict_archive(
     Ok(())
 }
 
+/// Texts from elsewhere, each escaped, joined by ", ".
+fn list(items: &[String]) -> String {
+    let shown: Vec<String> = items.iter().map(|i| shown(i)).collect();
+    shown.join(", ")
+}
+
 /// The summary of `pprof`.
 pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<String> {
     // the first few by name; a file can declare hundreds of thousands
@@ -446,7 +476,7 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
         .events
         .iter()
         .take(SHOWN)
-        .map(|(n, c)| format!("{n} ({c} samples)"))
+        .map(|(n, c)| format!("{} ({c} samples)", shown(n)))
         .collect();
     if r.events.len() > SHOWN {
         events.push(format!("{} more events", r.events.len() - SHOWN));
@@ -463,7 +493,7 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
         r.mappings,
         r.symbolized,
         took.as_secs_f64(),
-        dest,
+        shown(dest),
     )];
     if r.ip_only > 0 {
         lines.push(format!(
@@ -481,7 +511,7 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
         lines.push(format!(
             "mmap2-synth: no file with the right build id for {} binaries (addresses kept; --buildid-dir with an `archive` of them): {}",
             r.files_missing,
-            r.missing.join(", ")
+            list(&r.missing)
         ));
     }
     if r.no_build_id > 0 {
@@ -490,27 +520,35 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
             r.no_build_id
         ));
     }
+    if r.no_dwarf > 0 {
+        lines.push(format!(
+            "mmap2-synth: DWARF not read for {} binaries (named from their symbol tables, without lines): {}",
+            r.no_dwarf,
+            list(&r.no_dwarf_names)
+        ));
+    }
     if !r.replaced.is_empty() {
-        let paths: Vec<String> = r.replaced.iter().map(|p| crate::dump::escape(p)).collect();
+        let paths: Vec<String> = r.replaced.iter().map(|p| escape(p)).collect();
         lines.push(format!(
             "mmap2-synth: no build id for maps of files replaced since or while recorded (the BUILD_ID table's id may be the new file's): {}",
             paths.join(", ")
         ));
     }
     if let Some(k) = &r.kernel_symbols {
-        lines.push(format!("mmap2-synth: kernel symbols: {k}"));
+        lines.push(format!("mmap2-synth: kernel symbols: {}", shown(k)));
     }
     if r.unsymbolizable > 0 {
         lines.push(format!(
             "mmap2-synth: {} binaries could not be symbolized (addresses kept): {}",
             r.unsymbolizable,
-            r.unsymbolizable_names.join(", ")
+            list(&r.unsymbolizable_names)
         ));
     }
     if let Some(e) = &r.symbolize_error {
         lines.push(format!(
-            "mmap2-synth: {} files could not be symbolized: {e}",
-            r.symbolize_errors
+            "mmap2-synth: {} files could not be symbolized: {}",
+            r.symbolize_errors,
+            shown(e)
         ));
     }
     lines
@@ -532,6 +570,32 @@ mod tests {
         let line = &pprof(&r, Duration::ZERO, "p.pb.gz")[0];
         assert!(line.contains("ev7 (7 samples), 2 more events"), "{line}");
         assert!(!line.contains("ev8"), "{line}");
+    }
+
+    // Whatever a recording names goes out escaped: event names, missing and
+    // unsymbolizable binaries, blazesym's error, the output; no line of the
+    // recording's own, no terminal control.
+    #[test]
+    fn pprof_lines_escape_what_the_recording_names() {
+        let bad = "x\x1b]0;t\x07\nFAKE";
+        let r = crate::pprof::PprofReport {
+            events: vec![(bad.into(), 1)],
+            files_missing: 1,
+            missing: vec![bad.into()],
+            unsymbolizable: 1,
+            unsymbolizable_names: vec![bad.into()],
+            symbolize_errors: 1,
+            symbolize_error: Some(bad.into()),
+            kernel_symbols: Some(bad.into()),
+            ..Default::default()
+        };
+        let text = pprof(&r, Duration::ZERO, bad).join("\n");
+        assert_eq!(
+            text.matches("x\\x1b]0;t\\x07\\x0aFAKE").count(),
+            6,
+            "{text}"
+        );
+        assert!(!text.contains(['\x1b', '\x07']) && !text.contains("\nFAKE"));
     }
 
     // The watch line: "at least" only when the count is a lower bound, the

@@ -946,3 +946,49 @@ fn an_id_less_file_is_archived_through_any_live_place_of_it() {
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains(" 3 with no id or inode"), "{err}");
 }
+
+// A mapped library named `lib ESC[2J ESC]0;pwned BEL \n FAKE.so` archived
+// into a full filesystem: the summary's "not written" line names its cache
+// path with every terminal control escaped (\x1b, \x07, \x0a), and nothing
+// on stderr is raw (no line of the file name's own).
+#[test]
+#[ignore = "needs root (mount, map_files)"]
+fn a_hostile_file_name_reaches_the_terminal_escaped() {
+    needs_root("mount a tmpfs, map_files to copy the mapped files");
+    let f = fixtures();
+    let dir = scratch("archive-escapes");
+    let lib = dir.join("lib\x1b[2J\x1b]0;pwned\x07\nFAKE.so");
+    std::fs::copy(&f.lib_sha1, &lib).unwrap();
+    let m = Mapper::start(&[lib.as_os_str()]);
+    let fs = dir.join("fs");
+    let _mounted = Tmpfs::mount(&fs, "100k");
+    {
+        use std::io::Write;
+        let mut filler = std::fs::File::create(fs.join("filler")).unwrap();
+        while filler
+            .write_all(&[0u8; 4096])
+            .and_then(|()| filler.flush())
+            .is_ok()
+        {}
+    }
+    let out = synth([
+        "archive".as_ref(),
+        "--no-kernel".as_ref(),
+        "-p".as_ref(),
+        m.pid.to_string().as_ref(),
+        "-o".as_ref(),
+        fs.join("cache").as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        !out.stderr.iter().any(|&b| b == 0x1b || b == 0x07),
+        "raw ESC or BEL: {err:?}"
+    );
+    assert!(!err.lines().any(|l| l.starts_with("FAKE")), "{err:?}");
+    let shown = "lib\\x1b[2J\\x1b]0;pwned\\x07\\x0aFAKE.so/";
+    // (the summary names the first three failures, the library among them)
+    let named = err.lines().filter(|l| l.contains("archive: not written"));
+    assert!(named.clone().any(|l| l.contains(shown)), "{err}");
+    assert!(named.count() == 3 && err.contains("error: 5 cache entries not written"));
+}

@@ -1084,3 +1084,172 @@ fn renamed_process_comm_is_valid_utf8() {
     let text = go_pprof(&["-raw"], &out);
     assert!(text.contains("comm:[c\n\"\u{FFFD}\u{1}x]"), "{text}");
 }
+
+/// Asserts `stderr` holds none of the terminal controls the test's input
+/// carried (ESC, BEL) and no line the input's newlines would have started
+/// ("FAKE"); returns it as text.
+fn assert_escaped(what: &str, stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr).into_owned();
+    assert!(
+        !stderr.iter().any(|&b| b == 0x1b || b == 0x07),
+        "{what}: raw ESC or BEL on stderr: {text:?}"
+    );
+    assert!(
+        !text.lines().any(|l| l.starts_with("FAKE")),
+        "{what}: a line of the input's own: {text:?}"
+    );
+    text
+}
+
+// A program named `burn ESC[2J ESC]0;pwned BEL \n FAKE: all good` (clear the
+// screen, set the window title, print a line of its own), recorded and
+// deleted, with the recording's EVENT_DESC event name rewritten to such
+// bytes, and an output named with them: pprof's summary, its --event
+// error, and dump's error and --salvage warning for a file of such a name
+// print every one of them escaped (\x1b, \x07, \x0a), none raw.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn names_from_the_recording_reach_the_terminal_escaped() {
+    needs_perf_record();
+    let dir = scratch("pprof-escapes");
+    let src = dir.join("spin.c");
+    std::fs::write(
+        &src,
+        "#include <time.h>\nvolatile unsigned long sink;\nint main(void) {\n\
+         while (clock() < CLOCKS_PER_SEC / 2) for (int i = 0; i < 100000; i++) sink += i;\n\
+         return 0;\n}\n",
+    )
+    .unwrap();
+    let name = "burn\x1b[2J\x1b]0;pwned\x07\nFAKE: all good";
+    let exe = dir.join(name);
+    cc(&["-O1", "-o", exe.to_str().unwrap(), src.to_str().unwrap()]);
+    let rec = dir.join("rec.data");
+    perf_record_to(&rec, &[], &["--", exe.to_str().unwrap()]);
+    std::fs::remove_file(&exe).unwrap();
+    // the first event's name in EVENT_DESC (nr, attr size, attr, nr ids,
+    // then the name's length and bytes), overwritten in place
+    let mut data = std::fs::read(&rec).unwrap();
+    let desc = feature_range(&data, mmap2_synth::perf::consts::feature::EVENT_DESC).unwrap();
+    let u32_at = |d: &[u8], o: usize| u32::from_le_bytes(d[o..o + 4].try_into().unwrap()) as usize;
+    let name_at = desc.start + 8 + u32_at(&data, desc.start + 4) + 4;
+    let event = name_at + 4..name_at + 4 + u32_at(&data, name_at);
+    let len = data[event.clone()].iter().position(|&b| b == 0).unwrap();
+    assert!(len >= 8, "event name {:?}", &data[event.clone()]);
+    let hostile = b"\x1b[2J\x07\nFAKE: events ok";
+    let n = len.min(hostile.len());
+    data[event.start..event.start + n].copy_from_slice(&hostile[..n]);
+    std::fs::write(&rec, &data).unwrap();
+    // as escaped: the controls as \xNN, the rest as it is
+    let shown_event: String = hostile[..n]
+        .iter()
+        .map(|&b| match b {
+            0x1b | 0x07 | b'\n' => format!("\\x{b:02x}"),
+            b => char::from(b).to_string(),
+        })
+        .collect();
+    let out = dir.join("out\x1b]0;x\x07.pb.gz");
+    let o = synth([
+        "pprof".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    let text = assert_escaped("pprof", &o.stderr);
+    assert!(o.status.success(), "{text}");
+    for want in [
+        "burn\\x1b[2J\\x1b]0;pwned\\x07\\x0aFAKE: all good (",
+        &format!("of {shown_event} ("),
+        "out\\x1b]0;x\\x07.pb.gz",
+    ] {
+        assert!(text.contains(want), "{want:?} in {text}");
+    }
+    let o = synth([
+        "pprof".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        dir.join("e.pb.gz").as_os_str(),
+        "--event".as_ref(),
+        "no\x1b[2Jsuch".as_ref(),
+    ]);
+    let text = assert_escaped("pprof --event", &o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(&format!(
+            "\"no\\x1b[2Jsuch\" (events with samples: {shown_event})"
+        )),
+        "{text}"
+    );
+    // a recording cut short under such a name: dump's error and warning
+    let cut = dir.join("cut\x1b]0;t\x07\nFAKE.data");
+    std::fs::write(&cut, &data[..data.len() * 2 / 3]).unwrap();
+    for salvage in [false, true] {
+        let mut args = vec!["dump".as_ref(), cut.as_os_str()];
+        if salvage {
+            args.push("--salvage".as_ref());
+        }
+        let o = synth(&args);
+        let text = assert_escaped("dump", &o.stderr);
+        assert!(text.contains("cut\\x1b]0;t\\x07\\x0aFAKE.data"), "{text}");
+    }
+}
+
+// A process with 2,000 file maps forks 600 children that burn CPU in
+// libburn.so and _exit without exec (a pre-fork server's pattern; 0.8 MB
+// with -g): pprof exits 0 (it refused the file, "implausible number of maps
+// held at once", each fork counted as a copy of 2,000 maps and no EXIT
+// uncounted), and every process's samples in libburn.so, pid by pid, are
+// those perf script puts there.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_fork_heavy_recording_is_read_and_attributed_as_perf_does() {
+    needs_perf_record();
+    let dir = scratch("pprof-forks");
+    let (_, lib) = build_burner(&dir, &[]);
+    let d = dir.to_str().unwrap();
+    let prog = build_fixture(
+        "forkmaps",
+        &dir,
+        &[&format!("-L{d}"), "-lburn", &format!("-Wl,-rpath,{d}")],
+    );
+    let filler = dir.join("filler.so");
+    std::fs::copy(&lib, &filler).unwrap();
+    let rec = dir.join("rec.data");
+    let (p, f) = (prog.to_str().unwrap(), filler.to_str().unwrap());
+    perf_record_to(&rec, &["-g"], &["--", p, f, "2000", "600", "2"]);
+    let out = dir.join("p.pb.gz");
+    let summary = pprof(&rec, &out, &["--no-symbolize".as_ref()]);
+    // ours: samples per pid whose leaf is in libburn.so
+    let profile = read_profile(&out);
+    let s = |i: i64| profile.string_table[i as usize].as_str();
+    let lib = lib.to_str().unwrap();
+    let mut ours: BTreeMap<i64, i64> = BTreeMap::new();
+    for sample in &profile.sample {
+        let leaf = profile
+            .location
+            .iter()
+            .find(|l| l.id == sample.location_id[0]);
+        let mapping = leaf.and_then(|l| profile.mapping.iter().find(|m| m.id == l.mapping_id));
+        if mapping.is_some_and(|m| s(m.filename) == lib) {
+            let pid = sample.label.iter().find(|l| s(l.key) == "pid").unwrap();
+            *ours.entry(pid.num).or_default() += sample.value[0];
+        }
+    }
+    // perf's: `PID IP (DSO)` per sample
+    let script = perf(&[
+        "script".as_ref(),
+        "-i".as_ref(),
+        rec.as_os_str(),
+        "-F".as_ref(),
+        "pid,ip,dso".as_ref(),
+        "-G".as_ref(),
+    ]);
+    let mut theirs: BTreeMap<i64, i64> = BTreeMap::new();
+    for l in script.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() == 3 && f[2] == format!("({lib})") {
+            *theirs.entry(f[0].parse().unwrap()).or_default() += 1;
+        }
+    }
+    assert!(theirs.len() > 300, "children with samples: {theirs:?}");
+    assert_eq!(ours, theirs, "{summary}");
+}

@@ -100,7 +100,10 @@ impl CliError {
     }
 }
 
-/// The error and its causes, joined by ": ", each once.
+/// The error and its causes, joined by ": ", each once, escaped as the
+/// terminal gets it ([`mmap2_synth::text::escape`]: paths, event names and
+/// the messages of libraries that read a hostile file carry whatever bytes
+/// it put there).
 pub(crate) fn chain(err: &dyn std::error::Error) -> String {
     let mut message = err.to_string();
     let mut source = err.source();
@@ -112,7 +115,7 @@ pub(crate) fn chain(err: &dyn std::error::Error) -> String {
         }
         source = s.source();
     }
-    message
+    mmap2_synth::text::escape(message.as_bytes())
 }
 
 /// Whether `err` (or a cause) is what a recording cut short gives.

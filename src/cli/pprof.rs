@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use mmap2_synth::dump::escape;
 use mmap2_synth::output::{self, AtomicFile};
 use mmap2_synth::perf::Input;
 use mmap2_synth::pprof::{self, PprofOptions};
@@ -65,14 +64,6 @@ pub(crate) fn run_pprof(a: &PprofArgs) -> Result<(), CliError> {
     }
     if !a.quiet {
         print(&summary::pprof(&report, started.elapsed(), &dest));
-        if report.no_dwarf > 0 {
-            let names = report.no_dwarf_names.join(", ");
-            eprintln!(
-                "mmap2-synth: DWARF not read for {} binaries (named from their symbol tables, without lines): {}",
-                report.no_dwarf,
-                escape(names.as_bytes())
-            );
-        }
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::line::{Line, MapLine};
+use crate::text::escape;
 
 impl Line {
     /// The line as text: the kind, then `key=value` fields, the path or
@@ -263,38 +264,6 @@ fn prot_text(prot: u32, flags: u32) -> String {
     )
 }
 
-/// A path or comm as printable text: valid UTF-8 is kept, except that a
-/// backslash becomes `\\` and control characters and bytes that are not
-/// UTF-8 become `\xNN`, so every record stays on one line and the bytes can
-/// be recovered.
-pub fn escape(b: &[u8]) -> String {
-    let mut s = String::with_capacity(b.len());
-    for chunk in b.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            match c {
-                '\\' => s.push_str("\\\\"),
-                c if c.is_control() || is_invisible(c) => {
-                    let mut buf = [0u8; 4];
-                    for byte in c.encode_utf8(&mut buf).bytes() {
-                        let _ = write!(s, "\\x{byte:02x}");
-                    }
-                }
-                c => s.push(c),
-            }
-        }
-        for byte in chunk.invalid() {
-            let _ = write!(s, "\\x{byte:02x}");
-        }
-    }
-    s
-}
-
-/// Line and paragraph separators and bidi controls: some tools split lines
-/// on the former, terminals reorder text for the latter.
-fn is_invisible(c: char) -> bool {
-    matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
 /// A string made JSON-safe (after [`escape`] only `"` and `\` remain to do).
 fn json_escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
@@ -304,16 +273,9 @@ fn json_escape(s: &str) -> String {
 mod tests {
     use super::*;
 
-    // Paths keep UTF-8, and backslashes, control bytes and invalid UTF-8 are escaped reversibly.
+    // JSON escaping leaves only `"` and `\` to do after [`escape`].
     #[test]
     fn escaping() {
-        assert_eq!(escape(b"/usr/lib/libc.so.6"), "/usr/lib/libc.so.6");
-        assert_eq!(escape("/tmp/é x".as_bytes()), "/tmp/é x");
-        assert_eq!(escape(b"a\\b\nc\xff"), "a\\\\b\\x0ac\\xff");
-        assert_eq!(
-            escape("x\u{2028}\u{202e}".as_bytes()),
-            "x\\xe2\\x80\\xa8\\xe2\\x80\\xae"
-        );
         assert_eq!(json_escape(&escape(b"q\"\\")), "q\\\"\\\\\\\\");
     }
 

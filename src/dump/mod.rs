@@ -5,7 +5,7 @@
 //! come for free, and memory stays bounded (except with `--sort`, which holds
 //! the dumped records, each as its own bytes, never the samples).
 //!
-//! May import: `bytes`, `model`, `perf`.
+//! May import: `bytes`, `model`, `perf`, `text`.
 
 mod format;
 mod held;
@@ -13,7 +13,6 @@ pub mod line;
 
 use std::io::{self, Write};
 
-pub use format::escape;
 use held::Held;
 pub use line::Line;
 

@@ -7,8 +7,8 @@
 //! Pure code over bytes but for `stream`, `copy` and `input`, which read
 //! files.
 //!
-//! May import: `bytes`, `model`. Nothing here knows about /proc, snapshots
-//! or merging.
+//! May import: `bytes`, `model`, `text`. Nothing here knows about /proc,
+//! snapshots or merging.
 
 pub mod attr;
 pub mod bpf;

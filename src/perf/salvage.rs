@@ -83,7 +83,7 @@ fn type_name(t: u32) -> String {
 impl Salvaged {
     /// The warning to print, naming the input `path`.
     pub fn warning(&self, path: &std::path::Path) -> String {
-        let mut w = format!("warning: {}: ", path.display());
+        let mut w = format!("warning: {}: ", crate::text::escape_path(path));
         match self.header {
             Some(FEATURES_CUT) => {
                 w += &format!(

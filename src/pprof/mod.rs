@@ -4,17 +4,20 @@
 //! with build ids in every mapping and, unless asked not to, functions,
 //! files, lines and inlined frames from the files those ids name.
 //!
-//! Stages: `read` replays the recording (maps per process, the kernel's,
-//! comms) and aggregates samples in `profile`'s builder; `symbolize` (the
+//! Stages: `read` replays the recording (maps per process in `maps`, the
+//! kernel's, comms; records that come before their process's FORK held in
+//! `park`) and aggregates samples in `profile`'s builder; `symbolize` (the
 //! only part that opens files) names the locations, `demangle` their names;
 //! `proto` is the schema.
 //!
 //! May import: `archive` (the build-id cache layout), `bytes`, `model`,
 //! `perf`, `proc`, `rewrite`.
 
+mod cache;
 mod demangle;
 mod isolate;
 pub mod maps;
+mod park;
 pub mod profile;
 pub mod proto;
 mod read;
@@ -44,7 +47,9 @@ pub struct PprofOptions {
     pub buildid_dir: Option<PathBuf>,
 }
 
-/// What a conversion did, for the summary.
+/// What a conversion did, for the summary. Its texts hold what the
+/// recording and the files named in it say (paths, event names, blazesym's
+/// messages), unescaped: the summary escapes them as it prints them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PprofReport {
     /// Samples read.
@@ -58,7 +63,7 @@ pub struct PprofReport {
     pub guest_frames: u64,
     /// Frames no map covers (kept, without a mapping).
     pub unmapped_frames: u64,
-    /// Events written: (name, samples).
+    /// Events written: (name as the recording gives it, samples).
     pub events: Vec<(String, u64)>,
     /// Distinct samples (stack, pid, tid, comms) written.
     pub distinct_samples: usize,
@@ -104,8 +109,9 @@ pub enum PprofError {
     /// Reading the recording failed.
     #[error(transparent)]
     Input(#[from] InputError),
-    /// `--event NAME` names no event with samples.
-    #[error("no samples of event {name:?} (events with samples: {have})")]
+    /// `--event NAME` names no event with samples. Both are as given and
+    /// as the recording names them: the CLI escapes them when it prints.
+    #[error("no samples of event \"{name}\" (events with samples: {have})")]
     NoEvent {
         /// The name asked for.
         name: String,
@@ -144,7 +150,7 @@ pub fn pprof(
     let mut report = std::mem::take(&mut reader.report);
     report.replaced = reader.unattributed();
     let spaces = &reader.spaces;
-    reader.builder.add_main_binary(|pid| spaces.process(pid));
+    reader.builder.add_main_binary(|pid| spaces.at_end(pid));
     let builder = reader.builder;
     let mut events: Vec<(usize, String)> = builder
         .slots_with_samples()
@@ -211,15 +217,17 @@ pub fn pprof(
 /// [`crate::rewrite::attribution`]).
 fn read_all(input: &Input, meta: &RawMeta) -> Result<(read::Reader, Walk), InputError> {
     let limit = maps::map_limit(input.len);
-    let mut reader = read::Reader::new(input.endian(), map_ids(input, meta, false)?, limit);
-    let walk = input.walk(&mut reader)?;
+    let read = |ids| -> Result<(read::Reader, Walk), InputError> {
+        let mut reader = read::Reader::new(input.endian(), ids, limit);
+        let walk = input.walk(&mut reader)?;
+        reader.finish(&walk.attrs).map_err(|e| input.format(e))?;
+        Ok((reader, walk))
+    };
+    let (mut reader, walk) = read(map_ids(input, meta, false)?)?;
     let Some(files) = reader.take_second_pass() else {
         return Ok((reader, walk));
     };
-    let ids = map_ids(input, meta, false)?.knowing(files);
-    let mut reader = read::Reader::new(input.endian(), ids, limit);
-    let walk = input.walk(&mut reader)?;
-    Ok((reader, walk))
+    read(map_ids(input, meta, false)?.knowing(files))
 }
 
 /// The features pprof reads (BUILD_ID, OSRELEASE, EVENT_DESC): from their

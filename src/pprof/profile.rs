@@ -12,7 +12,7 @@ use std::rc::Rc;
 // every sample is looked up.
 use foldhash::HashMap;
 
-use super::maps::{Map, Maps};
+use super::maps::Map;
 use super::proto::{self, Profile};
 
 /// The string table: index 0 is "".
@@ -318,20 +318,22 @@ impl Builder {
     /// pprof names the profile after its first mapping, the main binary:
     /// when no frame landed in the top command's executable (a burner
     /// whose samples are all in a library), its mapping from `maps` (that
-    /// process's maps at the end) is added without locations, so the
-    /// profile is still named after the program rather than a library.
-    pub fn add_main_binary<'a>(&mut self, maps: impl FnOnce(u32) -> Option<&'a Maps>) {
+    /// process's maps at the end, or the first file of one gone) is added
+    /// without locations, so the profile is still named after the program
+    /// rather than a library.
+    pub fn add_main_binary<'a, I>(&mut self, maps: impl FnOnce(u32) -> I)
+    where
+        I: Iterator<Item = &'a Rc<Map>>,
+    {
         let Some((comm, pid)) = self.top_command() else {
             return;
         };
         if self.mappings.iter().any(|(m, s)| self.is_main(m, *s, comm)) {
             return;
         }
-        let main = maps(pid).and_then(|maps| {
-            maps.values()
-                .find(|m| self.is_main(m, Space::User, comm))
-                .cloned()
-        });
+        let main = maps(pid)
+            .find(|m| self.is_main(m, Space::User, comm))
+            .cloned();
         if let Some(m) = main {
             self.mapping(&m, Space::User);
         }
@@ -584,7 +586,7 @@ mod tests {
         b.add(&[l], (7, 7), (comm, comm), 0, 1);
         let other = b.strings.id("other");
         b.add(&[l], (9, 9), (other, other), 0, 1);
-        let maps: Maps = [
+        let maps: super::super::maps::Maps = [
             (0x1000, lib.clone()),
             (0x8000, named(0x8000, "/usr/bin/burn")),
         ]
@@ -593,7 +595,7 @@ mod tests {
         let mut asked = Vec::new();
         b.add_main_binary(|pid| {
             asked.push(pid);
-            Some(&maps)
+            maps.values()
         });
         assert_eq!(asked, vec![7], "the top command's process");
         let p = b.finish(&[(0, "e".into())], &[], &[], 0);

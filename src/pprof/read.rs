@@ -1,12 +1,16 @@
-//! The walk's visitor for `pprof`: replays maps, comms and forks in record
-//! order and turns each sample into a stack of locations in the builder.
+//! The walk's visitor for `pprof`: replays maps, comms, forks and exits in
+//! record order (but the records of a process not known yet, held for its
+//! FORK and read in time order: `park`) and turns each sample into a stack
+//! of locations in the builder (through `cache`'s memo of raw stacks).
 
 use std::hash::BuildHasher;
 use std::rc::Rc;
 
 use foldhash::HashMap;
 
-use super::maps::{find, AddressSpaces, Map};
+use super::cache::{CacheKey, Cached, StackCache};
+use super::maps::{find, AddressSpaces, Map, TooManyMaps};
+use super::park::{Held, Parked};
 use super::profile::{Builder, Space};
 use super::PprofReport;
 use crate::bytes::{cstr, Endian, Rd};
@@ -16,73 +20,6 @@ use crate::perf::sample::{frames_into, parse_sample, Callchain, FrameMode, Sampl
 use crate::perf::{Attrs, FormatError, FormatErrorKind as K, RecordHeader, Visitor};
 use crate::rewrite::buildids::MapIds;
 use crate::rewrite::ConvertReport;
-
-/// The aggregate a raw stack went to: samples with the same callchain
-/// bytes, ip, cpumode, thread and comms go to the same one while no map
-/// changes, so they skip the per-frame lookups.
-/// ip, cpumode (and whether there is a callchain), pid, tid, comm, thread
-/// comm.
-type CacheKey = (u64, u16, u32, u32, i64, i64);
-
-struct Cached {
-    chain: Box<[u8]>,
-    key: CacheKey,
-    sample: usize,
-    /// Counts the slow path made, repeated on a hit.
-    ip_only: bool,
-    unmapped: u32,
-    guest: u32,
-    /// The entry before it with the same hash.
-    next: usize,
-}
-
-impl Cached {
-    fn matches(&self, chain: &[u8], key: &CacheKey) -> bool {
-        self.key == *key && *self.chain == *chain
-    }
-}
-
-/// Raw stacks seen since the maps last changed.
-#[derive(Default)]
-struct StackCache {
-    by_hash: HashMap<u64, usize>,
-    entries: Vec<Cached>,
-    hasher: foldhash::fast::RandomState,
-}
-
-/// Most raw stacks remembered before starting over (memory stays within
-/// a few times the distinct stacks).
-const STACK_CACHE_MAX: usize = 1 << 20;
-
-impl StackCache {
-    fn find(&self, h: u64, chain: &[u8], key: &CacheKey) -> Option<usize> {
-        let mut i = self.by_hash.get(&h).copied().unwrap_or(usize::MAX);
-        while let Some(e) = self.entries.get(i) {
-            if e.matches(chain, key) {
-                return Some(i);
-            }
-            i = e.next;
-        }
-        None
-    }
-
-    fn insert(&mut self, h: u64, mut e: Cached) -> usize {
-        if self.entries.len() >= STACK_CACHE_MAX {
-            self.clear();
-        }
-        e.next = self
-            .by_hash
-            .insert(h, self.entries.len())
-            .unwrap_or(usize::MAX);
-        self.entries.push(e);
-        self.entries.len() - 1
-    }
-
-    fn clear(&mut self) {
-        self.by_hash.clear();
-        self.entries.clear();
-    }
-}
 
 /// What the walk gathers.
 pub(super) struct Reader {
@@ -107,6 +44,14 @@ pub(super) struct Reader {
     /// First and last sample time.
     pub(super) times: Option<(u64, u64)>,
     pub(super) report: PprofReport,
+    /// Records of processes not known yet, held for their FORK.
+    parked: Parked,
+    /// Held records are being read (none is held again).
+    replaying: bool,
+    /// The last pid found known (they stay known).
+    last_known: u32,
+    /// The child the last FORK read made.
+    forked: Option<u32>,
 }
 
 impl Reader {
@@ -144,6 +89,10 @@ impl Reader {
             locations: Vec::new(),
             times: None,
             report: PprofReport::default(),
+            parked: Parked::default(),
+            replaying: false,
+            last_known: 0,
+            forked: None,
         }
     }
 
@@ -188,7 +137,7 @@ impl Reader {
         self.report.maps += 1;
         self.cache.clear();
         let pid = (!kernel).then_some(m.key.pid);
-        self.spaces.insert(pid, map).map_err(|n| too_many(at, n.0))
+        self.spaces.insert(pid, map).map_err(|e| too_many(at, e))
     }
 
     #[inline]
@@ -205,6 +154,10 @@ impl Reader {
         let attr = &attrs.list[slot].0;
         let s =
             parse_sample(body, attr, self.e).map_err(|err| FormatError::at(at, K::Sample(err)))?;
+        let (pid, tid) = s.pid_tid.unwrap_or((u32::MAX, u32::MAX));
+        if pid != self.last_known && self.hold(pid, s.time, (at, h, body), attrs)? {
+            return Ok(());
+        }
         self.report.samples += 1;
         if let Some(t) = s.time {
             let (first, last) = self.times.get_or_insert((t, t));
@@ -217,7 +170,6 @@ impl Reader {
             misc::GUEST_KERNEL | misc::GUEST_USER => FrameMode::Guest,
             _ => FrameMode::User,
         };
-        let (pid, tid) = s.pid_tid.unwrap_or((u32::MAX, u32::MAX));
         let period = s.period.unwrap_or(if attr.flags & attr_flags::FREQ != 0 {
             1
         } else {
@@ -257,6 +209,68 @@ impl Reader {
         Ok(())
     }
 
+    /// Holds a record of process `pid` back ([`Parked`]) while no record
+    /// read made the pid known: its FORK may come later in the file. Not
+    /// those of time 0 (perf's synthesized records, which come first) nor
+    /// while held records are read. True if it was held.
+    fn hold(
+        &mut self,
+        pid: u32,
+        time: Option<u64>,
+        (at, h, body): (u64, &RecordHeader, &[u8]),
+        attrs: &Attrs,
+    ) -> Result<bool, FormatError> {
+        let known = pid == 0
+            || pid == u32::MAX
+            || self.comms.contains_key(&pid)
+            || self.spaces.process(pid).is_some();
+        if known {
+            self.last_known = pid;
+        }
+        let Some(time) = time.filter(|&t| t > 0 && !known && !self.replaying) else {
+            return Ok(false);
+        };
+        if self.parked.park(pid, (time, at), *h, body) {
+            return Ok(true);
+        }
+        // too much held: all of it read first, in time order
+        let all = self.parked.all();
+        self.replay(all, attrs)?;
+        Ok(false)
+    }
+
+    /// Reads held records in time order; a FORK among them releases its
+    /// child's in turn (a stack of them, not a recursion).
+    fn replay(&mut self, held: Vec<Held>, attrs: &Attrs) -> Result<(), FormatError> {
+        let was = std::mem::replace(&mut self.replaying, true);
+        let mut stack = vec![held.into_iter()];
+        let mut read = Ok(());
+        while let Some(top) = stack.last_mut() {
+            let Some(r) = top.next() else {
+                stack.pop();
+                continue;
+            };
+            read = match r.header.type_ {
+                types::SAMPLE => self.sample(r.at, &r.header, &r.body, attrs),
+                _ => self.other(r.at, r.header, &r.body, attrs),
+            };
+            if read.is_err() {
+                break;
+            }
+            if let Some(child) = self.forked.take() {
+                stack.push(self.parked.take(child).into_iter());
+            }
+        }
+        self.replaying = was;
+        read
+    }
+
+    /// After the walk: the records still held, in time order.
+    pub(super) fn finish(&mut self, attrs: &Attrs) -> Result<(), FormatError> {
+        let held = self.parked.all();
+        self.replay(held, attrs)
+    }
+
     /// A stack not in the cache: its locations found, its aggregate added
     /// and cached under `h`, the hash of (raw callchain, `key`).
     #[inline(never)]
@@ -269,6 +283,9 @@ impl Reader {
     ) {
         let raw = s.callchain.as_ref().map_or(&[][..], |c| c.as_bytes());
         let (_, _, pid, tid, comm, thread_comm) = key;
+        if s.pid_tid.is_some() {
+            self.spaces.thread(pid, tid);
+        }
         let before = (self.report.unmapped_frames, self.report.guest_frames);
         let ip_only = self.locate(mode, s.ip, s.callchain.as_ref(), pid);
         let locations = std::mem::take(&mut self.locations);
@@ -374,11 +391,12 @@ impl Reader {
     }
 }
 
-fn too_many(at: u64, n: usize) -> FormatError {
+fn too_many(at: u64, e: TooManyMaps) -> FormatError {
+    let (what, n) = e.what();
     FormatError::at(
         at,
         K::Implausible {
-            what: "number of maps held at once (fork copies included)",
+            what,
             value: n as u64,
         },
     )
@@ -397,16 +415,34 @@ impl Visitor for Reader {
         if h.type_ == types::SAMPLE {
             return self.sample(at, &h, body, attrs);
         }
-        self.other(at, h, body)
+        self.other(at, h, body, attrs)?;
+        match self.forked.take() {
+            Some(child) if !self.parked.is_empty() => {
+                let held = self.parked.take(child);
+                self.replay(held, attrs)
+            }
+            _ => Ok(()),
+        }
     }
 }
 
 impl Reader {
     /// Every record but samples.
     #[inline(never)]
-    fn other(&mut self, at: u64, h: RecordHeader, body: &[u8]) -> Result<(), FormatError> {
+    fn other(
+        &mut self,
+        at: u64,
+        h: RecordHeader,
+        body: &[u8],
+        attrs: &Attrs,
+    ) -> Result<(), FormatError> {
         let e = self.e;
         let malformed = || FormatError::at(at, K::MalformedRecord(h.type_));
+        if let Some((pid, time)) = holder(&h, body, attrs, e) {
+            if self.hold(pid, time, (at, &h, body), attrs)? {
+                return Ok(());
+            }
+        }
         match h.type_ {
             types::MMAP | types::MMAP2 => self.map(at, &h, body)?,
             types::COMM => {
@@ -415,6 +451,7 @@ impl Reader {
                     self.spaces.exec(pid);
                     self.cache.clear();
                 }
+                self.spaces.thread(pid, tid);
                 let id = self.builder.strings.id_bytes(&name);
                 self.comms.insert(tid, id);
                 self.last_thread = None;
@@ -422,15 +459,26 @@ impl Reader {
             types::FORK => {
                 let f = parse_fork(body, e).ok_or_else(malformed)?;
                 if f.pid != f.ppid {
-                    self.spaces
-                        .fork(f.ppid, f.pid)
-                        .map_err(|n| too_many(at, n.0))?;
+                    self.spaces.fork(f.ppid, f.pid);
                     self.cache.clear();
+                    self.forked = Some(f.pid);
                 }
+                self.spaces.thread(f.pid, f.tid);
                 if let Some(&c) = self.comms.get(&f.ptid) {
                     self.comms.entry(f.tid).or_insert(c);
                 }
                 self.last_thread = None;
+            }
+            types::EXIT => {
+                let f = parse_fork(body, e).ok_or_else(malformed)?;
+                self.spaces.exit(f.pid, f.tid);
+            }
+            types::FINISHED_ROUND => {
+                let due = self.parked.round();
+                self.replay(due, attrs)?;
+                if self.spaces.round() {
+                    self.cache.clear();
+                }
             }
             types::EVENT_UPDATE => {
                 let r = Rd(e);
@@ -443,5 +491,26 @@ impl Reader {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// The process a record is of, to hold it back while that is not known,
+/// and the record's time (`None`: not recorded): a FORK is its parent's
+/// (a thread's, its own process's).
+fn holder(h: &RecordHeader, body: &[u8], attrs: &Attrs, e: Endian) -> Option<(u32, Option<u64>)> {
+    let r = Rd(e);
+    match h.type_ {
+        types::FORK => {
+            let (pid, ppid) = (r.u32(body, 0)?, r.u32(body, 4)?);
+            Some((if pid == ppid { pid } else { ppid }, r.u64(body, 16)))
+        }
+        types::EXIT => Some((r.u32(body, 0)?, r.u64(body, 16))),
+        types::MMAP | types::MMAP2 | types::COMM => {
+            let layout = attrs.of_trailer(body, e)?.layout();
+            let timed = layout.sample_type & crate::perf::consts::sample_type::TIME != 0;
+            let time = layout.read(body, e).filter(|_| timed).map(|t| t.time);
+            Some((r.u32(body, 0)?, time))
+        }
+        _ => None,
     }
 }
