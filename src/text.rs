@@ -39,10 +39,22 @@ pub fn escape_path(p: &Path) -> String {
     escape(p.as_os_str().as_bytes())
 }
 
-/// Line and paragraph separators and bidi controls: some tools split lines
-/// on the former, terminals reorder text for the latter.
+/// Line and paragraph separators and bidi controls (some tools split lines
+/// on the former, terminals reorder text for the latter), and characters
+/// that print as nothing (zero-width spaces and joiners, marks, the soft
+/// hyphen, the byte order mark), with which two paths look the same.
 fn is_invisible(c: char) -> bool {
-    matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    matches!(
+        c,
+        '\u{00ad}'
+            | '\u{061c}'
+            | '\u{180e}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206f}'
+            | '\u{feff}'
+    )
 }
 
 #[cfg(test)]
@@ -53,6 +65,10 @@ mod tests {
     // escaped reversibly; a terminal's escape sequences lose their ESC/BEL.
     #[test]
     fn escaping() {
+        // characters that print as nothing are shown, so look-alike paths
+        // differ on screen
+        assert_eq!(escape("a\u{200b}b".as_bytes()), "a\\xe2\\x80\\x8bb");
+        assert_eq!(escape("\u{feff}x\u{ad}".as_bytes()), "\\xef\\xbb\\xbfx\\xc2\\xad");
         assert_eq!(escape(b"/usr/lib/libc.so.6"), "/usr/lib/libc.so.6");
         assert_eq!(escape("/tmp/é x".as_bytes()), "/tmp/é x");
         assert_eq!(escape(b"a\\b\nc\xff"), "a\\\\b\\x0ac\\xff");
