@@ -105,8 +105,20 @@ pub fn classify(path: &Path) -> Result<Target, OutputError> {
             kind: "directory",
         });
     }
-    // where the links lead, each checked (before anything is opened)
-    let walked = walk(path, true)?;
+    // where the links lead, each checked (before anything is opened); a
+    // directory on the way missing (or no directory) is the write's error,
+    // named as such when the file cannot be made
+    let walked = match walk(path, true) {
+        Err(OutputError::Io { source, .. })
+            if matches!(
+                source.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(Target::File(path.to_path_buf()));
+        }
+        w => w?,
+    };
     // What it is, as the kernel follows links (magic ones too: /dev/stdout
     // is /proc/self/fd/1, whose text "pipe:[N]" names no path)...
     let meta = match std::fs::metadata(path) {
