@@ -739,3 +739,190 @@ fn outputs_that_block_or_destroy_inputs_are_refused() {
     assert_eq!(std::fs::read(&snap).unwrap(), snap_bytes);
     assert!(leftovers(&dir).is_empty());
 }
+
+/// `mmap2-synth` with `args` then `out` (the output path) last.
+fn synth_to(args: &[&str], out: &Path) -> std::process::Output {
+    let mut all: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+    all.push(out.into());
+    synth_within(all)
+}
+
+/// Every command that writes `-o`, as `mmap2-synth ARGS -o` (`out` goes
+/// last): snapshot, merge, convert, pprof and record (perf's `-o`).
+fn writers(pid: &str, rec: &Path) -> Vec<Vec<String>> {
+    let rec = rec.to_str().unwrap();
+    vec![
+        vec!["-q", "-p", pid, "-o"],
+        vec!["merge", "-q", rec, "-o"],
+        vec!["convert", "-q", rec, "--to", "pipe", "-o"],
+        vec!["pprof", "-q", "--no-symbolize", rec, "-o"],
+        vec!["record", "-q", "--", "-e", "task-clock", "-o"],
+    ]
+    .into_iter()
+    .map(|v| v.into_iter().map(String::from).collect())
+    .collect()
+}
+
+/// Runs writer `w` (from [`writers`]) to `out` (record's workload: a
+/// 0.3 s sleep).
+fn run_writer(w: &[String], out: &Path) -> std::process::Output {
+    let mut args: Vec<&str> = w.iter().map(String::as_str).collect();
+    let out = out.to_str().unwrap();
+    args.push(out);
+    if w[0] == "record" {
+        args.extend(["--", "sleep", "0.3"]);
+    }
+    synth_within(args)
+}
+
+// Another user's symlink to a DIRECTORY anywhere on -o's path (their
+// `ln -s /etc ~/dir`, then root's `-o ~/dir/passwd`) is not followed:
+// snapshot, merge (--in-place too), convert, pprof, record and archive
+// (-o DIR/sub) all exit 2 naming the link, and nothing is written or made
+// where it points.
+#[test]
+#[ignore = "needs root (chown)"]
+fn another_users_symlinked_directory_on_o_is_not_followed() {
+    needs_root("chown a link to another user");
+    let dir = scratch("foreign-dirlink");
+    let s = Sleeper::start();
+    let etc = dir.join("etc");
+    std::fs::create_dir_all(etc.join("sub")).unwrap();
+    std::fs::write(etc.join("passwd"), b"SECRET").unwrap();
+    std::fs::write(etc.join("sub/shadow"), b"SECRET").unwrap();
+    let home = dir.join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+    let link = home.join("dir");
+    std::os::unix::fs::symlink(&etc, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    let before = || {
+        let mut names: Vec<_> = walkdir(&etc);
+        names.sort();
+        names
+    };
+    let listing = before();
+    let rec = pin("rec-file.data");
+    for out in [
+        link.join("passwd"),
+        link.join("sub/shadow"),
+        link.join("new.data"),
+    ] {
+        for w in writers(&s.pid(), &rec) {
+            let o = run_writer(&w, &out);
+            assert_refused(&o, "belongs to uid 65534");
+            assert_refused(&o, &link.display().to_string());
+        }
+        let o = synth_to(&["merge", "-q", "--in-place", "-a"], &out);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = synth_to(
+        &["archive", "-q", "-p", &s.pid(), "--no-kernel", "-o"],
+        &link.join("cache"),
+    );
+    assert_refused(&o, "belongs to uid 65534");
+    assert_eq!(std::fs::read(etc.join("passwd")).unwrap(), b"SECRET");
+    assert_eq!(std::fs::read(etc.join("sub/shadow")).unwrap(), b"SECRET");
+    assert_eq!(before(), listing, "nothing made through the link");
+}
+
+/// Every path under `dir` (relative), for "nothing was made there".
+fn walkdir(dir: &Path) -> Vec<String> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        all.push(p.strip_prefix(dir).unwrap().display().to_string());
+        if e.file_type().unwrap().is_dir() {
+            all.extend(
+                walkdir(&p)
+                    .into_iter()
+                    .map(|s| format!("{}/{s}", e.file_name().to_string_lossy())),
+            );
+        }
+    }
+    all
+}
+
+// Symlinked directories of root's (as /var/run -> /run) and, run as
+// another user, of that user's own, are still followed on -o's path, for
+// every command that writes one; so are `..` after such a link, relative
+// paths and `-o name` in the working directory.
+#[test]
+#[ignore = "needs root (chown) and perf record"]
+fn own_and_roots_symlinked_directories_on_o_are_followed() {
+    needs_root("chown a link to another user");
+    needs_perf_record();
+    let dir = scratch("own-dirlink");
+    let s = Sleeper::start();
+    let real = dir.join("real");
+    std::fs::create_dir_all(real.join("sub")).unwrap();
+    let link = dir.join("link");
+    std::os::unix::fs::symlink("real/sub", &link).unwrap();
+    let rec = pin("rec-file.data");
+    for (i, w) in writers(&s.pid(), &rec).iter().enumerate() {
+        // through the link, and `..` taken where the link led (real/)
+        for out in [
+            link.join(format!("{i}.data")),
+            link.join(format!("../{i}.up")),
+        ] {
+            let o = run_writer(w, &out);
+            assert!(
+                o.status.success(),
+                "{w:?} {out:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        assert!(real.join(format!("sub/{i}.data")).is_file(), "{w:?}");
+        assert!(real.join(format!("{i}.up")).is_file(), "{w:?}");
+    }
+    let o = synth_to(
+        &["archive", "-q", "-p", &s.pid(), "--no-kernel", "-o"],
+        &link.join("cache"),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(real.join("sub/cache").is_dir());
+    // relative: `-o name` and `-o ./x/../y` in the working directory
+    for out in ["name.data", "./sub/../rel.data"] {
+        let o = Command::new(bin())
+            .args(["convert", "-q"])
+            .arg(&rec)
+            .args(["--to", "pipe", "-o", out])
+            .current_dir(&real)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{out}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert!(real.join("name.data").is_file() && real.join("rel.data").is_file());
+    // run by uid 65534: its own link to its own directory is followed
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join("d")).unwrap();
+    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+    std::os::unix::fs::chown(home.join("d"), Some(65534), Some(65534)).unwrap();
+    let own = home.join("mine");
+    std::os::unix::fs::symlink("d", &own).unwrap();
+    std::os::unix::fs::lchown(&own, Some(65534), Some(65534)).unwrap();
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(bin())
+        .args(["convert", "-q"])
+        .arg(&rec)
+        .args(["--to", "pipe", "-o"])
+        .arg(own.join("out.data"))
+        .output()
+        .expect("run setpriv (util-linux)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(home.join("d/out.data"))
+        .unwrap()
+        .starts_with(b"PERFILE2"));
+    assert!(leftovers(&real).is_empty() && leftovers(&real.join("sub")).is_empty());
+}

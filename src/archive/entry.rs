@@ -24,7 +24,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -176,14 +176,13 @@ impl Root {
         }
         // a directory only: a FIFO or device is refused at once (ENOTDIR),
         // never waited on or opened; reached through links of root's or
-        // ours only (the error is the OutputError, wrapped), the directory
-        // they lead to opened without following a link swapped in since
-        let resolved = crate::output::resolve_links(base).map_err(io::Error::other)?;
-        let dir = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK | libc::O_NOFOLLOW)
-            .open(&resolved)
-            .map_err(|e| not_a_directory(&resolved, e))?;
+        // ours only, on the way as at its end (the error is the
+        // OutputError, wrapped), walked from "/" a directory at a time and
+        // opened in the one held, without following a link swapped in since
+        let walked = crate::output::walk(base, true).map_err(io::Error::other)?;
+        let dir = walked
+            .open_target_dir()
+            .map_err(|e| not_a_directory(&walked.path(), e))?;
         let mut fd: Arc<OwnedFd> = Arc::new(dir.into());
         let mut made = Vec::new();
         for name in missing.iter().rev() {

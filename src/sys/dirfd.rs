@@ -3,7 +3,7 @@
 //! swapping a directory on the path.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// A path component as a C string; None when it holds a NUL or a `/`, or
 /// is empty, `.` or `..` (so it names one entry of one directory).
@@ -22,12 +22,7 @@ pub(super) fn bad_name() -> io::Error {
 /// directory `name` inside `dir`, never through a symlink (ELOOP/ENOTDIR
 /// then); true when this call created it. A directory that was there keeps
 /// its mode.
-pub fn dir_at(
-    dir: BorrowedFd<'_>,
-    name: &[u8],
-    mode: u32,
-) -> io::Result<(std::os::fd::OwnedFd, bool)> {
-    use std::os::fd::FromRawFd;
+pub fn dir_at(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> io::Result<(OwnedFd, bool)> {
     let c = component(name).ok_or_else(bad_name)?;
     // SAFETY: `c` is a valid C string and `dir` an open descriptor for the call.
     let rc = unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode as libc::mode_t) };
@@ -45,7 +40,7 @@ pub fn dir_at(
         return Err(io::Error::last_os_error());
     }
     // SAFETY: a descriptor the kernel just returned, owned by no one else.
-    Ok((unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }, created))
+    Ok((unsafe { OwnedFd::from_raw_fd(fd) }, created))
 }
 
 /// Removes the empty directory `name` from `dir` (ENOTEMPTY otherwise).
@@ -99,7 +94,6 @@ pub fn file_type_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<u32> {
 /// Opens the existing directory `name` inside `dir` for reading, never
 /// through a symlink (ELOOP) and nothing but a directory (ENOTDIR).
 pub fn open_dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<std::fs::File> {
-    use std::os::fd::FromRawFd;
     let c = component(name).ok_or_else(bad_name)?;
     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: `c` valid, `dir` open; the kernel returns a new descriptor or -1.
@@ -114,7 +108,6 @@ pub fn open_dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<std::fs::File
 /// Creates the new file `name` in `dir` (never existing before, never
 /// through a symlink), mode `mode`, for reading and writing.
 pub fn create_at(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> io::Result<std::fs::File> {
-    use std::os::fd::FromRawFd;
     let c = component(name).ok_or_else(bad_name)?;
     let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
     // SAFETY: `c` valid, `dir` open; the kernel returns a new descriptor or -1.
@@ -131,7 +124,6 @@ pub fn create_at(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> io::Result<std:
 /// (even by SIGKILL) leaves nothing behind. Fails where the file system
 /// has no O_TMPFILE (EOPNOTSUPP, EISDIR or EINVAL on older kernels).
 pub fn create_unnamed_at(dir: BorrowedFd<'_>, mode: u32) -> io::Result<std::fs::File> {
-    use std::os::fd::FromRawFd;
     let flags = libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC;
     // SAFETY: a valid C string literal, `dir` open; a new descriptor or -1.
     let fd = unsafe { libc::openat(dir.as_raw_fd(), c".".as_ptr(), flags, mode as libc::c_uint) };
@@ -200,4 +192,109 @@ pub fn symlink_at(target: &[u8], dir: BorrowedFd<'_>, name: &[u8]) -> io::Result
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Opens `name` in `dir` (one component, or `..`) as an O_PATH
+/// descriptor, never following a symlink: a symlink gives a descriptor of
+/// the link itself (for [`type_and_owner`] and [`read_link_fd`]). Nothing
+/// is opened for I/O, so a FIFO or device there is not touched and no
+/// read permission is needed: the steps of a path walk.
+pub fn open_path_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<OwnedFd> {
+    let c = match name {
+        b".." => c"..".into(),
+        _ => component(name).ok_or_else(bad_name)?,
+    };
+    let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `c` valid, `dir` open; the kernel returns a new descriptor or -1.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Where a path walk starts: "/" (`absolute`) or the working directory,
+/// as an O_PATH descriptor.
+pub fn open_path_start(absolute: bool) -> io::Result<OwnedFd> {
+    let at = if absolute { c"/" } else { c"." };
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    // SAFETY: a valid C string literal; a new descriptor or -1.
+    let fd = unsafe { libc::openat(libc::AT_FDCWD, at.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The type bits (`st_mode & S_IFMT`) and owner of what `fd` is open on
+/// (an O_PATH descriptor of a symlink: the link's own).
+pub fn type_and_owner(fd: BorrowedFd<'_>) -> io::Result<(u32, u32)> {
+    // SAFETY: plain-data out struct, written by fstat only.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` open for the call; fstat writes only into `st`.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((st.st_mode & libc::S_IFMT, st.st_uid))
+}
+
+/// The text of the symlink `link` is open on (an O_PATH descriptor from
+/// [`open_path_at`]): the very link whose owner was checked, whatever is
+/// at its name now.
+pub fn read_link_fd(link: BorrowedFd<'_>) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize + 1];
+    // SAFETY: `link` open; the kernel writes at most `buf.len()` bytes into `buf`.
+    let n = unsafe {
+        libc::readlinkat(
+            link.as_raw_fd(),
+            c"".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+    if n >= buf.len() {
+        return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+    }
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// Opens the directory `dir` is open on (an O_PATH descriptor too) for
+/// reading: what `*at` calls that make files want.
+pub fn reopen_dir(dir: BorrowedFd<'_>) -> io::Result<std::fs::File> {
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    // SAFETY: a valid C string literal, `dir` open; a new descriptor or -1.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c".".as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Opens the existing `name` in `dir` for writing (O_NOCTTY), never
+/// through a symlink (ELOOP): a FIFO waits for its reader.
+pub fn open_write_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<std::fs::File> {
+    let c = component(name).ok_or_else(bad_name)?;
+    let flags = libc::O_WRONLY | libc::O_NOCTTY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `c` valid, `dir` open; the kernel returns a new descriptor or -1.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Whether `dir` is a directory of /proc (whose entries no user makes or
+/// swaps).
+pub fn on_procfs(dir: BorrowedFd<'_>) -> bool {
+    // SAFETY: plain-data out struct, written by fstatfs only.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `dir` open for the call; fstatfs writes only into `st`.
+    let rc = unsafe { libc::fstatfs(dir.as_raw_fd(), &mut st) };
+    rc == 0 && st.f_type == libc::PROC_SUPER_MAGIC
 }

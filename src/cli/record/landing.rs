@@ -38,6 +38,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use mmap2_synth::output::Walked;
 use mmap2_synth::sys::{identity_at, rmdir_at, unlink_at};
 
 use super::super::error::CliError;
@@ -106,12 +107,28 @@ fn at(dir: &File, name: impl AsRef<OsStr>) -> PathBuf {
 
 /// Gets `-o` ready before perf starts: refuses another user's file there,
 /// renames a non-empty one to `.old` (as perf does), and makes the private
-/// directory perf will write in. `resolved` is `-o` with its links
-/// resolved (each checked: ours or root's).
-pub(super) fn prepare(resolved: &Path) -> Result<(), CliError> {
+/// directory perf will write in. `walked` is `-o` walked to its
+/// directory, held open, its links followed (each checked: ours or
+/// root's, on the way as at its end).
+pub(super) fn prepare(walked: Walked) -> Result<(), CliError> {
     let me = mmap2_synth::sys::effective_uid();
+    let resolved = walked.path();
     let shown = resolved.display();
-    if let Ok(m) = std::fs::symlink_metadata(resolved) {
+    let err = |what: &str, e: std::io::Error| CliError::Record(format!("record: {what}: {e}"));
+    let dir_path = walked.shown.clone();
+    let dir_path = match dir_path.as_os_str().is_empty() {
+        true => PathBuf::from("."),
+        false => dir_path,
+    };
+    let dir = walked
+        .open_dir()
+        .map_err(|e| err(&format!("opening {}", dir_path.display()), e))?;
+    let Some(name) = walked.name.as_deref().map(OsStr::from_bytes) else {
+        return Err(CliError::Usage(format!(
+            "record: perf's output {shown} names no file"
+        )));
+    };
+    if let Ok(m) = std::fs::symlink_metadata(at(&dir, name)) {
         if m.uid() != 0 && m.uid() != me {
             return Err(CliError::Usage(format!(
                 "record: {shown} belongs to uid {}: refused (perf would fill it with the \
@@ -121,21 +138,6 @@ pub(super) fn prepare(resolved: &Path) -> Result<(), CliError> {
             )));
         }
     }
-    let Some(name) = resolved.file_name() else {
-        return Err(CliError::Usage(format!(
-            "record: perf's output {shown} names no file"
-        )));
-    };
-    let dir_path = match resolved.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let err = |what: &str, e: std::io::Error| CliError::Record(format!("record: {what}: {e}"));
-    let dir = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY)
-        .open(dir_path)
-        .map_err(|e| err(&format!("opening {}", dir_path.display()), e))?;
     // perf's own backup: a non-empty file at -o becomes -o.old (a link or
     // another user's file swapped in since the check is moved, not followed)
     if std::fs::symlink_metadata(at(&dir, name)).is_ok_and(|m| m.is_file() && m.len() > 0) {
@@ -171,7 +173,7 @@ pub(super) fn prepare(resolved: &Path) -> Result<(), CliError> {
     *landing() = Some(Landing {
         dir,
         name: name.to_os_string(),
-        shown: resolved.to_path_buf(),
+        shown: resolved.clone(),
         private_name,
         private,
         linked: None,

@@ -112,8 +112,8 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
     // another user's link on the way is refused (perf, as root, followed
     // it: an empty file or a /proc/sys file it names truncated and
     // written), and so is another user's file at its end
-    let resolved = mmap2_synth::output::resolve_links(&pt.output)?;
-    landing::prepare(&resolved)?;
+    let walked = mmap2_synth::output::walk(&pt.output, true)?;
+    landing::prepare(walked)?;
     // perf's file put at -o however record ends (perf is reaped first)
     let _landing = landing::Settle;
     let tmp = make_scratch()?;

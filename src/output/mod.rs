@@ -2,10 +2,14 @@
 //! temporary file in the target's directory, mode 0600 as perf writes, then
 //! renamed into place; on error, drop or a signal the temporary file is
 //! removed. A FIFO or character device is written straight into (pipe-mode
-//! streams only). Anything else is refused. A symlink to a file is
-//! followed when root or we own it (and every link after it): the link
-//! itself is never replaced; a symlink to nothing, or another user's, is
-//! refused.
+//! streams only). Anything else is refused. Every symlink on the path (a
+//! directory's too) is followed by hand, and only when root or we own it
+//! ([`walk()`]): the link itself is never replaced; a symlink to nothing,
+//! or another user's anywhere on the path, is refused.
+
+mod walk;
+
+pub use walk::{walk, Walked};
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -101,8 +105,20 @@ pub fn classify(path: &Path) -> Result<Target, OutputError> {
             kind: "directory",
         });
     }
-    // where the links lead, each checked (before anything is opened)
-    let resolved = resolve_links(path)?;
+    // where the links lead, each checked (before anything is opened); a
+    // directory on the way missing (or no directory) is the write's error,
+    // named as such when the file cannot be made
+    let walked = match walk(path, true) {
+        Err(OutputError::Io { source, .. })
+            if matches!(
+                source.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(Target::File(path.to_path_buf()));
+        }
+        w => w?,
+    };
     // What it is, as the kernel follows links (magic ones too: /dev/stdout
     // is /proc/self/fd/1, whose text "pipe:[N]" names no path)...
     let meta = match std::fs::metadata(path) {
@@ -149,68 +165,43 @@ pub fn classify(path: &Path) -> Result<Target, OutputError> {
     // /dev/stdout) reads as text that need not name the file ("/f
     // (deleted)", "/memfd:x", another namespace's path): the path reached
     // must be the very file the kernel found, or nothing is replaced.
-    let same = std::fs::symlink_metadata(&resolved)
-        .is_ok_and(|r| (r.dev(), r.ino()) == (meta.dev(), meta.ino()));
+    let same = walked.name.as_ref().is_some_and(|n| {
+        crate::sys::identity_at(walked.dir.as_fd(), n)
+            .is_ok_and(|id| id == (meta.dev(), meta.ino()))
+    });
     if !same {
         return Err(OutputError::Unreachable {
             path: path.to_path_buf(),
         });
     }
-    Ok(Target::File(resolved))
-}
-
-/// Follows symlinks (at most 40, as the kernel) to the path they name,
-/// refusing a link owned by someone else than root or us. The kernel's
-/// fs.protected_symlinks refuses such links only in sticky directories,
-/// and a link followed by hand passes no check at all: a user's link in a
-/// directory of theirs would make root replace /etc/passwd, or write into
-/// a device. Also for paths another program writes as root (`record`'s
-/// perf output), before it runs.
-pub fn resolve_links(path: &Path) -> Result<PathBuf, OutputError> {
-    let me = crate::sys::effective_uid();
-    let mut p = path.to_path_buf();
-    for _ in 0..40 {
-        let m = match std::fs::symlink_metadata(&p) {
-            Ok(m) if m.file_type().is_symlink() => m,
-            _ => return Ok(p),
-        };
-        if m.uid() != 0 && m.uid() != me {
-            return Err(OutputError::ForeignLink {
-                path: path.to_path_buf(),
-                link: p,
-                uid: m.uid(),
-            });
-        }
-        let link = std::fs::read_link(&p).map_err(io_err(path))?;
-        p = match p.parent() {
-            Some(dir) if link.is_relative() => dir.join(link),
-            _ => link,
-        };
-    }
-    Err(io_err(path)(io::Error::from_raw_os_error(libc::ELOOP)))
+    Ok(Target::File(walked.path()))
 }
 
 /// Opens a stream target (FIFO, character device) for writing (a FIFO,
 /// as perf's `-o`, once a reader opens it: as a FIFO input waits for its
 /// writer).
 ///
-/// The links are checked again as [`resolve_links`] does, and the FIFO or
-/// device they lead to is opened by its own path without following a
-/// link, and must still be one: a link put on the way since [`classify`]
-/// looked (by whoever can write its directory) cannot send the stream
-/// into a device or a file. Only a chain ending in text that names no
-/// path (`/dev/stdout`: `/proc/self/fd/1`, `"pipe:[N]"`) is opened as given.
+/// The path is walked again as [`walk()`] does, and the FIFO or device it
+/// leads to is opened in the directory held, without following a link,
+/// and must still be one: a link put on the way since [`classify`] looked
+/// (by whoever can write its directory) cannot send the stream into a
+/// device or a file. Only a chain ending in /proc in text that names no
+/// path (`/dev/stdout`: `/proc/self/fd/1`, `"pipe:[N]"`) is opened as
+/// given (what /proc holds, no user makes or swaps).
 pub fn open_stream(path: &Path) -> Result<File, OutputError> {
-    let end = resolve_links(path)?;
-    let (at, nofollow) = match std::fs::symlink_metadata(&end) {
-        Ok(_) => (end.as_path(), libc::O_NOFOLLOW),
-        Err(_) => (path, 0),
-    };
-    let file = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NOCTTY | nofollow)
-        .open(at)
-        .map_err(io_err(path))?;
+    let end = walk(path, true)?;
+    let name = end.name.as_deref().unwrap_or_default();
+    let file = if crate::sys::exists_at(end.dir.as_fd(), name) {
+        crate::sys::open_write_at(end.dir.as_fd(), name)
+    } else if crate::sys::on_procfs(end.dir.as_fd()) {
+        OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NOCTTY)
+            .open(path)
+    } else {
+        Err(io::Error::from_raw_os_error(libc::ENOENT))
+    }
+    .map_err(io_err(path))?;
     let ft = file.metadata().map_err(io_err(path))?.file_type();
     if !(ft.is_fifo() || ft.is_char_device()) {
         return Err(io_err(path)(io::Error::other(
@@ -330,25 +321,20 @@ pub struct AtomicFile {
 
 impl AtomicFile {
     /// Creates a temporary file next to `target` (a regular file or a new
-    /// path, symlinks already resolved), mode 0600.
+    /// path, symlinks already resolved), mode 0600. Its directory is
+    /// reached by [`walk()`] (another user's link on the way is an error
+    /// wrapping [`OutputError::ForeignLink`]); a link at `target` itself
+    /// is not followed (the commit replaces it).
     pub fn create(target: &Path) -> io::Result<AtomicFile> {
-        let dir = match target.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let Some(name) = target.file_name() else {
+        let walked = walk(target, false).map_err(io::Error::other)?;
+        let Some(name) = walked.name.clone() else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "output has no file name",
             ));
         };
-        let dir_fd: OwnedFd = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY)
-            .open(&dir)?
-            .into();
+        let dir_fd: OwnedFd = walked.open_dir()?.into();
         let dir_fd = Arc::new(dir_fd);
-        let name = name.as_bytes().to_vec();
         // (linked in through /proc/self/fd at the commit: only with it)
         if Path::new("/proc/self/fd").is_dir() {
             if let Ok(file) = crate::sys::create_unnamed_at(dir_fd.as_fd(), 0o600) {
@@ -593,6 +579,28 @@ mod tests {
         let f = AtomicFile::create(&a.join("out.data")).unwrap();
         assert!(f.replaces(&std::fs::metadata(a.join("out.data")).unwrap()));
         assert!(!f.replaces(&std::fs::metadata(tmp.path()).unwrap()));
+    }
+
+    // A directory on the path swapped for another user's link after
+    // classify looked (the race a check by path loses) is not followed by
+    // create: it walks the path again, from "/", a directory at a time.
+    #[test]
+    #[ignore = "needs root (lchown)"]
+    fn create_refuses_a_directory_swapped_for_a_foreign_link() {
+        assert_eq!(crate::sys::effective_uid(), 0, "needs root");
+        let tmp = tempfile::tempdir().unwrap();
+        let (d, elsewhere) = (tmp.path().join("d"), tmp.path().join("elsewhere"));
+        std::fs::create_dir(&d).unwrap();
+        std::fs::create_dir(&elsewhere).unwrap();
+        let Target::File(p) = classify(&d.join("out.data")).unwrap() else {
+            panic!("a file")
+        };
+        std::fs::remove_dir(&d).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &d).unwrap();
+        std::os::unix::fs::lchown(&d, Some(65534), None).unwrap();
+        let e = AtomicFile::create(&p).unwrap_err();
+        assert!(e.get_ref().is_some_and(|e| e.is::<OutputError>()), "{e}");
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     }
 
     // A /proc fd link (what /dev/stdout is) to a file with a path resolves
