@@ -68,7 +68,10 @@ mod tests {
         // characters that print as nothing are shown, so look-alike paths
         // differ on screen
         assert_eq!(escape("a\u{200b}b".as_bytes()), "a\\xe2\\x80\\x8bb");
-        assert_eq!(escape("\u{feff}x\u{ad}".as_bytes()), "\\xef\\xbb\\xbfx\\xc2\\xad");
+        assert_eq!(
+            escape("\u{feff}x\u{ad}".as_bytes()),
+            "\\xef\\xbb\\xbfx\\xc2\\xad"
+        );
         assert_eq!(escape(b"/usr/lib/libc.so.6"), "/usr/lib/libc.so.6");
         assert_eq!(escape("/tmp/é x".as_bytes()), "/tmp/é x");
         assert_eq!(escape(b"a\\b\nc\xff"), "a\\\\b\\x0ac\\xff");

@@ -379,6 +379,33 @@ fn prefetch_heads(
     }
 }
 
+/// Starts reading the task iterator's layout ahead
+/// ([`tasks::read_layout_ahead`]) when a scan of `target` will likely load
+/// it: `--task-source bpf`, or `auto` over every process of our own /proc
+/// with the rights [`auto_uses_iterator`] asks for, on a host of at least
+/// [`BPF_MIN_PROCESSES`] tasks (the processes are not listed yet).
+pub fn read_ahead(target: &Target, opts: &Options) {
+    let likely = match opts.tasks {
+        TaskSource::Proc => false,
+        TaskSource::Bpf => !matches!(target, Target::Uid(_)),
+        TaskSource::Auto => {
+            let me = own_status(&opts.proc_root);
+            let tasks_total = std::fs::read("/proc/loadavg")
+                .ok()
+                .and_then(|t| parse::parse_loadavg_tasks(&t));
+            *target == Target::All
+                && is_own_proc(&opts.proc_root, me.as_ref())
+                && me.is_some_and(|s| {
+                    let many = tasks_total.unwrap_or(0);
+                    auto_uses_iterator(&s, many, true, tasks_total)
+                })
+        }
+    };
+    if likely {
+        tasks::read_layout_ahead(Path::new(tasks::VMLINUX_BTF));
+    }
+}
+
 /// Capabilities (bit numbers) the task iterator needs: CAP_SYS_ADMIN, or
 /// CAP_BPF to load it with CAP_PERFMON for its kernel reads.
 const CAP_SYS_ADMIN: u32 = 21;

@@ -41,6 +41,9 @@ pub fn write_live(
     out: Out<'_>,
     opts: &WriteOptions,
 ) -> Result<LiveReport, LiveError> {
+    // the task iterator's BTF is read while the watch and kernel maps are
+    // set up
+    proc::scan::read_ahead(target, scan);
     // The watch opens before anything is read.
     let mut watch = ScanWatch::start(target, scan, opts.watch, opts.endian, opts.watch_pages);
     let mut w = SnapshotWriter::start(out, opts)?;

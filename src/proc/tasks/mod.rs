@@ -74,7 +74,7 @@ const LICENSE: &CStr = c"Dual MIT/GPL";
 
 /// Loads the task iterator for this kernel and reads every task once.
 pub fn read_records(btf_path: &Path) -> Result<Vec<TaskRecord>, TaskIterError> {
-    let layout = layout_of(btf_path)?;
+    let layout = layout_read_ahead(btf_path).unwrap_or_else(|| layout_of(btf_path))?;
     let prog = load(&program(&layout), layout.iter_func)?;
     // ours, left out of the snapshot's BPF programs while it is loaded
     let _own = sys::bpf_prog_info(prog.as_fd())
@@ -112,6 +112,40 @@ impl Drop for OwnIterator {
             own.swap_remove(i);
         }
     }
+}
+
+/// A [`Layout`] being read on a thread of its own ([`read_layout_ahead`]),
+/// and from which BTF.
+type Ahead = (
+    PathBuf,
+    std::thread::JoinHandle<Result<Layout, TaskIterError>>,
+);
+
+/// The layout read ahead, if one was started.
+static AHEAD: std::sync::Mutex<Option<Ahead>> = std::sync::Mutex::new(None);
+
+/// Starts reading this kernel's [`Layout`] from `btf_path` on a thread of
+/// its own, for a scan that will likely load the iterator: the ~2 ms of
+/// BTF then overlap the scan's set-up (its watch, the kernel's maps and
+/// BPF programs, the listing of /proc) instead of coming after it. The
+/// program itself is loaded only when the scan runs it, so a snapshot's
+/// BPF programs never list it.
+pub fn read_layout_ahead(btf_path: &Path) {
+    let path = btf_path.to_path_buf();
+    let at = path.clone();
+    let Ok(h) = std::thread::Builder::new()
+        .name("btf".into())
+        .spawn(move || layout_of(&at))
+    else {
+        return;
+    };
+    *AHEAD.lock().unwrap_or_else(|e| e.into_inner()) = Some((path, h));
+}
+
+/// The layout [`read_layout_ahead`] read from `btf_path`, waited for.
+fn layout_read_ahead(btf_path: &Path) -> Option<Result<Layout, TaskIterError>> {
+    let (path, h) = AHEAD.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+    (path == btf_path).then(|| h.join().ok()).flatten()
 }
 
 /// This kernel's [`Layout`], from its BTF at `btf_path`.
