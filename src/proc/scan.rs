@@ -382,7 +382,7 @@ fn prefetch_heads(
 /// Starts reading the task iterator's layout ahead
 /// ([`tasks::read_layout_ahead`]) when a scan of `target` will likely load
 /// it: `--task-source bpf`, or `auto` over every process of our own /proc
-/// with the rights [`auto_uses_iterator`] asks for, on a host of at least
+/// with the rights `auto_uses_iterator` asks for, on a host of at least
 /// [`BPF_MIN_PROCESSES`] tasks (the processes are not listed yet).
 pub fn read_ahead(target: &Target, opts: &Options) {
     let likely = match opts.tasks {
