@@ -44,26 +44,6 @@ fn needs_go() {
     );
 }
 
-/// `go tool pprof -symbolize=none ARGS PROFILE`: stdout, asserting success.
-fn go_pprof(args: &[&str], profile: &Path) -> String {
-    let home = scratch("pprof-home");
-    let out = Command::new("go")
-        .args(["tool", "pprof", "-symbolize=none"])
-        .args(args)
-        .arg(profile)
-        .env("HOME", &*home)
-        .env("PPROF_TMPDIR", &*home)
-        .env("PPROF_BINARY_PATH", &*home)
-        .output()
-        .expect("run go tool pprof");
-    assert!(
-        out.status.success(),
-        "go tool pprof {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Runs `mmap2-synth pprof REC -o OUT EXTRA...`, returning its summary.
 fn pprof(rec: &Path, out: &Path, extra: &[&OsStr]) -> String {
     let mut args: Vec<&OsStr> = vec!["pprof".as_ref(), rec.as_os_str(), "-o".as_ref()];

@@ -114,21 +114,7 @@ struct Loc {
 /// The locations of `profile` (by `-raw`) and its samples (the sum of the
 /// first count column).
 fn raw_profile(profile: &Path) -> (Vec<Loc>, u64) {
-    let home = scratch("pprof-home");
-    let out = Command::new("go")
-        .args(["tool", "pprof", "-symbolize=none", "-raw"])
-        .arg(profile)
-        .env("HOME", &*home)
-        .env("PPROF_TMPDIR", &*home)
-        .env("PPROF_BINARY_PATH", &*home)
-        .output()
-        .expect("run go tool pprof");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = go_pprof(&["-raw"], profile);
     // "Samples:", "Locations" and "Mappings" head the sections, in order
     let between = |from: &str, to: &str| {
         let rest = text.split_once(from).map_or("", |(_, r)| r);

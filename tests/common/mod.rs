@@ -825,3 +825,23 @@ pub fn record_replaced_library(dir: &Path, twice: bool) -> ReplacedLib {
     perf_record_to(&rec, &["-e", "cpu-clock"], &["--", "bash", "-c", &script]);
     ReplacedLib { rec, lib, ids }
 }
+
+/// `go tool pprof -symbolize=none ARGS PROFILE`: stdout, asserting success.
+pub fn go_pprof(args: &[&str], profile: &Path) -> String {
+    let home = scratch("pprof-home");
+    let out = Command::new("go")
+        .args(["tool", "pprof", "-symbolize=none"])
+        .args(args)
+        .arg(profile)
+        .env("HOME", &*home)
+        .env("PPROF_TMPDIR", &*home)
+        .env("PPROF_BINARY_PATH", &*home)
+        .output()
+        .expect("run go tool pprof");
+    assert!(
+        out.status.success(),
+        "go tool pprof {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
