@@ -21,6 +21,7 @@ mod park;
 pub mod profile;
 pub mod proto;
 mod read;
+mod stack;
 pub mod symbolize;
 
 use std::io::Write;

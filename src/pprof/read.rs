@@ -1,22 +1,23 @@
 //! The walk's visitor for `pprof`: replays maps, comms, forks and exits in
 //! record order (but the records of a process not known yet, held for its
 //! FORK and read in time order: `park`) and turns each sample into a stack
-//! of locations in the builder (through `cache`'s memo of raw stacks).
+//! of locations in the builder (through `cache`'s memo of raw stacks; a
+//! stack not seen yet is located by `stack`).
 
 use std::hash::BuildHasher;
 use std::rc::Rc;
 
 use foldhash::HashMap;
 
-use super::cache::{CacheKey, Cached, StackCache};
-use super::maps::{find, AddressSpaces, Map, TooManyMaps};
+use super::cache::StackCache;
+use super::maps::{AddressSpaces, Map, TooManyMaps};
 use super::park::{Held, Parked};
-use super::profile::{Builder, Space};
+use super::profile::Builder;
 use super::PprofReport;
 use crate::bytes::{cstr, Endian, Rd};
 use crate::perf::consts::{attr_flags, event_update, misc, types};
 use crate::perf::events::{parse_comm, parse_fork, parse_map};
-use crate::perf::sample::{frames_into, parse_sample, Callchain, FrameMode, Sample};
+use crate::perf::sample::{parse_sample, FrameMode};
 use crate::perf::{Attrs, FormatError, FormatErrorKind as K, RecordHeader, Visitor};
 use crate::rewrite::buildids::MapIds;
 use crate::rewrite::ConvertReport;
@@ -33,14 +34,14 @@ pub(super) struct Reader {
     names_by_path: HashMap<Vec<u8>, Rc<[u8]>>,
     /// Event names from EVENT_UPDATE records (pipe mode), by event id.
     pub(super) names_by_id: HashMap<u64, Vec<u8>>,
-    cache: StackCache,
+    pub(super) cache: StackCache,
     /// The last sample's thread and comms, and its cache entry: runs of
     /// samples of one thread, often of one stack, skip the lookups.
     last_thread: Option<(u32, u32, i64, i64)>,
-    last_entry: Option<usize>,
+    pub(super) last_entry: Option<usize>,
     /// Buffers reused from sample to sample.
-    stack: Vec<(FrameMode, u64)>,
-    locations: Vec<u64>,
+    pub(super) stack: Vec<(FrameMode, u64)>,
+    pub(super) locations: Vec<u64>,
     /// First and last sample time.
     pub(super) times: Option<(u64, u64)>,
     pub(super) report: PprofReport,
@@ -271,43 +272,6 @@ impl Reader {
         self.replay(held, attrs)
     }
 
-    /// A stack not in the cache: its locations found, its aggregate added
-    /// and cached under `h`, the hash of (raw callchain, `key`).
-    #[inline(never)]
-    fn first_seen(
-        &mut self,
-        s: &Sample<'_>,
-        mode: FrameMode,
-        (h, key): (u64, CacheKey),
-        (slot, period): (usize, u64),
-    ) {
-        let raw = s.callchain.as_ref().map_or(&[][..], |c| c.as_bytes());
-        let (_, _, pid, tid, comm, thread_comm) = key;
-        if s.pid_tid.is_some() {
-            self.spaces.thread(pid, tid);
-        }
-        let before = (self.report.unmapped_frames, self.report.guest_frames);
-        let ip_only = self.locate(mode, s.ip, s.callchain.as_ref(), pid);
-        let locations = std::mem::take(&mut self.locations);
-        let sample = self
-            .builder
-            .add(&locations, (pid, tid), (comm, thread_comm), slot, period);
-        let count = |now: u64, then: u64| u32::try_from(now - then).unwrap_or(u32::MAX);
-        self.last_entry = Some(self.cache.insert(
-            h,
-            Cached {
-                chain: raw.into(),
-                key,
-                sample,
-                ip_only,
-                unmapped: count(self.report.unmapped_frames, before.0),
-                guest: count(self.report.guest_frames, before.1),
-                next: usize::MAX,
-            },
-        ));
-        self.locations = locations;
-    }
-
     /// The string ids of the comms of process `pid` and thread `tid`.
     fn comms_of(&mut self, pid: u32, tid: u32) -> (i64, i64) {
         match self.last_thread {
@@ -319,75 +283,6 @@ impl Reader {
                 (comm, thread_comm)
             }
         }
-    }
-
-    /// The locations of a sample's stack into `self.locations` (counting
-    /// frames without a map and guest frames); true when the callchain
-    /// was not used (it does not start at the ip).
-    fn locate(
-        &mut self,
-        mode: FrameMode,
-        ip: Option<u64>,
-        callchain: Option<&Callchain<'_>>,
-        pid: u32,
-    ) -> bool {
-        let mut ip_only = false;
-        let mut stack = std::mem::take(&mut self.stack);
-        let mut locations = std::mem::take(&mut self.locations);
-        match callchain {
-            Some(chain) => frames_into(chain.iter(), mode, &mut stack),
-            None => stack.clear(),
-        }
-        // a callchain that does not start at the ip (`--call-graph dwarf`
-        // takes no user callchain) is not this sample's stack: the ip alone
-        if let Some(ip) = ip {
-            if stack.first().map(|f| f.1) != Some(ip) {
-                if callchain.is_some() {
-                    self.report.ip_only += 1;
-                    ip_only = true;
-                }
-                stack.clear();
-                stack.push((mode, ip));
-            }
-        }
-        locations.clear();
-        let process = self.spaces.process(pid);
-        // the last map hit: the frames of a stack often share one
-        let mut last: Option<(&Rc<Map>, Space)> = None;
-        for (i, &(mode, addr)) in stack.iter().enumerate() {
-            // a caller's address is its return address: step back into
-            // the call instruction, as perf_to_profile does (the first
-            // frame after a switch of mode is where it was interrupted)
-            let caller = i > 0 && stack[i - 1].0 == mode;
-            let addr = if caller { addr.saturating_sub(1) } else { addr };
-            let space = match mode {
-                FrameMode::Guest => {
-                    self.report.guest_frames += 1;
-                    continue;
-                }
-                FrameMode::Kernel => Space::Kernel,
-                FrameMode::User => Space::User,
-            };
-            let map = match last {
-                Some((m, s)) if s == space && m.start <= addr && addr < m.end => Some(m),
-                _ => match space {
-                    Space::Kernel => self.spaces.kernel(addr),
-                    Space::User => process.and_then(|p| find(p, addr)),
-                },
-            };
-            last = map.map(|m| (m, space));
-            let mapping = match map {
-                Some(m) => self.builder.mapping(m, space),
-                None => {
-                    self.report.unmapped_frames += 1;
-                    0
-                }
-            };
-            locations.push(self.builder.location(mapping, addr));
-        }
-        self.stack = stack;
-        self.locations = locations;
-        ip_only
     }
 }
 

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use super::error::out_err;
 pub use super::error::MergeError;
 use super::insert::{Processes, Records};
+use super::kernel::kernel_to_insert;
 use super::meta::{file_unreadable, Unreadable};
 use super::open::open_input;
 use super::plan::{self, Which};
@@ -17,15 +18,14 @@ use super::scan::RecordingFacts;
 use super::tail::{tail_of, walk_with_tail, Tail};
 use super::windows::{FromFile, SnapFile, Want, Windows};
 use super::write;
-use crate::model::{KernelMap, Process};
+use crate::model::Process;
 use crate::output::AtomicFile;
 use crate::perf::consts::{feature, types};
 use crate::perf::copy::walk_beside;
-use crate::perf::features::{encode_build_id_entries, parse_string_feature};
+use crate::perf::features::encode_build_id_entries;
 use crate::perf::{FileHeader, Input, Layout};
-use crate::proc::kernel::{kernel_maps, KernelRoots, KERNEL_DSO};
 use crate::proc::{self, clock, parse, Skip, Snapshot, Target};
-use crate::snapshot::{self, BpfRecord, Encoding, KernelMaps, Runs};
+use crate::snapshot::Encoding;
 
 /// Merge options.
 #[derive(Debug, Clone)]
@@ -218,7 +218,7 @@ pub fn merge(
     // one process costs that process); many are read window by window.
     let all = opts.which == Which::All;
     let mut snap = (opts.maps.as_deref())
-        .map(|p| SnapFile::open(p, all, osrelease_of))
+        .map(|p| SnapFile::open(p, all))
         .transpose()?;
     let e = input.endian();
     let file_pids = snap.as_ref().and_then(SnapFile::pids);
@@ -247,13 +247,12 @@ pub fn merge(
     report.build_ids_too_long = bad.build_ids.as_ref().map_or(0, |(_, n)| *n);
     let processes = processes_to_insert(opts, &facts, from_file, &mut report)?;
     let (kernel, mut bpf) = match opts.kernel {
-        true => kernel_to_insert(
-            &input,
-            &facts,
-            file_kernel,
-            &opts.snapshot.proc_root,
-            &mut report,
-        )?,
+        true => {
+            let root = &opts.snapshot.proc_root;
+            let k = kernel_to_insert(&input, &facts, file_kernel, root)?;
+            (report.kernel_skipped, report.bpf_skipped) = (k.kernel_skipped, k.bpf_skipped);
+            (k.maps, k.bpf)
+        }
         false => Default::default(),
     };
     plan::dedupe_bpf(&mut bpf, &facts);
@@ -424,103 +423,4 @@ fn finish_output(
             write::write_pipe_mode(input, out, at, (&ids, inserted), tail.as_ref()).map_err(werr)
         }
     }
-}
-
-/// The OSRELEASE string of a file-mode input's header (None in pipe mode:
-/// the scan finds it there).
-fn osrelease_of(input: &Input) -> Result<Option<Vec<u8>>, MergeError> {
-    let f = input.feature(feature::OSRELEASE)?;
-    Ok(f.and_then(|(_, b)| parse_string_feature(&b, input.endian()).map(<[u8]>::to_vec)))
-}
-
-/// The kernel maps for a recording without one and the BPF programs'
-/// records (the recording's own left out later): a snapshot file's when it
-/// was taken on the recording's kernel release (its BPF records whether or
-/// not the recording has a kernel map: `perf record --synth=no` writes
-/// one, and no program), or the running kernel's maps and programs when
-/// the recording has no kernel map and says it was made on this kernel
-/// (OSRELEASE; perf.data carries no boot id, so a reboot with KASLR cannot
-/// be told); never when the recording's table names another kernel build.
-/// Why none, in the report.
-fn kernel_to_insert(
-    input: &Input,
-    facts: &RecordingFacts,
-    from_file: Option<(KernelMaps, Runs<BpfRecord>, Option<Vec<u8>>)>,
-    proc_root: &Path,
-    report: &mut MergeReport,
-) -> Result<(KernelMaps, Runs<BpfRecord>), MergeError> {
-    let recorded = match osrelease_of(input)? {
-        Some(r) => Some(r),
-        None => facts.osrelease.clone(),
-    };
-    let none = || (KernelMaps::default(), Runs::default());
-    match from_file {
-        Some((maps, bpf, release)) => {
-            let why = match release.is_none() || recorded.is_none() || release != recorded {
-                true => Some("the snapshot is not of the recording's kernel release (OSRELEASE)"),
-                false => other_kernel_build(facts, maps.distinct()),
-            };
-            let kernel = match (facts.has_kernel_map, maps.is_empty(), why) {
-                (true, ..) => KernelMaps::default(),
-                (false, true, _) => {
-                    report.kernel_skipped = Some("the snapshot has no kernel map".into());
-                    KernelMaps::default()
-                }
-                (false, false, Some(why)) => {
-                    report.kernel_skipped = Some(why.into());
-                    KernelMaps::default()
-                }
-                // every one, as the file has them: they are inserted
-                (false, false, None) => maps,
-            };
-            let bpf = match why {
-                Some(why) if !bpf.is_empty() => {
-                    report.bpf_skipped = Some(why.into());
-                    Runs::default()
-                }
-                Some(_) => Runs::default(),
-                None => bpf,
-            };
-            Ok((kernel, bpf))
-        }
-        None if facts.has_kernel_map => Ok(none()),
-        None => {
-            let running = proc::HostFacts::read().osrelease;
-            if recorded.as_deref() != Some(running.as_slice()) {
-                report.kernel_skipped =
-                    Some("the recording is not of the running kernel (OSRELEASE)".into());
-                return Ok(none());
-            }
-            let km = kernel_maps(&KernelRoots::system(proc_root));
-            report.kernel_skipped = km.skipped;
-            if let Some(why) = other_kernel_build(facts, &km.maps) {
-                report.kernel_skipped = Some(why.into());
-                return Ok(none());
-            }
-            if km.maps.is_empty() {
-                return Ok(none());
-            }
-            let bpf = crate::proc::bpf_progs::bpf_programs();
-            report.bpf_skipped = bpf.skipped;
-            let records = bpf.programs.iter().flat_map(snapshot::program_records);
-            Ok((km.maps.into_iter().collect(), records.collect()))
-        }
-    }
-}
-
-/// Why `maps` (a kernel's and its modules') are not the recording's: its
-/// BUILD_ID table names another kernel build.
-fn other_kernel_build(facts: &RecordingFacts, maps: &[KernelMap]) -> Option<&'static str> {
-    let table_kernel: Vec<_> = facts
-        .existing_ids
-        .iter()
-        .filter(|(name, _)| name.as_slice() == KERNEL_DSO)
-        .map(|(_, id)| *id)
-        .collect();
-    let ours = maps
-        .iter()
-        .find(|m| m.dso == KERNEL_DSO)
-        .and_then(|m| m.build_id);
-    let other = !table_kernel.is_empty() && ours.is_none_or(|id| !table_kernel.contains(&id));
-    other.then_some("the recording's BUILD_ID table names another kernel build")
 }

@@ -16,6 +16,7 @@ pub mod convert;
 mod emit;
 mod error;
 mod insert;
+mod kernel;
 pub mod merge;
 pub mod meta;
 mod open;

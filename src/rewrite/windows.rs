@@ -87,18 +87,14 @@ pub struct FromFile<'a> {
 impl SnapFile {
     /// Opens `path` (reading its first window at once when `want` is
     /// [`Want::All`]).
-    pub fn open(
-        path: &Path,
-        all: bool,
-        release: impl Fn(&Input) -> Result<Option<Vec<u8>>, MergeError>,
-    ) -> Result<SnapFile, MergeError> {
+    pub fn open(path: &Path, all: bool) -> Result<SnapFile, MergeError> {
         let input = Input::open(path)?;
         let before = input.file.metadata().map_err(|source| InputError::Io {
             op: "reading",
             path: input.path.clone(),
             source,
         })?;
-        let release = release(&input)?;
+        let release = super::kernel::osrelease_of(&input)?;
         let early = match all {
             true => {
                 let mut pids = HashSet::new();
