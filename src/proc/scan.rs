@@ -362,9 +362,7 @@ fn prefetch_heads(
         TaskSource::Bpf => true,
         TaskSource::Auto if !here => false,
         TaskSource::Auto => {
-            let tasks_total = std::fs::read("/proc/loadavg")
-                .ok()
-                .and_then(|t| parse::parse_loadavg_tasks(&t));
+            let tasks_total = host_tasks();
             let all = matches!(target, Target::All);
             me.is_some_and(|s| auto_uses_iterator(&s, pids.len(), all, tasks_total))
         }
@@ -390,9 +388,7 @@ pub fn read_ahead(target: &Target, opts: &Options) {
         TaskSource::Bpf => !matches!(target, Target::Uid(_)),
         TaskSource::Auto => {
             let me = own_status(&opts.proc_root);
-            let tasks_total = std::fs::read("/proc/loadavg")
-                .ok()
-                .and_then(|t| parse::parse_loadavg_tasks(&t));
+            let tasks_total = host_tasks();
             *target == Target::All
                 && is_own_proc(&opts.proc_root, me.as_ref())
                 && me.is_some_and(|s| {
@@ -404,6 +400,12 @@ pub fn read_ahead(target: &Target, opts: &Options) {
     if likely {
         tasks::read_layout_ahead(Path::new(tasks::VMLINUX_BTF));
     }
+}
+
+/// How many tasks the host runs (`/proc/loadavg`, every pid namespace's).
+fn host_tasks() -> Option<usize> {
+    let text = std::fs::read("/proc/loadavg").ok()?;
+    parse::parse_loadavg_tasks(&text)
 }
 
 /// Capabilities (bit numbers) the task iterator needs: CAP_SYS_ADMIN, or

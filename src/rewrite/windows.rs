@@ -42,6 +42,18 @@ impl Want {
     }
 }
 
+/// Window `k`, from pid `from` on (the kernel's maps and BPF records held
+/// too with `kernel`). Every fourth window may weigh twice as much, so a
+/// huge snapshot takes a few dozen passes, not thousands.
+fn window(k: usize, from: u32, kernel: bool) -> Window {
+    let budget = crate::testhook::window_bytes(WINDOW_BYTES);
+    Window {
+        from,
+        budget: budget.saturating_mul(1 << (k / 4).min(8)),
+        kernel,
+    }
+}
+
 /// A window's processes, and where the next window starts (`None`:
 /// none follows).
 type Read = (SnapshotMaps, Option<u32>);
@@ -54,12 +66,7 @@ fn first_window(
     want: &Want,
     pids: Option<&mut HashSet<u32>>,
 ) -> Result<Read, InputError> {
-    let w = Window {
-        from: 0,
-        budget: crate::testhook::window_bytes(WINDOW_BYTES),
-        kernel: true,
-    };
-    read_window(input, w, &|pid| want.takes(pid), pids)
+    read_window(input, window(0, 0, true), &|pid| want.takes(pid), pids)
 }
 
 /// A `--maps` snapshot file, opened: its first window read at once with
@@ -85,8 +92,7 @@ pub struct FromFile<'a> {
 }
 
 impl SnapFile {
-    /// Opens `path` (reading its first window at once when `want` is
-    /// [`Want::All`]).
+    /// Opens `path`, reading its first window at once with `all` (`-a`).
     pub fn open(path: &Path, all: bool) -> Result<SnapFile, MergeError> {
         let input = Input::open(path)?;
         let before = input.file.metadata().map_err(|source| InputError::Io {
@@ -218,14 +224,9 @@ impl<'a> Windows<'a> {
         }
     }
 
-    /// Window `k` as read now. Every fourth window may weigh twice as
-    /// much, so a huge snapshot takes a few dozen passes, not thousands.
+    /// Window `k` as read now.
     fn read(&self, k: usize) -> Result<Read, InputError> {
-        let w = Window {
-            from: self.starts[k],
-            budget: crate::testhook::window_bytes(WINDOW_BYTES).saturating_mul(1 << (k / 4).min(8)),
-            kernel: false,
-        };
+        let w = window(k, self.starts[k], false);
         read_window(self.input, w, &|pid| self.want.takes(pid), None)
     }
 

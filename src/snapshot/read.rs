@@ -283,9 +283,13 @@ pub fn read_window(
             pids.insert(pid);
         }
         let wanted = pid != u32::MAX && (w.from..=to).contains(&pid) && keep(pid);
-        let before = by_pid.get(&pid).map_or(0, HeldProcess::weight);
         match r {
-            MapsRecord::Comm(pid, tid, comm) if wanted => process(&mut by_pid, pid).comm(tid, comm),
+            MapsRecord::Comm(pid, tid, comm) if wanted => {
+                let p = process(&mut by_pid, pid);
+                let before = p.weight();
+                p.comm(tid, comm);
+                held += p.weight() - before;
+            }
             MapsRecord::Map(m) if is_kernel_map(&m) && w.kernel => kernel.push(kernel_map(m)),
             MapsRecord::Map(m) if wanted => {
                 let vma = vma_of(&m, &mut names);
@@ -300,13 +304,13 @@ pub fn read_window(
                     }
                     _ => {}
                 }
-                process(&mut by_pid, pid).map(vma);
+                let p = process(&mut by_pid, pid);
+                let before = p.weight();
+                p.map(vma);
+                held += p.weight() - before;
             }
             MapsRecord::Bpf(r) if w.kernel => bpf.push(r),
             _ => {}
-        }
-        if wanted {
-            held += by_pid.get(&pid).map_or(0, HeldProcess::weight) - before;
         }
         // over budget: the highest pids go, and no pid above them comes
         while held > w.budget && by_pid.len() > 1 {
