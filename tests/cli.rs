@@ -26,36 +26,42 @@ fn in_pid_namespace(script: &str) -> std::process::Output {
 
 // --all inside a private PID namespace snapshots exactly the namespace's
 // processes (the shell and two mappers, not mmap2-synth itself), with FORK
-// then COMM per thread, and the output is identical for -j 1, 2 and 3.
+// then COMM per thread, and the output is identical for -j 1, 2 and 3
+// (all taken again if the kernel's BPF programs changed between them).
 #[test]
 #[ignore = "needs root and perf"]
 fn all_in_pid_namespace_is_complete_and_deterministic() {
     needs_root("unshare -fp");
     needs_perf();
     let f = fixtures();
-    let dir = scratch("all");
-    let (r1, r2) = (dir.join("r1"), dir.join("r2"));
-    let outs: Vec<_> = (1..=3).map(|j| dir.join(format!("j{j}.data"))).collect();
-    let script = format!(
-        "{m} --wait forever --ready {r1} {a} {b} & \
-         {m} --wait forever --threads 2 --ready {r2} {c} & \
-         n=0; while [ ! -e {r1} ] || [ ! -e {r2} ]; do \
-           n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'mappers not ready in 30 s' >&2; exit 1; }}; sleep 0.01; done; \
-         {bin} --all -j 1 -o {o1} && {bin} --all -j 2 -o {o2} && {bin} --all -j 3 -o {o3} && \
-         {bin} -q --uid root -o {ou}",
-        m = q(&f.mapper),
-        r1 = q(&r1),
-        r2 = q(&r2),
-        a = q(&f.lib_sha1),
-        b = q(&f.lib_hex8),
-        c = q(&f.lib_md5),
-        bin = bin(),
-        o1 = q(&outs[0]),
-        o2 = q(&outs[1]),
-        o3 = q(&outs[2]),
-        ou = q(&dir.join("uid.data")),
-    );
-    let run = in_pid_namespace(&script);
+    let scratch = scratch("all");
+    let outs = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+        (1..=3).map(|j| dir.join(format!("j{j}.data"))).collect()
+    };
+    let (run, dir) = take_while_the_kernel_holds(&scratch, |dir| {
+        let outs = outs(dir);
+        let script = format!(
+            "{m} --wait forever --ready {r1} {a} {b} & \
+             {m} --wait forever --threads 2 --ready {r2} {c} & \
+             n=0; while [ ! -e {r1} ] || [ ! -e {r2} ]; do \
+               n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'mappers not ready in 30 s' >&2; exit 1; }}; sleep 0.01; done; \
+             {bin} --all -j 1 -o {o1} && {bin} --all -j 2 -o {o2} && {bin} --all -j 3 -o {o3} && \
+             {bin} -q --uid root -o {ou}",
+            m = q(&f.mapper),
+            r1 = q(&dir.join("r1")),
+            r2 = q(&dir.join("r2")),
+            a = q(&f.lib_sha1),
+            b = q(&f.lib_hex8),
+            c = q(&f.lib_md5),
+            bin = bin(),
+            o1 = q(&outs[0]),
+            o2 = q(&outs[1]),
+            o3 = q(&outs[2]),
+            ou = q(&dir.join("uid.data")),
+        );
+        (in_pid_namespace(&script), vec![outs])
+    });
+    let (r1, r2, outs) = (dir.join("r1"), dir.join("r2"), outs(&dir));
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         stderr.contains(": 3 processes (0 kernel threads), 5 threads"),
@@ -132,61 +138,68 @@ fn all_in_pid_namespace_is_complete_and_deterministic() {
 // of what a worker already handed on): the BUILD_ID table still lists
 // every name a file is mapped under (a hard link in the middle of the pid
 // range, a build id first seen late), the pipe output puts each id before
-// the first map of its file, and both outputs are the same for -j 1 and 3.
+// the first map of its file, and both outputs are the same for -j 1 and 3
+// (all taken again if the kernel's BPF programs changed between them).
 #[test]
 #[ignore = "needs root and perf"]
 fn shared_files_are_reported_once_whatever_the_workers() {
     needs_root("unshare -fp");
     needs_perf();
     let f = fixtures();
-    let dir = scratch("shared");
-    let link = dir.join("linked-libsha1.so");
+    let scratch = scratch("shared");
+    let link = scratch.join("linked-libsha1.so");
     std::fs::hard_link(&f.lib_sha1, &link).unwrap();
-    let ready = dir.join("ready");
-    std::fs::create_dir_all(&ready).unwrap();
-    // 12 processes mapping libsha1 and libmd5; the 7th maps libsha1 only
-    // under its hard link, the 10th adds libhex8
-    let mut starts = String::new();
-    for i in 1..=12 {
-        let sha1 = if i == 7 { q(&link) } else { q(&f.lib_sha1) };
-        let more = if i == 10 {
-            q(&f.lib_hex8)
-        } else {
-            String::new()
-        };
-        starts += &format!(
-            "{m} --wait forever --ready {r}/{i} {sha1} {md5} {more} & ",
-            m = q(&f.mapper),
+    let outs = |dir: &std::path::Path, ext: &str| -> Vec<std::path::PathBuf> {
+        [1, 3]
+            .iter()
+            .map(|j| dir.join(format!("j{j}.{ext}")))
+            .collect()
+    };
+    let ((), dir) = take_while_the_kernel_holds(&scratch, |dir| {
+        let ready = dir.join("ready");
+        std::fs::create_dir_all(&ready).unwrap();
+        // 12 processes mapping libsha1 and libmd5; the 7th maps libsha1 only
+        // under its hard link, the 10th adds libhex8
+        let mut starts = String::new();
+        for i in 1..=12 {
+            let sha1 = if i == 7 { q(&link) } else { q(&f.lib_sha1) };
+            let more = if i == 10 {
+                q(&f.lib_hex8)
+            } else {
+                String::new()
+            };
+            starts += &format!(
+                "{m} --wait forever --ready {r}/{i} {sha1} {md5} {more} & ",
+                m = q(&f.mapper),
+                r = q(&ready),
+                md5 = q(&f.lib_md5),
+            );
+        }
+        let script = format!(
+            "{starts} n=0; while [ $(ls {r} | grep -vc tmp) -lt 12 ]; do \
+               n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'mappers not ready in 30 s' >&2; exit 1; }}; sleep 0.01; done; \
+             for j in 1 3; do \
+               {bin} -q --all -j $j -o {d}/j$j.data && {bin} -q --all -j $j -o - > {d}/j$j.pipe || exit 1; \
+             done",
             r = q(&ready),
-            md5 = q(&f.lib_md5),
+            bin = bin(),
+            d = q(dir),
         );
-    }
-    let outs: Vec<_> = [1, 3].iter().map(|j| dir.join(format!("j{j}"))).collect();
-    let script = format!(
-        "{starts} n=0; while [ $(ls {r} | grep -vc tmp) -lt 12 ]; do \
-           n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'mappers not ready in 30 s' >&2; exit 1; }}; sleep 0.01; done; \
-         for j in 1 3; do \
-           {bin} -q --all -j $j -o {d}/j$j.data && {bin} -q --all -j $j -o - > {d}/j$j.pipe || exit 1; \
-         done",
-        r = q(&ready),
-        bin = bin(),
-        d = q(&dir),
-    );
-    in_pid_namespace(&script);
-    let file = |j: &std::path::Path, ext: &str| j.with_extension(ext);
-    let a = std::fs::read(file(&outs[0], "data")).unwrap();
-    assert_same_but_cmdline(&a, &std::fs::read(file(&outs[1], "data")).unwrap());
+        in_pid_namespace(&script);
+        ((), vec![outs(dir, "data"), outs(dir, "pipe")])
+    });
+    let (data, pipes) = (outs(&dir, "data"), outs(&dir, "pipe"));
+    let a = std::fs::read(&data[0]).unwrap();
+    assert_same_but_cmdline(&a, &std::fs::read(&data[1]).unwrap());
     // the pipe's CMDLINE is a record: its dump (every record, in order)
-    let piped = dump_text(&file(&outs[0], "pipe"));
+    let piped = dump_file(&pipes[0]);
+    let other = dump_file(&pipes[1]);
     assert!(
-        piped == dump_text(&file(&outs[1], "pipe")),
-        "pipe output differs between -j 1 and -j 3"
+        piped == other,
+        "pipe output differs between -j 1 and -j 3 (- -j 1, + -j 3):\n{}",
+        dump_diff(&piped, &other)
     );
-    let ids = perf(&[
-        "buildid-list".as_ref(),
-        "-i".as_ref(),
-        file(&outs[0], "data").as_os_str(),
-    ]);
+    let ids = perf(&["buildid-list".as_ref(), "-i".as_ref(), data[0].as_os_str()]);
     for lib in [&f.lib_sha1, &link, &f.lib_md5, &f.lib_hex8] {
         assert_eq!(
             ids.lines()
@@ -213,40 +226,51 @@ fn shared_files_are_reported_once_whatever_the_workers() {
 
 // The BPF task iterator gives the same snapshot as /proc (comms with
 // spaces and parentheses, 15-byte names, named threads, a zombie leader)
-// at pid-namespace levels 1 and 2; it refuses --uid rather than guess.
+// at pid-namespace levels 1 and 2 (all taken again if the kernel's BPF
+// programs changed between them); it refuses --uid rather than guess.
 #[test]
 #[ignore = "needs root and BPF"]
 fn task_iterator_snapshot_is_the_proc_snapshot() {
     needs_root("unshare -fp and BPF");
     let f = fixtures();
-    let dir = scratch("tasks");
-    let script = dir.join("tasks.sh");
-    let body = format!(
-        "set -e\n\
-         r={d}/ready$1; mkdir -p $r\n\
-         {m} --wait forever --threads 3 --ready $r/1 {lib} >/dev/null &\n\
-         {m} --wait forever --threads 2 --ready $r/2 {lib} >/dev/null &\n\
-         {m} --wait zombie-leader --threads 2 --ready $r/3 {lib} >/dev/null &\n\
-         ( printf 'a b) (c' > /proc/self/comm; : > $r/4; sleep 1000; : ) &\n\
-         ( printf 'fifteen-chars-x' > /proc/self/comm; : > $r/5; sleep 1000; : ) &\n\
-         n=0; while [ $(ls $r | grep -vc tmp) -lt 5 ]; do \
-           n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'not ready in 30 s' >&2; exit 1; }}; sleep 0.01; done\n\
-         for s in bpf proc; do {bin} --all --no-watch --task-source $s -o {d}/$s$1.data 2> {d}/$s$1.err; done\n\
-         if {bin} -q --uid 0 --no-watch --task-source bpf -o {d}/uid.data 2> {d}/uid.err; then exit 1; fi\n",
-        d = q(&dir),
-        m = q(&f.mapper),
-        lib = q(&f.lib_sha1),
-        bin = bin(),
-    );
-    std::fs::write(&script, body).unwrap();
-    in_pid_namespace(&format!("sh {} 1", q(&script)));
-    in_pid_namespace(&format!("unshare -fp --mount-proc sh {} 2", q(&script)));
-    let err = std::fs::read_to_string(dir.join("uid.err")).unwrap();
-    assert!(err.contains("task iterator"), "{err}");
+    let scratch = scratch("tasks");
     for level in 1..=2 {
+        let base = scratch.join(format!("level{level}"));
+        std::fs::create_dir(&base).unwrap();
+        let ((), dir) = take_while_the_kernel_holds(&base, |dir| {
+            let script = dir.join("tasks.sh");
+            let body = format!(
+                "set -e\n\
+                 r={d}/ready$1; mkdir -p $r\n\
+                 {m} --wait forever --threads 3 --ready $r/1 {lib} >/dev/null &\n\
+                 {m} --wait forever --threads 2 --ready $r/2 {lib} >/dev/null &\n\
+                 {m} --wait zombie-leader --threads 2 --ready $r/3 {lib} >/dev/null &\n\
+                 ( printf 'a b) (c' > /proc/self/comm; : > $r/4; sleep 1000; : ) &\n\
+                 ( printf 'fifteen-chars-x' > /proc/self/comm; : > $r/5; sleep 1000; : ) &\n\
+                 n=0; while [ $(ls $r | grep -vc tmp) -lt 5 ]; do \
+                   n=$((n+1)); [ $n -lt 3000 ] || {{ echo 'not ready in 30 s' >&2; exit 1; }}; sleep 0.01; done\n\
+                 for s in bpf proc; do {bin} --all --no-watch --task-source $s -o {d}/$s$1.data 2> {d}/$s$1.err; done\n\
+                 if {bin} -q --uid 0 --no-watch --task-source bpf -o {d}/uid.data 2> {d}/uid.err; then exit 1; fi\n",
+                d = q(dir),
+                m = q(&f.mapper),
+                lib = q(&f.lib_sha1),
+                bin = bin(),
+            );
+            std::fs::write(&script, body).unwrap();
+            let nest = if level == 2 {
+                "unshare -fp --mount-proc "
+            } else {
+                ""
+            };
+            in_pid_namespace(&format!("{nest}sh {} {level}", q(&script)));
+            let pair = ["bpf", "proc"].map(|s| dir.join(format!("{s}{level}.data")));
+            ((), vec![pair.to_vec()])
+        });
+        let err = std::fs::read_to_string(dir.join("uid.err")).unwrap();
+        assert!(err.contains("task iterator"), "level {level}: {err}");
         let read = |s: &str| std::fs::read(dir.join(format!("{s}{level}.data"))).unwrap();
         assert_same_but_cmdline(&read("bpf"), &read("proc"));
-        let dump = dump_text(&dir.join(format!("bpf{level}.data")));
+        let dump = dump_file(&dir.join(format!("bpf{level}.data")));
         for comm in [
             "a b) (c",
             "fifteen-chars-x",
@@ -289,13 +313,6 @@ fn task_iterator_snapshot_is_the_proc_snapshot() {
     }
 }
 
-/// `mmap2-synth dump FILE`, asserting it succeeds.
-fn dump_text(path: &std::path::Path) -> String {
-    let out = synth(["dump".as_ref(), path.as_os_str()]);
-    assert!(out.status.success(), "dump {}", path.display());
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// The COMM line of process `pid`'s leader in a dump.
 fn leader_comm<'d>(dump: &'d str, pid: &str) -> &'d str {
     let comm = format!("comm pid={pid} tid={pid} ");
@@ -332,26 +349,30 @@ fn held_scan_start(name: &str) -> String {
 const HELD_SCAN_END: &str = "rm $d/hold\nwait $t\n";
 
 // By default a scan of 200+ processes takes their heads from the task
-// iterator (as root, without seccomp), and auto writes what /proc gives.
+// iterator (as root, without seccomp), and auto writes what /proc gives
+// (both taken again if the kernel's BPF programs changed between them).
 #[test]
 #[ignore = "needs root and BPF"]
 fn default_scan_of_many_processes_uses_the_iterator() {
     needs_root("unshare -fp and BPF");
-    let dir = scratch("auto-heads");
-    let script = dir.join("auto.sh");
-    let body = format!(
-        "set -e\n\
-         d={d}\n\
-         for i in $(seq 1 210); do sleep 1000 & done\n\
-         {ws}\
-         {bin} --all --no-watch -o $d/default.data 2> $d/default.err\n\
-         for s in auto proc; do {bin} --all --no-watch --task-source $s -o $d/$s.data 2> $d/$s.err; done\n",
-        d = q(&dir),
-        bin = bin(),
-        ws = sh_poll("the sleeps", "[ $(ls -d /proc/[0-9]* | wc -l) -lt 211 ]"),
-    );
-    std::fs::write(&script, body).unwrap();
-    in_pid_namespace(&format!("sh {}", q(&script)));
+    let scratch = scratch("auto-heads");
+    let ((), dir) = take_while_the_kernel_holds(&scratch, |dir| {
+        let script = dir.join("auto.sh");
+        let body = format!(
+            "set -e\n\
+             d={d}\n\
+             for i in $(seq 1 210); do sleep 1000 & done\n\
+             {ws}\
+             {bin} --all --no-watch -o $d/default.data 2> $d/default.err\n\
+             for s in auto proc; do {bin} --all --no-watch --task-source $s -o $d/$s.data 2> $d/$s.err; done\n",
+            d = q(dir),
+            bin = bin(),
+            ws = sh_poll("the sleeps", "[ $(ls -d /proc/[0-9]* | wc -l) -lt 211 ]"),
+        );
+        std::fs::write(&script, body).unwrap();
+        in_pid_namespace(&format!("sh {}", q(&script)));
+        ((), vec![vec![dir.join("auto.data"), dir.join("proc.data")]])
+    });
     let read = |s: &str| std::fs::read(dir.join(s)).unwrap();
     assert_same_but_cmdline(&read("auto.data"), &read("proc.data"));
     let said = String::from_utf8(read("default.err")).unwrap();
@@ -387,7 +408,7 @@ fn exec_after_the_iterator_gets_its_new_comm() {
     std::fs::write(&script, body).unwrap();
     in_pid_namespace(&format!("sh {}", q(&script)));
     let pid = std::fs::read_to_string(dir.join("pid")).unwrap();
-    let dump = dump_text(&dir.join("exec.data"));
+    let dump = dump_file(&dir.join("exec.data"));
     let line = leader_comm(&dump, pid.trim());
     assert!(line.ends_with(" comm=sleep"), "{line}");
     // written processes, and those whose head the iterator gave
@@ -440,7 +461,7 @@ fn leader_exiting_after_the_iterator_keeps_its_process() {
     let pid = pid.trim();
     let err = std::fs::read_to_string(dir.join("late.err")).unwrap();
     assert!(!err.contains(&format!("skipped pid {pid} ")), "{err}");
-    let dump = dump_text(&dir.join("late.data"));
+    let dump = dump_file(&dir.join("late.data"));
     let lib = f.lib_sha1.to_str().unwrap();
     assert!(
         dump.lines()
@@ -483,7 +504,7 @@ fn comm_after_self_exec(dir: &std::path::Path, wrap: &str, prog: &std::path::Pat
     std::fs::write(&script, body).unwrap();
     in_pid_namespace(&format!("sh {}", q(&script)));
     let pid = std::fs::read_to_string(dir.join("pid")).unwrap();
-    let dump = dump_text(&dir.join("out.data"));
+    let dump = dump_file(&dir.join("out.data"));
     leader_comm(&dump, pid.trim()).to_string()
 }
 
@@ -562,7 +583,7 @@ fn pid_reused_after_the_iterator_gets_the_new_parent() {
     in_pid_namespace(&format!("sh {}", q(&script)));
     let pids = std::fs::read_to_string(dir.join("pids")).unwrap();
     let (pid, parent) = pids.trim().split_once(' ').unwrap();
-    let dump = dump_text(&dir.join("reuse.data"));
+    let dump = dump_file(&dir.join("reuse.data"));
     let fork = format!("fork pid={pid} ");
     let line = dump
         .lines()

@@ -8,6 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
+mod same;
+// not every test binary uses these (dead_code is allowed above for the same reason)
+#[allow(unused_imports)]
+pub use same::*;
+
 /// The binary under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_mmap2-synth")
@@ -442,21 +447,6 @@ pub fn perf_record_to(out: &Path, args: &[&str], what: &[&str]) {
         o.status.success(),
         "perf record: {}",
         String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-/// Asserts two snapshots made with different command lines (`-j`) are the
-/// same bytes but for the CMDLINE feature, which must differ.
-pub fn assert_same_but_cmdline(a: &[u8], b: &[u8]) {
-    let cmdline = feature_range(a, 11).expect("CMDLINE present");
-    assert_eq!(a.len(), b.len());
-    let diff: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
-    assert!(!diff.is_empty(), "the command lines differ in CMDLINE");
-    assert!(
-        diff.iter().all(|i| cmdline.contains(i)),
-        "bytes differ outside CMDLINE: {} of them, the first at {}",
-        diff.len(),
-        diff[0]
     );
 }
 
