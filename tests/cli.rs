@@ -660,8 +660,9 @@ fn denied_process_is_counted_not_fatal() {
     );
 }
 
-// Usage errors exit 2; an unwritable output exits 1 naming the path and
-// leaves no temporary file.
+// Usage errors exit 2; an output in a missing directory exits 2 too (bad
+// input, as a directory removed after -o was checked is) naming the path,
+// and leaves no temporary file.
 #[test]
 fn error_exits() {
     let o = synth(["-o", "x.data"]);
@@ -675,7 +676,7 @@ fn error_exits() {
     let bad = dir.join("missing-dir").join("x.data");
     let m = Mapper::start(&[]);
     let o = synth(["-q", "-p", &m.pid.to_string(), "-o", bad.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.starts_with("error: writing ") && err.contains("missing-dir/x.data"),

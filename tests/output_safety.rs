@@ -926,3 +926,120 @@ fn own_and_roots_symlinked_directories_on_o_are_followed() {
         .starts_with(b"PERFILE2"));
     assert!(leftovers(&real).is_empty() && leftovers(&real.join("sub")).is_empty());
 }
+
+/// Runs writer `w` (from [`writers`], record aside) to `out`, held by
+/// `MMAP2_SYNTH_TEST_HOLD_BEFORE_OUTPUT` just before it makes its
+/// temporary file beside `out` (after `-o` was checked); `meanwhile` runs
+/// while it is held. Fails the test if it has not ended within 20 s.
+fn write_held(w: &[String], out: &Path, meanwhile: impl FnOnce()) -> std::process::Output {
+    // (beside -o's directory: that may go)
+    let hold = out.parent().unwrap().with_extension("hold");
+    let mut child = Command::new(bin())
+        .args(w)
+        .arg(out)
+        .env("MMAP2_SYNTH_TEST_HOLD_BEFORE_OUTPUT", &hold)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the writer held before its output", || hold.exists());
+    meanwhile();
+    std::fs::remove_file(&hold).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{w:?} still running after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// `-o`'s directory `d` replaced (after `-o` was checked, before the
+/// temporary file is made in it) by what `swap` makes of it, for every
+/// writer but record: each exits 2 with an `error:` naming `-o`.
+fn raced_outputs_exit_2(name: &str, swap: impl Fn(&Path)) {
+    let dir = scratch(name);
+    let s = Sleeper::start();
+    let rec = pin("rec-file.data");
+    let mut w = writers(&s.pid(), &rec);
+    w.pop();
+    w.push(
+        ["convert", "-q", rec.to_str().unwrap(), "--to", "file", "-o"]
+            .map(String::from)
+            .to_vec(),
+    );
+    for (i, w) in w.iter().enumerate() {
+        let d = dir.join(format!("d{i}"));
+        std::fs::create_dir(&d).unwrap();
+        let out = d.join("out.data");
+        let o = write_held(w, &out, || swap(&d));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{w:?}: {err}");
+        assert!(err.starts_with("error: "), "{w:?}: {err}");
+        assert!(err.contains(&out.display().to_string()), "{w:?}: {err}");
+    }
+}
+
+// -o's directory removed after -o was checked, before the temporary file
+// is made in it, is refused as bad input: exit 2 and an `error:` naming
+// -o, for snapshot, merge, pprof and convert (it exited 1, as a failure
+// of the system).
+#[test]
+fn an_output_directory_gone_before_the_temporary_file_exits_2() {
+    raced_outputs_exit_2("out-raced-gone", |d| std::fs::remove_dir(d).unwrap());
+}
+
+// -o's directory swapped for another user's link (to a directory of
+// root's) after -o was checked, before the temporary file is made, is
+// refused: exit 2 naming -o (it exited 1), and nothing is made where the
+// link points.
+#[test]
+#[ignore = "needs root (lchown)"]
+fn an_output_directory_swapped_for_a_foreign_link_exits_2() {
+    needs_root("lchown a link to another user");
+    let target = scratch("out-raced-target");
+    raced_outputs_exit_2("out-raced-link", |d| {
+        std::fs::remove_dir(d).unwrap();
+        std::os::unix::fs::symlink(&*target, d).unwrap();
+        std::os::unix::fs::lchown(d, Some(65534), Some(65534)).unwrap();
+    });
+    assert_eq!(std::fs::read_dir(&*target).unwrap().count(), 0);
+}
+
+// `-o /dev/stdout` (a /proc fd link: `pipe:[N]`) is written through the
+// descriptor itself, not opened again by its /proc path: run as nobody
+// with stdout a pipe root made (mode 0600, root's), the output arrives
+// (opening /proc/self/fd/1 again was refused, EACCES, exit 1); an fd
+// open for reading only is refused, exit 2.
+#[test]
+#[ignore = "needs root (setpriv)"]
+fn dev_stdout_is_the_descriptor_itself() {
+    needs_root("run as nobody with root's pipe");
+    let rec = pin("rec-file.data");
+    let o = synth_as_nobody([
+        "pprof".as_ref(),
+        "-q".as_ref(),
+        "--no-symbolize".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        "/dev/stdout".as_ref(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(o.stdout.starts_with(&[0x1f, 0x8b]), "a gzipped profile");
+    // stdin a pipe's read end: not written into (a reopen made it a
+    // write end of that pipe)
+    let o = Command::new(bin())
+        .args(["pprof", "-q", "--no-symbolize"])
+        .arg(&rec)
+        .args(["-o", "/dev/stdin"])
+        .stdin(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("open for reading only"), "{err}");
+}

@@ -61,12 +61,15 @@ pub(crate) enum CliError {
 impl CliError {
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
-            CliError::Usage(_)
-            | CliError::Output(
-                OutputError::Unsupported { .. }
-                | OutputError::Unreachable { .. }
-                | OutputError::ForeignLink { .. },
-            ) => 2,
+            CliError::Usage(_) => 2,
+            CliError::Output(o) if o.is_refusal() => 2,
+            // an output refused or raced when its temporary file was made
+            // or renamed into place (its directory gone, or swapped for
+            // another user's link, since it was checked)
+            CliError::Write {
+                source: WriteError::Io(e),
+                ..
+            } if OutputError::refusal_in(e).is_some() => 2,
             // an archive -o that is no directory (a FIFO, a device, a file),
             // or reached through another user's link (an OutputError)
             CliError::Archive(mmap2_synth::archive::ArchiveError::Io {

@@ -7,15 +7,18 @@
 //! ([`walk()`]): the link itself is never replaced; a symlink to nothing,
 //! or another user's anywhere on the path, is refused.
 
+pub mod stale;
+mod stream;
 mod walk;
 
+pub use stream::open_stream;
 pub use walk::{walk, Walked};
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -68,6 +71,17 @@ pub enum OutputError {
         /// Its owner.
         uid: u32,
     },
+    /// The file an `--in-place` rewrite would replace is no longer the one
+    /// it read: a directory on its path was replaced since it was opened.
+    #[error(
+        "{}: the input is no longer at that path (a directory on it replaced while it was \
+         opened?): not replacing whatever is there now",
+        path.display()
+    )]
+    Replaced {
+        /// The output.
+        path: PathBuf,
+    },
     /// An I/O error on the output.
     #[error("{}", path.display())]
     Io {
@@ -77,6 +91,44 @@ pub enum OutputError {
         #[source]
         source: io::Error,
     },
+}
+
+impl OutputError {
+    /// Whether the output cannot be used as given, or was raced: every
+    /// refusal, and a path that leads nowhere (a directory on it missing,
+    /// or gone since it was checked; no directory; a loop of links; a
+    /// descriptor of ours that cannot be written). Bad input (exit 2), not
+    /// a failure of the system (exit 1).
+    pub fn is_refusal(&self) -> bool {
+        match self {
+            OutputError::Io { source, .. } => {
+                matches!(
+                    source.kind(),
+                    io::ErrorKind::NotFound
+                        | io::ErrorKind::NotADirectory
+                        | io::ErrorKind::InvalidInput
+                ) || source.raw_os_error() == Some(libc::ELOOP)
+            }
+            _ => true,
+        }
+    }
+
+    /// The refusal ([`OutputError::is_refusal`]) an I/O error carries, as
+    /// [`AtomicFile`] returns one: None for any other error.
+    pub fn refusal_in(e: &io::Error) -> Option<&OutputError> {
+        let o = e.get_ref()?.downcast_ref::<OutputError>()?;
+        o.is_refusal().then_some(o)
+    }
+}
+
+/// `e`, from making or naming the output `path` in its directory held: a
+/// directory removed since it was walked (ENOENT) becomes the refusal
+/// [`OutputError::Io`] carries; anything else is left as it is.
+fn raced(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
+    move |e| match e.kind() {
+        io::ErrorKind::NotFound => io::Error::other(io_err(path)(e)),
+        _ => e,
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> OutputError + '_ {
@@ -177,40 +229,6 @@ pub fn classify(path: &Path) -> Result<Target, OutputError> {
     Ok(Target::File(walked.path()))
 }
 
-/// Opens a stream target (FIFO, character device) for writing (a FIFO,
-/// as perf's `-o`, once a reader opens it: as a FIFO input waits for its
-/// writer).
-///
-/// The path is walked again as [`walk()`] does, and the FIFO or device it
-/// leads to is opened in the directory held, without following a link,
-/// and must still be one: a link put on the way since [`classify`] looked
-/// (by whoever can write its directory) cannot send the stream into a
-/// device or a file. Only a chain ending in /proc in text that names no
-/// path (`/dev/stdout`: `/proc/self/fd/1`, `"pipe:[N]"`) is opened as
-/// given (what /proc holds, no user makes or swaps).
-pub fn open_stream(path: &Path) -> Result<File, OutputError> {
-    let end = walk(path, true)?;
-    let name = end.name.as_deref().unwrap_or_default();
-    let file = if crate::sys::exists_at(end.dir.as_fd(), name) {
-        crate::sys::open_write_at(end.dir.as_fd(), name)
-    } else if crate::sys::on_procfs(end.dir.as_fd()) {
-        OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NOCTTY)
-            .open(path)
-    } else {
-        Err(io::Error::from_raw_os_error(libc::ENOENT))
-    }
-    .map_err(io_err(path))?;
-    let ft = file.metadata().map_err(io_err(path))?.file_type();
-    if !(ft.is_fifo() || ft.is_char_device()) {
-        return Err(io_err(path)(io::Error::other(
-            "no longer a FIFO or character device (changed since it was checked)",
-        )));
-    }
-    Ok(file)
-}
-
 /// A temporary file being written (or a directory made for one): its
 /// directory (held open), its name and whether it is a directory.
 type Temporary = (Arc<OwnedFd>, Vec<u8>, bool);
@@ -303,8 +321,11 @@ pub fn settle_temporary(
 ///
 /// The file is made unnamed (O_TMPFILE) where the file system allows: then
 /// it is invisible until the commit links it in, and a process killed
-/// even by SIGKILL leaves nothing. Elsewhere it is a named temporary file,
-/// removed on error or a catchable signal.
+/// even by SIGKILL leaves nothing (but in the instant of a commit that
+/// replaces a file, when it is named to be renamed). Elsewhere it is a
+/// named temporary file, removed on error or a catchable signal; what a
+/// SIGKILL leaves of one is removed by a later run writing in the same
+/// directory ([`stale::remove_stale_temporaries`]).
 #[derive(Debug)]
 pub struct AtomicFile {
     file: Option<File>,
@@ -317,6 +338,8 @@ pub struct AtomicFile {
     /// Mode, uid and gid to give the new file (from the file it replaces,
     /// for `--in-place`).
     keep: Option<(u32, u32, u32)>,
+    /// The target as given, for errors.
+    path: PathBuf,
 }
 
 impl AtomicFile {
@@ -324,8 +347,11 @@ impl AtomicFile {
     /// path, symlinks already resolved), mode 0600. Its directory is
     /// reached by [`walk()`] (another user's link on the way is an error
     /// wrapping [`OutputError::ForeignLink`]); a link at `target` itself
-    /// is not followed (the commit replaces it).
+    /// is not followed (the commit replaces it). The directory gone by the
+    /// time the file is made in it is an error wrapping
+    /// [`OutputError::Io`] too: see [`OutputError::refusal_in`].
     pub fn create(target: &Path) -> io::Result<AtomicFile> {
+        crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_BEFORE_OUTPUT");
         let walked = walk(target, false).map_err(io::Error::other)?;
         let Some(name) = walked.name.clone() else {
             return Err(io::Error::new(
@@ -335,32 +361,40 @@ impl AtomicFile {
         };
         let dir_fd: OwnedFd = walked.open_dir()?.into();
         let dir_fd = Arc::new(dir_fd);
+        stale::remove_stale_temporaries(dir_fd.as_fd());
         // (linked in through /proc/self/fd at the commit: only with it)
         if Path::new("/proc/self/fd").is_dir() {
             if let Ok(file) = crate::sys::create_unnamed_at(dir_fd.as_fd(), 0o600) {
+                // locked for our life: should it be named (at the commit)
+                // and we be killed, a later run sees it is not in use
+                let _ = crate::sys::try_lock_exclusive(&file);
                 return Ok(AtomicFile {
                     file: Some(file),
                     dir: dir_fd,
                     tmp: Vec::new(),
                     name,
                     keep: None,
+                    path: target.to_path_buf(),
                 });
             }
         }
-        let (file, tmp) = create_named(&dir_fd, None)?;
+        let (file, tmp) = create_named(&dir_fd, None).map_err(raced(target))?;
         Ok(AtomicFile {
             file,
             dir: dir_fd,
             tmp,
             name,
             keep: None,
+            path: target.to_path_buf(),
         })
     }
 }
 
 /// Creates a temporary file `.m2s-PID-N.tmp` in `dir` (mode 0600, listed
-/// for the signal handler), or, with `unnamed`, gives that name to the
-/// unnamed file: the file made (None for `unnamed`) and its name.
+/// for the signal handler, locked for our life: see
+/// [`stale::remove_stale_temporaries`]), or, with `unnamed`, gives that
+/// name to the unnamed file: the file made (None for `unnamed`) and its
+/// name.
 fn create_named(
     dir_fd: &Arc<OwnedFd>,
     unnamed: Option<&File>,
@@ -377,7 +411,10 @@ fn create_named(
             }
             let made = match unnamed {
                 Some(f) => crate::sys::link_at(f, dir_fd.as_fd(), &tmp).map(|()| None),
-                None => crate::sys::create_at(dir_fd.as_fd(), &tmp, 0o600).map(Some),
+                None => crate::sys::create_at(dir_fd.as_fd(), &tmp, 0o600).map(|f| {
+                    let _ = crate::sys::try_lock_exclusive(&f);
+                    Some(f)
+                }),
             };
             match made {
                 Ok(file) => {
@@ -430,15 +467,18 @@ impl AtomicFile {
             // unnamed, for a new file: linked in under its name at once
             match crate::sys::link_at(f, self.dir.as_fd(), &self.name) {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                done => return done,
+                done => return done.map_err(raced(&self.path)),
             }
             // replacing one: named first (listed for a signal), then renamed
-            self.tmp = create_named(&self.dir, Some(f))?.1;
+            self.tmp = create_named(&self.dir, Some(f))
+                .map_err(raced(&self.path))?
+                .1;
         }
         // renamed and off the list at once for a signal (which would
         // otherwise remove a name that is not ours any more)
         let mut t = temporaries();
-        crate::sys::rename_at(self.dir.as_fd(), &self.tmp, &self.name)?;
+        crate::sys::rename_at(self.dir.as_fd(), &self.tmp, &self.name)
+            .map_err(raced(&self.path))?;
         self.forget_tmp(&mut t.list);
         Ok(())
     }
@@ -535,6 +575,7 @@ mod tests {
             tmp: name,
             name: b"never.data".to_vec(),
             keep: None,
+            path: dir.join("never.data"),
         });
         assert_eq!(std::fs::read_dir(dir).unwrap().count(), 2);
         assert!(!temporaries()

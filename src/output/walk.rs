@@ -35,6 +35,11 @@ pub struct Walked {
     /// `dir` as a path: the components walked, links resolved (relative
     /// when the walk started at the working directory), for messages.
     pub shown: PathBuf,
+    /// The last symlink followed as the path's final component: the
+    /// directory holding it (held open) and its name. For a /proc fd link
+    /// whose text names no path (`/dev/stdout` is `/proc/self/fd/1`,
+    /// `"pipe:[N]"`), the descriptor it stands for is read from it.
+    pub last_link: Option<(OwnedFd, Vec<u8>)>,
 }
 
 impl Walked {
@@ -176,10 +181,12 @@ pub fn walk(path: &Path, follow_last: bool) -> Result<Walked, OutputError> {
     let mut todo = Vec::new();
     push_components(&mut todo, bytes);
     let mut links = 0;
-    let done = |dir, name, shown: &Shown| Walked {
+    let mut last_link = None;
+    let done = |dir, name, shown: &Shown, last_link| Walked {
         dir,
         name,
         shown: shown.path(),
+        last_link,
     };
     while let Some(c) = todo.pop() {
         let last = todo.is_empty();
@@ -192,17 +199,20 @@ pub fn walk(path: &Path, follow_last: bool) -> Result<Walked, OutputError> {
             continue;
         }
         if last && !follow_last {
-            return Ok(done(dir, Some(c), &shown));
+            return Ok(done(dir, Some(c), &shown, last_link));
         }
         let next = match crate::sys::open_path_at(dir.as_fd(), &c) {
             Ok(fd) => fd,
             Err(e) if last && e.kind() == io::ErrorKind::NotFound => {
-                return Ok(done(dir, Some(c), &shown));
+                return Ok(done(dir, Some(c), &shown, last_link));
             }
             Err(e) => return Err(err(e)),
         };
         let (kind, uid) = crate::sys::type_and_owner(next.as_fd()).map_err(err)?;
         if kind == libc::S_IFLNK {
+            if last {
+                last_link = Some((dir.try_clone().map_err(err)?, c.clone()));
+            }
             let link = Link {
                 fd: next,
                 uid,
@@ -213,7 +223,7 @@ pub fn walk(path: &Path, follow_last: bool) -> Result<Walked, OutputError> {
             continue;
         }
         if last {
-            return Ok(done(dir, Some(c), &shown));
+            return Ok(done(dir, Some(c), &shown, last_link));
         }
         if kind != libc::S_IFDIR {
             return Err(err(io::Error::from_raw_os_error(libc::ENOTDIR)));
@@ -221,7 +231,7 @@ pub fn walk(path: &Path, follow_last: bool) -> Result<Walked, OutputError> {
         dir = next;
         shown.parts.push(c);
     }
-    Ok(done(dir, None, &shown))
+    Ok(done(dir, None, &shown, last_link))
 }
 
 #[cfg(test)]

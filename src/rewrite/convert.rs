@@ -83,12 +83,15 @@ pub enum ConvertError {
 }
 
 impl ConvertError {
-    /// True for bad or unsupported input (exit code 2).
+    /// True for bad or unsupported input (exit code 2), an output refused
+    /// or raced ([`crate::output::OutputError::refusal_in`]) included.
     pub fn is_bad_input(&self) -> bool {
         match self {
             ConvertError::Input(e) => e.is_bad_input(),
             ConvertError::TooLarge { .. } => true,
-            _ => false,
+            ConvertError::Output { source, .. } => {
+                crate::output::OutputError::refusal_in(source).is_some()
+            }
         }
     }
 }

@@ -31,9 +31,16 @@ pub enum MergeError {
 }
 
 impl MergeError {
-    /// True for bad input (exit code 2).
+    /// True for bad input (exit code 2): the recording's or snapshot's,
+    /// or an output refused or raced ([`crate::output::OutputError::refusal_in`]).
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, MergeError::Input(e) if e.is_bad_input())
+        match self {
+            MergeError::Input(e) => e.is_bad_input(),
+            MergeError::Output { source, .. } => {
+                crate::output::OutputError::refusal_in(source).is_some()
+            }
+            _ => false,
+        }
     }
 }
 

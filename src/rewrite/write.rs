@@ -30,10 +30,9 @@ pub fn create_output(
     if in_place {
         let meta = input.file.metadata()?;
         if !out.replaces(&meta) {
-            return Err(io::Error::other(
-                "the input is no longer at that path (a directory on it replaced while it \
-                 was opened?): not replacing whatever is there now",
-            ));
+            return Err(io::Error::other(crate::output::OutputError::Replaced {
+                path: output.to_path_buf(),
+            }));
         }
         out.keep_mode_and_owner(&meta);
     }

@@ -79,6 +79,52 @@ fn lstat_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<libc::stat> {
     Ok(st)
 }
 
+/// What `lstat` tells of one entry of a directory: enough to tell whether
+/// it is a file of ours, and which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Status {
+    /// The type bits (`st_mode & S_IFMT`: `S_IFREG`, `S_IFDIR`, ...).
+    pub kind: u32,
+    /// The permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// The owner.
+    pub uid: u32,
+    /// How many names the inode has.
+    pub nlink: u64,
+    /// The device and inode.
+    pub id: (u64, u64),
+}
+
+impl Status {
+    // (nlink_t is 32 bits wide on some targets)
+    #[allow(clippy::unnecessary_cast)]
+    fn of(st: &libc::stat) -> Status {
+        Status {
+            kind: st.st_mode & libc::S_IFMT,
+            mode: st.st_mode & 0o7777,
+            uid: st.st_uid,
+            nlink: st.st_nlink as u64,
+            id: (st.st_dev, st.st_ino),
+        }
+    }
+}
+
+/// The [`Status`] of `name` in `dir` (a symlink's own, not followed).
+pub fn status_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<Status> {
+    Ok(Status::of(&lstat_at(dir, name)?))
+}
+
+/// The [`Status`] of what `fd` is open on.
+pub fn status_of(fd: BorrowedFd<'_>) -> io::Result<Status> {
+    // SAFETY: plain-data out struct, written by fstat only.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` open for the call; fstat writes only into `st`.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Status::of(&st))
+}
+
 /// The device and inode of `name` in `dir` (a symlink's own, not followed).
 pub fn identity_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<(u64, u64)> {
     let st = lstat_at(dir, name)?;
@@ -96,6 +142,21 @@ pub fn file_type_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<u32> {
 pub fn open_dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<std::fs::File> {
     let c = component(name).ok_or_else(bad_name)?;
     let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: `c` valid, `dir` open; the kernel returns a new descriptor or -1.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Opens the existing `name` in `dir` for reading, never through a
+/// symlink (ELOOP), without blocking (a FIFO opens at once, O_NOCTTY).
+pub fn open_read_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<std::fs::File> {
+    let c = component(name).ok_or_else(bad_name)?;
+    let flags =
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
     // SAFETY: `c` valid, `dir` open; the kernel returns a new descriptor or -1.
     let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) };
     if fd < 0 {

@@ -142,6 +142,22 @@ pub fn access_mode(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     Ok(flags & libc::O_ACCMODE)
 }
 
+/// A new descriptor (close-on-exec) of what our descriptor `fd` is open on,
+/// sharing its open file (offset, status flags): EBADF if `fd` is not
+/// open. For outputs named as `/proc/self/fd/N`, used as they are rather
+/// than opened again by that path.
+pub fn dup_fd(fd: std::os::fd::RawFd) -> io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: F_DUPFD_CLOEXEC takes an integer (the lowest new descriptor)
+    // and touches no memory; the kernel checks `fd` itself (EBADF).
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if new < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    Ok(unsafe { std::fs::File::from_raw_fd(new) })
+}
+
 /// Clears `O_NONBLOCK` on a descriptor opened non-blocking (so that opening a
 /// FIFO cannot hang) before it is read as a stream.
 pub fn set_blocking(fd: BorrowedFd<'_>) -> io::Result<()> {

@@ -29,7 +29,10 @@
 //!   while `-o` is still perf's file.
 //!
 //! The private directory is removed once perf's recording is at `-o`
-//! ([`settle`]); only a SIGKILL leaves it (with a second name of the file).
+//! ([`settle`]), and kept, marked so, where the recording is left in it
+//! (and said). A SIGKILL leaves it (with a second name of the file); it is
+//! locked (`flock`) while `record` runs, and the next `record` writing in
+//! the same directory removes such leftovers ([`super::leftover`]).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -42,11 +45,7 @@ use mmap2_synth::output::Walked;
 use mmap2_synth::sys::{identity_at, rmdir_at, unlink_at};
 
 use super::super::error::CliError;
-
-/// perf's file in the private directory.
-const PERF_FILE: &str = "perf.data";
-/// The second name made there before it is renamed over `-o`.
-const LINK: &str = "link";
+use super::leftover::{KEPT, LINK, PERF_FILE, PREFIX};
 
 /// `-o` and the private directory perf writes in.
 struct Landing {
@@ -89,6 +88,13 @@ impl Landing {
             f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
         }
         Ok(f)
+    }
+
+    /// Marks the private directory as holding a recording left there on
+    /// purpose (whose place is said): a later `record` keeps it.
+    fn keep(&mut self) {
+        self.said = true;
+        let _ = mmap2_synth::sys::create_at(self.private.as_fd(), KEPT.as_bytes(), 0o600);
     }
 }
 
@@ -147,7 +153,7 @@ pub(super) fn prepare(walked: Walked) -> Result<(), CliError> {
             .map_err(|e| err(&format!("keeping the previous {shown} as .old"), e))?;
     }
     let made = tempfile::Builder::new()
-        .prefix(&format!(".mmap2-synth-record-{}-", std::process::id()))
+        .prefix(&format!("{PREFIX}{}-", std::process::id()))
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir_in(at(&dir, ""))
         .map_err(|e| {
@@ -170,6 +176,10 @@ pub(super) fn prepare(walked: Walked) -> Result<(), CliError> {
             dir_path.join(&private_name).display()
         )));
     }
+    // "in use" for as long as we run (the kernel drops it when we die); a
+    // file system without flock leaves our pid alone to say it
+    let _ = mmap2_synth::sys::try_lock_exclusive(&private);
+    super::leftover::remove_stale(&dir, &dir_path, &private_name);
     *landing() = Some(Landing {
         dir,
         name: name.to_os_string(),
@@ -239,7 +249,7 @@ fn still_at_output(l: &mut Landing, how: &str) -> Result<(), CliError> {
     if identity_at(l.dir.as_fd(), l.name.as_bytes()).is_ok_and(|now| now == id) {
         return Ok(());
     }
-    l.said = true;
+    l.keep();
     Err(CliError::Usage(format!(
         "record: {} is no longer the file perf wrote (renamed or replaced while perf ran): \
          nothing merged into it or written there; perf's recording is left, {how}, at {}",
@@ -271,7 +281,7 @@ pub(super) fn place_merged() -> Result<(), CliError> {
     if now.is_ok() && now.ok() != l.linked {
         still_at_output(l, "merged")?;
         std::fs::rename(&perf, at(&l.dir, &l.name)).map_err(|e| {
-            l.said = true;
+            l.keep();
             CliError::Record(format!(
                 "record: putting the merged recording at {}: {e}; it is left at {}",
                 l.shown.display(),
@@ -289,16 +299,19 @@ pub(super) fn place_merged() -> Result<(), CliError> {
 /// `-o` is no longer perf's file (or it cannot be put there), they stay,
 /// and that is said.
 pub(crate) fn settle() {
-    let Some(l) = landing().take() else { return };
-    let private = l.private.as_fd();
-    let _ = unlink_at(private, LINK.as_bytes());
-    if mmap2_synth::sys::exists_at(private, PERF_FILE.as_bytes()) && !l.merged {
+    let Some(mut l) = landing().take() else {
+        return;
+    };
+    let _ = unlink_at(l.private.as_fd(), LINK.as_bytes());
+    if mmap2_synth::sys::exists_at(l.private.as_fd(), PERF_FILE.as_bytes()) && !l.merged {
         let placed = match l.linked {
             Some(id) => identity_at(l.dir.as_fd(), l.name.as_bytes()).is_ok_and(|now| now == id),
             None => std::fs::rename(at(&l.private, PERF_FILE), at(&l.dir, &l.name)).is_ok(),
         };
         if !placed {
-            if !l.said {
+            let said = l.said;
+            l.keep();
+            if !said {
                 eprintln!(
                     "mmap2-synth record: perf's recording is left, unmerged, at {} ({} is \
                      not it)",
@@ -309,7 +322,7 @@ pub(crate) fn settle() {
             return;
         }
     }
-    let _ = unlink_at(private, PERF_FILE.as_bytes());
+    let _ = unlink_at(l.private.as_fd(), PERF_FILE.as_bytes());
     // still the directory made (its name is in a directory others may write)
     let name = l.private_name.as_bytes();
     if let (Ok(m), Ok(there)) = (l.private.metadata(), identity_at(l.dir.as_fd(), name)) {

@@ -9,6 +9,7 @@
 //! still that file (see [`landing`]).
 
 mod landing;
+mod leftover;
 mod perf_args;
 mod scratch;
 
