@@ -61,7 +61,10 @@ pub fn temporary_pid(name: &[u8]) -> Option<u32> {
 /// them, their pid running no run of ours, regular files of our owner,
 /// mode 0600, one name, their lock free (a run holds one on its
 /// temporary file for its life), in a directory whose names stay
-/// ([`names_stay`]). Anything else is left, silently.
+/// ([`names_stay`]). Anything else is left, silently. Only the first
+/// [`LISTED_AT_MOST`] names are looked at: every output pays for this
+/// listing, and a directory of a million files must not make a snapshot
+/// slow (a leftover past them stays).
 pub fn remove_stale_temporaries(dir: std::os::fd::BorrowedFd<'_>) {
     use std::os::fd::AsRawFd;
     if !names_stay(dir) {
@@ -70,7 +73,7 @@ pub fn remove_stale_temporaries(dir: std::os::fd::BorrowedFd<'_>) {
     let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd())) else {
         return;
     };
-    for entry in entries.flatten() {
+    for entry in entries.take(LISTED_AT_MOST).flatten() {
         let name = entry.file_name();
         let name = name.as_encoded_bytes();
         match temporary_pid(name) {
@@ -81,6 +84,10 @@ pub fn remove_stale_temporaries(dir: std::os::fd::BorrowedFd<'_>) {
         }
     }
 }
+
+/// Names of an output's directory [`remove_stale_temporaries`] reads at
+/// most (8,192 took 3.4 ms in Python here, under load).
+pub const LISTED_AT_MOST: usize = 1024;
 
 /// Removes the temporary file `name` of `dir` if it is a stale one of
 /// ours (see [`remove_stale_temporaries`]).
