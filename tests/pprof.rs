@@ -223,6 +223,26 @@ fn file_mode_recording() {
     }
 }
 
+// A burner whose debug sections objcopy compressed with zstd (gcc here
+// has no -gz=zstd) gets the same profile checks as the plain -g one:
+// burn_work's source line is read from the zstd-compressed DWARF.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn zstd_compressed_debug_info_gives_lines() {
+    needs_perf_record();
+    needs_go();
+    let b = burn_with_lines();
+    compress_debug_sections(&b.lib, "zstd");
+    compress_debug_sections(&b.burn, "zstd");
+    let p = b.start();
+    let rec = b.dir.join("rec.data");
+    record(p.pid, &rec, &["-g"]);
+    let profile = b.dir.join("p.pb.gz");
+    let summary = pprof(&rec, &profile, &[]);
+    assert!(!summary.contains("DWARF not read"), "{summary}");
+    check_burn_profile(&b, &rec, &profile);
+}
+
 // Pipe-mode and -z recordings give the same profile checks.
 #[test]
 #[ignore = "needs root, perf and go tool pprof"]

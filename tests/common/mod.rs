@@ -845,3 +845,42 @@ pub fn go_pprof(args: &[&str], profile: &Path) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// (offset of its header, sh_offset, sh_size) of section `name` of an
+/// ELF64 little-endian image.
+pub fn elf_section(img: &[u8], name: &str) -> (usize, u64, u64) {
+    let u16_at = |o: usize| u16::from_le_bytes(img[o..o + 2].try_into().unwrap()) as usize;
+    let u32_at = |o: usize| u32::from_le_bytes(img[o..o + 4].try_into().unwrap()) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(img[o..o + 8].try_into().unwrap());
+    let shoff = u64_at(40) as usize;
+    let (num, strndx) = (u16_at(60), u16_at(62));
+    let strtab = u64_at(shoff + strndx * 64 + 24) as usize;
+    (0..num)
+        .map(|i| shoff + i * 64)
+        .find(|&h| {
+            let at = strtab + u32_at(h);
+            img[at..].split(|&b| b == 0).next() == Some(name.as_bytes())
+        })
+        .map(|h| (h, u64_at(h + 24), u64_at(h + 32)))
+        .unwrap_or_else(|| panic!("no section {name}"))
+}
+
+/// Compresses the debug sections of `elf` in place with `objcopy
+/// --compress-debug-sections=TYPE` (`zlib` or `zstd`) and checks that
+/// `.debug_info` now starts with a compression header of that type.
+pub fn compress_debug_sections(elf: &Path, kind: &str) {
+    let tmp = elf.with_extension("compressed");
+    let o = Command::new("objcopy")
+        .arg(format!("--compress-debug-sections={kind}"))
+        .arg(elf)
+        .arg(&tmp)
+        .output()
+        .expect("run objcopy");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::rename(&tmp, elf).unwrap();
+    let img = std::fs::read(elf).unwrap();
+    let (_, off, _) = elf_section(&img, ".debug_info");
+    let ch_type = u32::from_le_bytes(img[off as usize..off as usize + 4].try_into().unwrap());
+    let want = if kind == "zstd" { 2 } else { 1 };
+    assert_eq!(ch_type, want, "objcopy wrote no {kind} compression header");
+}
