@@ -341,6 +341,56 @@ fn zstd_bomb_in_debug_info_is_not_read() {
     check_hostile_dwarf(&libs, &run, &locs, (samples, perf));
 }
 
+// A library extended by `fallocate` to 3 GiB (every block allocated, so
+// st_blocks found it whole; none written beyond its own bytes) is not
+// copied for symbolization (it was: 3 GiB read and written to a temporary
+// file): pprof exits 0 in bounded memory with every sample, names it in
+// the summary as sparse, and leaves its frames unnamed.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn a_fallocated_library_is_not_copied() {
+    needs_perf_record();
+    needs_go();
+    let dir = scratch("pprof-fallocated");
+    let (burn, lib) = build_burner(&dir, &["-g"]);
+    let o = Command::new("fallocate")
+        .args(["-l", "3GiB"])
+        .arg(&lib)
+        .output()
+        .expect("fallocate (util-linux)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&lib).unwrap();
+        assert!(m.blocks() * 512 >= 3 << 30, "not allocated: {m:?}");
+    }
+    let p = Mapper::start_as(&burn, &["120".as_ref()]);
+    let rec = dir.join("rec.data");
+    perf_record_to(
+        &rec,
+        &["-g"],
+        &["-p", &p.pid.to_string(), "--", "sleep", "1"],
+    );
+    drop(p);
+    let profile = dir.join("p.pb.gz");
+    let run = bounded_pprof(&rec, &profile);
+    assert_bounded(&run);
+    let said = run
+        .stderr
+        .lines()
+        .find(|l| l.contains(lib.to_str().unwrap()))
+        .unwrap_or_else(|| panic!("the library is not named: {}", run.stderr));
+    assert!(said.contains("sparse file"), "{said}");
+    let (locs, samples) = raw_profile(&profile);
+    assert_eq!(
+        samples,
+        perf_samples(&rec),
+        "profile samples vs perf script's"
+    );
+    // (-raw prints its unnamed locations without a function: not in `locs`)
+    assert!(!locs.iter().any(|l| l.function == "burn_work"), "{locs:?}");
+}
+
 /// C++ whose hot function `hot` is named, in assembly, `_Z1f1a` and 20
 /// parameters each a pointer to a function taking the one before twice
 /// (the name demangles to 54 MB), unrolled over 4,000 statements so

@@ -30,6 +30,7 @@ use crate::proc::buildid::{
 };
 use crate::proc::debuginfo::{dwarf_verdict, Dwarf};
 use crate::proc::kernel::{text_address, KERNEL_DSO};
+use crate::sys::data_bytes;
 
 /// What symbolization found: frames per location, flags per mapping.
 #[derive(Debug, Default)]
@@ -253,16 +254,19 @@ fn private_copy(f: &File, id: &BuildId) -> Result<File, String> {
 }
 
 /// A copy of `f` in an unlinked temporary file; sparse files (a 6 GiB
-/// hole costs nothing to make and all of it to read) and files over `max`
-/// bytes are refused.
+/// hole, or a `fallocate`d one never written, costs nothing to make and
+/// all of it to read) and files over `max` bytes are refused.
 fn bounded_copy(f: &File, max: u64) -> Result<File, String> {
-    use std::os::unix::fs::MetadataExt;
     let m = f.metadata().map_err(|e| e.to_string())?;
     if m.len() > max {
         return Err(format!("{} bytes, more than {max}", m.len()));
     }
-    if m.blocks().saturating_mul(512) + (1 << 20) < m.len() {
-        return Err("sparse file".into());
+    let data = data_bytes(f, &m);
+    if data + (1 << 20) < m.len() {
+        return Err(format!(
+            "sparse file: {data} of its {} bytes written (the rest holes or unwritten extents)",
+            m.len()
+        ));
     }
     let mut copy = tempfile::tempfile().map_err(|e| format!("temporary copy: {e}"))?;
     copy_range(f, 0, m.len(), &mut copy).map_err(|e| format!("copying: {e}"))?;
