@@ -391,6 +391,53 @@ fn a_fallocated_library_is_not_copied() {
     assert!(!locs.iter().any(|l| l.function == "burn_work"), "{locs:?}");
 }
 
+// A stripped library whose MiniDebugInfo (`.gnu_debugdata`) is an xz bomb
+// (256 MiB of zeros in about 40 KB) keeps its own symbols: pprof exits 0
+// in bounded memory with every sample, burn_work named from .dynsym (the
+// whole file was left unnamed), the bomb refused once past its bound and
+// the summary naming the file and why.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn minidebuginfo_xz_bomb_is_not_unpacked() {
+    needs_perf_record();
+    needs_go();
+    let dir = scratch("pprof-minidebug-bomb");
+    let bomb = dir.join("bomb.xz");
+    let script = format!("head -c 268435456 /dev/zero | xz -0 -T1 > {}", q(&bomb));
+    let st = Command::new("sh").args(["-c", &script]).status().unwrap();
+    assert!(st.success());
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 1 << 20);
+    let (burn, lib) = build_minidebug_burner(&dir, Some(&bomb));
+    let p = Mapper::start_as(&burn, &["120".as_ref()]);
+    let rec = dir.join("rec.data");
+    perf_record_to(
+        &rec,
+        &["-g"],
+        &["-p", &p.pid.to_string(), "--", "sleep", "1"],
+    );
+    drop(p);
+    let profile = dir.join("p.pb.gz");
+    let run = bounded_pprof(&rec, &profile);
+    assert_bounded(&run);
+    let said = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("MiniDebugInfo (.gnu_debugdata) not read for 1 binaries"))
+        .unwrap_or_else(|| panic!("no MiniDebugInfo line: {}", run.stderr));
+    assert!(said.contains(lib.to_str().unwrap()), "{said}");
+    assert!(said.contains("unpacks to more than"), "{said}");
+    let (locs, samples) = raw_profile(&profile);
+    assert_eq!(
+        samples,
+        perf_samples(&rec),
+        "profile samples vs perf script's"
+    );
+    let lib = lib.to_str().unwrap();
+    let named = |f: &str| locs.iter().any(|l| l.path == lib && l.function == f);
+    assert!(named("burn_work"), "{locs:?}");
+    assert!(!named("burn_hidden"), "{locs:?}");
+}
+
 /// C++ whose hot function `hot` is named, in assembly, `_Z1f1a` and 20
 /// parameters each a pointer to a function taking the one before twice
 /// (the name demangles to 54 MB), unrolled over 4,000 statements so

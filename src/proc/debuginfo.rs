@@ -78,11 +78,11 @@ pub fn dwarf_verdict(file: &File) -> Dwarf {
 }
 
 /// A section's name and header.
-type Section = (Vec<u8>, SectionHeader);
+pub(super) type Section = (Vec<u8>, SectionHeader);
 
 /// (ELF64?, every section) of `file` (`len` bytes), or the verdict when
 /// they cannot be known as blazesym would read them.
-fn sections(file: &File, len: u64) -> Result<(bool, Vec<Section>), Dwarf> {
+pub(super) fn sections(file: &File, len: u64) -> Result<(bool, Vec<Section>), Dwarf> {
     let mut head = [0u8; elf::HEADER_LEN];
     if read_full_at(file, &mut head, 0).map_err(|_| Dwarf::Quiet)? < 52 {
         return Err(Dwarf::Quiet);
@@ -256,10 +256,10 @@ fn count(mut r: impl Read, most: u64) -> io::Result<u64> {
 }
 
 /// `left` bytes of a file from `off`, read in place.
-struct Span<'f> {
-    file: &'f File,
-    off: u64,
-    left: u64,
+pub(super) struct Span<'f> {
+    pub(super) file: &'f File,
+    pub(super) off: u64,
+    pub(super) left: u64,
 }
 
 impl Read for Span<'_> {
@@ -276,17 +276,17 @@ impl Read for Span<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::io::Write;
 
     use super::*;
 
     /// A section to build: name, flags, bytes.
-    type Spec<'a> = (&'a str, u64, Vec<u8>);
+    pub(crate) type Spec<'a> = (&'a str, u64, Vec<u8>);
 
     /// An ELF image in this machine's byte order (64- or 32-bit) with a
     /// null section, `.shstrtab`, then `specs`.
-    fn image(is_64: bool, specs: &[Spec<'_>]) -> Vec<u8> {
+    pub(crate) fn image(is_64: bool, specs: &[Spec<'_>]) -> Vec<u8> {
         let e = Endian::NATIVE;
         let mut img = elf::tests::tiny_elf(is_64, e == Endian::Big, &[]);
         let mut strtab = b"\0.shstrtab\0".to_vec();
