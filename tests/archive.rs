@@ -992,3 +992,39 @@ fn a_hostile_file_name_reaches_the_terminal_escaped() {
     assert!(named.clone().any(|l| l.contains(shown)), "{err}");
     assert!(named.count() == 3 && err.contains("error: 5 cache entries not written"));
 }
+
+// A mapped library extended by `fallocate` to 3 GiB (every block
+// allocated, so st_blocks found it whole; none written beyond its own
+// bytes) is skipped as sparse, not copied into the cache (it was: 3 GiB
+// of zeros written there).
+#[test]
+fn a_fallocated_library_is_not_archived() {
+    use std::os::unix::fs::MetadataExt;
+    let f = fixtures();
+    let dir = scratch("archive-fallocated");
+    let lib = dir.join("libfallocated.so");
+    std::fs::copy(&f.lib_sha1, &lib).unwrap();
+    let o = std::process::Command::new("fallocate")
+        .args(["-l", "3GiB"])
+        .arg(&lib)
+        .output()
+        .expect("fallocate (util-linux)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = std::fs::metadata(&lib).unwrap();
+    assert!(m.blocks() * 512 >= 3 << 30, "not allocated: {m:?}");
+    let mapper = Mapper::start(&[lib.as_os_str()]);
+    let cache = dir.join("cache");
+    let out = synth_ok([
+        "archive".as_ref(),
+        "-p".as_ref(),
+        mapper.pid.to_string().as_ref(),
+        "--no-kernel".as_ref(),
+        "-o".as_ref(),
+        cache.as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(" 1 too large or sparse"), "{err}");
+    let id = readelf_build_id(&f.lib_sha1).unwrap();
+    let entry = cache.join(lib.strip_prefix("/").unwrap()).join(&id);
+    assert!(!entry.exists(), "{} archived", entry.display());
+}

@@ -223,6 +223,54 @@ fn file_mode_recording() {
     }
 }
 
+// A burner whose debug sections objcopy compressed with zstd (gcc here
+// has no -gz=zstd) gets the same profile checks as the plain -g one:
+// burn_work's source line is read from the zstd-compressed DWARF.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn zstd_compressed_debug_info_gives_lines() {
+    needs_perf_record();
+    needs_go();
+    let b = burn_with_lines();
+    compress_debug_sections(&b.lib, "zstd");
+    compress_debug_sections(&b.burn, "zstd");
+    let p = b.start();
+    let rec = b.dir.join("rec.data");
+    record(p.pid, &rec, &["-g"]);
+    let profile = b.dir.join("p.pb.gz");
+    let summary = pprof(&rec, &profile, &[]);
+    assert!(!summary.contains("DWARF not read"), "{summary}");
+    check_burn_profile(&b, &rec, &profile);
+}
+
+// A stripped library carrying MiniDebugInfo (`.gnu_debugdata`, its static
+// functions' symbols xz-compressed, as Fedora ships binaries) is named:
+// its exported burn_work from .dynsym (the whole file failed, blazesym
+// being built without xz), its static burn_hidden, where the samples
+// are, from the unpacked MiniDebugInfo.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn minidebuginfo_names_a_stripped_library() {
+    needs_perf_record();
+    needs_go();
+    let dir = scratch("pprof-minidebug");
+    let (burn, _lib) = build_minidebug_burner(&dir, None);
+    let p = Mapper::start_as(&burn, &["120".as_ref()]);
+    let rec = dir.join("rec.data");
+    record(p.pid, &rec, &["-g"]);
+    drop(p);
+    let profile = dir.join("p.pb.gz");
+    let summary = pprof(&rec, &profile, &[]);
+    assert!(!summary.contains("could not be symbolized"), "{summary}");
+    let shares = pprof_shares(&profile, &[]);
+    assert!(
+        shares.get("burn_hidden").copied().unwrap_or(0.0) > 50.0,
+        "{shares:?}\n{summary}"
+    );
+    let cum = go_pprof(&["-top", "-cum", "-nodefraction=0"], &profile);
+    assert!(cum.contains(" burn_work"), "burn_work not named:\n{cum}");
+}
+
 // Pipe-mode and -z recordings give the same profile checks.
 #[test]
 #[ignore = "needs root, perf and go tool pprof"]

@@ -171,39 +171,26 @@ fn perf_samples(rec: &Path) -> u64 {
     .count() as u64
 }
 
-/// (offset of its header, sh_offset, sh_size) of section `name` of an
-/// ELF64 little-endian image.
-fn elf_section(img: &[u8], name: &str) -> (usize, u64, u64) {
-    let u16_at = |o: usize| u16::from_le_bytes(img[o..o + 2].try_into().unwrap()) as usize;
-    let u32_at = |o: usize| u32::from_le_bytes(img[o..o + 4].try_into().unwrap()) as usize;
-    let u64_at = |o: usize| u64::from_le_bytes(img[o..o + 8].try_into().unwrap());
-    let shoff = u64_at(40) as usize;
-    let (num, strndx) = (u16_at(60), u16_at(62));
-    let strtab = u64_at(shoff + strndx * 64 + 24) as usize;
-    (0..num)
-        .map(|i| shoff + i * 64)
-        .find(|&h| {
-            let at = strtab + u32_at(h);
-            img[at..].split(|&b| b == 0).next() == Some(name.as_bytes())
-        })
-        .map(|h| (h, u64_at(h + 24), u64_at(h + 32)))
-        .unwrap_or_else(|| panic!("no section {name}"))
-}
-
-/// Two burners with `-g -gz=zlib` (compressed DWARF), built apart (their
-/// ids differ: one has an MD5 build id); `spoil` edits the second's libburn.so before both start.
-/// Both are recorded with -g for a second, converted in bounds; returns
-/// (the libraries, the run, the profile's locations and samples, the
-/// recording's samples).
-fn two_burners(spoil: impl FnOnce(&Path)) -> ([PathBuf; 2], Run, Vec<Loc>, u64, u64) {
+/// Two burners with compressed DWARF (`kind`: `zlib` from `-g -gz=zlib`,
+/// `zstd` by objcopy, gcc here having no `-gz=zstd`), built apart (their
+/// ids differ: one has an MD5 build id); `spoil` edits the second's
+/// libburn.so before both start. Both are recorded with -g for a second,
+/// converted in bounds; returns (the libraries, the run, the profile's
+/// locations and samples, the recording's samples).
+fn two_burners(kind: &str, spoil: impl FnOnce(&Path)) -> ([PathBuf; 2], Run, Vec<Loc>, u64, u64) {
     needs_perf_record();
     needs_go();
     let (honest, hostile) = (scratch("pprof-gz"), scratch("pprof-gz-hostile"));
-    let (burn_a, lib_a) = build_burner(&honest, &["-g", "-gz=zlib"]);
-    let (burn_b, lib_b) = build_burner(&hostile, &["-g", "-gz=zlib", "-Wl,--build-id=md5"]);
+    let gz = match kind {
+        "zlib" => "-gz=zlib",
+        _ => "-gz=none",
+    };
+    let (burn_a, lib_a) = build_burner(&honest, &["-g", gz]);
+    let (burn_b, lib_b) = build_burner(&hostile, &["-g", gz, "-Wl,--build-id=md5"]);
     assert_ne!(readelf_build_id(&lib_a), readelf_build_id(&lib_b));
-    let (_, honest_z, _) = elf_section(&std::fs::read(&lib_a).unwrap(), ".debug_info");
-    assert_ne!(honest_z, 0);
+    for lib in [&lib_a, &lib_b] {
+        compress_debug_sections(lib, kind);
+    }
     spoil(&lib_b);
     let a = Mapper::start_as(&burn_a, &["120".as_ref()]);
     let b = Mapper::start_as(&burn_b, &["120".as_ref()]);
@@ -251,7 +238,7 @@ fn check_hostile_dwarf(libs: &[PathBuf; 2], run: &Run, locs: &[Loc], samples: (u
 #[test]
 #[ignore = "needs root, perf and go tool pprof"]
 fn debug_info_claiming_a_tebibyte_is_not_read() {
-    let (libs, run, locs, samples, perf) = two_burners(|lib| {
+    let (libs, run, locs, samples, perf) = two_burners("zlib", |lib| {
         let mut img = std::fs::read(lib).unwrap();
         let (_, off, _) = elf_section(&img, ".debug_info");
         let at = off as usize + 8; // Elf64_Chdr's ch_size
@@ -270,7 +257,7 @@ fn debug_info_claiming_a_tebibyte_is_not_read() {
 #[test]
 #[ignore = "needs root, perf and go tool pprof"]
 fn zlib_bomb_in_debug_info_is_not_read() {
-    let (libs, run, locs, samples, perf) = two_burners(|lib| {
+    let (libs, run, locs, samples, perf) = two_burners("zlib", |lib| {
         let dir = lib.parent().unwrap();
         let bomb = dir.join("bomb.z");
         let py = "import sys, zlib\n\
@@ -284,18 +271,7 @@ fn zlib_bomb_in_debug_info_is_not_read() {
             .status()
             .unwrap();
         assert!(st.success());
-        let stream = std::fs::read(&bomb).unwrap();
-        let mut img = std::fs::read(lib).unwrap();
-        let (header, off, _) = elf_section(&img, ".debug_info");
-        let chdr = img[off as usize..off as usize + 24].to_vec();
-        img.resize(img.len().next_multiple_of(8), 0);
-        let at = img.len() as u64;
-        img.extend_from_slice(&chdr);
-        img.extend_from_slice(&stream);
-        let size = 24 + stream.len() as u64;
-        img[header + 24..header + 32].copy_from_slice(&at.to_le_bytes());
-        img[header + 32..header + 40].copy_from_slice(&size.to_le_bytes());
-        std::fs::write(lib, img).unwrap();
+        replace_debug_info_stream(lib, &std::fs::read(&bomb).unwrap());
     });
     assert!(
         run.stderr.contains("unpacks to more than"),
@@ -303,6 +279,163 @@ fn zlib_bomb_in_debug_info_is_not_read() {
         run.stderr
     );
     check_hostile_dwarf(&libs, &run, &locs, (samples, perf));
+}
+
+/// Replaces the `.debug_info` stream of `lib` (an ELF64 little-endian
+/// file) by `stream`, placed at its end after the section's own
+/// compression header (which keeps claiming the original size).
+fn replace_debug_info_stream(lib: &Path, stream: &[u8]) {
+    let mut img = std::fs::read(lib).unwrap();
+    let (header, off, _) = elf_section(&img, ".debug_info");
+    let chdr = img[off as usize..off as usize + 24].to_vec();
+    img.resize(img.len().next_multiple_of(8), 0);
+    let at = img.len() as u64;
+    img.extend_from_slice(&chdr);
+    img.extend_from_slice(stream);
+    let size = 24 + stream.len() as u64;
+    img[header + 24..header + 32].copy_from_slice(&at.to_le_bytes());
+    img[header + 32..header + 40].copy_from_slice(&size.to_le_bytes());
+    std::fs::write(lib, img).unwrap();
+}
+
+// A library whose zstd-compressed .debug_info claims 1 TiB unpacked gets
+// no DWARF, as the zlib one: exit 0 in bounded memory, every sample, that
+// library named from its symbol table, the other's zstd DWARF read.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn zstd_debug_info_claiming_a_tebibyte_is_not_read() {
+    let (libs, run, locs, samples, perf) = two_burners("zstd", |lib| {
+        let mut img = std::fs::read(lib).unwrap();
+        let (_, off, _) = elf_section(&img, ".debug_info");
+        let at = off as usize + 8; // Elf64_Chdr's ch_size
+        img[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        std::fs::write(lib, img).unwrap();
+    });
+    assert!(run.stderr.contains("more than 268435456"), "{}", run.stderr);
+    check_hostile_dwarf(&libs, &run, &locs, (samples, perf));
+}
+
+// A library whose zstd .debug_info is a bomb (1 GiB of zeros in one frame
+// of a few dozen KB giving no size, its header claiming the original few
+// hundred bytes) gets no DWARF, found while counting what it unpacks to:
+// exit 0 in bounded memory, every sample, the other library's zstd DWARF
+// read.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn zstd_bomb_in_debug_info_is_not_read() {
+    let (libs, run, locs, samples, perf) = two_burners("zstd", |lib| {
+        let mut z = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+        let mib = vec![0u8; 1 << 20];
+        for _ in 0..1024 {
+            std::io::Write::write_all(&mut z, &mib).unwrap();
+        }
+        let bomb = z.finish().unwrap();
+        assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+        replace_debug_info_stream(lib, &bomb);
+    });
+    assert!(
+        run.stderr.contains("unpacks to more than"),
+        "{}",
+        run.stderr
+    );
+    check_hostile_dwarf(&libs, &run, &locs, (samples, perf));
+}
+
+// A library extended by `fallocate` to 3 GiB (every block allocated, so
+// st_blocks found it whole; none written beyond its own bytes) is not
+// copied for symbolization (it was: 3 GiB read and written to a temporary
+// file): pprof exits 0 in bounded memory with every sample, names it in
+// the summary as sparse, and leaves its frames unnamed.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn a_fallocated_library_is_not_copied() {
+    needs_perf_record();
+    needs_go();
+    let dir = scratch("pprof-fallocated");
+    let (burn, lib) = build_burner(&dir, &["-g"]);
+    let o = Command::new("fallocate")
+        .args(["-l", "3GiB"])
+        .arg(&lib)
+        .output()
+        .expect("fallocate (util-linux)");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(&lib).unwrap();
+        assert!(m.blocks() * 512 >= 3 << 30, "not allocated: {m:?}");
+    }
+    let p = Mapper::start_as(&burn, &["120".as_ref()]);
+    let rec = dir.join("rec.data");
+    perf_record_to(
+        &rec,
+        &["-g"],
+        &["-p", &p.pid.to_string(), "--", "sleep", "1"],
+    );
+    drop(p);
+    let profile = dir.join("p.pb.gz");
+    let run = bounded_pprof(&rec, &profile);
+    assert_bounded(&run);
+    let said = run
+        .stderr
+        .lines()
+        .find(|l| l.contains(lib.to_str().unwrap()))
+        .unwrap_or_else(|| panic!("the library is not named: {}", run.stderr));
+    assert!(said.contains("sparse file"), "{said}");
+    let (locs, samples) = raw_profile(&profile);
+    assert_eq!(
+        samples,
+        perf_samples(&rec),
+        "profile samples vs perf script's"
+    );
+    // (-raw prints its unnamed locations without a function: not in `locs`)
+    assert!(!locs.iter().any(|l| l.function == "burn_work"), "{locs:?}");
+}
+
+// A stripped library whose MiniDebugInfo (`.gnu_debugdata`) is an xz bomb
+// (256 MiB of zeros in about 40 KB) keeps its own symbols: pprof exits 0
+// in bounded memory with every sample, burn_work named from .dynsym (the
+// whole file was left unnamed), the bomb refused once past its bound and
+// the summary naming the file and why.
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn minidebuginfo_xz_bomb_is_not_unpacked() {
+    needs_perf_record();
+    needs_go();
+    let dir = scratch("pprof-minidebug-bomb");
+    let bomb = dir.join("bomb.xz");
+    let script = format!("head -c 268435456 /dev/zero | xz -0 -T1 > {}", q(&bomb));
+    let st = Command::new("sh").args(["-c", &script]).status().unwrap();
+    assert!(st.success());
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 1 << 20);
+    let (burn, lib) = build_minidebug_burner(&dir, Some(&bomb));
+    let p = Mapper::start_as(&burn, &["120".as_ref()]);
+    let rec = dir.join("rec.data");
+    perf_record_to(
+        &rec,
+        &["-g"],
+        &["-p", &p.pid.to_string(), "--", "sleep", "1"],
+    );
+    drop(p);
+    let profile = dir.join("p.pb.gz");
+    let run = bounded_pprof(&rec, &profile);
+    assert_bounded(&run);
+    let said = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("MiniDebugInfo (.gnu_debugdata) not read for 1 binaries"))
+        .unwrap_or_else(|| panic!("no MiniDebugInfo line: {}", run.stderr));
+    assert!(said.contains(lib.to_str().unwrap()), "{said}");
+    assert!(said.contains("unpacks to more than"), "{said}");
+    let (locs, samples) = raw_profile(&profile);
+    assert_eq!(
+        samples,
+        perf_samples(&rec),
+        "profile samples vs perf script's"
+    );
+    let lib = lib.to_str().unwrap();
+    let named = |f: &str| locs.iter().any(|l| l.path == lib && l.function == f);
+    assert!(named("burn_work"), "{locs:?}");
+    assert!(!named("burn_hidden"), "{locs:?}");
 }
 
 /// C++ whose hot function `hot` is named, in assembly, `_Z1f1a` and 20

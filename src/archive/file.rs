@@ -165,7 +165,8 @@ fn store(
         return;
     };
     let size = meta.len();
-    let sparse = size > 64 << 20 && meta.blocks() * 512 < size / 2;
+    // holes and unwritten (`fallocate`d) extents alike hold no data
+    let sparse = size > 64 << 20 && crate::sys::data_bytes(&f, &meta) < size / 2;
     if size > MAX_FILE || sparse {
         report.too_large += 1;
         return;

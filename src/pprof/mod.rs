@@ -102,6 +102,12 @@ pub struct PprofReport {
     pub no_dwarf: usize,
     /// Up to 5 of them, as `path (why)`.
     pub no_dwarf_names: Vec<String>,
+    /// Files whose MiniDebugInfo (`.gnu_debugdata`) was not read
+    /// ([`crate::proc::minidebug`]: it would unpack out of bounds, or does
+    /// not unpack); their own symbol tables were read.
+    pub no_minidebug: usize,
+    /// Up to 5 of them, as `path (why)`.
+    pub no_minidebug_names: Vec<String>,
 }
 
 /// Why no profile was written.

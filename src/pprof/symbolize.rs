@@ -30,6 +30,8 @@ use crate::proc::buildid::{
 };
 use crate::proc::debuginfo::{dwarf_verdict, Dwarf};
 use crate::proc::kernel::{text_address, KERNEL_DSO};
+use crate::proc::minidebug;
+use crate::sys::data_bytes;
 
 /// What symbolization found: frames per location, flags per mapping.
 #[derive(Debug, Default)]
@@ -99,12 +101,7 @@ pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofRepo
             }
         };
         let name = String::from_utf8_lossy(&paths[0]).into_owned();
-        let elf = Elf {
-            debug_syms: dwarf_allowed(&file, &name, report),
-            ..Elf::new(fd_path(&file))
-        };
-        let src = Source::Elf(elf);
-        run(&src, (true, &name), &wants, (&mut out, &mut names), report);
+        symbolize_file((&file, &name), &wants, (&mut out, &mut names), report);
     }
     if !kernel.is_empty() {
         match kallsyms(kernel_map.as_deref(), buildid_dir) {
@@ -118,7 +115,7 @@ pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofRepo
                     ..Default::default()
                 });
                 let to = (&mut out, &mut names);
-                run(&src, (false, "kallsyms"), &kernel, to, report);
+                run(&src, (Addrs::Absolute, "kallsyms"), &kernel, to, report);
             }
             Err(why) => report.kernel_symbols = Some(format!("not symbolized: {why}")),
         }
@@ -144,13 +141,110 @@ fn dwarf_allowed(file: &File, name: &str, report: &mut PprofReport) -> bool {
     }
 }
 
+/// Symbolizes `wants` from `file` (the private copy of the file with
+/// their build id, named `name`): its symbol tables, its DWARF where
+/// [`dwarf_allowed`], then its MiniDebugInfo for what they left unnamed
+/// ([`from_minidebuginfo`]).
+fn symbolize_file(
+    (file, name): (&File, &str),
+    wants: &[Want],
+    (out, names): (&mut Symbols, &mut Demangler),
+    report: &mut PprofReport,
+) {
+    let debugdata = minidebug::hide(file).unwrap_or_else(|e| {
+        no_minidebug(report, name, &format!("hiding it from blazesym: {e}"));
+        None
+    });
+    let elf = Elf {
+        debug_syms: dwarf_allowed(file, name, report),
+        ..Elf::new(fd_path(file))
+    };
+    let src = Source::Elf(elf);
+    run(
+        &src,
+        (Addrs::FileOffsets, name),
+        wants,
+        (out, names),
+        report,
+    );
+    if let Some(data) = debugdata {
+        from_minidebuginfo((file, data, name), wants, (out, names), report);
+    }
+}
+
+/// Names the locations of `wants` that the file (`copy`, named `name`)
+/// left unnamed from its MiniDebugInfo (`data`, hidden from blazesym by
+/// [`minidebug::hide`]), unpacked within bounds ([`minidebug::unpack`],
+/// isolated: a panic in the decoder fails this file's MiniDebugInfo
+/// only); a refusal is counted and named.
+fn from_minidebuginfo(
+    (copy, data, name): (&File, minidebug::DebugData, &str),
+    wants: &[Want],
+    (out, names): (&mut Symbols, &mut Demangler),
+    report: &mut PprofReport,
+) {
+    let left: Vec<Want> = wants
+        .iter()
+        .filter(|w| out.frames[w.0].is_empty())
+        .copied()
+        .collect();
+    if left.is_empty() {
+        return;
+    }
+    let offsets: Vec<u64> = left.iter().map(|w| w.1).collect();
+    let addrs = minidebug::virt_offsets(copy, &offsets);
+    let left: Vec<Want> = left
+        .iter()
+        .zip(addrs)
+        .filter_map(|(&(loc, _, m), addr)| Some((loc, addr?, m)))
+        .collect();
+    let mini = match isolated(|| minidebug::unpack(copy, data)) {
+        Ok(Ok(f)) => f,
+        Ok(Err(why)) => return no_minidebug(report, name, &why),
+        Err(Panicked(at)) => {
+            let why = format!("its xz decoder panicked at {at}");
+            return no_minidebug(report, name, &why);
+        }
+    };
+    let src = Source::Elf(Elf {
+        debug_syms: false,
+        ..Elf::new(fd_path(&mini))
+    });
+    run(
+        &src,
+        (Addrs::VirtOffsets, name),
+        &left,
+        (out, names),
+        report,
+    );
+}
+
+/// Counts and names (up to 5) a file whose MiniDebugInfo was not read.
+fn no_minidebug(report: &mut PprofReport, name: &str, why: &str) {
+    report.no_minidebug += 1;
+    if report.no_minidebug_names.len() < 5 {
+        report.no_minidebug_names.push(format!("{name} ({why})"));
+    }
+}
+
 /// The path blazesym opens for an open file: the file itself, whatever is
 /// at its name now.
 fn fd_path(f: &File) -> PathBuf {
     PathBuf::from(format!("/proc/thread-self/fd/{}", f.as_raw_fd()))
 }
 
-/// Symbolizes `wants` (file offsets, or absolute addresses) from `src`,
+/// What the addresses handed to blazesym are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Addrs {
+    /// Offsets in the file (what perf's maps give).
+    FileOffsets,
+    /// Addresses as the ELF file's symbols have them.
+    VirtOffsets,
+    /// Absolute addresses (kernel frames).
+    Absolute,
+}
+
+/// Symbolizes `wants` (addresses of the kind [`Addrs`] says) from `src`,
 /// named `name` in errors (a fresh symbolizer per file: its cache is keyed
 /// by path, and `/proc/thread-self/fd/N` names are reused). A panic in
 /// blazesym (malformed DWARF it unwraps) leaves this file's frames as
@@ -158,7 +252,7 @@ fn fd_path(f: &File) -> PathBuf {
 /// come mangled and are demangled by `names`, once each.
 fn run(
     src: &Source,
-    (file_offsets, name): (bool, &str),
+    (kind, name): (Addrs, &str),
     wants: &[Want],
     (out, names): (&mut Symbols, &mut Demangler),
     report: &mut PprofReport,
@@ -170,9 +264,10 @@ fn run(
             .enable_inlined_fns(true)
             .enable_demangling(false)
             .build();
-        let input = match file_offsets {
-            true => Input::FileOffset(addrs.as_slice()),
-            false => Input::AbsAddr(addrs.as_slice()),
+        let input = match kind {
+            Addrs::FileOffsets => Input::FileOffset(addrs.as_slice()),
+            Addrs::VirtOffsets => Input::VirtOffset(addrs.as_slice()),
+            Addrs::Absolute => Input::AbsAddr(addrs.as_slice()),
         };
         let results = symbolizer.symbolize(src, input)?;
         let frames = results.iter().map(|r| match r {
@@ -193,9 +288,10 @@ fn run(
         Err(Panicked(at)) => {
             report.unsymbolizable += 1;
             if report.unsymbolizable_names.len() < 5 {
-                let what = match file_offsets {
-                    true => "its debug info is malformed",
-                    false => "it is malformed",
+                let what = match kind {
+                    Addrs::FileOffsets => "its debug info is malformed",
+                    Addrs::VirtOffsets => "its MiniDebugInfo is malformed",
+                    Addrs::Absolute => "it is malformed",
                 };
                 report
                     .unsymbolizable_names
@@ -253,16 +349,19 @@ fn private_copy(f: &File, id: &BuildId) -> Result<File, String> {
 }
 
 /// A copy of `f` in an unlinked temporary file; sparse files (a 6 GiB
-/// hole costs nothing to make and all of it to read) and files over `max`
-/// bytes are refused.
+/// hole, or a `fallocate`d one never written, costs nothing to make and
+/// all of it to read) and files over `max` bytes are refused.
 fn bounded_copy(f: &File, max: u64) -> Result<File, String> {
-    use std::os::unix::fs::MetadataExt;
     let m = f.metadata().map_err(|e| e.to_string())?;
     if m.len() > max {
         return Err(format!("{} bytes, more than {max}", m.len()));
     }
-    if m.blocks().saturating_mul(512) + (1 << 20) < m.len() {
-        return Err("sparse file".into());
+    let data = data_bytes(f, &m);
+    if data + (1 << 20) < m.len() {
+        return Err(format!(
+            "sparse file: {data} of its {} bytes written (the rest holes or unwritten extents)",
+            m.len()
+        ));
     }
     let mut copy = tempfile::tempfile().map_err(|e| format!("temporary copy: {e}"))?;
     copy_range(f, 0, m.len(), &mut copy).map_err(|e| format!("copying: {e}"))?;

@@ -4,12 +4,14 @@
 //! - the file links to other files by name (`.gnu_debuglink` and the like):
 //!   the reader would open whatever path they name. Distro binaries all
 //!   have one, so this is [`Dwarf::Quiet`];
-//! - a compressed section (`SHF_COMPRESSED`) could not be unpacked within
-//!   bounds. blazesym allocates the size its compression header claims at
-//!   once (failing, the allocation aborts the process: no panic to catch),
-//!   then unpacks the stream to its end whatever it claimed (a zlib bomb:
-//!   4 MB of zeros are 4 GiB). Each stream is unpacked here first, counting
-//!   and keeping nothing, and must give exactly what its header claims;
+//! - a compressed section (`SHF_COMPRESSED`, zlib or zstd) could not be
+//!   unpacked within bounds. blazesym allocates the size its compression
+//!   header claims at once (failing, the allocation aborts the process: no
+//!   panic to catch), then unpacks the stream to its end whatever it
+//!   claimed (a zlib bomb: 4 MB of zeros are 4 GiB; zstd shrinks them
+//!   further). Each stream is unpacked here first, by the decoder blazesym
+//!   uses, counting and keeping nothing, and must give exactly what its
+//!   header claims;
 //! - the section table would be read otherwise by blazesym than here: it
 //!   reads headers in this machine's byte order, entries of the standard
 //!   size, whatever the ELF header says.
@@ -76,11 +78,11 @@ pub fn dwarf_verdict(file: &File) -> Dwarf {
 }
 
 /// A section's name and header.
-type Section = (Vec<u8>, SectionHeader);
+pub(super) type Section = (Vec<u8>, SectionHeader);
 
 /// (ELF64?, every section) of `file` (`len` bytes), or the verdict when
 /// they cannot be known as blazesym would read them.
-fn sections(file: &File, len: u64) -> Result<(bool, Vec<Section>), Dwarf> {
+pub(super) fn sections(file: &File, len: u64) -> Result<(bool, Vec<Section>), Dwarf> {
     let mut head = [0u8; elf::HEADER_LEN];
     if read_full_at(file, &mut head, 0).map_err(|_| Dwarf::Quiet)? < 52 {
         return Err(Dwarf::Quiet);
@@ -130,7 +132,13 @@ fn read_exactly(file: &File, len: u64, off: u64, size: u64) -> Option<Vec<u8>> {
     (read_full_at(file, &mut b, off).ok()? == b.len()).then_some(b)
 }
 
-/// Ok when every compressed section of `file` is zlib, all of them claim
+/// Most window a zstd frame may ask for (2^27 bytes, zstd's own default
+/// limit, which blazesym's decoder keeps): a frame asking more fails. The
+/// decoder allocates at most this (less when the frame gives its size)
+/// however few bytes the frame holds, and touches only what it writes.
+const ZSTD_WINDOW_LOG_MAX: u32 = 27;
+
+/// Ok when every compressed section of `file` is zlib or zstd, all of them claim
 /// at most [`MAX_UNPACKED`] bytes unpacked and at most [`MAX_RATIO`] times
 /// their size (or [`RATIO_FREE`]), and each unpacks to exactly what it
 /// claims; else why not, naming the section and its offset.
@@ -142,7 +150,7 @@ fn compressed_within_bounds(
 ) -> Result<(), String> {
     let big = Endian::NATIVE == Endian::Big;
     let header_len = elf::compression_header_len(is_64);
-    // (name, offset, stream offset, stream length, claimed size)
+    // (name, offset, (type, (stream offset, stream length)), claimed size)
     let mut streams = Vec::new();
     let (mut claimed, mut packed) = (0u64, 0u64);
     for (name, s) in sections {
@@ -165,14 +173,13 @@ fn compressed_within_bounds(
         }
         .ok_or_else(|| at("shorter than a compression header".into()))?;
         match kind {
-            elf::ELFCOMPRESS_ZLIB => {}
-            elf::ELFCOMPRESS_ZSTD => return Err(at("zstd-compressed, not read here".into())),
+            elf::ELFCOMPRESS_ZLIB | elf::ELFCOMPRESS_ZSTD => {}
             k => return Err(at(format!("compressed with unknown type {k}"))),
         }
         claimed = claimed.saturating_add(size);
         packed += s.size;
         let stream = (s.offset + header_len as u64, s.size - header_len as u64);
-        streams.push((name, s.offset, stream, size));
+        streams.push((name, s.offset, (kind, stream), size));
     }
     if claimed > MAX_UNPACKED {
         return Err(format!(
@@ -184,8 +191,13 @@ fn compressed_within_bounds(
             "its compressed sections claim {claimed} bytes unpacked from {packed}, more than {MAX_RATIO} times as many"
         ));
     }
-    for (name, offset, (at, size), claim) in streams {
-        let why = match unpacked_len(file, at, size, claim) {
+    for (name, offset, (kind, (at, size)), claim) in streams {
+        let span = Span {
+            file,
+            off: at,
+            left: size,
+        };
+        let why = match unpacked_len(kind, span, claim) {
             Ok(n) if n == claim => continue,
             Ok(n) if n > claim => format!("unpacks to more than the {claim} bytes it claims"),
             Ok(n) => format!("unpacks to {n} bytes, not the {claim} it claims"),
@@ -197,20 +209,41 @@ fn compressed_within_bounds(
     Ok(())
 }
 
-/// How many bytes the zlib stream in `size` bytes of `file` at `off`
-/// unpacks to, as blazesym unpacks it (flate2, to the end of the stream,
-/// what follows ignored); counted up to one past `most`, nothing kept.
-fn unpacked_len(file: &File, off: u64, size: u64, most: u64) -> io::Result<u64> {
-    let span = Span {
-        file,
-        off,
-        left: size,
-    };
-    let mut z = flate2::read::ZlibDecoder::new(span);
+/// How many bytes the stream `span` (compressed with `kind`) unpacks to,
+/// as blazesym unpacks it (zlib: flate2, to the end of the stream, what
+/// follows ignored; zstd: the zstd crate, frame after frame to the end);
+/// counted up to one past `most`, nothing kept. A zstd stream whose first
+/// frame's header gives a size over `most` fails unread (the decoder
+/// would size its buffer by it).
+fn unpacked_len(kind: u32, span: Span<'_>, most: u64) -> io::Result<u64> {
+    if kind == elf::ELFCOMPRESS_ZLIB {
+        return count(flate2::read::ZlibDecoder::new(span), most);
+    }
+    let mut head = [0u8; 18]; // a frame header's most bytes
+    let n = usize::try_from(span.left).map_or(head.len(), |l| l.min(head.len()));
+    let n = read_full_at(span.file, &mut head[..n], span.off)?;
+    if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(&head[..n]) {
+        if size > most {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "its zstd frame claims {size} bytes, more than the {most} its header claims"
+                ),
+            ));
+        }
+    }
+    let mut z = zstd::stream::read::Decoder::new(span)?;
+    z.window_log_max(ZSTD_WINDOW_LOG_MAX)?;
+    count(z, most)
+}
+
+/// The bytes `r` gives to its end, counted up to one past `most` (a
+/// buffer of 64 KiB reused, nothing kept).
+fn count(mut r: impl Read, most: u64) -> io::Result<u64> {
     let mut buf = vec![0u8; 64 << 10];
     let mut total = 0u64;
     loop {
-        match z.read(&mut buf) {
+        match r.read(&mut buf) {
             Ok(0) => return Ok(total),
             Ok(n) => total += n as u64,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -223,10 +256,10 @@ fn unpacked_len(file: &File, off: u64, size: u64, most: u64) -> io::Result<u64> 
 }
 
 /// `left` bytes of a file from `off`, read in place.
-struct Span<'f> {
-    file: &'f File,
-    off: u64,
-    left: u64,
+pub(super) struct Span<'f> {
+    pub(super) file: &'f File,
+    pub(super) off: u64,
+    pub(super) left: u64,
 }
 
 impl Read for Span<'_> {
@@ -243,17 +276,17 @@ impl Read for Span<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::io::Write;
 
     use super::*;
 
     /// A section to build: name, flags, bytes.
-    type Spec<'a> = (&'a str, u64, Vec<u8>);
+    pub(crate) type Spec<'a> = (&'a str, u64, Vec<u8>);
 
     /// An ELF image in this machine's byte order (64- or 32-bit) with a
     /// null section, `.shstrtab`, then `specs`.
-    fn image(is_64: bool, specs: &[Spec<'_>]) -> Vec<u8> {
+    pub(crate) fn image(is_64: bool, specs: &[Spec<'_>]) -> Vec<u8> {
         let e = Endian::NATIVE;
         let mut img = elf::tests::tiny_elf(is_64, e == Endian::Big, &[]);
         let mut strtab = b"\0.shstrtab\0".to_vec();
@@ -412,7 +445,7 @@ mod tests {
     // process aborted), a honest 17 MiB of zeros from about 80 KB (over 64 times
     // and the free 16 MiB), one claiming its packed size but unpacking to
     // 20 MiB (blazesym unpacked it all), one unpacking to less than it
-    // claims, a corrupt stream, zstd and an unknown type, a header cut
+    // claims, a corrupt stream, an unknown type, a header cut
     // short and a section past the end are refused, each naming the
     // section, its offset and why; the limits hold across sections.
     #[test]
@@ -448,8 +481,6 @@ mod tests {
         corrupt[4] ^= 0xff;
         let why = refused(&one(true, packed(true, z, 20, &corrupt)));
         assert!(why.contains("does not unpack"), "{why}");
-        let why = refused(&one(true, packed(true, elf::ELFCOMPRESS_ZSTD, 20, &small)));
-        assert!(why.ends_with("zstd-compressed, not read here"), "{why}");
         let why = refused(&one(false, packed(false, 7, 20, &small)));
         assert!(why.ends_with("compressed with unknown type 7"), "{why}");
         let why = refused(&one(true, packed(true, z, 20, &[])[..20].to_vec()));
@@ -471,6 +502,114 @@ mod tests {
             .collect();
         let why = refused(&image(true, &many));
         assert!(why.contains("more than 268435456"), "{why}");
+    }
+
+    /// `data` as one zstd frame (its size in the header), or as one
+    /// giving no size (streamed).
+    fn zstd(data: &[u8], sized: bool) -> Vec<u8> {
+        if sized {
+            return zstd::bulk::compress(data, 19).unwrap();
+        }
+        let mut z = zstd::stream::write::Encoder::new(Vec::new(), 19).unwrap();
+        z.include_contentsize(false).unwrap();
+        z.write_all(data).unwrap();
+        z.finish().unwrap()
+    }
+
+    // zstd-compressed sections (as `objcopy --compress-debug-sections=zstd`
+    // writes them, one frame giving its size; and streamed, giving none;
+    // two frames one after the other) that unpack to what they claim are
+    // read, in ELF64 and ELF32.
+    #[test]
+    fn honest_zstd_sections_are_read() {
+        let info: Vec<u8> = (0..5000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let mut two = zstd(&info[..7000], true);
+        two.extend_from_slice(&zstd(&info[7000..], false));
+        for is_64 in [true, false] {
+            let z = elf::ELFCOMPRESS_ZSTD;
+            let c = elf::SHF_COMPRESSED;
+            let img = image(
+                is_64,
+                &[
+                    (".text", 0, vec![0x90; 16]),
+                    (
+                        ".debug_info",
+                        c,
+                        packed(is_64, z, 20_000, &zstd(&info, true)),
+                    ),
+                    (
+                        ".debug_line",
+                        c,
+                        packed(is_64, z, 20_000, &zstd(&info, false)),
+                    ),
+                    (".debug_str", c, packed(is_64, z, 20_000, &two)),
+                ],
+            );
+            assert_eq!(verdict(&img), Dwarf::Read, "is_64={is_64}");
+        }
+    }
+
+    // zstd sections out of bounds are refused as zlib ones are, naming the
+    // section, its offset and why: one claiming 1 TiB (before any
+    // unpacking); a bomb (1 GiB of zeros in a few dozen KB, claiming its
+    // packed size: counting stops past it), a frame whose header gives
+    // more than the section claims (not unpacked), one unpacking to less,
+    // a frame cut short, a corrupt one, bytes after the last frame, a
+    // frame asking for a 2 GiB window.
+    #[test]
+    fn zstd_sections_out_of_bounds_are_refused() {
+        let (z, c) = (elf::ELFCOMPRESS_ZSTD, elf::SHF_COMPRESSED);
+        let one = |bytes: Vec<u8>| image(true, &[(".debug_info", c, bytes)]);
+        let text = b"a few bytes of DWARF".repeat(10);
+        let small = zstd(&text, true);
+        let why = refused(&one(packed(true, z, 1 << 40, &small)));
+        assert!(why.contains("claim 1099511627776 bytes unpacked"), "{why}");
+        let mut enc = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+        let mib = vec![0u8; 1 << 20];
+        for _ in 0..1024 {
+            enc.write_all(&mib).unwrap();
+        }
+        let bomb = enc.finish().unwrap();
+        assert!(bomb.len() < 64 << 10, "{}", bomb.len());
+        let why = refused(&one(packed(true, z, bomb.len() as u64, &bomb)));
+        assert!(
+            why.starts_with("section .debug_info at offset 512: unpacks to more than"),
+            "{why}"
+        );
+        let why = refused(&one(packed(true, z, 100, &small)));
+        assert!(
+            why.ends_with("its zstd frame claims 200 bytes, more than the 100 its header claims"),
+            "{why}"
+        );
+        let why = refused(&one(packed(true, z, 201, &zstd(&text, false))));
+        assert!(
+            why.ends_with("unpacks to 200 bytes, not the 201 it claims"),
+            "{why}"
+        );
+        let cut = &small[..small.len() - 3];
+        let why = refused(&one(packed(true, z, 200, cut)));
+        assert!(why.ends_with("does not unpack: incomplete frame"), "{why}");
+        let mut corrupt = small.clone();
+        let last = corrupt.len() - 5;
+        corrupt[last] ^= 0xff;
+        corrupt[8] ^= 0xff;
+        let why = refused(&one(packed(true, z, 200, &corrupt)));
+        assert!(why.contains("does not unpack"), "{why}");
+        let mut trailing = small.clone();
+        trailing.extend_from_slice(b"trailing");
+        let why = refused(&one(packed(true, z, 200, &trailing)));
+        assert!(why.contains("does not unpack"), "{why}");
+        let mut wide = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+        wide.include_contentsize(false).unwrap();
+        wide.window_log(31).unwrap();
+        wide.long_distance_matching(true).unwrap();
+        wide.write_all(&text).unwrap();
+        let wide = wide.finish().unwrap();
+        let why = refused(&one(packed(true, z, 200, &wide)));
+        assert!(
+            why.contains("does not unpack: Frame requires too much memory"),
+            "{why}"
+        );
     }
 
     // What blazesym would read otherwise is refused: the other byte order

@@ -18,6 +18,7 @@ pub mod host;
 pub mod idcache;
 pub mod kernel;
 pub mod maps_text;
+pub mod minidebug;
 mod options;
 pub mod parse;
 mod pieces;

@@ -76,6 +76,13 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
             list(&r.no_dwarf_names)
         ));
     }
+    if r.no_minidebug > 0 {
+        lines.push(format!(
+            "mmap2-synth: MiniDebugInfo (.gnu_debugdata) not read for {} binaries (named from their own symbol tables only): {}",
+            r.no_minidebug,
+            list(&r.no_minidebug_names)
+        ));
+    }
     if !r.replaced.is_empty() {
         let paths: Vec<String> = r.replaced.iter().map(|p| escape(p)).collect();
         lines.push(format!(

@@ -835,3 +835,120 @@ pub fn go_pprof(args: &[&str], profile: &Path) -> String {
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// (offset of its header, sh_offset, sh_size) of section `name` of an
+/// ELF64 little-endian image.
+pub fn elf_section(img: &[u8], name: &str) -> (usize, u64, u64) {
+    let u16_at = |o: usize| u16::from_le_bytes(img[o..o + 2].try_into().unwrap()) as usize;
+    let u32_at = |o: usize| u32::from_le_bytes(img[o..o + 4].try_into().unwrap()) as usize;
+    let u64_at = |o: usize| u64::from_le_bytes(img[o..o + 8].try_into().unwrap());
+    let shoff = u64_at(40) as usize;
+    let (num, strndx) = (u16_at(60), u16_at(62));
+    let strtab = u64_at(shoff + strndx * 64 + 24) as usize;
+    (0..num)
+        .map(|i| shoff + i * 64)
+        .find(|&h| {
+            let at = strtab + u32_at(h);
+            img[at..].split(|&b| b == 0).next() == Some(name.as_bytes())
+        })
+        .map(|h| (h, u64_at(h + 24), u64_at(h + 32)))
+        .unwrap_or_else(|| panic!("no section {name}"))
+}
+
+/// Compresses the debug sections of `elf` in place with `objcopy
+/// --compress-debug-sections=TYPE` (`zlib` or `zstd`) and checks that
+/// `.debug_info` now starts with a compression header of that type.
+pub fn compress_debug_sections(elf: &Path, kind: &str) {
+    let tmp = elf.with_extension("compressed");
+    let o = Command::new("objcopy")
+        .arg(format!("--compress-debug-sections={kind}"))
+        .arg(elf)
+        .arg(&tmp)
+        .output()
+        .expect("run objcopy");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::rename(&tmp, elf).unwrap();
+    let img = std::fs::read(elf).unwrap();
+    let (_, off, _) = elf_section(&img, ".debug_info");
+    let ch_type = u32::from_le_bytes(img[off as usize..off as usize + 4].try_into().unwrap());
+    let want = if kind == "zstd" { 2 } else { 1 };
+    assert_eq!(ch_type, want, "objcopy wrote no {kind} compression header");
+}
+
+/// Builds into `dir` a burner (`burn`, `fixtures/burn.c`) whose library
+/// `libburn.so` spends its time in a static function, `burn_hidden`,
+/// called by the exported `burn_work` (built with frame pointers); the library is then stripped to its
+/// dynamic symbols and carries the others as MiniDebugInfo, Fedora's way
+/// (`nm`, `objcopy --only-keep-debug` and `--keep-symbols`, `strip`, `xz`,
+/// `objcopy --add-section .gnu_debugdata=...`): an xz-compressed ELF whose
+/// `.symtab` names `burn_hidden`. `debugdata`, when given, is added as the
+/// section instead. Returns (burn, libburn.so).
+pub fn build_minidebug_burner(dir: &Path, debugdata: Option<&Path>) -> (PathBuf, PathBuf) {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let (burn, lib, src) = (
+        dir.join("burn"),
+        dir.join("libburn.so"),
+        dir.join("libburn.c"),
+    );
+    std::fs::write(
+        &src,
+        "volatile unsigned long burn_sink;\n\
+         __attribute__((noinline)) void burn_note(unsigned long v) { burn_sink = v; }\n\
+         static __attribute__((noinline, noclone)) unsigned long burn_hidden(unsigned long n) {\n\
+         \x20   unsigned long acc = 0;\n\
+         \x20   for (unsigned long i = 0; i < n; i++) acc = acc * 6364136223846793005UL + i;\n\
+         \x20   burn_note(acc);\n\
+         \x20   return acc;\n\
+         }\n\
+         __attribute__((noinline)) unsigned long burn_work(unsigned long n) {\n\
+         \x20   unsigned long acc = burn_hidden(n);\n\
+         \x20   burn_sink = acc;\n\
+         \x20   return acc;\n\
+         }\n",
+    )
+    .unwrap();
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    // (burn_hidden calls burn_note: not a leaf, so it keeps a frame and
+    // its caller is in every callchain)
+    let fp = "-fno-omit-frame-pointer";
+    cc(&["-shared", "-fPIC", "-O1", fp, "-o", &s(&lib), &s(&src)]);
+    cc(&[
+        "-O1".to_string(),
+        fp.into(),
+        "-o".into(),
+        s(&burn),
+        s(&fixtures.join("burn.c")),
+        format!("-L{}", s(dir)),
+        "-lburn".into(),
+        format!("-Wl,-rpath,{}", s(dir)),
+    ]);
+    let xz = match debugdata {
+        Some(p) => q(p),
+        None => "mini.xz".into(),
+    };
+    let script = format!(
+        "set -e\ncd {dir}\n\
+         nm -D libburn.so --format=posix --defined-only | awk '{{print $1}}' | sort > dynsyms\n\
+         nm libburn.so --format=posix --defined-only | awk '$2 ~ /^[TtD]$/ {{print $1}}' | sort > funcsyms\n\
+         comm -13 dynsyms funcsyms > keep\n\
+         grep -qx burn_hidden keep\n\
+         objcopy --only-keep-debug libburn.so debug\n\
+         objcopy -S --remove-section .gdb_index --remove-section .comment --keep-symbols=keep debug mini\n\
+         xz -f mini\n\
+         strip --strip-all -R .comment libburn.so\n\
+         objcopy --add-section .gnu_debugdata={xz} libburn.so\n",
+        dir = q(dir)
+    );
+    let o = Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .expect("run sh");
+    assert!(
+        o.status.success(),
+        "making MiniDebugInfo: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let img = std::fs::read(&lib).unwrap();
+    elf_section(&img, ".gnu_debugdata");
+    (burn, lib)
+}
