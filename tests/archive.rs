@@ -1028,3 +1028,44 @@ fn a_fallocated_library_is_not_archived() {
     let entry = cache.join(lib.strip_prefix("/").unwrap()).join(&id);
     assert!(!entry.exists(), "{} archived", entry.display());
 }
+
+// A library mapped executable from a memfd named `x/../../escaped` (its maps
+// name `/memfd:x/../../escaped (deleted)`) is not archived, nothing appears
+// outside the cache, and the summary names it and says why instead of
+// counting it "unreadable" with no reason.
+#[test]
+#[ignore = "needs root (map_files, to copy the mapped files)"]
+fn a_memfd_named_with_dot_dot_is_named_in_the_summary() {
+    needs_root("map_files, to copy the mapped files");
+    let dir = scratch("archive-memfd-name");
+    let script = "import mmap, os, sys\n\
+        fd = os.memfd_create(sys.argv[2], 0)\n\
+        os.write(fd, open(sys.argv[1], 'rb').read())\n\
+        m = mmap.mmap(fd, 4096, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_EXEC)\n\
+        print('ready', os.getpid(), flush=True)\n\
+        sys.stdin.read()\n";
+    let p = Mapper::start_as(
+        Path::new("python3"),
+        &[
+            "-c".as_ref(),
+            script.as_ref(),
+            fixtures().lib_sha1.as_os_str(),
+            "x/../../escaped".as_ref(),
+        ],
+    );
+    let cache = dir.join("cache");
+    let out = synth([
+        "archive".as_ref(),
+        "-p".as_ref(),
+        p.pid.to_string().as_ref(),
+        "-o".as_ref(),
+        cache.as_os_str(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 mapped files not archived: their names are no clean absolute path")
+            && err.contains("/memfd:x/../../escaped"),
+        "{err}"
+    );
+    assert!(!dir.join("escaped").exists() && !cache.join("escaped").exists());
+}

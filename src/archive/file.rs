@@ -172,7 +172,10 @@ fn store(
         return;
     }
     let Some(entry) = cache_entry(file_name(vma), &id) else {
-        report.unreadable += 1;
+        report.bad_names += 1;
+        if report.bad_name_examples.len() < 3 {
+            report.bad_name_examples.push(file_name(vma).to_vec());
+        }
         return;
     };
     // no more readable than its source (its owner may still read it); the

@@ -67,6 +67,11 @@ pub struct ArchiveReport {
     pub unidentified: usize,
     /// Files skipped for their size (over [`MAX_FILE`], or sparse).
     pub too_large: usize,
+    /// Mapped files whose name no cache path can hold (`.`, `..` or empty
+    /// components, a NUL: a memfd named `x/../../etc` would leave the
+    /// cache), and the first few names as recorded.
+    pub bad_names: usize,
+    pub bad_name_examples: Vec<Vec<u8>>,
     /// Entries that could not be written (a full disk, a symlink in the
     /// way, a name too long), and the first messages (`PATH: cause`, PATH
     /// the cache file or link not written). Any makes the run an error
@@ -98,7 +103,7 @@ impl ArchiveReport {
     /// Mapped files that were not archived because they could not be read
     /// or were not the recorded file: what `--strict` fails on.
     pub fn not_read(&self) -> usize {
-        self.unreadable + self.mismatched + self.unidentified
+        self.unreadable + self.mismatched + self.unidentified + self.bad_names
     }
 
     /// An error when some entry could not be written into the cache (the

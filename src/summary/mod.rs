@@ -406,6 +406,18 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
         took.as_secs_f64(),
         shown(dest),
     )];
+    if r.bad_names > 0 {
+        let names: Vec<String> = r
+            .bad_name_examples
+            .iter()
+            .map(|n| crate::text::escape(n))
+            .collect();
+        lines.push(format!(
+            "mmap2-synth: archive: {} mapped files not archived: their names are no clean absolute path (`.`, `..` or empty components), so no cache path can hold them: {}",
+            r.bad_names,
+            names.join(", ")
+        ));
+    }
     for f in &r.failures {
         lines.push(format!("mmap2-synth: archive: not written: {}", shown(f)));
     }
