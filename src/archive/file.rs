@@ -11,7 +11,7 @@ use std::path::Path;
 
 use super::entry::{copy_file, Root};
 use super::from::Mapped;
-use super::{add_counted, cache_entry, ArchiveOptions, ArchiveReport, MAX_FILE};
+use super::{add_counted, cache_entry, ArchiveReport, MAX_FILE};
 use crate::model::{BuildId, Vma};
 use crate::proc::buildid::{open_mapped_file, read_build_id_from_file};
 
@@ -73,7 +73,7 @@ pub(super) fn archive_vma(
 /// process found gone is not opened again); once one does, what becomes
 /// of the file counts for all of its maps.
 pub(super) fn archive_recorded(
-    opts: &ArchiveOptions,
+    proc_root: &Path,
     root: &mut Root,
     file: &Mapped,
     done: &mut HashSet<BuildId>,
@@ -87,7 +87,7 @@ pub(super) fn archive_recorded(
     let mut gone = None;
     for p in &file.places {
         let vma = file.at(p);
-        let pdir = opts.scan.proc_root.join(p.pid.to_string());
+        let pdir = proc_root.join(p.pid.to_string());
         let proof = match gone == Some(p.pid) {
             true => Err(not_opened(&vma)),
             false => prove(&pdir, &vma),

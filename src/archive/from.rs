@@ -11,6 +11,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::model::{BuildId, Name, Vma};
+use crate::perf::events::MapRecord;
 use crate::perf::{Input, InputError};
 use crate::snapshot::{vma_of, walk_maps, MapsRecord, Names};
 
@@ -93,63 +94,99 @@ fn add_place(places: &mut Vec<Place>, p: Place) {
     }
 }
 
-/// Reads the distinct mapped files of `input` (see [`MappedFiles`]).
-pub(super) fn mapped_files(input: &Input) -> Result<MappedFiles, InputError> {
-    let mut pids = BTreeSet::new();
-    let mut names = Names::default();
-    // by key: the index in `files`; by that index and pid: its places
-    let mut seen: HashMap<Key, usize, foldhash::fast::RandomState> = HashMap::default();
-    let mut places: HashMap<(usize, u32), Vec<Place>, foldhash::fast::RandomState> =
-        HashMap::default();
-    let mut files: Vec<Mapped> = Vec::new();
-    let mut n = 0u64;
-    walk_maps(input, |r| {
-        let m = match r {
-            MapsRecord::Comm(pid, ..) => {
-                pids.insert(pid);
-                return;
-            }
-            MapsRecord::Map(m) if m.key.pid != u32::MAX => m,
-            MapsRecord::Map(_) | MapsRecord::Bpf(_) => return,
-        };
-        pids.insert(m.key.pid);
+/// Gathers the distinct mapped files of map records handed to it one by
+/// one (see [`MappedFiles`]).
+#[derive(Default)]
+pub(super) struct Collector {
+    pids: BTreeSet<u32>,
+    names: Names,
+    /// By key: the index in `files`.
+    seen: HashMap<Key, usize, foldhash::fast::RandomState>,
+    /// By that index and pid: its places.
+    places: HashMap<(usize, u32), Vec<Place>, foldhash::fast::RandomState>,
+    files: Vec<Mapped>,
+    /// Maps of files taken so far.
+    n: u64,
+}
+
+impl Collector {
+    /// Counts a process (a COMM's).
+    pub(super) fn process(&mut self, pid: u32) {
+        self.pids.insert(pid);
+    }
+
+    /// Takes a user-space map record: the index of its file among those
+    /// gathered (see [`Collector::finish`]), None for a name that is not a
+    /// path (its process is counted).
+    pub(super) fn map(&mut self, m: &MapRecord) -> Option<usize> {
+        self.pids.insert(m.key.pid);
         if m.key.filename.first() != Some(&b'/') {
-            return;
+            return None;
         }
-        n += 1;
-        let vma = vma_of(&m, &mut names);
+        self.n += 1;
+        let vma = vma_of(m, &mut self.names);
         let place = Place {
             pid: m.key.pid,
             start: vma.start,
             end: vma.end,
             maps: 1,
-            first: n,
+            first: self.n,
         };
         let ident = (vma.dev_major, vma.dev_minor, vma.inode);
         let key = (vma.name.clone(), vma.build_id, ident);
-        let i = *seen.entry(key).or_insert_with(|| {
+        let files = &mut self.files;
+        let i = *self.seen.entry(key).or_insert_with(|| {
             files.push(Mapped {
                 vma,
                 places: Vec::new(),
             });
             files.len() - 1
         });
-        add_place(places.entry((i, m.key.pid)).or_default(), place);
-    })?;
-    drop(seen);
-    for ((i, _), mut at) in places {
-        if let Some(f) = files.get_mut(i) {
-            f.places.append(&mut at);
+        add_place(self.places.entry((i, m.key.pid)).or_default(), place);
+        Some(i)
+    }
+
+    /// The files gathered whose index `keep` says (see [`MappedFiles`]).
+    pub(super) fn finish(self, keep: impl Fn(usize) -> bool) -> MappedFiles {
+        let Collector {
+            pids,
+            seen,
+            places,
+            mut files,
+            ..
+        } = self;
+        drop(seen);
+        for ((i, _), mut at) in places {
+            if let Some(f) = files.get_mut(i).filter(|_| keep(i)) {
+                f.places.append(&mut at);
+            }
+        }
+        let mut files: Vec<Mapped> = (files.into_iter().enumerate())
+            .filter(|(i, _)| keep(*i))
+            .map(|(_, f)| f)
+            .collect();
+        for f in &mut files {
+            f.places.sort_unstable_by_key(|p| (p.pid, p.start, p.first));
+        }
+        files.sort_unstable_by_key(|f| f.places.first().map(|p| (p.pid, p.start, p.first)));
+        MappedFiles {
+            processes: pids.len(),
+            files,
         }
     }
-    for f in &mut files {
-        f.places.sort_unstable_by_key(|p| (p.pid, p.start, p.first));
-    }
-    files.sort_unstable_by_key(|f| f.places.first().map(|p| (p.pid, p.start, p.first)));
-    Ok(MappedFiles {
-        processes: pids.len(),
-        files,
-    })
+}
+
+/// Reads the distinct mapped files of `input` (see [`MappedFiles`]).
+pub(super) fn mapped_files(input: &Input) -> Result<MappedFiles, InputError> {
+    let mut c = Collector::default();
+    walk_maps(input, |r| match r {
+        MapsRecord::Comm(pid, ..) => c.process(pid),
+        MapsRecord::Map(m) if m.key.pid != u32::MAX => {
+            c.map(&m);
+        }
+        MapsRecord::Map(_) | MapsRecord::Bpf(_) => {}
+    })?;
+    Ok(c.finish(|_| true))
 }
 
 #[cfg(test)]

@@ -6,13 +6,16 @@
 //! `DIR/PATH/BUILDID/elf` (`[vdso]/ID/vdso`, `[kernel.kallsyms]/ID/kallsyms`)
 //! and `DIR/.build-id/xx/rest-of-id`, a symlink to `../../PATH/BUILDID`.
 //! Use it with `perf --buildid-dir DIR report`.
+//! [`hit_files`] and [`cache_hits`] are `record`'s part of perf's own cache:
+//! the files of the maps it inserted that samples hit.
 //!
-//! May import: `model`, `output`, `proc`, `perf`, `snapshot`, `sys`,
-//! `testhook`.
+//! May import: `bytes`, `model`, `output`, `proc`, `perf`, `snapshot`,
+//! `sys`, `testhook`.
 
 mod entry;
 mod file;
 mod from;
+mod hits;
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -21,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use entry::{add_entry, write_bytes, Added, EntryError, Root};
 pub use entry::{cache_entry, cache_leaf, CacheEntry};
+pub use hits::{cache_hits, hit_files, HitFiles, MAX_PLACES};
 
 use crate::model::{BuildId, VDSO_NAME};
 use crate::proc::buildid::{kernel_build_id, vdso_image};
@@ -213,7 +217,7 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
             let named = from::mapped_files(input)?;
             report.processes = named.processes;
             for f in &named.files {
-                file::archive_recorded(opts, &mut root, f, &mut done, &mut report);
+                file::archive_recorded(&opts.scan.proc_root, &mut root, f, &mut done, &mut report);
             }
         }
         None => {
@@ -228,20 +232,32 @@ pub fn archive(opts: &ArchiveOptions) -> Result<ArchiveReport, ArchiveError> {
             }
         }
     }
-    let vdso = vdso_image().and_then(|(id, image)| Some((cache_entry(VDSO_NAME, &id)?, image)));
-    if let Some((entry, image)) = vdso {
-        let copy = |out: &mut File| write_bytes(out, &image);
-        let entry = (&entry, VDSO_NAME, 0o644);
-        report.vdso = match add_counted(&mut root, entry, copy, &mut report) {
-            true => Vdso::Archived,
-            false => Vdso::NotWritten,
-        };
-    }
+    archive_vdso(&mut root, &mut report, None);
     if opts.kernel {
         report.kernel_missing = archive_kernel(opts, &mut root, &mut report).err();
     }
     root.keep();
     Ok(report)
+}
+
+/// This kernel's vDSO image into the cache, when there is one with a
+/// build id (and, with `want`, that id is one of those wanted).
+fn archive_vdso(
+    root: &mut Root,
+    report: &mut ArchiveReport,
+    want: Option<&HashSet<Option<BuildId>>>,
+) {
+    let vdso = vdso_image()
+        .filter(|(id, _)| want.is_none_or(|w| w.contains(&Some(*id))))
+        .and_then(|(id, image)| Some((cache_entry(VDSO_NAME, &id)?, image)));
+    if let Some((entry, image)) = vdso {
+        let copy = |out: &mut File| write_bytes(out, &image);
+        let entry = (&entry, VDSO_NAME, 0o644);
+        report.vdso = match add_counted(root, entry, copy, report) {
+            true => Vdso::Archived,
+            false => Vdso::NotWritten,
+        };
+    }
 }
 
 /// The kernel's entry: a copy of kallsyms under its build id, when its

@@ -8,6 +8,7 @@
 //! before its events are on; the merge goes to `-o` only while `-o` is
 //! still that file (see [`landing`]).
 
+mod buildid;
 mod landing;
 mod leftover;
 mod perf_args;
@@ -384,10 +385,12 @@ fn merge_into(
         salvage: false,
     };
     let merged = rewrite::merge(&perf_file, &perf_file, &opts);
-    let mut report = match merged {
+    let (mut report, cache) = match merged {
         Ok(report) => {
+            // read in our directory, before the file is placed at -o
+            let cache = buildid::find(&pt.buildid, &perf_file);
             landing::place_merged()?;
-            report
+            (report, cache)
         }
         Err(e) => match perf_failed {
             None => {
@@ -415,6 +418,10 @@ fn merge_into(
         let dest = pt.output.display().to_string();
         print(&summary::merge(&report, Duration::ZERO, &dest));
         print(&summary::skip_lines(&skipped));
+    }
+    let (lines, warn) = buildid::fill(cache, &opts.snapshot.proc_root);
+    if warn || !r.scan.quiet {
+        print(&lines);
     }
     if let Some(perf) = perf_failed {
         return Err(perf);

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use mmap2_synth::proc::Target;
 
+use super::buildid::BuildIdArgs;
 use crate::cli::error::CliError;
 
 /// What `perf record`'s arguments say: where it writes and what it records.
@@ -18,6 +19,8 @@ pub(crate) struct PerfTarget {
     /// `--`, of the workload's first word, or their count): an option
     /// record adds after the user's goes there, and so overrides theirs.
     pub(crate) options_end: usize,
+    /// perf's build-id options, for record's part of perf's cache.
+    pub(crate) buildid: BuildIdArgs,
 }
 
 /// Whether a perf record option takes a value.
@@ -370,6 +373,7 @@ fn perf_target_with(
 ) -> Result<PerfTarget, CliError> {
     let (mut output, mut all, mut pid) = (None, false, None);
     let (mut cpu, mut tid, mut uid) = (None, None, None);
+    let mut buildid = BuildIdArgs::default();
     let (options, options_end) = perf_options(args, help)?;
     for o in options {
         let v = if o.negated { None } else { o.value };
@@ -386,6 +390,9 @@ fn perf_target_with(
         }
         if let Some(why) = owned_by_record(o.long) {
             return Err(CliError::Usage(format!("record: --{}: {why}", o.long)));
+        }
+        if buildid.take(o.long, o.negated) {
+            continue;
         }
         match o.long {
             "output" => output = v,
@@ -433,6 +440,7 @@ fn perf_target_with(
         output,
         target,
         options_end,
+        buildid,
     })
 }
 
@@ -559,6 +567,7 @@ mod tests {
             output: output.into(),
             target,
             options_end: 0,
+            buildid: BuildIdArgs::default(),
         }
     }
 
@@ -754,7 +763,18 @@ mod tests {
         assert_eq!(ok(&["-p", "4", "-a"]), pt("perf.data", Some(Target::All)));
         assert_eq!(ok(&["-", "-o", "F"]), pt("perf.data", None));
         // an option named no-X is negated by --X (no value either)
-        assert_eq!(ok(&["--buildid", "prog", "-o", "F"]), pt("perf.data", None));
+        let negated = BuildIdArgs {
+            no_buildid: Some(false),
+            ..BuildIdArgs::default()
+        };
+        let t = ok(&["--buildid", "prog", "-o", "F"]);
+        assert_eq!(
+            t,
+            PerfTarget {
+                buildid: negated,
+                ..pt("perf.data", None)
+            }
+        );
         // ambiguous (--s: stat, synth, ...) or unknown: no value taken
         assert_eq!(ok(&["--s", "-o", "F"]), pt("F", None));
         assert_eq!(ok(&["--bogus", "-o", "F"]), pt("F", None));
@@ -768,5 +788,36 @@ mod tests {
         for v in [&["-o"][..], &["-ga", "-e"], &["--output"], &["-gp"]] {
             assert!(matches!(target(v), Err(CliError::Usage(_))), "{v:?}");
         }
+    }
+
+    // perf's build-id options are read for record's cache: -N and -B in
+    // clusters, long forms abbreviated and negated, the last counting.
+    #[test]
+    fn build_id_options() {
+        let b = |v: &[&str]| target(v).unwrap().buildid;
+        let args = |no_buildid, no_cache, all, mmap| BuildIdArgs {
+            no_buildid,
+            no_cache,
+            all,
+            mmap,
+        };
+        assert_eq!(b(&["-p", "1"]), BuildIdArgs::default());
+        assert_eq!(b(&["-gN", "-p", "1"]), args(None, Some(true), None, None));
+        assert_eq!(b(&["-NB"]), args(Some(true), Some(true), None, None));
+        assert_eq!(
+            b(&[
+                "-N",
+                "--buildid-cache",
+                "--buildid-a",
+                "--buildid-mmap",
+                "--",
+                "-B"
+            ]),
+            args(None, Some(false), Some(true), Some(true))
+        );
+        assert_eq!(
+            b(&["--no-buildid-all"]),
+            args(None, None, Some(false), None)
+        );
     }
 }
