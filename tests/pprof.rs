@@ -1282,6 +1282,16 @@ fn a_fork_heavy_recording_is_read_and_attributed_as_perf_does() {
     assert_eq!(ours, theirs, "{summary}");
 }
 
+/// A file removed when dropped (the JIT fixture's map file: killed, it
+/// leaves it).
+struct Removed(PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// The shares `perf report --sort sym` gives `names`, and pprof's `-top`
 /// of `profile`, each pair within 1 point and over `least` percent.
 fn jit_shares_match_perf(rec: &Path, profile: &Path, names: &[&str], least: f64) {
@@ -1312,6 +1322,7 @@ fn jit_code_is_named_from_its_perf_map() {
     let dir = scratch("pprof-jit");
     let jit = build_fixture("jit", &dir, &[]);
     let host = Mapper::start_as(&jit, &["host_jit_fn".as_ref()]);
+    let _map = Removed(PathBuf::from(format!("/tmp/perf-{}.map", host.pid)));
     // (from its directory: the tmpfs hides the scratch directory's path)
     let script = format!(
         "cd {} && mount -t tmpfs none /tmp && exec ./jit ns_jit_fn",
