@@ -1281,3 +1281,238 @@ fn a_fork_heavy_recording_is_read_and_attributed_as_perf_does() {
     assert!(theirs.len() > 300, "children with samples: {theirs:?}");
     assert_eq!(ours, theirs, "{summary}");
 }
+
+/// A file removed when dropped (the JIT fixture's map file: killed, it
+/// leaves it).
+struct Removed(PathBuf);
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The shares `perf report --sort sym` gives `names`, and pprof's `-top`
+/// of `profile`, each pair within 1 point and over `least` percent.
+fn jit_shares_match_perf(rec: &Path, profile: &Path, names: &[&str], least: f64) {
+    let (ours, theirs) = (pprof_shares(profile, &[]), perf_shares(rec));
+    for name in names {
+        let perf = theirs.iter().find(|(n, _)| n == name).map(|s| s.1);
+        let perf = perf.unwrap_or_else(|| panic!("perf report has no {name}: {theirs:?}"));
+        let got = ours.get(*name).copied().unwrap_or(0.0);
+        assert!(
+            (got - perf).abs() <= 1.0 && got > least,
+            "{name}: pprof {got}% vs perf report {perf}%\npprof: {ours:?}\nperf: {theirs:?}"
+        );
+    }
+}
+
+// Code a JIT copied into anonymous executable memory and named in
+// /tmp/perf-PID.map is named as perf report names it: pprof's top gives
+// host_jit_fn perf report's share within 1 point (it was an address); so
+// does a JIT in its own pid and mount namespace (unshare -fpm, a tmpfs on
+// its /tmp) for ns_jit_fn, whose map file is in its own /tmp under its pid
+// there (1): the host's /tmp has none for it.
+#[test]
+#[ignore = "needs root, perf, unshare and go tool pprof"]
+fn jit_code_is_named_from_its_perf_map() {
+    needs_perf_record();
+    needs_root("unshare -fpm");
+    needs_go();
+    let dir = scratch("pprof-jit");
+    let jit = build_fixture("jit", &dir, &[]);
+    let host = Mapper::start_as(&jit, &["host_jit_fn".as_ref()]);
+    let _map = Removed(PathBuf::from(format!("/tmp/perf-{}.map", host.pid)));
+    // (from its directory: the tmpfs hides the scratch directory's path)
+    let script = format!(
+        "cd {} && mount -t tmpfs none /tmp && exec ./jit ns_jit_fn",
+        q(&dir)
+    );
+    let unshare = Mapper::start_as(
+        Path::new("unshare"),
+        &["-fpm", "--kill-child", "sh", "-c", &script].map(OsStr::new),
+    );
+    let inner = only_child(unshare.pid);
+    let in_ns = format!("/proc/{inner}/root/tmp/perf-1.map");
+    assert!(Path::new(&in_ns).is_file(), "{in_ns}");
+    assert!(!Path::new(&format!("/tmp/perf-{inner}.map")).exists());
+    let rec = dir.join("rec.data");
+    let pids = format!("{},{inner}", host.pid);
+    perf_record_to(&rec, &[], &["-p", &pids, "--", "sleep", "1"]);
+    let profile = dir.join("p.pb.gz");
+    let summary = pprof(&rec, &profile, &[]);
+    jit_shares_match_perf(&rec, &profile, &["host_jit_fn", "ns_jit_fn"], 20.0);
+    assert!(summary.contains("named from 2 perf maps"), "{summary}");
+}
+
+/// Leaf addresses by pid.
+type Leaves = BTreeMap<u32, Vec<u64>>;
+
+/// Per pid, the leaf addresses of its samples whose leaf is in a mapping
+/// without a build id, by `go tool pprof -raw` (which merges mappings of
+/// the same size, offset and name or build id); and the mappings' ranges.
+fn anonymous_leaves(profile: &Path) -> (Leaves, Vec<(u64, u64)>) {
+    let raw = go_pprof(&["-raw"], profile);
+    let section = |from: &str, to: &str| {
+        let rest = raw.split_once(from).map_or("", |(_, r)| r);
+        rest.split(to).next().unwrap_or("").to_string()
+    };
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    // "N: 0xSTART/0xLIMIT/0xOFFSET NAME... [BUILDID] [FN]..."
+    let mut ranges = Vec::new();
+    let mut anonymous = Vec::new();
+    for l in raw.rsplit("\nMappings\n").next().unwrap_or("").lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let Some(r) = f.get(1).map(|r| r.split('/').collect::<Vec<_>>()) else {
+            continue;
+        };
+        ranges.push((hex(r[0]), hex(r[1])));
+        if !f
+            .iter()
+            .any(|w| w.len() == 40 && w.chars().all(|c| c.is_ascii_hexdigit()))
+        {
+            anonymous.push(f[0].trim_end_matches(':').to_string());
+        }
+    }
+    // "  N: 0xADDR M=K ..."
+    let mut location = BTreeMap::new();
+    for l in section("\nLocations\n", "\nMappings\n").lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() >= 3 && anonymous.iter().any(|m| f[2] == format!("M={m}")) {
+            location.insert(f[0].trim_end_matches(':').to_string(), hex(f[1]));
+        }
+    }
+    // "  COUNT  VALUE: LOC LOC ..." then "  pid:[P] tid:[T]"
+    let mut leaves = Leaves::new();
+    let mut leaf = None;
+    for l in section("\nSamples:\n", "\nLocations\n").lines() {
+        if let Some((_, locs)) = l.split_once(": ") {
+            leaf = locs
+                .split_whitespace()
+                .next()
+                .and_then(|id| location.get(id));
+        } else if let Some(pid) = l.trim().strip_prefix("pid:[") {
+            let pid = pid.split(']').next().unwrap().parse().unwrap();
+            if let Some(&addr) = leaf.take() {
+                leaves.entry(pid).or_default().push(addr);
+            }
+        }
+    }
+    (leaves, ranges)
+}
+
+// Two processes running code in anonymous memory of the same size at
+// other addresses, neither with a perf map: in pprof each one's samples
+// are at addresses of its own JIT mapping, and both mappings are there
+// (pprof merged the two mappings, same size, offset and no name: the
+// second's samples moved to the first's addresses, its mapping gone).
+#[test]
+#[ignore = "needs root, perf and go tool pprof"]
+fn anonymous_mappings_of_processes_stay_apart() {
+    needs_perf_record();
+    needs_go();
+    let dir = scratch("pprof-anon");
+    let jit = build_fixture("jit", &dir, &[]);
+    let (a, b) = (Mapper::start_as(&jit, &[]), Mapper::start_as(&jit, &[]));
+    let own = [
+        (a.pid, anon_exec_range(a.pid)),
+        (b.pid, anon_exec_range(b.pid)),
+    ];
+    assert_ne!(own[0].1 .0, own[1].1 .0, "ASLR placed both at one address");
+    let rec = dir.join("rec.data");
+    let pids = format!("{},{}", a.pid, b.pid);
+    perf_record_to(&rec, &[], &["-p", &pids, "--", "sleep", "1"]);
+    drop((a, b));
+    let profile = dir.join("p.pb.gz");
+    pprof(&rec, &profile, &[]);
+    let (leaves, ranges) = anonymous_leaves(&profile);
+    for (pid, (start, end)) in own {
+        let mine = leaves.get(&pid).cloned().unwrap_or_default();
+        assert!(!mine.is_empty(), "pid {pid}: {leaves:x?}");
+        assert!(
+            mine.iter().all(|&a| (start..end).contains(&a)),
+            "pid {pid}'s JIT is {start:#x}-{end:#x}: {mine:x?}"
+        );
+        assert!(ranges.contains(&(start, end)), "{ranges:x?}");
+    }
+}
+
+// A burner in its own mount namespace whose library path holds another
+// build there than on the host (a bind mount over it: a container's
+// library), recorded while it runs by `mmap2-synth record` (build-id
+// maps: the container's id), by perf record (device and inode, its table
+// giving the container's id) and by `perf record -B` (no table: the
+// mapped inode alone tells the file): pprof names burn_work for all three
+// through the live process's mapped file, as perf report does (it was
+// "not found", the host's file being another build, and "without a build
+// id" for the last); once the process is gone it says "another build at
+// PATH".
+#[test]
+#[ignore = "needs root, perf, unshare and go tool pprof"]
+fn a_live_containers_library_is_symbolized_from_its_mapping() {
+    needs_perf_record();
+    needs_root("unshare -m");
+    needs_go();
+    let dir = scratch("pprof-ctr");
+    let (burn, lib) = build_burner(&dir, &["-g"]);
+    let theirs = dir.join("ctr-libburn.so");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/libburn.c");
+    let (t, s) = (theirs.to_str().unwrap(), src.to_str().unwrap());
+    cc(&[
+        "-shared",
+        "-fPIC",
+        "-O1",
+        "-g",
+        "-Wl,--build-id=md5",
+        "-o",
+        t,
+        s,
+    ]);
+    let (host_id, ctr_id) = (
+        readelf_build_id(&lib).unwrap(),
+        readelf_build_id(&theirs).unwrap(),
+    );
+    assert_ne!(host_id, ctr_id);
+    let script = format!(
+        "mount --bind {} {} && exec {} 120",
+        q(&theirs),
+        q(&lib),
+        q(&burn)
+    );
+    let p = Mapper::start_as(
+        Path::new("unshare"),
+        &["-m", "sh", "-c", &script].map(OsStr::new),
+    );
+    let (ours, perfs, no_table) = (
+        dir.join("ours.data"),
+        dir.join("perf.data"),
+        dir.join("b.data"),
+    );
+    let pid = p.pid.to_string();
+    let o = Command::new(bin())
+        .args(["record", "-q", "--", "-q", "-g", "-p", &pid, "-o"])
+        .arg(&ours)
+        .args(["--", "sleep", "1"])
+        .env("HOME", &*dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    record(p.pid, &perfs, &["-g"]);
+    record(p.pid, &no_table, &["-g", "-B"]);
+    for rec in [&ours, &perfs, &no_table] {
+        let profile = rec.with_extension("pb.gz");
+        let summary = pprof(rec, &profile, &[]);
+        let shares = pprof_shares(&profile, &[]);
+        let share = shares.get("burn_work").copied().unwrap_or(0.0);
+        assert!(
+            share > 50.0,
+            "{}: burn_work {share}%: {summary}\n{shares:?}",
+            rec.display()
+        );
+    }
+    drop(p);
+    let summary = pprof(&ours, &dir.join("gone.pb.gz"), &[]);
+    let said = format!("another build at {} ({host_id})", lib.display());
+    assert!(summary.contains(&said), "{summary}");
+    assert!(summary.contains(&ctr_id), "{summary}");
+}

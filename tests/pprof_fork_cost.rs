@@ -47,6 +47,7 @@ fn map(start: u64) -> Map {
         pgoff: 0,
         filename: b"/x"[..].into(),
         build_id: None,
+        file: None,
     }
 }
 

@@ -544,3 +544,78 @@ fn exponential_cpp_name_is_demangled_once_within_bounds() {
     );
     assert!(!locs.iter().any(|l| l.function.len() > 64 << 10));
 }
+
+/// A hostile perf map: its name, how it is made at a path, what the
+/// summary says of it.
+type Case<'a> = (&'a str, &'a dyn Fn(&Path), &'a str);
+
+// A JIT's /tmp/perf-PID.map made hostile, each in turn: 65 MiB (sparse),
+// a FIFO nobody writes, a symlink to /dev/zero, a directory, binary junk
+// (NULs, 0xff bytes, over-long lines) with one real line at its end.
+// Each conversion ends in bounds, exit 0, with every sample, the summary
+// naming the file and what was wrong; only the junk's real line names the
+// JIT's code (perf reads the same way), the others leave it an address.
+#[test]
+#[ignore = "needs root (a file in /tmp named for another process), perf and go tool pprof"]
+fn hostile_perf_maps_are_refused_or_read_in_bounds() {
+    needs_perf_record();
+    needs_go();
+    let dir = scratch("pprof-perfmap");
+    let jit = build_fixture("jit", &dir, &[]);
+    let p = Mapper::start_as(&jit, &[]);
+    let (start, _) = anon_exec_range(p.pid);
+    let rec = dir.join("rec.data");
+    perf_record_pid(p.pid, &rec, &[], "1");
+    let recorded = perf_samples(&rec);
+    let map = PathBuf::from(format!("/tmp/perf-{}.map", p.pid));
+    let mut junk: Vec<u8> = (0..200_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+        .collect();
+    junk.extend(b"\n\0\0\0 1 2\n");
+    junk.extend(vec![b'7'; 100_000]);
+    junk.extend(format!("\n{start:x} 1000 real_jit_fn\n").as_bytes());
+    let cases: [Case; 5] = [
+        (
+            "huge",
+            &|m| std::fs::File::create(m).unwrap().set_len(65 << 20).unwrap(),
+            "68157440 bytes, more than the 67108864 a perf map is read to: not read",
+        ),
+        ("fifo", &|m| mkfifo(m), "a FIFO: not read"),
+        (
+            "link",
+            &|m| std::os::unix::fs::symlink("/dev/zero", m).unwrap(),
+            "a symbolic link: not followed",
+        ),
+        (
+            "dir",
+            &|m| std::fs::create_dir(m).unwrap(),
+            "a directory: not read",
+        ),
+        (
+            "junk",
+            &|m| std::fs::write(m, &junk).unwrap(),
+            "lines not `START SIZE NAME` skipped, the first at byte 0",
+        ),
+    ];
+    for (what, make, why) in cases {
+        make(&map);
+        let profile = dir.join(format!("{what}.pb.gz"));
+        let run = bounded_pprof(&rec, &profile);
+        let _ = std::fs::remove_file(&map).or_else(|_| std::fs::remove_dir(&map));
+        assert_bounded(&run);
+        let said = format!("{} (", map.display());
+        let line = run
+            .stderr
+            .lines()
+            .find(|l| l.contains("perf maps not read, or read in part"))
+            .unwrap_or_else(|| panic!("{what}: no perf map line: {}", run.stderr));
+        assert!(line.contains(&said) && line.contains(why), "{what}: {line}");
+        let (locs, samples) = raw_profile(&profile);
+        assert_eq!(
+            samples, recorded,
+            "{what}: profile samples vs perf script's"
+        );
+        let named = locs.iter().any(|l| l.function == "real_jit_fn");
+        assert_eq!(named, what == "junk", "{what}: {locs:?}");
+    }
+}

@@ -21,7 +21,7 @@
 use foldhash::HashMap;
 use std::rc::Rc;
 
-use crate::model::BuildId;
+use crate::model::{BuildId, FileKey};
 
 /// One mapped range as the recording gave it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -36,6 +36,29 @@ pub struct Map {
     pub filename: Rc<[u8]>,
     /// Build id, from the record or the recording's table.
     pub build_id: Option<BuildId>,
+    /// Device and inode, from an inode-form MMAP2 record: a map without a
+    /// build id is then known by the file its live process maps there.
+    pub file: Option<FileKey>,
+}
+
+/// Whether a map of this name is a process's own memory, no file's:
+/// perf's anonymous names (`//anon`, `/dev/zero`, `/anon_hugepage`), its
+/// "no DSO" ones (`[heap]`, `[stack`, `/SYSV`) and the kernel's named
+/// anonymous memory (`[anon:NAME]`). perf names code in such memory from
+/// the process's `/tmp/perf-PID.map` (JIT compilers write it); two
+/// processes' are never the same memory, whatever their names and sizes.
+pub fn is_anonymous(name: &[u8]) -> bool {
+    name == b"//anon"
+        || name == b"[heap]"
+        || [
+            &b"/dev/zero"[..],
+            b"/anon_hugepage",
+            b"[stack",
+            b"/SYSV",
+            b"[anon:",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
 }
 
 /// One address space's maps, by start address (cloned in O(1), sharing).
@@ -428,6 +451,7 @@ mod tests {
             pgoff: 0,
             filename: name.as_bytes().into(),
             build_id: None,
+            file: None,
         }
     }
 

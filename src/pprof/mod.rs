@@ -7,17 +7,20 @@
 //! Stages: `read` replays the recording (maps per process in `maps`, the
 //! kernel's, comms; records that come before their process's FORK held in
 //! `park`) and aggregates samples in `profile`'s builder; `symbolize` (the
-//! only part that opens files) names the locations, `demangle` their names;
+//! only part that opens files, with `perfmap` for JIT code's
+//! `/tmp/perf-PID.map`) names the locations, `demangle` their names;
 //! `proto` is the schema.
 //!
 //! May import: `archive` (the build-id cache layout), `bytes`, `model`,
-//! `perf`, `proc`, `rewrite`.
+//! `perf`, `proc`, `rewrite`, `sys`.
 
 mod cache;
 mod demangle;
+mod find;
 mod isolate;
 pub mod maps;
 mod park;
+mod perfmap;
 pub mod profile;
 pub mod proto;
 mod read;
@@ -108,6 +111,15 @@ pub struct PprofReport {
     pub no_minidebug: usize,
     /// Up to 5 of them, as `path (why)`.
     pub no_minidebug_names: Vec<String>,
+    /// Perf maps (`/tmp/perf-PID.map`) read to name code in processes'
+    /// anonymous memory.
+    pub perf_maps: usize,
+    /// Locations in processes' anonymous memory that no perf map named.
+    pub jit_unnamed: usize,
+    /// Perf maps not read, or read in part (lines skipped).
+    pub perf_map_problems: usize,
+    /// Up to 5 of them, as `path (why)`.
+    pub perf_map_problem_names: Vec<String>,
 }
 
 /// Why no profile was written.

@@ -12,7 +12,7 @@ use std::rc::Rc;
 // every sample is looked up.
 use foldhash::HashMap;
 
-use super::maps::Map;
+use super::maps::{is_anonymous, Map};
 use super::proto::{self, Profile};
 
 /// The string table: index 0 is "".
@@ -102,21 +102,49 @@ pub struct MappingSymbols {
     pub inline: bool,
 }
 
+/// One mapping of the profile.
+#[derive(Debug, Clone)]
+pub struct Mapping {
+    /// The recorded map.
+    pub map: Rc<Map>,
+    /// Whose it is.
+    pub space: Space,
+    /// The process of the first frame in it (whose files may be read
+    /// through /proc while it lives).
+    pub pid: u32,
+    /// Whether it is a process's anonymous memory ([`is_anonymous`]): a
+    /// mapping per process then (a child forked from a JIT shares its
+    /// parent's map record, not its `/tmp/perf-PID.map`); files and the
+    /// kernel's maps are one mapping in every process.
+    pub anonymous: bool,
+}
+
+impl Mapping {
+    /// The process whose anonymous memory it is, if it is.
+    pub fn owner(&self) -> Option<u32> {
+        self.anonymous.then_some(self.pid)
+    }
+}
+
+/// How a mapping is interned: the map's address (the builder holds every
+/// map it gave an id, so an address is never reused for another map
+/// meanwhile), its space, its owner.
+type MappingKey = (usize, Space, Option<u32>);
+
 /// The profile being built.
 #[derive(Debug, Default)]
 pub struct Builder {
     /// The string table.
     pub strings: Strings,
-    /// By the address of the map (the builder holds every map it gave an
-    /// id, so an address is never reused for another map meanwhile).
-    mapping_ids: HashMap<(usize, Space), u64>,
+    mapping_ids: HashMap<MappingKey, u64>,
     /// The last mapping looked up (frames of a stack often share one).
-    last_mapping: Option<((usize, Space), u64)>,
+    last_mapping: Option<(MappingKey, u64)>,
     /// Mappings in id order (id = index + 1).
-    pub mappings: Vec<(Rc<Map>, Space)>,
-    location_ids: HashMap<(u64, u64), u64>,
-    /// Locations in id order: (mapping id or 0, address).
-    pub locations: Vec<(u64, u64)>,
+    pub mappings: Vec<Mapping>,
+    location_ids: HashMap<(u64, u64, Option<u32>), u64>,
+    /// Locations in id order: (mapping id or 0, address, the process of a
+    /// user frame no map covers: its `/tmp/perf-PID.map` may name it).
+    pub locations: Vec<(u64, u64, Option<u32>)>,
     /// Hash of a sample's key -> the last sample with it; `chain[i]` the
     /// one before (so a sample seen again costs no allocation).
     sample_ids: HashMap<u64, usize>,
@@ -139,9 +167,12 @@ const LINEAR_COUNTS: usize = 16;
 type Counts = (usize, i64, i64);
 
 impl Builder {
-    /// The mapping id of `map` (interned by its fields and space).
-    pub fn mapping(&mut self, map: &Rc<Map>, space: Space) -> u64 {
-        let key = (Rc::as_ptr(map) as usize, space);
+    /// The mapping id of `map` in `space`, hit by a frame of process
+    /// `pid` (interned by the map record and space, and by the process for
+    /// anonymous memory).
+    pub fn mapping(&mut self, map: &Rc<Map>, space: Space, pid: u32) -> u64 {
+        let anonymous = space == Space::User && is_anonymous(&map.filename);
+        let key = (Rc::as_ptr(map) as usize, space, anonymous.then_some(pid));
         match self.last_mapping {
             Some((k, id)) if k == key => return id,
             _ => {}
@@ -150,16 +181,23 @@ impl Builder {
             self.last_mapping = Some((key, id));
             return id;
         }
-        self.mappings.push((map.clone(), space));
+        self.mappings.push(Mapping {
+            map: map.clone(),
+            space,
+            pid,
+            anonymous,
+        });
         let id = self.mappings.len() as u64;
         self.mapping_ids.insert(key, id);
         id
     }
 
-    /// The location id of `addr` in mapping `mapping` (0: none).
-    pub fn location(&mut self, mapping: u64, addr: u64) -> u64 {
-        *self.location_ids.entry((mapping, addr)).or_insert_with(|| {
-            self.locations.push((mapping, addr));
+    /// The location id of `addr` in mapping `mapping` (0: none; then
+    /// `pid` is the process of a user frame, kept apart from others').
+    pub fn location(&mut self, mapping: u64, addr: u64, pid: Option<u32>) -> u64 {
+        let key = (mapping, addr, pid.filter(|_| mapping == 0));
+        *self.location_ids.entry(key).or_insert_with(|| {
+            self.locations.push(key);
             self.locations.len() as u64
         })
     }
@@ -328,14 +366,18 @@ impl Builder {
         let Some((comm, pid)) = self.top_command() else {
             return;
         };
-        if self.mappings.iter().any(|(m, s)| self.is_main(m, *s, comm)) {
+        if self
+            .mappings
+            .iter()
+            .any(|m| self.is_main(&m.map, m.space, comm))
+        {
             return;
         }
         let main = maps(pid)
             .find(|m| self.is_main(m, Space::User, comm))
             .cloned();
         if let Some(m) = main {
-            self.mapping(&m, Space::User);
+            self.mapping(&m, Space::User, pid);
         }
     }
 
@@ -350,7 +392,7 @@ impl Builder {
         let main = self
             .mappings
             .iter()
-            .position(|(m, space)| self.is_main(m, *space, comm));
+            .position(|m| self.is_main(&m.map, m.space, comm));
         if let Some(i) = main {
             order.remove(i);
             order.insert(0, i);
@@ -415,7 +457,7 @@ impl Builder {
             new_id[old + 1] = new as u64 + 1;
         }
         let mut functions: HashMap<(i64, i64), u64> = HashMap::default();
-        for (i, &(mapping_id, address)) in self.locations.iter().enumerate() {
+        for (i, &(mapping_id, address, _)) in self.locations.iter().enumerate() {
             let mut line = Vec::new();
             for f in frames.get(i).map(Vec::as_slice).unwrap_or_default() {
                 let name = self.strings.id(&f.name);
@@ -455,19 +497,19 @@ impl Builder {
         order: &[usize],
     ) {
         for (new, &i) in order.iter().enumerate() {
-            let m = &self.mappings[i].0;
+            let (m, owner) = (&self.mappings[i].map, self.mappings[i].owner());
             let s = mapping_symbols.get(i).copied().unwrap_or_default();
             let build_id = m.build_id.map_or(0, |id| self.strings.id(&id.to_hex()));
+            let filename = match owner {
+                Some(pid) => self.strings.id(&anonymous_name(m, pid)),
+                None => self.strings.id_bytes(&m.filename),
+            };
             p.mapping.push(proto::Mapping {
                 id: new as u64 + 1,
                 memory_start: m.start,
                 memory_limit: m.end,
                 file_offset: m.pgoff,
-                // anonymous memory (JIT code) is a mapping without a file
-                filename: match m.filename.starts_with(b"//anon") {
-                    true => 0,
-                    false => self.strings.id_bytes(&m.filename),
-                },
+                filename,
                 build_id,
                 has_functions: s.functions,
                 has_filenames: s.filenames,
@@ -476,6 +518,19 @@ impl Builder {
             });
         }
     }
+}
+
+/// The name a process's anonymous mapping is written with: pprof merges
+/// mappings of the same size, offset and name (or build id), moving one's
+/// addresses into the other's, so each process's anonymous ranges are
+/// named apart (`[anon] pid 7 at 0x7f0000001000`; starting with `[`, which
+/// pprof does not try to open as a file).
+fn anonymous_name(m: &Map, pid: u32) -> String {
+    let name = match &*m.filename {
+        b"//anon" => "[anon]".into(),
+        other => String::from_utf8_lossy(other),
+    };
+    format!("{name} pid {pid} at {:#x}", m.start)
 }
 
 #[cfg(test)]
@@ -489,6 +544,7 @@ mod tests {
             pgoff: 0,
             filename: b"/lib/x.so".as_slice().into(),
             build_id: crate::model::BuildId::new(&[0xab; 20]),
+            file: None,
         })
     }
 
@@ -499,14 +555,14 @@ mod tests {
     fn aggregation_and_ids() {
         let mut b = Builder::default();
         let shared = map(0x1000);
-        let m = b.mapping(&shared, Space::User);
-        assert_eq!(b.mapping(&shared.clone(), Space::User), m);
+        let m = b.mapping(&shared, Space::User, 7);
+        assert_eq!(b.mapping(&shared.clone(), Space::User, 7), m);
         // a map is its record: another record of the same range is another
-        assert_eq!(b.mapping(&map(0x1000), Space::User), m + 1);
-        assert_eq!(b.mapping(&shared, Space::Kernel), m + 2);
-        let l1 = b.location(m, 0x1010);
-        let l2 = b.location(m, 0x1020);
-        assert_eq!(b.location(m, 0x1010), l1);
+        assert_eq!(b.mapping(&map(0x1000), Space::User, 7), m + 1);
+        assert_eq!(b.mapping(&shared, Space::Kernel, 7), m + 2);
+        let l1 = b.location(m, 0x1010, None);
+        let l2 = b.location(m, 0x1020, None);
+        assert_eq!(b.location(m, 0x1010, None), l1);
         let comm = b.strings.id("burn");
         for _ in 0..3 {
             b.add(&[l1, l2], (5, 5), (comm, comm), 1, 100);
@@ -548,6 +604,7 @@ mod tests {
             pgoff: 0,
             filename: name.as_bytes().into(),
             build_id: None,
+            file: None,
         })
     }
 
@@ -556,11 +613,14 @@ mod tests {
     #[test]
     fn main_binary_first() {
         let mut b = Builder::default();
-        let libc = b.mapping(&named(0x1000, "/lib/libc.so.6"), Space::User);
-        let jit = b.mapping(&named(0x5000, "//anon"), Space::User);
-        b.location(jit, 0x5000);
-        let exe = b.mapping(&named(0x9000, "/usr/bin/burn"), Space::User);
-        let (l1, l2) = (b.location(libc, 0x1010), b.location(exe, 0x9010));
+        let libc = b.mapping(&named(0x1000, "/lib/libc.so.6"), Space::User, 7);
+        let jit = b.mapping(&named(0x5000, "//anon"), Space::User, 7);
+        b.location(jit, 0x5000, None);
+        let exe = b.mapping(&named(0x9000, "/usr/bin/burn"), Space::User, 7);
+        let (l1, l2) = (
+            b.location(libc, 0x1010, None),
+            b.location(exe, 0x9010, None),
+        );
         let comm = b.strings.id("burn");
         b.add(&[l2, l1], (7, 7), (comm, comm), 0, 1);
         let p = b.finish(&[(0, "e".into())], &[], &[], 0);
@@ -570,7 +630,45 @@ mod tests {
         // locations: the JIT one, libc's, the executable's
         let ids: Vec<u64> = p.location.iter().map(|l| l.mapping_id).collect();
         assert_eq!(ids, vec![3, 2, 1], "each location follows its mapping");
-        assert_eq!(p.mapping[2].filename, 0, "anonymous memory has no file");
+        assert_eq!(name(&p.mapping[2]), "[anon] pid 7 at 0x5000");
+    }
+
+    // Anonymous memory is a mapping per process (a forked child shares the
+    // map record), files one for all; user frames no map covers are
+    // locations per process, kernel ones and mapped ones are not.
+    #[test]
+    fn anonymous_memory_is_per_process() {
+        let mut b = Builder::default();
+        let (jit, lib) = (named(0x5000, "//anon"), named(0x9000, "/lib/x.so"));
+        let (a, c) = (
+            b.mapping(&jit, Space::User, 1),
+            b.mapping(&jit, Space::User, 2),
+        );
+        assert_ne!(a, c);
+        assert_eq!(b.mapping(&jit, Space::User, 1), a);
+        assert_eq!(
+            b.mapping(&jit, Space::Kernel, 1),
+            b.mapping(&jit, Space::Kernel, 2)
+        );
+        let l = b.mapping(&lib, Space::User, 1);
+        assert_eq!(b.mapping(&lib, Space::User, 2), l);
+        let heap = named(0x7000, "[heap]");
+        assert_ne!(
+            b.mapping(&heap, Space::User, 1),
+            b.mapping(&heap, Space::User, 2)
+        );
+        assert_ne!(b.location(0, 0x10, Some(1)), b.location(0, 0x10, Some(2)));
+        assert_eq!(
+            b.location(l, 0x9010, Some(1)),
+            b.location(l, 0x9010, Some(2))
+        );
+        assert_eq!(b.location(0, 0x20, None), b.location(0, 0x20, None));
+        let p = b.finish(&[], &[], &[], 0);
+        let name = |i: usize| p.string_table[p.mapping[i].filename as usize].clone();
+        assert_eq!(name(0), "[anon] pid 1 at 0x5000");
+        assert_eq!(name(1), "[anon] pid 2 at 0x5000");
+        assert_eq!(name(2), "//anon", "the kernel's space keeps the name");
+        assert_eq!(name(4), "[heap] pid 1 at 0x7000");
     }
 
     // A program whose samples all land in a library still names the
@@ -579,8 +677,8 @@ mod tests {
     fn main_binary_added_without_samples() {
         let mut b = Builder::default();
         let lib = named(0x1000, "/tmp/libburn.so");
-        let libburn = b.mapping(&lib, Space::User);
-        let l = b.location(libburn, 0x1010);
+        let libburn = b.mapping(&lib, Space::User, 7);
+        let l = b.location(libburn, 0x1010, None);
         let comm = b.strings.id("burn");
         b.add(&[l], (7, 7), (comm, comm), 0, 1);
         b.add(&[l], (7, 7), (comm, comm), 0, 1);

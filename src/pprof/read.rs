@@ -15,6 +15,7 @@ use super::park::{Held, Parked};
 use super::profile::Builder;
 use super::PprofReport;
 use crate::bytes::{cstr, Endian, Rd};
+use crate::model::FileKey;
 use crate::perf::consts::{attr_flags, event_update, misc, types};
 use crate::perf::events::{parse_comm, parse_fork, parse_map};
 use crate::perf::sample::{parse_sample, FrameMode};
@@ -134,6 +135,11 @@ impl Reader {
             pgoff: m.key.pgoff,
             filename,
             build_id,
+            file: m.dev_ino.map(|(dev_major, dev_minor, inode)| FileKey {
+                dev_major,
+                dev_minor,
+                inode,
+            }),
         };
         self.report.maps += 1;
         self.cache.clear();

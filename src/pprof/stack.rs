@@ -104,13 +104,14 @@ impl Reader {
             };
             last = map.map(|m| (m, space));
             let mapping = match map {
-                Some(m) => self.builder.mapping(m, space),
+                Some(m) => self.builder.mapping(m, space, pid),
                 None => {
                     self.report.unmapped_frames += 1;
                     0
                 }
             };
-            locations.push(self.builder.location(mapping, addr));
+            let user = (space == Space::User).then_some(pid);
+            locations.push(self.builder.location(mapping, addr, user));
         }
         self.stack = stack;
         self.locations = locations;

@@ -1,37 +1,35 @@
 //! Symbolization with blazesym, at the edge: for each build id the profile's
-//! locations map, the file with that id (from `--buildid-dir`, perf's
-//! build-id cache layout, or the recorded path when its id matches: never a
-//! file that merely has the name); for kernel frames, kallsyms of the same
-//! kernel (the running one when its build id and `_text` match the
-//! recording's kernel map, else the one archived under the kernel's id).
-//! Files are opened here, checked, and handed to blazesym as
-//! `/proc/thread-self/fd/N`, so what blazesym reads is the file that was checked.
+//! locations map, the file with that id (`find`: from `--buildid-dir`,
+//! perf's build-id cache layout, the recorded path when its id matches, or
+//! a live process's mapped file: never a file that merely has the name);
+//! for kernel frames, kallsyms of the same kernel (the running one when its
+//! build id and `_text` match the recording's kernel map, else the one
+//! archived under the kernel's id); for code in processes' anonymous
+//! memory, their perf maps (`perfmap`). Files are opened here, checked,
+//! and handed to blazesym as `/proc/thread-self/fd/N`, so what blazesym
+//! reads is the file that was checked.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 
 use blazesym::symbolize::source::{Elf, Kernel, Source};
 use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
 
 use super::demangle::Demangler;
+use super::find::{bounded_copy, find_elf, live_id, private_copy, Mapped};
 use super::isolate::{isolated, Panicked};
-use super::profile::{Builder, Frame, MappingSymbols, Space};
+use super::perfmap::PerfMaps;
+use super::profile::{Builder, Frame, Mapping, MappingSymbols, Space};
 use super::PprofReport;
 use crate::archive::cache_entry;
-use crate::model::{BuildId, VDSO_NAME};
-use crate::perf::copy::copy_range;
-use crate::proc::buildid::{
-    kernel_build_id, open_if_build_id, open_regular, read_build_id_from_file, vdso_image,
-};
+use crate::model::BuildId;
+use crate::proc::buildid::{kernel_build_id, open_regular};
 use crate::proc::debuginfo::{dwarf_verdict, Dwarf};
 use crate::proc::kernel::{text_address, KERNEL_DSO};
 use crate::proc::minidebug;
-use crate::sys::data_bytes;
 
 /// What symbolization found: frames per location, flags per mapping.
 #[derive(Debug, Default)]
@@ -46,8 +44,75 @@ pub struct Symbols {
 /// mapping index).
 type Want = (usize, u64, usize);
 
-/// Per build id: what to symbolize and the paths it was mapped from.
-type ById = BTreeMap<BuildId, (Vec<Want>, Vec<Rc<[u8]>>)>;
+/// Per build id: what to symbolize and where it was mapped.
+type ById = BTreeMap<BuildId, (Vec<Want>, Vec<Mapped>)>;
+
+/// Per process: locations in its anonymous memory, or user frames of it
+/// no map covers, for its perf map to name: (location index, address,
+/// mapping index if any).
+type ByPid = BTreeMap<u32, Vec<(usize, u64, Option<usize>)>>;
+
+/// The locations of a profile sorted by where their names come from.
+#[derive(Default)]
+struct Sorted {
+    by_id: ById,
+    by_pid: ByPid,
+    kernel: Vec<Want>,
+    /// The recording's kernel map (its build id and `_text`).
+    kernel_map: Option<std::rc::Rc<super::maps::Map>>,
+}
+
+/// Sorts the locations of `b`: by build id (a map without one takes that
+/// of its live process's file, [`live_id`], else is counted), by process
+/// for anonymous memory and user frames no map covers, the kernel's.
+fn sort_locations(b: &Builder, report: &mut PprofReport) -> Sorted {
+    let mut s = Sorted::default();
+    // a map without a build id: its live process's file, once per mapping
+    let mut live: BTreeMap<usize, Option<BuildId>> = BTreeMap::new();
+    for (i, &(mapping, addr, pid)) in b.locations.iter().enumerate() {
+        let Some(mapped @ Mapping { map, space, .. }) = mapping
+            .checked_sub(1)
+            .and_then(|m| b.mappings.get(m as usize))
+        else {
+            if let Some(pid) = pid.filter(|&p| p != u32::MAX) {
+                s.by_pid.entry(pid).or_default().push((i, addr, None));
+            }
+            continue;
+        };
+        let m = mapping as usize - 1;
+        if let Some(pid) = mapped.owner() {
+            s.by_pid.entry(pid).or_default().push((i, addr, Some(m)));
+            continue;
+        }
+        if *space == Space::Kernel {
+            s.kernel.push((i, addr, m));
+            if map.filename.starts_with(KERNEL_DSO) {
+                s.kernel_map.get_or_insert(map.clone());
+            }
+            continue;
+        }
+        let id = map
+            .build_id
+            .or_else(|| *live.entry(m).or_insert_with(|| live_id(mapped.pid, map)));
+        let Some(id) = id else {
+            report.no_build_id += 1;
+            continue;
+        };
+        let offset = addr.wrapping_sub(map.start).wrapping_add(map.pgoff);
+        let (wants, places) = s.by_id.entry(id).or_default();
+        wants.push((i, offset, m));
+        let place = Mapped {
+            path: map.filename.clone(),
+            pid: mapped.pid,
+            start: map.start,
+            end: map.end,
+        };
+        if !places.contains(&place) {
+            places.push(place);
+        }
+    }
+    s
+}
 
 /// Symbolizes every location of `b` that a checked file covers.
 pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofReport) -> Symbols {
@@ -55,44 +120,21 @@ pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofRepo
         frames: vec![Vec::new(); b.locations.len()],
         mappings: vec![MappingSymbols::default(); b.mappings.len()],
     };
-    let mut by_id: ById = BTreeMap::new();
-    let mut kernel: Vec<Want> = Vec::new();
-    let mut kernel_map = None;
     let mut names = Demangler::default();
-    for (i, &(mapping, addr)) in b.locations.iter().enumerate() {
-        let Some((map, space)) = mapping
-            .checked_sub(1)
-            .and_then(|m| b.mappings.get(m as usize))
-        else {
-            continue;
-        };
-        let m = mapping as usize - 1;
-        if *space == Space::Kernel {
-            kernel.push((i, addr, m));
-            if map.filename.starts_with(KERNEL_DSO) {
-                kernel_map.get_or_insert(map.clone());
-            }
-            continue;
-        }
-        let Some(id) = map.build_id else {
-            report.no_build_id += 1;
-            continue;
-        };
-        let offset = addr.wrapping_sub(map.start).wrapping_add(map.pgoff);
-        let (wants, paths) = by_id.entry(id).or_default();
-        wants.push((i, offset, m));
-        if !paths.contains(&map.filename) {
-            paths.push(map.filename.clone());
-        }
-    }
-    for (id, (wants, paths)) in by_id {
-        let file = find_elf(&id, &paths, buildid_dir).and_then(|f| private_copy(&f, &id));
+    let Sorted {
+        by_id,
+        by_pid,
+        kernel,
+        kernel_map,
+    } = sort_locations(b, report);
+    for (id, (wants, places)) in by_id {
+        let file = find_elf(&id, &places, buildid_dir).and_then(|f| private_copy(&f, &id));
+        let name = String::from_utf8_lossy(&places[0].path).into_owned();
         let file = match file {
             Ok(f) => f,
             Err(why) => {
                 report.files_missing += 1;
                 if report.missing.len() < 5 {
-                    let name = String::from_utf8_lossy(&paths[0]).into_owned();
                     report
                         .missing
                         .push(format!("{name} ({}): {why}", id.to_hex()));
@@ -100,9 +142,9 @@ pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofRepo
                 continue;
             }
         };
-        let name = String::from_utf8_lossy(&paths[0]).into_owned();
         symbolize_file((&file, &name), &wants, (&mut out, &mut names), report);
     }
+    name_jit_code(by_pid, &mut out, report);
     if !kernel.is_empty() {
         match kallsyms(kernel_map.as_deref(), buildid_dir) {
             Ok((file, from)) => {
@@ -121,6 +163,40 @@ pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofRepo
         }
     }
     out
+}
+
+/// Names code in processes' anonymous memory, and user frames no map
+/// covers, from each process's perf map ([`PerfMaps`]) as they are
+/// (perf does not demangle them either); those of anonymous memory left
+/// unnamed are counted.
+fn name_jit_code(by_pid: ByPid, out: &mut Symbols, report: &mut PprofReport) {
+    let mut maps = PerfMaps::default();
+    for (pid, wants) in by_pid {
+        let mut addrs: Vec<u64> = wants.iter().map(|w| w.1).collect();
+        addrs.sort_unstable();
+        addrs.dedup();
+        let names = maps.names(pid, &addrs, report);
+        for (loc, addr, mapping) in wants {
+            let name = addrs
+                .binary_search(&addr)
+                .ok()
+                .and_then(|i| names[i].clone());
+            let Some(name) = name else {
+                report.jit_unnamed += usize::from(mapping.is_some());
+                continue;
+            };
+            out.frames[loc] = vec![Frame {
+                name,
+                file: None,
+                line: 0,
+                column: 0,
+            }];
+            if let Some(m) = mapping {
+                out.mappings[m].functions = true;
+            }
+            report.symbolized += 1;
+        }
+    }
 }
 
 /// Whether blazesym may read the DWARF of `file` (named `name`): only
@@ -334,74 +410,9 @@ fn frames_of(sym: &Sym<'_>) -> Vec<Frame> {
     frames
 }
 
-/// Largest file copied for symbolization (as `archive` copies).
-const MAX_COPY: u64 = 4 << 30;
-
-/// A private copy of a verified file, checked again: blazesym maps what it
-/// reads, and the owner of the original could truncate it under the map
-/// (SIGBUS) or rewrite it meanwhile.
-fn private_copy(f: &File, id: &BuildId) -> Result<File, String> {
-    let copy = bounded_copy(f, MAX_COPY)?;
-    match read_build_id_from_file(&copy) {
-        Ok(Some(raw)) if raw.as_slice() == id.as_bytes() => Ok(copy),
-        _ => Err("changed while it was copied".into()),
-    }
-}
-
-/// A copy of `f` in an unlinked temporary file; sparse files (a 6 GiB
-/// hole, or a `fallocate`d one never written, costs nothing to make and
-/// all of it to read) and files over `max` bytes are refused.
-fn bounded_copy(f: &File, max: u64) -> Result<File, String> {
-    let m = f.metadata().map_err(|e| e.to_string())?;
-    if m.len() > max {
-        return Err(format!("{} bytes, more than {max}", m.len()));
-    }
-    let data = data_bytes(f, &m);
-    if data + (1 << 20) < m.len() {
-        return Err(format!(
-            "sparse file: {data} of its {} bytes written (the rest holes or unwritten extents)",
-            m.len()
-        ));
-    }
-    let mut copy = tempfile::tempfile().map_err(|e| format!("temporary copy: {e}"))?;
-    copy_range(f, 0, m.len(), &mut copy).map_err(|e| format!("copying: {e}"))?;
-    Ok(copy)
-}
-
 /// Largest archived kallsyms read (this kernel's, modules and all, is a
 /// few MiB).
 const MAX_KALLSYMS: u64 = 256 << 20;
-
-/// The file with build id `id`: in the build-id directory (perf's cache
-/// layout, [`cache_entry`]), else a recorded path whose file has that id
-/// now; for `[vdso]`, this kernel's own image when the id is its.
-fn find_elf(id: &BuildId, paths: &[Rc<[u8]>], buildid_dir: Option<&Path>) -> Result<File, String> {
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = buildid_dir {
-        for p in paths {
-            if let Some(entry) = cache_entry(p, id) {
-                candidates.extend(entry.files(dir, p));
-            }
-        }
-    }
-    candidates.extend(
-        paths
-            .iter()
-            .filter(|p| p.first() == Some(&b'/'))
-            .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(p))),
-    );
-    if let Some(f) = candidates.iter().find_map(|c| open_if_build_id(c, id)) {
-        return Ok(f);
-    }
-    if paths.iter().any(|p| **p == *VDSO_NAME) {
-        if let Some((_, image)) = vdso_image().filter(|(running, _)| running == id) {
-            let mut f = tempfile::tempfile().map_err(|e| format!("temporary copy: {e}"))?;
-            std::io::Write::write_all(&mut f, &image).map_err(|e| e.to_string())?;
-            return Ok(f);
-        }
-    }
-    Err("not found".into())
-}
 
 /// Which kallsyms may name a recorded kernel's frames.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -475,54 +486,6 @@ fn kallsyms(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    // Archived kallsyms and files to symbolize are copied only when whole
-    // and bounded: a 6 GiB hole (instant to make, 46 s and 6 GiB of memory
-    // to read, as seen) and a file over the bound are refused.
-    #[test]
-    fn bounded_copy_refuses_holes_and_oversize() {
-        let dir = tempfile::tempdir().unwrap();
-        let sparse = File::create(dir.path().join("sparse")).unwrap();
-        sparse.set_len(6 << 30).unwrap();
-        let e = bounded_copy(&sparse, u64::MAX).unwrap_err();
-        assert!(e.contains("sparse"), "{e}");
-        let small = dir.path().join("small");
-        std::fs::write(&small, b"ffffffff81000000 T _text\n").unwrap();
-        let e = bounded_copy(&File::open(&small).unwrap(), 8).unwrap_err();
-        assert!(e.contains("more than 8"), "{e}");
-        let mut copy = bounded_copy(&File::open(&small).unwrap(), MAX_KALLSYMS).unwrap();
-        std::io::Seek::rewind(&mut copy).unwrap();
-        let mut got = String::new();
-        std::io::Read::read_to_string(&mut copy, &mut got).unwrap();
-        assert_eq!(got, "ffffffff81000000 T _text\n");
-    }
-
-    // A [vdso] mapping whose id is not the running kernel's is found in the
-    // build-id directory, at the file `archive` writes for it (`[vdso]/ID/
-    // vdso`): a recording from another kernel symbolizes its vDSO frames
-    // from the archive. Without the archive it is not found.
-    #[test]
-    fn archived_vdso_of_another_kernel_is_found() {
-        let elf = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fuzz/elf_notes/libz.so.1");
-        let raw = crate::proc::buildid::read_build_id_from_file(&File::open(&elf).unwrap())
-            .unwrap()
-            .expect("the fixture has a build id");
-        let id = BuildId::new(&raw).unwrap();
-        assert_ne!(vdso_image().map(|(running, _)| running), Some(id));
-        let dir = tempfile::tempdir().unwrap();
-        let paths: Vec<Rc<[u8]>> = vec![Rc::from(VDSO_NAME)];
-        assert!(find_elf(&id, &paths, Some(dir.path())).is_err());
-        let archived = &cache_entry(VDSO_NAME, &id)
-            .unwrap()
-            .files(dir.path(), VDSO_NAME)[0];
-        assert!(archived.ends_with(format!("[vdso]/{}/vdso", id.to_hex())));
-        std::fs::create_dir_all(archived.parent().unwrap()).unwrap();
-        std::fs::copy(&elf, archived).unwrap();
-        let mut found = find_elf(&id, &paths, Some(dir.path())).expect("archived vdso");
-        let mut got = Vec::new();
-        std::io::Read::read_to_end(&mut found, &mut got).unwrap();
-        assert!(got == std::fs::read(&elf).unwrap(), "not the archived file");
-    }
 
     // Today's kallsyms only for the same build at the same `_text`; else
     // the archived one; else a reason.

@@ -32,6 +32,10 @@ pub struct Status {
     /// How many pid namespaces see the process (`NSpid:`'s numbers, one
     /// per level from the /proc's namespace down); 0 without the line.
     pub nspid_levels: usize,
+    /// The process's id in its own (innermost) pid namespace: `NStgid:`'s
+    /// last number, when printed (the `PID` of the `/tmp/perf-PID.map` a
+    /// JIT in a container writes).
+    pub nstgid: Option<u32>,
     /// `Seccomp:` (0 none, 1 strict, 2 filter), when printed.
     pub seccomp: Option<u32>,
     /// `CapEff:`, the effective capabilities, when printed.
@@ -65,6 +69,12 @@ pub fn parse_status(text: &[u8]) -> Result<Status, ProcParseError> {
                     .split(|&b| b == b'\t' || b == b' ')
                     .filter(|s| !s.is_empty())
                     .count()
+            }
+            b"NStgid" => {
+                st.nstgid = value
+                    .split(|&b| b == b'\t' || b == b' ')
+                    .rfind(|s| !s.is_empty())
+                    .and_then(|s| std::str::from_utf8(s).ok()?.parse().ok())
             }
             b"Seccomp" => st.seccomp = first_num(),
             b"CapEff" => {
@@ -208,17 +218,17 @@ mod tests {
     use super::*;
 
     // Status parsing picks Name, Tgid, PPid, the real Uid, Kthread, the
-    // NSpid levels, Seccomp and CapEff (hex).
+    // NSpid levels, the innermost NStgid, Seccomp and CapEff (hex).
     #[test]
     fn status_fields() {
         let s = parse_status(
-            b"Name:\tmy prog\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t42\nNgid:\t0\nPid:\t43\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nKthread:\t0\nNSpid:\t43\t7\t1\nCapEff:\t000001ffffffffff\nSeccomp:\t2\n",
+            b"Name:\tmy prog\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t42\nNgid:\t0\nPid:\t43\nPPid:\t1\nNStgid:\t42\t6\t1\nUid:\t1000\t1000\t1000\t1000\nKthread:\t0\nNSpid:\t43\t7\t1\nCapEff:\t000001ffffffffff\nSeccomp:\t2\n",
         )
         .unwrap();
         assert_eq!(s.name, b"my prog");
         assert_eq!((s.tgid, s.ppid, s.uid), (42, 1, 1000));
         assert_eq!(s.kthread, Some(false));
-        assert_eq!(s.nspid_levels, 3);
+        assert_eq!((s.nspid_levels, s.nstgid), (3, Some(1)));
         assert_eq!((s.seccomp, s.cap_eff), (Some(2), Some(0x1ff_ffff_ffff)));
         let old = parse_status(b"Tgid:\t1\nPPid:\t0\nUid:\t0\n").unwrap();
         assert_eq!(

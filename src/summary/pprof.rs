@@ -30,6 +30,25 @@ fn pprof_events(r: &crate::pprof::PprofReport) -> Vec<String> {
     events
 }
 
+/// What the perf maps (`/tmp/perf-PID.map`) named, and those not read.
+fn perf_maps(r: &crate::pprof::PprofReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    if r.perf_maps + r.perf_map_problems + r.jit_unnamed > 0 {
+        lines.push(format!(
+            "mmap2-synth: code in anonymous memory (JIT) named from {} perf maps (/tmp/perf-PID.map); {} of its locations not named (no perf map of their process covers them)",
+            r.perf_maps, r.jit_unnamed
+        ));
+    }
+    if r.perf_map_problems > 0 {
+        lines.push(format!(
+            "mmap2-synth: {} perf maps not read, or read in part: {}",
+            r.perf_map_problems,
+            list(&r.perf_map_problem_names)
+        ));
+    }
+    lines
+}
+
 /// The summary of `pprof`.
 pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<String> {
     let events = pprof_events(r);
@@ -83,6 +102,7 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
             list(&r.no_minidebug_names)
         ));
     }
+    lines.extend(perf_maps(r));
     if !r.replaced.is_empty() {
         let paths: Vec<String> = r.replaced.iter().map(|p| escape(p)).collect();
         lines.push(format!(

@@ -952,3 +952,36 @@ pub fn build_minidebug_burner(dir: &Path, debugdata: Option<&Path>) -> (PathBuf,
     elf_section(&img, ".gnu_debugdata");
     (burn, lib)
 }
+
+/// The (start, end) of the anonymous executable memory of process `pid`
+/// (the JIT fixture's code: its one `rwxp` map without a path).
+pub fn anon_exec_range(pid: u32) -> (u64, u64) {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let line = maps
+        .lines()
+        .find(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() == 5 && f[1] == "rwxp"
+        })
+        .unwrap_or_else(|| panic!("no anonymous rwx map in pid {pid}:\n{maps}"));
+    let (a, b) = line
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .split_once('-')
+        .unwrap();
+    let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
+    (hex(a), hex(b))
+}
+
+/// The host pid of the one child of `pid` (the program `unshare -f` runs).
+pub fn only_child(pid: u32) -> u32 {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    let mut child = None;
+    wait_until("the child of unshare", || {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        child = text.split_whitespace().next().and_then(|c| c.parse().ok());
+        child.is_some()
+    });
+    child.unwrap()
+}
