@@ -141,7 +141,7 @@ pub fn records(data: &[u8]) {
                 st::IP | st::TID | st::TIME,
                 st::IDENTIFIER | st::TID | st::TIME | st::ID,
             ] {
-                let _ = events::sample_pid_time(body, t, e);
+                let _ = events::sample_head(body, t, e);
             }
         }
     }

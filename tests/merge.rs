@@ -100,8 +100,10 @@ fn unknown_share(data: &Path, pid: u32) -> f64 {
 }
 
 /// Checks a merged recording against its input: samples unchanged, record
-/// count grown by exactly the inserted records, the burner resolved.
+/// count grown by exactly the inserted records, the burner resolved (and
+/// judged the recorded process: its sampled addresses are in its maps).
 fn check_merged(rec: &Path, merged: &Path, pid: u32, stderr: &str) {
+    assert!(stderr.contains("not the recorded process: 0;"), "{stderr}");
     let (share, n) = burn_share(merged, pid);
     assert!(n > 100, "too few samples of the burner: {n}");
     assert!(
@@ -414,18 +416,28 @@ fn merge_keeps_big_endian() {
 /// A file-mode recording (attr IP|TID|TIME) with one sample of `pid` at
 /// `time` ns on perf's clock.
 fn recording_with_sample_at(path: &Path, pid: u32, time: u64) {
+    let user = mmap2_synth::perf::consts::misc::USER;
+    recording_with_samples(path, pid, time, user, &[0x1000]);
+}
+
+/// A file-mode recording (attr IP|TID|TIME) with a sample of `pid` at
+/// each of `ips`, all at `time` ns on perf's clock, `misc` their header's
+/// misc (cpumode).
+fn recording_with_samples(path: &Path, pid: u32, time: u64, misc: u16, ips: &[u64]) {
     use mmap2_synth::bytes::{Endian, PutExt};
-    use mmap2_synth::perf::consts::{misc, sample_type as st, types};
+    use mmap2_synth::perf::consts::{sample_type as st, types};
     use mmap2_synth::perf::Attr;
     let e = Endian::Little;
     let mut data = Vec::new();
-    data.put_u32(e, types::SAMPLE);
-    data.put_u16(e, misc::USER);
-    data.put_u16(e, 8 + 24);
-    data.put_u64(e, 0x1000);
-    data.put_u32(e, pid);
-    data.put_u32(e, pid);
-    data.put_u64(e, time);
+    for &ip in ips {
+        data.put_u32(e, types::SAMPLE);
+        data.put_u16(e, misc);
+        data.put_u16(e, 8 + 24);
+        data.put_u64(e, ip);
+        data.put_u32(e, pid);
+        data.put_u32(e, pid);
+        data.put_u64(e, time);
+    }
     let attr = Attr {
         type_: 1,
         sample_type: st::IP | st::TID | st::TIME,
@@ -468,6 +480,264 @@ fn stale_process_is_skipped() {
             && err.contains("stale (started after the recording): 1"),
         "{err}"
     );
+}
+
+/// The start of the first executable map of `pid` (its /proc maps).
+fn first_code(pid: u32) -> u64 {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let line = (maps.lines())
+        .find(|l| l.split_whitespace().nth(1) == Some("r-xp"))
+        .expect("an executable map");
+    let start = line.split('-').next().unwrap();
+    u64::from_str_radix(start, 16).unwrap()
+}
+
+/// The lines of `mmap2-synth dump` of `data` that are a COMM or MMAP2 of
+/// `pid`.
+fn dumped_records_of(data: &Path, pid: u32) -> Vec<String> {
+    let text = synth_ok(["dump".as_ref(), data.as_os_str()]).stdout;
+    let (comm, mmap2) = (format!("comm pid={pid} "), format!("mmap2 pid={pid} "));
+    (String::from_utf8_lossy(&text).lines())
+        .filter(|l| l.starts_with(&comm) || l.starts_with(&mmap2))
+        .map(str::to_string)
+        .collect()
+}
+
+// A process whose executable maps hold none of the recording's sampled
+// user-mode addresses of its pid is not the one recorded (the recording
+// came from another pid namespace, or the pid was reused): neither its COMM
+// nor its maps are inserted, whether they come from the live system or a
+// --maps snapshot (held, or read window by window); the summary counts it
+// and a warning names it, and --strict exits 3. The same samples inside its
+// code are merged, and so are too few samples, or kernel-mode ones,
+// outside it. (Every such process used to be inserted.)
+#[test]
+fn a_process_the_samples_miss_is_not_merged() {
+    use mmap2_synth::perf::consts::misc;
+    let dir = scratch("merge-not-recorded");
+    let m = Mapper::start(&[]);
+    let other = Mapper::start(&[]);
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", m.pid)).unwrap();
+    let now = mmap2_synth::sys::clock_ns(libc::CLOCK_MONOTONIC).unwrap();
+    let code = first_code(m.pid);
+    let inside: Vec<u64> = (0..16).map(|i| code + 4 * i).collect();
+    // below mmap_min_addr: no process has a map there
+    let outside: Vec<u64> = (0..16).map(|i| 0x1000 + 8 * i).collect();
+    let snap = dir.join("snap.data");
+    let both = format!("{},{}", m.pid, other.pid);
+    synth_ok(["-q", "-p", &both, "-o", snap.to_str().unwrap()]);
+    let out = dir.join("out.data");
+    let run = |misc: u16, ips: &[u64], args: &[&str], window: Option<&str>| {
+        let rec = dir.join("rec.data");
+        recording_with_samples(&rec, m.pid, now + 10_000_000_000, misc, ips);
+        let mut cmd = Command::new(bin());
+        cmd.arg("merge").arg(&rec).args(args).arg("-o").arg(&out);
+        if let Some(w) = window {
+            cmd.env("MMAP2_SYNTH_TEST_WINDOW_BYTES", w);
+        }
+        let o = cmd.output().unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let snap_args = ["--maps", snap.to_str().unwrap()];
+    let windows = ["--maps", snap.to_str().unwrap(), "-p", &both];
+    let sources: [(&[&str], Option<&str>); 3] =
+        [(&[], None), (&snap_args, None), (&windows, Some("1"))];
+    for (args, window) in sources {
+        let what = format!("{args:?} {window:?}");
+        let (exit, err) = run(misc::USER, &outside, args, window);
+        assert_eq!(exit, Some(0), "{what}: {err}");
+        assert_eq!(
+            dumped_records_of(&out, m.pid),
+            Vec::<String>::new(),
+            "{what}"
+        );
+        if window.is_some() {
+            // the other process of the snapshot, no sample of it, is inserted
+            assert!(!dumped_records_of(&out, other.pid).is_empty(), "{what}");
+        }
+        assert!(
+            err.contains("not the recorded process: 1;"),
+            "{what}: {err}"
+        );
+        let warning = format!(
+            "warning: pid {} ({}) is not the recorded process: 0 of 16 sampled user-mode addresses",
+            m.pid,
+            comm.trim_end()
+        );
+        assert!(err.contains(&warning), "{what}: {err}");
+        let mut strict = args.to_vec();
+        strict.push("--strict");
+        let (exit, err) = run(misc::USER, &outside, &strict, window);
+        assert_eq!(exit, Some(3), "{what}: {err}");
+        assert!(err.contains("not the recorded ones"), "{what}: {err}");
+        // the recorded process, too few addresses, kernel-mode ones: merged
+        for (mode, ips) in [
+            (misc::USER, &inside[..]),
+            (misc::USER, &outside[..7]),
+            (misc::KERNEL, &outside[..]),
+        ] {
+            let (exit, err) = run(mode, ips, args, window);
+            assert_eq!(exit, Some(0), "{what}: {err}");
+            assert!(
+                err.contains("not the recorded process: 0;"),
+                "{what}: {err}"
+            );
+            let records = dumped_records_of(&out, m.pid);
+            assert!(
+                records.iter().any(|l| l.starts_with("comm"))
+                    && records
+                        .iter()
+                        .any(|l| l.contains(&format!("start={code:#x} "))),
+                "{what} {mode} {}: {err}\n{records:?}",
+                ips.len()
+            );
+        }
+    }
+}
+
+/// The burner in a new pid namespace (`unshare -fp --mount-proc`) with
+/// pid `ns_pid` there (set through the namespace's ns_last_pid): SIGKILLed
+/// with its namespace on drop (`unshare --kill-child`; the namespace's init
+/// ignores SIGTERM).
+struct NsBurner {
+    unshare: std::process::Child,
+    /// The burner's pid on the host.
+    host_pid: u32,
+}
+
+impl NsBurner {
+    fn start(ns_pid: u32) -> NsBurner {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        // a background job's stdin is /dev/null: the burner gets ours
+        // through fd 3 (it stops when its stdin closes)
+        let script = format!(
+            "echo {} > /proc/sys/kernel/ns_last_pid; exec 3<&0; '{}' 120 <&3 & wait",
+            ns_pid - 1,
+            fixtures().burn.display()
+        );
+        let mut unshare = Command::new("unshare")
+            .args([
+                "-fp",
+                "--mount-proc",
+                "--kill-child",
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run unshare");
+        let stdout = unshare.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut r = std::io::BufReader::new(stdout);
+            let mut line = String::new();
+            let _ = r.read_line(&mut line);
+            let _ = tx.send(line);
+            let _ = std::io::copy(&mut r, &mut std::io::sink());
+        });
+        let line = rx
+            .recv_timeout(READY_TIMEOUT)
+            .expect("the burner's ready line");
+        let children = |pid: u32| -> Vec<u32> {
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(|p| p.parse().unwrap())
+                .collect()
+        };
+        let init = children(unshare.id());
+        let host_pid = *init
+            .first()
+            .and_then(|&i| children(i).first().copied())
+            .as_ref()
+            .expect("the namespace's init and its burner");
+        let b = NsBurner { unshare, host_pid };
+        // the burner says its own pid, which is the namespace's
+        assert_eq!(
+            line.trim(),
+            format!("ready {ns_pid}"),
+            "ns_last_pid was not taken"
+        );
+        let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).unwrap();
+        assert!(
+            status.contains(&format!("NSpid:\t{host_pid}\t{ns_pid}\n")),
+            "{status}"
+        );
+        b
+    }
+}
+
+impl Drop for NsBurner {
+    fn drop(&mut self) {
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+    }
+}
+
+// perf recording in a pid namespace (a container's perf) a burner whose
+// pid there is the host pid of another process, started before the
+// recording: merge on the host does not insert that process's COMM or
+// maps (which named the burner's samples after it, all [unknown]); the
+// summary counts it and names it, and perf report names no sample after
+// it. (The host process passes the staleness check: only the samples'
+// addresses, none in its maps, tell it apart.)
+#[test]
+#[ignore = "needs root (unshare -p, nsenter) and perf record"]
+fn a_pid_of_another_pid_namespace_is_not_merged() {
+    needs_root("unshare -p, nsenter");
+    needs_perf_record();
+    let dir = scratch("merge-pidns");
+    let host = Mapper::start(&[]);
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", host.pid)).unwrap();
+    let comm = comm.trim_end();
+    let b = NsBurner::start(host.pid);
+    let rec = dir.join("rec.data");
+    let o = Command::new("nsenter")
+        .args(["-t", &b.host_pid.to_string(), "-p", "-m", "--"])
+        .args(["perf", "record", "-q", "--synth=no", "-F", "999"])
+        .args(["-p", &host.pid.to_string(), "-o"])
+        .arg(&rec)
+        .args(["--", "sleep", "1"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    drop(b);
+    let merged = dir.join("merged.data");
+    let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+    assert_eq!(
+        dumped_records_of(&merged, host.pid),
+        Vec::<String>::new(),
+        "{err}"
+    );
+    // every sample is the burner's, and none is named after the host process
+    let script = perf(&[
+        "script".as_ref(),
+        "-F".as_ref(),
+        "comm,pid".as_ref(),
+        "-i".as_ref(),
+        merged.as_os_str(),
+    ]);
+    let samples: Vec<&str> = script.lines().collect();
+    assert!(samples.len() > 100, "{script}");
+    assert!(
+        samples.iter().all(|l| !l.contains(comm)),
+        "{}",
+        samples[..10].join("\n")
+    );
+    assert!(err.contains("not the recorded process: 1;"), "{err}");
+    let warning = format!(
+        "warning: pid {} ({comm}) is not the recorded process: ",
+        host.pid
+    );
+    assert!(err.contains(&warning), "{err}");
+    assert!(err.contains("another pid namespace"), "{err}");
 }
 
 // In a time namespace whose clocks run behind the kernel's (perf's), a

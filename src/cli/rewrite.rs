@@ -137,6 +137,7 @@ pub(crate) fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
     }
     // (pids the recording named and that are gone are counted apart)
     summary::strict(m.scan.strict, &report.skipped, false)?;
+    summary::strict_not_recorded(m.scan.strict, report.not_recorded.len())?;
     Ok(())
 }
 

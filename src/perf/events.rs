@@ -230,16 +230,34 @@ pub fn parse_fork(body: &[u8], e: Endian) -> Option<Fork> {
     })
 }
 
-/// pid, tid and time of a sample body (after the header), per sample_type.
-pub fn sample_pid_time(body: &[u8], sample_type: u64, e: Endian) -> (Option<u32>, Option<u64>) {
+/// The fields of a sample body a rewrite's scan reads, those absent from
+/// its `sample_type` (or cut off) `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SampleHead {
+    /// PERF_SAMPLE_IP: where the sampled thread was.
+    pub ip: Option<u64>,
+    /// The pid of PERF_SAMPLE_TID (the thread group's).
+    pub pid: Option<u32>,
+    /// PERF_SAMPLE_TIME.
+    pub time: Option<u64>,
+}
+
+/// ip, pid and time of a sample body (after the header), per sample_type:
+/// the first fields of a sample, read without stepping over the rest.
+#[inline]
+pub fn sample_head(body: &[u8], sample_type: u64, e: Endian) -> SampleHead {
     let r = Rd(e);
     let mut off = 0;
     if sample_type & st::IDENTIFIER != 0 {
         off += 8;
     }
-    if sample_type & st::IP != 0 {
+    let ip = if sample_type & st::IP != 0 {
+        let ip = r.u64(body, off);
         off += 8;
-    }
+        ip
+    } else {
+        None
+    };
     let pid = if sample_type & st::TID != 0 {
         let p = r.u32(body, off);
         off += 8;
@@ -252,7 +270,7 @@ pub fn sample_pid_time(body: &[u8], sample_type: u64, e: Endian) -> (Option<u32>
     } else {
         None
     };
-    (pid, time)
+    SampleHead { ip, pid, time }
 }
 
 /// The map-identifying fields of an MMAP or MMAP2 record.
@@ -619,7 +637,8 @@ mod tests {
         }
     }
 
-    // Sample pid and time are found after IDENTIFIER and IP.
+    // Sample ip, pid and time are found after IDENTIFIER; without IP the
+    // pid is the first field.
     #[test]
     fn sample_fields_and_id_positions() {
         let mut body = Vec::new();
@@ -629,10 +648,16 @@ mod tests {
         body.put_u32(Endian::Little, 78); // tid
         body.put_u64(Endian::Little, 123456); // time
         let t = st::IDENTIFIER | st::IP | st::TID | st::TIME;
+        let head = |ip, pid, time| SampleHead { ip, pid, time };
         assert_eq!(
-            sample_pid_time(&body, t, Endian::Little),
-            (Some(77), Some(123456))
+            sample_head(&body, t, Endian::Little),
+            head(Some(0xffff), Some(77), Some(123456))
         );
+        assert_eq!(
+            sample_head(&body[16..], st::TID, Endian::Little),
+            head(None, Some(77), None)
+        );
+        assert_eq!(sample_head(&body[..12], t, Endian::Little).time, None);
     }
 
     // The kernel's leaked build-id flag shows over an inode body wherever a

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use super::coverage::NotRecorded;
 use super::error::out_err;
 pub use super::error::MergeError;
 use super::insert::{Processes, Records};
@@ -63,6 +64,10 @@ pub struct MergeReport {
     pub duplicate_maps: usize,
     /// Pids skipped because the live process started after the recording.
     pub stale: Vec<u32>,
+    /// Processes skipped, by pid, because they are not the ones the
+    /// recording sampled: too few of its sampled addresses in their maps
+    /// (recorded in another pid namespace, or the pid reused).
+    pub not_recorded: Vec<NotRecorded>,
     /// Pids the recording needed that neither the system nor the snapshot had.
     pub missing: Vec<u32>,
     /// Where the recording, cut short, was read up to (`salvage`).
@@ -181,17 +186,20 @@ fn processes_to_insert<'a>(
         }) => {
             let w = Windows::plan(input, want, facts, (first, next))?;
             report.missing = w.missing.clone();
+            report.not_recorded = w.not_recorded.clone();
             report.duplicate_maps = w.duplicate_maps;
             Processes::Windows(w)
         }
         Some(FromFile { first, .. }) => {
             let (mut procs, missing) = plan::select(first, |p| p.pid, &opts.which, &needed);
             report.missing = missing;
+            report.not_recorded = plan::drop_not_recorded(&mut procs, facts);
             report.duplicate_maps = plan::dedupe(&mut procs, facts, &needed);
             Processes::Held(procs)
         }
         None => {
             let mut procs = live_processes(opts, facts, &needed, report)?;
+            report.not_recorded = plan::drop_not_recorded(&mut procs, facts);
             report.duplicate_maps = plan::dedupe(&mut procs, facts, &needed);
             Processes::Live(procs)
         }
@@ -226,6 +234,7 @@ pub fn merge(
     let bad = read_sections(&input, &mut facts)?;
     let mut out = prepare_output(&input, output, opts.in_place)?;
     let (walk, tail) = walk_and_copy(&input, &before, (&mut out, output), &mut facts)?;
+    facts.sampled.finish();
     let attrs = walk.attrs;
     let mut report = MergeReport {
         input_records: walk.records,

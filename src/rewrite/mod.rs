@@ -5,14 +5,16 @@
 //! its inserted records encoded as they are written (`insert`), the
 //! record-by-record rewrite between modes (`transcode`) and `convert`,
 //! with the build id each map gets (`buildids`, `attribution`, `trust`) and
-//! what a conversion reports (`report`), and the damaged tail of a
-//! salvaged `-z` recording that a merge writes out decompressed (`tail`).
+//! what a conversion reports (`report`), the damaged tail of a
+//! salvaged `-z` recording that a merge writes out decompressed (`tail`),
+//! and whether a process to insert is the one sampled (`coverage`).
 //!
 //! May import: `bytes`, `model`, `perf`, `proc`, `snapshot`, `output`.
 
 pub mod attribution;
 pub mod buildids;
 pub mod convert;
+pub mod coverage;
 mod emit;
 mod error;
 mod insert;

@@ -1,11 +1,13 @@
 //! Which processes a merge inserts, decided without I/O: the pids the
-//! recording needs, the selection asked for, stale processes, maps already
-//! present and build ids the table lacks.
+//! recording needs, the selection asked for, stale processes, processes
+//! not the ones sampled, maps already present and build ids the table
+//! lacks.
 
 use std::collections::{HashMap, HashSet};
 
+use super::coverage::NotRecorded;
 use super::scan::RecordingFacts;
-use crate::model::{Process, Vma};
+use crate::model::{Perms, Process, Vma};
 use crate::perf::bpf::BpfEvent;
 use crate::perf::consts::bpf::TAG_SIZE;
 use crate::perf::events::MapKey;
@@ -74,11 +76,31 @@ pub trait Maps {
     fn retain_maps(&mut self, keep: &mut dyn FnMut(&Vma) -> bool) -> usize;
     /// True when it has none.
     fn no_maps(&self) -> bool;
+    /// The (start, end) of its executable maps.
+    fn exec_ranges(&self) -> Vec<(u64, u64)>;
+    /// Its leader's comm.
+    fn comm(&self) -> Vec<u8>;
+}
+
+/// The (start, end) of the executable ones of `vmas`.
+fn exec_ranges<'a>(vmas: impl Iterator<Item = &'a Vma>) -> Vec<(u64, u64)> {
+    (vmas.filter(|v| v.perms.contains(Perms::EXEC)))
+        .map(|v| (v.start, v.end))
+        .collect()
 }
 
 impl Maps for Process {
     fn pid(&self) -> u32 {
         self.pid
+    }
+    fn exec_ranges(&self) -> Vec<(u64, u64)> {
+        exec_ranges(self.vmas.iter())
+    }
+    fn comm(&self) -> Vec<u8> {
+        self.threads
+            .first()
+            .map(|t| t.comm.clone())
+            .unwrap_or_default()
     }
     fn retain_maps(&mut self, keep: &mut dyn FnMut(&Vma) -> bool) -> usize {
         let before = self.vmas.len();
@@ -94,12 +116,46 @@ impl Maps for HeldProcess {
     fn pid(&self) -> u32 {
         self.pid
     }
+    fn exec_ranges(&self) -> Vec<(u64, u64)> {
+        exec_ranges(self.runs().map(|(v, _)| v))
+    }
+    fn comm(&self) -> Vec<u8> {
+        // the leader comes first
+        (self.threads().into_iter().next())
+            .map(|t| t.comm)
+            .unwrap_or_default()
+    }
     fn retain_maps(&mut self, keep: &mut dyn FnMut(&Vma) -> bool) -> usize {
         HeldProcess::retain_maps(self, keep)
     }
     fn no_maps(&self) -> bool {
         self.map_count() == 0
     }
+}
+
+/// Drops the processes that are not the ones the recording sampled under
+/// their pids (see [`super::coverage`]: recorded in another pid namespace,
+/// or the pid reused), COMM and maps; returns them, by pid. Done before
+/// [`dedupe`], so every executable map of a process counts.
+pub fn drop_not_recorded<P: Maps>(
+    processes: &mut Vec<P>,
+    facts: &RecordingFacts,
+) -> Vec<NotRecorded> {
+    let mut dropped = Vec::new();
+    processes.retain(|p| match facts.sampled.judge(p.pid(), || p.exec_ranges()) {
+        Some(coverage) if coverage.is_other() => {
+            let (pid, comm) = (p.pid(), p.comm());
+            dropped.push(NotRecorded {
+                pid,
+                comm,
+                coverage,
+            });
+            false
+        }
+        _ => true,
+    });
+    dropped.sort_unstable_by_key(|n| n.pid);
+    dropped
 }
 
 /// Drops the maps the recording has already (counting them), then the

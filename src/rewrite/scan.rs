@@ -1,13 +1,17 @@
 //! What a rewrite learns from one pass over a recording: the pids its records
 //! name, which of them it gives perf the maps of, the maps and build ids already present, the
-//! sample time range and, in pipe mode, where synthesized records belong.
+//! sample time range, the sampled addresses that tell whether a process is
+//! the one sampled (see [`super::coverage`]) and, in pipe mode, where
+//! synthesized records belong.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
+
+use super::coverage::Sampled;
 
 use crate::bytes::{Endian, Rd};
 use crate::model::BuildId;
 use crate::perf::consts::{feature, misc, types};
-use crate::perf::events::{parse_map, sample_pid_time, MapKey};
+use crate::perf::events::{parse_map, sample_head, MapKey};
 use crate::perf::features::{parse_build_id_table, parse_string_feature};
 use crate::perf::{Attrs, FormatError, FormatErrorKind, RecordHeader, Visitor};
 use crate::proc::kernel::KERNEL_DSO;
@@ -15,8 +19,14 @@ use crate::snapshot::{is_kernel_map, BpfRecord};
 
 /// The facts of a recording that plan a merge.
 pub struct RecordingFacts {
-    /// Pids named by samples, COMM and FORK records (never 0 or -1).
-    pub pids: BTreeSet<u32>,
+    /// Pids named by samples, COMM and FORK records (never 0 or -1), each
+    /// with its place in `kept`.
+    pids: BTreeMap<u32, usize>,
+    /// How many sample addresses of each pid `sampled` has, by its place.
+    kept: Vec<u8>,
+    /// User-mode sample addresses and executable maps, by pid: whether a
+    /// process to insert is the one sampled.
+    pub sampled: Sampled,
     /// Pids whose maps the recording gives perf whole: it has one
     /// synthesized for them (time 0, or records without times), or saw
     /// them born (a FORK of a new process; an exec COMM). A process that
@@ -47,16 +57,19 @@ pub struct RecordingFacts {
     pub after_init: Option<u64>,
     /// Byte order of the records.
     pub endian: Endian,
-    /// The pid of the last sample, already in `pids`: runs of samples of one
-    /// process (a CPU's buffer) then cost no set lookup.
-    last_pid: Option<u32>,
+    /// The pid of the last sample, already in `pids`, and its place in
+    /// `kept`: runs of samples of one process (a CPU's buffer) then cost no
+    /// lookup.
+    last_pid: Option<(u32, usize)>,
 }
 
 impl RecordingFacts {
     /// Facts to gather, remembering maps of `dedupe_for` pids only.
     pub fn new(e: Endian, dedupe_for: Option<HashSet<u32>>) -> RecordingFacts {
         RecordingFacts {
-            pids: BTreeSet::new(),
+            pids: BTreeMap::new(),
+            kept: Vec::new(),
+            sampled: Sampled::default(),
             covered: HashSet::new(),
             has_kernel_map: false,
             existing_bpf: HashSet::new(),
@@ -75,10 +88,20 @@ impl RecordingFacts {
     /// Pids the recording names but does not give the maps of, ascending.
     pub fn needed(&self) -> Vec<u32> {
         self.pids
-            .iter()
+            .keys()
             .copied()
             .filter(|p| !self.covered.contains(p))
             .collect()
+    }
+
+    /// Adds `pid` (a real one); its place in `kept`.
+    fn add_pid(&mut self, pid: u32) -> usize {
+        let next = self.kept.len();
+        let at = *self.pids.entry(pid).or_insert(next);
+        if at == next {
+            self.kept.push(0);
+        }
+        at
     }
 
     /// Adds the entries of a BUILD_ID table (or one HEADER_BUILD_ID record).
@@ -89,19 +112,30 @@ impl RecordingFacts {
         Ok(())
     }
 
+    /// A sample: its pid, time and, while its pid has few, its address
+    /// when taken in user mode (`header_misc`'s cpumode).
     #[inline]
-    fn sample(&mut self, body: &[u8], attrs: &Attrs, e: Endian) {
+    fn sample(&mut self, header_misc: u16, body: &[u8], attrs: &Attrs, e: Endian) {
         let Some(a) = attrs.of_sample(body, e) else {
             return;
         };
-        let (pid, time) = sample_pid_time(body, a.sample_type, e);
-        if let Some(p) = pid.filter(|&p| p != 0 && p != u32::MAX) {
-            if self.last_pid != Some(p) {
-                self.pids.insert(p);
-                self.last_pid = Some(p);
+        let s = sample_head(body, a.sample_type, e);
+        if let Some(p) = s.pid.filter(|&p| p != 0 && p != u32::MAX) {
+            let at = match self.last_pid {
+                Some((last, at)) if last == p => at,
+                _ => {
+                    let at = self.add_pid(p);
+                    self.last_pid = Some((p, at));
+                    at
+                }
+            };
+            if let (Some(ip), misc::USER) = (s.ip, header_misc & misc::CPUMODE_MASK) {
+                if let Some(kept) = self.kept.get_mut(at) {
+                    self.sampled.keep(kept, p, ip);
+                }
             }
         }
-        if let Some(t) = time.filter(|&t| t != 0) {
+        if let Some(t) = s.time.filter(|&t| t != 0) {
             self.time = Some(match self.time {
                 Some((lo, hi)) => (lo.min(t), hi.max(t)),
                 None => (t, t),
@@ -137,7 +171,7 @@ impl Visitor for RecordingFacts {
         // samples are nearly every record of a dense recording: their path
         // stays small and inlined into the walk
         if h.type_ == types::SAMPLE {
-            self.sample(body, attrs, self.endian);
+            self.sample(h.misc, body, attrs, self.endian);
             return Ok(());
         }
         self.other(at, h, body, attrs)
@@ -161,7 +195,7 @@ impl RecordingFacts {
             types::COMM => {
                 let pid = Rd(e).u32(body, 0).ok_or_else(bad)?;
                 if real(pid) {
-                    self.pids.insert(pid);
+                    self.add_pid(pid);
                     // perf records every map of the new image
                     if h.misc & misc::COMM_EXEC != 0 {
                         self.covered.insert(pid);
@@ -181,14 +215,14 @@ impl RecordingFacts {
                     return Err(bad());
                 };
                 if real(pid) {
-                    self.pids.insert(pid);
+                    self.add_pid(pid);
                 }
                 // A new process: perf gives it its parent's maps, so the
                 // parent's are needed, and its own after that are recorded.
                 if real(pid) && pid == tid && pid != ppid {
                     self.covered.insert(pid);
                     if real(ppid) {
-                        self.pids.insert(ppid);
+                        self.add_pid(ppid);
                     }
                 }
             }
@@ -206,6 +240,9 @@ impl RecordingFacts {
                     }
                 } else if is_kernel_map(&m) && m.key.filename.starts_with(KERNEL_DSO) {
                     self.has_kernel_map = true;
+                }
+                if real(m.key.pid) && m.prot & libc::PROT_EXEC as u32 != 0 {
+                    self.sampled.exec_map(m.key.pid, m.key.addr, m.key.len);
                 }
                 if self
                     .dedupe_for

@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 
+use super::coverage::NotRecorded;
 use super::error::MergeError;
 use super::plan;
 use super::scan::RecordingFacts;
@@ -163,6 +164,8 @@ pub struct Windows<'a> {
     pub duplicate_maps: usize,
     /// Wanted pids the file has no process of.
     pub missing: Vec<u32>,
+    /// Processes left out: not the ones the recording sampled.
+    pub not_recorded: Vec<NotRecorded>,
     /// The BUILD_ID table entries of the maps inserted.
     pub build_ids: Vec<BuildIdEntry>,
 }
@@ -186,6 +189,7 @@ impl<'a> Windows<'a> {
             maps: 0,
             duplicate_maps: 0,
             missing: Vec::new(),
+            not_recorded: Vec::new(),
             build_ids: Vec::new(),
         };
         let (mut ids, mut seen) = (BuildIdSet::default(), HashSet::new());
@@ -216,6 +220,8 @@ impl<'a> Windows<'a> {
         seen: &mut HashSet<u32>,
     ) {
         seen.extend(window.iter().map(|p| p.pid));
+        let dropped = plan::drop_not_recorded(&mut window, self.facts);
+        self.not_recorded.extend(dropped);
         self.duplicate_maps += plan::dedupe(&mut window, self.facts, &self.needed);
         self.processes += window.len();
         self.maps += window.iter().map(HeldProcess::map_count).sum::<usize>();
@@ -243,6 +249,7 @@ impl<'a> Windows<'a> {
                 return Err(self.input.format(FormatError::at(0, what)).into());
             }
             let mut window = maps.processes;
+            plan::drop_not_recorded(&mut window, self.facts);
             plan::dedupe(&mut window, self.facts, &self.needed);
             f(&window)?;
         }

@@ -166,7 +166,7 @@ fn late_note(stats: &Stats) -> String {
 /// The merge summary, then its skips and stale pids.
 pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
     let mut lines = vec![format!(
-        "mmap2-synth merge: {} {} records; inserted {} records ({} processes, {} maps, {} new build ids); {} maps already present; stale (started after the recording): {}; not found: {}; skipped: {}; {:.3} s -> {}",
+        "mmap2-synth merge: {} {} records; inserted {} records ({} processes, {} maps, {} new build ids); {} maps already present; stale (started after the recording): {}; not the recorded process: {}; not found: {}; skipped: {}; {:.3} s -> {}",
         if report.pipe { "pipe-mode" } else { "file-mode" },
         report.input_records,
         report.inserted_records,
@@ -175,6 +175,7 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
         report.new_build_ids,
         report.duplicate_maps,
         report.stale.len(),
+        report.not_recorded.len(),
         report.missing.len(),
         report.skipped.len(),
         took.as_secs_f64(),
@@ -197,6 +198,7 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
     if !report.stale.is_empty() {
         lines.push(format!("mmap2-synth: stale pids: {:?}", report.stale));
     }
+    lines.extend(not_recorded_lines(&report.not_recorded));
     if report.kernel_maps > 0 {
         lines.push(format!(
             "mmap2-synth: the recording had no kernel map: {} kernel/module maps inserted",
@@ -219,6 +221,30 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
         lines.push(format!(
             "mmap2-synth: no BPF programs inserted: {}",
             shown(why)
+        ));
+    }
+    lines
+}
+
+/// Processes named in warnings one by one; the rest are counted.
+const NOT_RECORDED_SHOWN: usize = 10;
+
+/// A warning per process a merge left out as not the one sampled, naming
+/// its pid, comm and coverage and the likely causes.
+fn not_recorded_lines(all: &[crate::rewrite::coverage::NotRecorded]) -> Vec<String> {
+    let mut lines: Vec<String> = (all.iter().take(NOT_RECORDED_SHOWN))
+        .map(|n| format!(
+            "mmap2-synth: warning: pid {} ({}) is not the recorded process: {} of {} sampled user-mode addresses are in its executable maps; its COMM and maps are not inserted (recorded in another pid namespace, e.g. by perf in a container, or the pid reused since)",
+            n.pid,
+            escape(&n.comm),
+            n.coverage.covered,
+            n.coverage.sampled
+        ))
+        .collect();
+    if all.len() > NOT_RECORDED_SHOWN {
+        lines.push(format!(
+            "mmap2-synth: warning: {} more processes not the recorded ones, not inserted",
+            all.len() - NOT_RECORDED_SHOWN
         ));
     }
     lines
@@ -435,6 +461,10 @@ pub enum StrictFailure {
     /// The watch lost records (a ring overflowed): maps may be missing.
     #[error("--strict: the watch lost {0} records")]
     Lost(u64),
+    /// `merge`: processes were left out as not the ones the recording
+    /// sampled: their samples keep no maps.
+    #[error("--strict: {0} processes were not the recorded ones (not inserted)")]
+    NotRecorded(usize),
     /// `archive`: mapped files could not be read, or were not the
     /// recorded ones.
     #[error(
@@ -447,6 +477,15 @@ pub enum StrictFailure {
 pub fn strict_lost(enabled: bool, lost: u64) -> Result<(), StrictFailure> {
     if enabled && lost > 0 {
         return Err(StrictFailure::Lost(lost));
+    }
+    Ok(())
+}
+
+/// Fails `merge --strict` when processes were left out as not the ones
+/// the recording sampled (`n` of them).
+pub fn strict_not_recorded(enabled: bool, n: usize) -> Result<(), StrictFailure> {
+    if enabled && n > 0 {
+        return Err(StrictFailure::NotRecorded(n));
     }
     Ok(())
 }
@@ -574,6 +613,48 @@ mod tests {
         stats = Stats::default();
         stats.bpf_skipped = Some("why".into());
         assert!(lines(&stats).contains("BPF programs not written: why"));
+    }
+
+    // A merge's processes left out as not the recorded ones are counted in
+    // its summary and each named in a warning (its comm escaped), ten at
+    // most; merge --strict fails on them.
+    #[test]
+    fn not_recorded_processes_are_counted_and_named() {
+        use crate::rewrite::coverage::{Coverage, NotRecorded};
+        let n = |pid| NotRecorded {
+            pid,
+            comm: b"x\x1b[2Jy".to_vec(),
+            coverage: Coverage {
+                covered: 1,
+                sampled: 16,
+            },
+        };
+        let mut report = MergeReport {
+            not_recorded: vec![n(41)],
+            ..Default::default()
+        };
+        let lines = merge(&report, Duration::ZERO, "out");
+        assert!(
+            lines[0].contains("; not the recorded process: 1;"),
+            "{}",
+            lines[0]
+        );
+        let warn = lines.iter().find(|l| l.contains("pid 41")).unwrap();
+        assert!(
+            warn.starts_with("mmap2-synth: warning: pid 41 (x\\x1b[2Jy) is not the recorded process: 1 of 16 sampled")
+                && warn.contains("another pid namespace")
+                && warn.contains("pid reused"),
+            "{warn}"
+        );
+        report.not_recorded = (0..12).map(n).collect();
+        let lines = merge(&report, Duration::ZERO, "out");
+        assert_eq!(lines.iter().filter(|l| l.contains(" (x")).count(), 10);
+        assert!(lines.iter().any(|l| l.contains("2 more processes")));
+        assert_eq!(
+            strict_not_recorded(true, 2),
+            Err(StrictFailure::NotRecorded(2))
+        );
+        assert!(strict_not_recorded(false, 2).is_ok() && strict_not_recorded(true, 0).is_ok());
     }
 
     // --strict fails only when enabled and something was skipped (a pid

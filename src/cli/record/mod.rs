@@ -427,7 +427,11 @@ fn merge_into(
         return Err(perf);
     }
     let named = matches!(pt.target, Some(Target::Pids(_)));
-    Ok(summary::strict(r.scan.strict, &skipped, named)?)
+    summary::strict(r.scan.strict, &skipped, named)?;
+    Ok(summary::strict_not_recorded(
+        r.scan.strict,
+        report.not_recorded.len(),
+    )?)
 }
 
 /// Snapshots `target` into the file `snap` (no kernel map: perf writes

@@ -1,0 +1,259 @@
+//! Whether a process a merge would insert is the one the recording
+//! sampled under its pid. A pid names another process when the recording
+//! was made in another pid namespace (a container's perf: its pids are not
+//! the host's) or when the pid was reused by a process that started
+//! before the recording ended (the staleness check passes it); inserting
+//! that process's COMM and maps names the samples after it and leaves them
+//! `[unknown]`.
+//!
+//! The scan keeps the first [`KEPT_PER_PID`] user-mode sample addresses of
+//! each pid and the recording's own executable maps ([`Sampled`]). Before a
+//! process is inserted, the addresses its recording's maps do not cover
+//! (those the insert is for) are looked up in the process's executable
+//! maps ([`Coverage`]): the recorded process covers all of them, another
+//! nearly none, its code being elsewhere (ASLR). Pure code.
+
+/// User-mode sample addresses kept per pid: the first ones.
+pub const KEPT_PER_PID: u8 = 16;
+
+/// Addresses outside the recording's own maps a verdict needs: with fewer,
+/// the process is inserted unjudged.
+pub const MIN_SAMPLED: usize = 8;
+
+/// Addresses kept in all (16 bytes each): pids past it get no verdict.
+pub const MAX_KEPT: usize = 1 << 18;
+
+/// The recording's executable maps kept in all (24 bytes each): past it
+/// no process is judged (the samples' own maps would be missing).
+pub const MAX_MAPS: usize = 1 << 18;
+
+/// What the scan keeps to judge processes: user-mode sample addresses and
+/// the recording's executable maps, both by pid. [`Sampled::finish`] sorts
+/// them once the scan is over; [`Sampled::judge`] reads them sorted.
+#[derive(Debug, Default)]
+pub struct Sampled {
+    /// (pid, address) of kept samples.
+    ips: Vec<(u32, u64)>,
+    /// (pid, start, end) of the recording's MMAP/MMAP2 records of
+    /// executable memory.
+    maps: Vec<(u32, u64, u64)>,
+    /// More maps than [`MAX_MAPS`]: nothing is judged.
+    overflowed: bool,
+}
+
+impl Sampled {
+    /// Keeps `ip` of a user-mode sample of `pid` while that pid has fewer
+    /// than [`KEPT_PER_PID`] (`kept`, its count, kept by the caller beside
+    /// its pid: no lookup here).
+    #[inline]
+    pub fn keep(&mut self, kept: &mut u8, pid: u32, ip: u64) {
+        if *kept < KEPT_PER_PID && self.ips.len() < MAX_KEPT {
+            *kept += 1;
+            self.ips.push((pid, ip));
+        }
+    }
+
+    /// Adds an executable map of `pid` the recording has.
+    pub fn exec_map(&mut self, pid: u32, addr: u64, len: u64) {
+        if self.maps.len() >= MAX_MAPS {
+            self.overflowed = true;
+            return;
+        }
+        self.maps.push((pid, addr, addr.saturating_add(len)));
+    }
+
+    /// Sorts what was kept by pid; call once the scan is over.
+    pub fn finish(&mut self) {
+        self.ips.sort_unstable();
+        self.maps.sort_unstable();
+    }
+
+    /// The coverage of `pid`'s kept addresses that the recording's own maps
+    /// leave out by the maps `theirs` gives (the process's executable
+    /// ranges, asked for only when there are enough such addresses); `None`
+    /// when there are fewer than [`MIN_SAMPLED`] (or the maps overflowed).
+    pub fn judge(&self, pid: u32, theirs: impl FnOnce() -> Vec<(u64, u64)>) -> Option<Coverage> {
+        let ips = of_pid(&self.ips, pid, |&(p, _)| p);
+        if ips.len() < MIN_SAMPLED || self.overflowed {
+            return None;
+        }
+        let own = of_pid(&self.maps, pid, |&(p, ..)| p);
+        let own = Ranges::new(own.iter().map(|&(_, s, e)| (s, e)).collect());
+        let outside: Vec<u64> = (ips.iter().map(|&(_, ip)| ip))
+            .filter(|&ip| !own.contains(ip))
+            .collect();
+        if outside.len() < MIN_SAMPLED {
+            return None;
+        }
+        Some(Coverage::of(&outside, &Ranges::new(theirs())))
+    }
+}
+
+/// The entries of `pid` in `sorted` (sorted by pid first).
+fn of_pid<T>(sorted: &[T], pid: u32, pid_of: impl Fn(&T) -> u32) -> &[T] {
+    let from = sorted.partition_point(|t| pid_of(t) < pid);
+    let to = sorted.partition_point(|t| pid_of(t) <= pid);
+    &sorted[from..to]
+}
+
+/// Address ranges (start, end), sorted, with the farthest end up to each:
+/// whether an address is in any of them (they may overlap) by one binary
+/// search.
+#[derive(Debug, Default)]
+pub struct Ranges {
+    ranges: Vec<(u64, u64)>,
+    reach: Vec<u64>,
+}
+
+impl Ranges {
+    /// These ranges (any order; empty ones cover nothing).
+    pub fn new(mut ranges: Vec<(u64, u64)>) -> Ranges {
+        ranges.retain(|&(s, e)| s < e);
+        ranges.sort_unstable();
+        let reach = (ranges.iter())
+            .scan(0, |far, &(_, e)| {
+                *far = e.max(*far);
+                Some(*far)
+            })
+            .collect();
+        Ranges { ranges, reach }
+    }
+
+    /// Whether `addr` is in one of them.
+    pub fn contains(&self, addr: u64) -> bool {
+        let i = self.ranges.partition_point(|&(start, _)| start <= addr);
+        i > 0 && self.reach[i - 1] > addr
+    }
+}
+
+/// How many sampled addresses a process's executable maps cover.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Coverage {
+    /// Those inside one of its maps.
+    pub covered: usize,
+    /// All judged (kept, outside the recording's own maps).
+    pub sampled: usize,
+}
+
+impl Coverage {
+    /// The coverage of `ips` by `maps`.
+    pub fn of(ips: &[u64], maps: &Ranges) -> Coverage {
+        Coverage {
+            covered: ips.iter().filter(|&&ip| maps.contains(ip)).count(),
+            sampled: ips.len(),
+        }
+    }
+
+    /// Whether the process is not the one sampled: enough addresses
+    /// ([`MIN_SAMPLED`]) and fewer than half of them in its maps (the
+    /// sampled process has them all there; another, ASLR placing its code
+    /// elsewhere, next to none).
+    pub fn is_other(&self) -> bool {
+        self.sampled >= MIN_SAMPLED && self.covered * 2 < self.sampled
+    }
+}
+
+/// A process a merge left out as not the one the recording sampled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotRecorded {
+    pub pid: u32,
+    /// Its comm (the leader's), as read.
+    pub comm: Vec<u8>,
+    /// How its maps covered the samples.
+    pub coverage: Coverage,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // An address is covered when inside a range (start inclusive, end
+    // exclusive), overlapping and nested ranges included; empty ranges
+    // cover nothing.
+    #[test]
+    fn ranges_contain() {
+        let r = Ranges::new(vec![
+            (0x5000, 0x6000),
+            (0x1000, 0x4000),
+            (0x2000, 0x3000),
+            (9, 9),
+        ]);
+        for (a, want) in [
+            (0xfff, false),
+            (0x1000, true),
+            (0x2800, true),
+            (0x3fff, true),
+            (0x4000, false),
+            (0x5000, true),
+            (0x6000, false),
+            (9, false),
+        ] {
+            assert_eq!(r.contains(a), want, "{a:#x}");
+        }
+        assert!(!Ranges::new(vec![]).contains(0));
+    }
+
+    // Under half covered, with enough addresses, is another process; half
+    // or more, or too few addresses, is not.
+    #[test]
+    fn another_process_covers_under_half() {
+        let c = |covered, sampled| Coverage { covered, sampled };
+        assert!(c(0, 16).is_other());
+        assert!(c(7, 16).is_other());
+        assert!(!c(8, 16).is_other());
+        assert!(!c(16, 16).is_other());
+        assert!(c(3, 8).is_other());
+        assert!(!c(0, 7).is_other());
+        let maps = Ranges::new(vec![(0x1000, 0x2000)]);
+        assert_eq!(Coverage::of(&[0x1000, 0x1fff, 0x2000, 5], &maps), c(2, 4));
+    }
+
+    // Only the first KEPT_PER_PID addresses of a pid are kept; a pid is
+    // judged on those outside the recording's own maps, and only with
+    // enough of them: another pid's addresses and maps play no part.
+    #[test]
+    fn judged_on_kept_addresses_outside_the_recordings_maps() {
+        let mut s = Sampled::default();
+        let (mut a, mut b) = (0u8, 0u8);
+        for i in 0..40u64 {
+            s.keep(&mut a, 7, 0x10_000 + i);
+            s.keep(&mut b, 8, 0x90_000 + i);
+        }
+        assert_eq!((a, b), (KEPT_PER_PID, KEPT_PER_PID));
+        // pid 8's map covers pid 7's addresses: no part in pid 7's verdict
+        s.exec_map(8, 0x10_000, 0x1000);
+        // the recording maps pid 7's first 4 addresses itself
+        s.exec_map(7, 0x10_000, 4);
+        s.finish();
+        let n = usize::from(KEPT_PER_PID) - 4;
+        let none = s.judge(7, Vec::new).unwrap();
+        assert_eq!(
+            none,
+            Coverage {
+                covered: 0,
+                sampled: n
+            }
+        );
+        assert!(none.is_other());
+        let all = s.judge(7, || vec![(0x10_000, 0x20_000)]).unwrap();
+        assert_eq!(
+            all,
+            Coverage {
+                covered: n,
+                sampled: n
+            }
+        );
+        assert!(!all.is_other());
+        // the recording maps all of pid 8's: nothing left to judge
+        let mut t = Sampled::default();
+        let mut c = 0u8;
+        for i in 0..16 {
+            t.keep(&mut c, 8, 0x90_000 + i);
+        }
+        t.exec_map(8, 0x90_000, 0x1000);
+        t.finish();
+        assert_eq!(t.judge(8, || unreachable!()), None);
+        // too few addresses
+        assert_eq!(s.judge(9, || unreachable!()), None);
+    }
+}
