@@ -42,15 +42,22 @@ pub struct Sampled {
 }
 
 impl Sampled {
+    /// Whether a pid with `kept` addresses kept gets more.
+    #[inline]
+    pub fn keeps(&self, kept: u8) -> bool {
+        kept < KEPT_PER_PID && self.ips.len() < MAX_KEPT
+    }
+
     /// Keeps `ip` of a user-mode sample of `pid` while that pid has fewer
     /// than [`KEPT_PER_PID`] (`kept`, its count, kept by the caller beside
-    /// its pid: no lookup here).
+    /// its pid: no lookup here); whether it gets more after this one.
     #[inline]
-    pub fn keep(&mut self, kept: &mut u8, pid: u32, ip: u64) {
-        if *kept < KEPT_PER_PID && self.ips.len() < MAX_KEPT {
+    pub fn keep(&mut self, kept: &mut u8, pid: u32, ip: u64) -> bool {
+        if self.keeps(*kept) {
             *kept += 1;
             self.ips.push((pid, ip));
         }
+        self.keeps(*kept)
     }
 
     /// Adds an executable map of `pid` the recording has.

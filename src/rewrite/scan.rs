@@ -58,9 +58,9 @@ pub struct RecordingFacts {
     /// Byte order of the records.
     pub endian: Endian,
     /// The pid of the last sample, already in `pids`, and its place in
-    /// `kept`: runs of samples of one process (a CPU's buffer) then cost no
-    /// lookup.
-    last_pid: Option<(u32, usize)>,
+    /// `kept` while addresses of it are still kept: runs of samples of one
+    /// process (a CPU's buffer) then cost no lookup.
+    last_pid: Option<(u32, Option<usize>)>,
 }
 
 impl RecordingFacts {
@@ -121,17 +121,22 @@ impl RecordingFacts {
         };
         let s = sample_head(body, a.sample_type, e);
         if let Some(p) = s.pid.filter(|&p| p != 0 && p != u32::MAX) {
-            let at = match self.last_pid {
-                Some((last, at)) if last == p => at,
+            // a run of samples of one pid whose addresses are all kept
+            // costs one compare per sample
+            let keeping = match self.last_pid {
+                Some((last, keeping)) if last == p => keeping,
                 _ => {
                     let at = self.add_pid(p);
-                    self.last_pid = Some((p, at));
-                    at
+                    let keeping = self.sampled.keeps(self.kept[at]).then_some(at);
+                    self.last_pid = Some((p, keeping));
+                    keeping
                 }
             };
-            if let (Some(ip), misc::USER) = (s.ip, header_misc & misc::CPUMODE_MASK) {
-                if let Some(kept) = self.kept.get_mut(at) {
-                    self.sampled.keep(kept, p, ip);
+            if let (Some(at), Some(ip), misc::USER) =
+                (keeping, s.ip, header_misc & misc::CPUMODE_MASK)
+            {
+                if !self.sampled.keep(&mut self.kept[at], p, ip) {
+                    self.last_pid = Some((p, None));
                 }
             }
         }
