@@ -1043,3 +1043,30 @@ fn dev_stdout_is_the_descriptor_itself() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("open for reading only"), "{err}");
 }
+
+// Another user cannot make an output fail by creating beforehand every
+// temporary name a run of a guessed pid will try: the names' numbers are
+// random (they were 0 to 100, and 101 planted names made the run fail
+// with "File exists"). The shell plants them for its own pid, then execs
+// the tool under that pid; the output replaces an existing file.
+#[test]
+fn planted_temporary_names_of_the_next_pid_do_not_stop_an_output() {
+    let dir = scratch("out-planted");
+    let s = Sleeper::start();
+    let out = dir.join("out.data");
+    std::fs::write(&out, b"old").unwrap();
+    let script = format!(
+        "for n in $(seq 0 100); do : > {d}/.m2s-$$-$n.tmp; done; exec {bin} -q -p {pid} -o {o}",
+        d = q(&dir),
+        bin = bin(),
+        pid = s.pid(),
+        o = q(&out),
+    );
+    let run = Command::new("sh").arg("-c").arg(&script).output().unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_ne!(std::fs::read(&out).unwrap(), b"old");
+}

@@ -395,15 +395,26 @@ impl AtomicFile {
 /// [`stale::remove_stale_temporaries`]), or, with `unnamed`, gives that
 /// name to the unnamed file: the file made (None for `unnamed`) and its
 /// name.
+/// A number no other process can predict (std's hash keys come from the
+/// kernel's random source), of at most 10 digits as [`stale`] reads them.
+fn unguessable() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::hash::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish() as u32
+}
+
 fn create_named(
     dir_fd: &Arc<OwnedFd>,
     unnamed: Option<&File>,
 ) -> io::Result<(Option<File>, Vec<u8>)> {
-    let mut n = 0u32;
+    let mut tries = 0u32;
     {
         loop {
-            // Short and fixed-length, so it fits wherever the target's name does.
-            let tmp = format!(".m2s-{}-{n}.tmp", std::process::id()).into_bytes();
+            // Short, so it fits wherever the target's name does; its number
+            // random, so another user cannot make every name a run will try
+            // exist beforehand (names of a guessed pid and 0..100 did).
+            let tmp = format!(".m2s-{}-{}.tmp", std::process::id(), unguessable()).into_bytes();
             // listed before a signal can see it made (the handler waits)
             let mut t = temporaries();
             if t.closing {
@@ -421,7 +432,7 @@ fn create_named(
                     t.list.push((dir_fd.clone(), tmp.clone(), false));
                     return Ok((file, tmp));
                 }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 100 => n += 1,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
                 Err(e) => return Err(e),
             }
         }

@@ -21,7 +21,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use mmap2_synth::output::stale::{may_run_us, names_stay, pid_in, temporary_pid};
+use mmap2_synth::output::stale::{may_run_us, names_stay, pid_in, temporary_pid, LISTED_AT_MOST};
 use mmap2_synth::sys::{self, Status};
 
 /// What every private directory's name begins with; the pid, a `-` and
@@ -60,7 +60,9 @@ type Files = Vec<(Vec<u8>, Status)>;
 enum Verdict {
     /// Removed.
     Removed,
-    /// In use, or its recording left on purpose: kept, silently.
+    /// In use, its recording left on purpose, or another user's (anyone
+    /// may plant names: saying so at every `record` would be their noise):
+    /// kept, silently.
     Kept,
     /// Not ours beyond doubt: left, and why.
     Left(String),
@@ -75,7 +77,9 @@ pub(super) fn remove_stale(dir: &File, shown: &Path, own: &OsStr) {
     };
     let stay = names_stay(dir.as_fd());
     let mut left = Vec::new();
-    for entry in entries.flatten() {
+    // bounded like the sweep of temporary files: a directory of planted
+    // names must not delay perf's start
+    for entry in entries.take(LISTED_AT_MOST).flatten() {
         let name = entry.file_name();
         let Some(pid) = pid_of(name.as_bytes()) else {
             continue;
@@ -122,7 +126,7 @@ fn judge(dir: &File, name: &[u8], stay: bool) -> Verdict {
         Err(e) => return Verdict::Left(e.to_string()),
     };
     if st.uid != me {
-        return Verdict::Left(format!("owned by uid {}", st.uid));
+        return Verdict::Kept;
     }
     if st.mode != 0o700 {
         return Verdict::Left(format!("mode {:04o}, not 0700", st.mode));
