@@ -366,9 +366,11 @@ fn a_fallocated_library_is_not_copied() {
     }
     let p = Mapper::start_as(&burn, &["120".as_ref()]);
     let rec = dir.join("rec.data");
+    // perf's own build-id cache would copy the 3 GiB file (as root, into
+    // ~/.debug: every run of this test filled 3 GiB of it)
     perf_record_to(
         &rec,
-        &["-g"],
+        &["-g", "--no-buildid-cache"],
         &["-p", &p.pid.to_string(), "--", "sleep", "1"],
     );
     drop(p);
@@ -410,9 +412,11 @@ fn minidebuginfo_xz_bomb_is_not_unpacked() {
     let (burn, lib) = build_minidebug_burner(&dir, Some(&bomb));
     let p = Mapper::start_as(&burn, &["120".as_ref()]);
     let rec = dir.join("rec.data");
+    // perf's own build-id cache would copy the 3 GiB file (as root, into
+    // ~/.debug: every run of this test filled 3 GiB of it)
     perf_record_to(
         &rec,
-        &["-g"],
+        &["-g", "--no-buildid-cache"],
         &["-p", &p.pid.to_string(), "--", "sleep", "1"],
     );
     drop(p);
