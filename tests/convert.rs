@@ -204,8 +204,10 @@ fn leaked_build_id_flags_are_read_and_repaired() {
 }
 
 // A library replaced on disk after a `--no-buildid` recording (no BUILD_ID
-// table, so the disk is the only source) is counted as stale and keeps its
-// maj/min/ino; unchanged files still get their ids.
+// table): while its process lives, its maps get the id of the file it still
+// maps (by device and inode, through /proc/PID), never the new file's; once
+// it is gone, they are counted as stale and keep their maj/min/ino;
+// unchanged files still get their ids.
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn replaced_library_is_stale_not_misattributed() {
@@ -222,8 +224,21 @@ fn replaced_library_is_stale_not_misattributed() {
     std::fs::copy(&f.lib_md5, &lib).unwrap();
     let out = dir.join("out.data");
     let err = convert(&[rec.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    let old_id = readelf_build_id(&f.lib_sha1).unwrap();
+    let got = maps_of(&out, &lib);
+    assert!(!got.is_empty(), "{err}");
+    assert!(
+        got.iter().all(|m| m == &(None, Some(old_id.clone()))),
+        "{got:?}"
+    );
+    assert!(
+        err.contains(" 0 stale") && !err.contains(" 0 from a live"),
+        "{err}"
+    );
+    drop(m);
+    let err = convert(&[rec.as_os_str(), "-o".as_ref(), out.as_os_str()]);
     assert!(!err.contains(" 0 stale"), "{err}");
-    assert!(err.contains("libswap.so was replaced"), "{err}");
+    assert!(err.contains("libswap.so now (replaced on disk"), "{err}");
     let lib_s = lib.to_str().unwrap();
     let new_id = readelf_build_id(&lib).unwrap();
     let mut seen_lib = 0;
@@ -472,7 +487,141 @@ fn a_library_replaced_before_the_recording_ended_is_stale() {
         "{got:?}"
     );
     assert!(
-        err.contains(" 1 stale") && err.contains("libburn.so was replaced"),
+        err.contains(" 1 stale") && err.contains("libburn.so now (replaced on disk"),
         "{err}"
     );
+}
+
+/// A process in its own mount namespace (`unshare -m`) where `burn`'s
+/// library path (`dir/libburn.so`) names another file, bind-mounted over
+/// it: another build of the same source (`--build-id=md5`), or with
+/// `same_build` a copy of the host's library (same id, another inode, as a
+/// container's libc of the host's build). Returns it, the library path and
+/// the id of the container's file.
+fn container_burner(dir: &Path, same_build: bool) -> (Mapper, std::path::PathBuf, String) {
+    let (burn, lib) = build_burner(dir, &[]);
+    let theirs = dir.join("ctr-libburn.so");
+    if same_build {
+        std::fs::copy(&lib, &theirs).unwrap();
+    } else {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/libburn.c");
+        let (t, s) = (theirs.to_str().unwrap(), src.to_str().unwrap());
+        cc(&["-shared", "-fPIC", "-O1", "-Wl,--build-id=md5", "-o", t, s]);
+    }
+    let (host_id, ctr_id) = (
+        readelf_build_id(&lib).unwrap(),
+        readelf_build_id(&theirs).unwrap(),
+    );
+    assert_eq!(host_id == ctr_id, same_build);
+    let script = format!(
+        "mount --bind {} {} && exec {} 120",
+        q(&theirs),
+        q(&lib),
+        q(&burn)
+    );
+    let p = Mapper::start_as(
+        Path::new("unshare"),
+        &["-m", "sh", "-c", &script].map(std::ffi::OsStr::new),
+    );
+    (p, lib, ctr_id)
+}
+
+// perf's own recording (`-p`, inode-form MMAP2, with and without its
+// BUILD_ID table) of a process in another mount namespace, whose library
+// path names another file there than here: converted while it lives, its
+// maps of that path get the id of the file it maps (read through /proc/PID,
+// by device and inode), for another build and for a same-build copy, and
+// perf script, perf buildid-list and perf report (the file in the build-id
+// cache) agree.
+#[test]
+#[ignore = "needs root (unshare -m, mount) and perf record"]
+fn a_live_containers_maps_get_its_files_ids() {
+    needs_perf_record();
+    needs_root("unshare -m");
+    for same_build in [false, true] {
+        let dir = scratch("convert-ctr");
+        let (p, lib, ctr_id) = container_burner(&dir, same_build);
+        let cache = dir.join("buildid-cache");
+        let o = Command::new("perf")
+            .args(["buildid-cache", "-a"])
+            .arg(dir.join("ctr-libburn.so"))
+            .env("PERF_BUILDID_DIR", &cache)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        for extra in [&[][..], &["-B"]] {
+            let what = format!("same build {same_build}, perf record {extra:?}");
+            let rec = dir.join("rec.data");
+            perf_record(p.pid, &rec, extra);
+            let out = dir.join("out.data");
+            let args = [rec.as_os_str(), "-o".as_ref(), out.as_os_str()];
+            let err = convert(&[&args[..], &["--buildid-all".as_ref()]].concat());
+            let got = maps_of(&out, &lib);
+            assert!(!got.is_empty(), "{what}: {err}");
+            for m in &got {
+                assert_eq!(m, &(None, Some(ctr_id.clone())), "{what}: {err}");
+            }
+            assert!(
+                err.contains(" 0 stale") && err.contains(" 0 ambiguous"),
+                "{what}: {err}"
+            );
+            let lib_s = lib.to_str().unwrap();
+            let mmaps: Vec<Map> = perf_mmaps_of(&out)
+                .into_iter()
+                .filter(|m| m.path == lib_s)
+                .collect();
+            assert_eq!(mmaps.len(), got.len(), "{what}");
+            for m in mmaps {
+                assert_eq!(m.build_id.as_deref(), Some(ctr_id.as_str()), "{what}");
+            }
+            let table = perf_buildid_list(&perf(&[
+                "buildid-list".as_ref(),
+                "-i".as_ref(),
+                out.as_os_str(),
+            ]));
+            assert_eq!(table.get(lib_s), Some(&ctr_id), "{what}: {table:?}");
+            let o = Command::new("perf")
+                .args(["report", "--stdio", "--sort", "dso,sym", "-i"])
+                .arg(&out)
+                .env("PERF_BUILDID_DIR", &cache)
+                .output()
+                .unwrap();
+            let shown = String::from_utf8_lossy(&o.stdout);
+            let line = shown.lines().find(|l| l.contains("burn_work"));
+            assert!(
+                line.is_some_and(|l| l.contains("libburn.so")),
+                "{what}: {shown}"
+            );
+        }
+    }
+}
+
+// The same recording converted after the container's process is gone:
+// its maps keep maj/min/ino (nothing can tell their id now), and the
+// summary says the file mapped is not the one at the path now, replaced or
+// another mount namespace's, rather than that it was replaced.
+#[test]
+#[ignore = "needs root (unshare -m, mount) and perf record"]
+fn a_gone_containers_maps_are_not_said_to_be_replaced() {
+    needs_perf_record();
+    needs_root("unshare -m");
+    let dir = scratch("convert-ctr-gone");
+    let (p, lib, _) = container_burner(&dir, true);
+    let rec = dir.join("rec.data");
+    perf_record(p.pid, &rec, &[]);
+    drop(p);
+    let out = dir.join("out.data");
+    let err = convert(&[rec.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    let got = maps_of(&out, &lib);
+    assert!(!got.is_empty(), "{err}");
+    assert!(
+        got.iter().all(|m| m.0.is_some() && m.1.is_none()),
+        "{got:?}"
+    );
+    let said = format!(
+        "stale: the file mapped as {0} is not the file at {0} now (replaced on disk, or another mount namespace's)",
+        lib.display()
+    );
+    assert!(err.contains(&said), "{err}");
+    assert!(!err.contains("was replaced"), "{err}");
 }

@@ -11,7 +11,6 @@
 
 use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -20,7 +19,8 @@ use crate::archive::cache_entry;
 use crate::model::{BuildId, VDSO_NAME};
 use crate::perf::copy::copy_range;
 use crate::proc::buildid::{
-    open_if_build_id, open_if_regular, read_build_id_at_path, read_build_id_from_file, vdso_image,
+    in_root, map_file, open_if_build_id, read_build_id_at_path, read_build_id_from_file,
+    read_live_build_id, vdso_image,
 };
 use crate::sys::data_bytes;
 
@@ -37,19 +37,6 @@ pub struct Mapped {
 
 /// Most processes whose files are tried for one build id.
 const MAX_PROCESSES: usize = 16;
-
-/// `/proc/PID/map_files/START-END` of a map: the mapped file itself while
-/// the process lives and still maps that range (root only).
-fn map_file(pid: u32, start: u64, end: u64) -> PathBuf {
-    PathBuf::from(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
-}
-
-/// `/proc/PID/root/PATH`: the file at `path` as process `pid` sees it.
-fn in_root(pid: u32, path: &[u8]) -> PathBuf {
-    let mut p = format!("/proc/{pid}/root").into_bytes();
-    p.extend_from_slice(path);
-    PathBuf::from(std::ffi::OsStr::from_bytes(&p))
-}
 
 /// The file with build id `id`: in the build-id directory (perf's cache
 /// layout, [`cache_entry`]), else a recorded path whose file has that id
@@ -121,20 +108,14 @@ pub fn find_elf(
 }
 
 /// The build id of the file a map without one maps (a map recorded with
-/// its device and inode), read through the mapping of process `pid` while
-/// it lives, maps that range and it is the recorded inode (its device is
-/// not compared: overlayfs gives `stat` another device than the maps show,
-/// for the same file).
+/// its device and inode), read through process `pid` while it lives and
+/// that is the recorded inode ([`read_live_build_id`]; its device is not
+/// required: overlayfs gives `stat` another device than the maps show, for
+/// the same file).
 pub fn live_id(pid: u32, map: &Map) -> Option<BuildId> {
     let key = map.file?;
-    if map.filename.first() != Some(&b'/') || key.inode == 0 || pid == u32::MAX {
-        return None;
-    }
-    let f = open_if_regular(&map_file(pid, map.start, map.end))?;
-    if f.metadata().ok()?.ino() != key.inode {
-        return None;
-    }
-    BuildId::new(&read_build_id_from_file(&f).ok()??)
+    let (raw, _) = read_live_build_id(pid, (map.start, map.end), &map.filename, key)?;
+    BuildId::new(&raw?)
 }
 
 /// Largest file copied for symbolization (as `archive` copies).

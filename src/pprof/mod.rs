@@ -80,8 +80,10 @@ pub struct PprofReport {
     /// User locations in mappings without a build id (not symbolized:
     /// nothing proves which file they were).
     pub no_build_id: usize,
-    /// Paths of maps whose id is not known because the file was replaced
-    /// since or while recorded (convert's stale and ambiguous maps), up to 10.
+    /// Paths of maps whose id is not known because the file is not the one
+    /// at the path now (replaced since or while recorded, or another mount
+    /// namespace's whose process is gone: convert's stale and ambiguous
+    /// maps), up to 10.
     pub replaced: Vec<Vec<u8>>,
     /// Build ids whose file was not found.
     pub files_missing: usize,
@@ -232,8 +234,8 @@ pub fn pprof(
 
 /// The recording's samples and maps, read by a walk: made again knowing
 /// the files the maps name when the first used a table id for a path whose
-/// maps name several files (replaced while recorded; see
-/// [`crate::rewrite::attribution`]).
+/// maps name several files (replaced while recorded, or other mount
+/// namespaces'; see [`crate::rewrite::attribution`]).
 fn read_all(input: &Input, meta: &RawMeta) -> Result<(read::Reader, Walk), InputError> {
     let limit = maps::map_limit(input.len);
     let read = |ids| -> Result<(read::Reader, Walk), InputError> {

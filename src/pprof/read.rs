@@ -64,8 +64,9 @@ impl Reader {
         self.ids.take_second_pass()
     }
 
-    /// Paths of maps kept without the table's or the disk's id: replaced
-    /// since they were mapped (stale), or one table id for several files
+    /// Paths of maps kept without the table's, the disk's or a live
+    /// process's id: not the file at the path now (stale: replaced, or
+    /// another mount namespace's), or one table id for several files
     /// (ambiguous).
     pub(super) fn unattributed(&self) -> Vec<Vec<u8>> {
         let r = &self.ids_report;

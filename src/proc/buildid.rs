@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use super::elf;
@@ -312,6 +312,61 @@ pub fn read_mapped_build_id(dir: &Path, vma: &Vma) -> Option<(Option<Vec<u8>>, T
     p.extend_from_slice(path);
     let (f, trust) = open_checked(Path::new(std::ffi::OsStr::from_bytes(&p)), vma.file_key())?;
     Some((read_build_id_from_file(&f).ok()?, trust))
+}
+
+/// `/proc/PID/map_files/START-END`: the file process `pid` maps at
+/// START..END, while it lives and still maps that range (root only).
+pub fn map_file(pid: u32, start: u64, end: u64) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
+}
+
+/// `/proc/PID/root/PATH`: the file at `path` as process `pid` sees it (in
+/// its mount namespace and root).
+pub fn in_root(pid: u32, path: &[u8]) -> PathBuf {
+    let mut p = format!("/proc/{pid}/root").into_bytes();
+    p.extend_from_slice(path);
+    PathBuf::from(std::ffi::OsStr::from_bytes(&p))
+}
+
+/// The build id of the file `key` a live process `pid` maps at
+/// START..END from `path`, read long after the map was recorded (a
+/// snapshot's second look, `convert`, `pprof`): its mapping
+/// ([`map_file`]), else its view of the path ([`in_root`]: a container's
+/// file whose host path holds another, or nothing), each taken only while
+/// it is a regular file with the recorded inode. [`Trust::Verified`] when
+/// its device is the recorded one too (which the caller may require: after
+/// that long the pid may name another process, which may map another
+/// device's file of that inode number there); [`Trust::Unverified`] when
+/// only the inode is (overlayfs and btrfs give `stat` another device than
+/// the maps show, for the same file), and none of the two is verified.
+/// What the file says: an id, or `None` for an ELF without one.
+pub fn read_live_build_id(
+    pid: u32,
+    (start, end): (u64, u64),
+    path: &[u8],
+    key: FileKey,
+) -> Option<(Option<Vec<u8>>, Trust)> {
+    if key.inode == 0 || pid == u32::MAX {
+        return None;
+    }
+    let mut places = vec![map_file(pid, start, end)];
+    if path.first() == Some(&b'/') && !path.ends_with(b" (deleted)") {
+        places.push(in_root(pid, path));
+    }
+    let mut unverified = None;
+    for p in places {
+        let Some((f, trust)) = open_checked(&p, Some(key)) else {
+            continue;
+        };
+        let Ok(id) = read_build_id_from_file(&f) else {
+            continue;
+        };
+        if trust == Trust::Verified {
+            return Some((id, trust));
+        }
+        unverified.get_or_insert((id, trust));
+    }
+    unverified
 }
 
 /// The vDSO's build id, read once from this process's own vDSO image through

@@ -15,6 +15,12 @@
 //!   (a same-build replacement loses its id with them: the two cannot be
 //!   told apart).
 //!
+//! A path can also name another file in a map's mount namespace (a
+//! container) than here: its maps look the same (another inode at the
+//! path, or several files under one path). Before such a map is kept as
+//! stale or ambiguous, `convert` reads the id of the file its process maps,
+//! while it lives (`MapIds` in the `buildids` module).
+//!
 //! Whether a path's maps name several files is known only once every map
 //! of the recording has been seen: a conversion notes them as it goes, and
 //! one that looked up a table id for such a path is made again knowing

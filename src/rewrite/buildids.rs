@@ -1,7 +1,9 @@
 //! What `convert` decides per map: the build id of each MMAP and
 //! inode-form MMAP2 (from the recording's BUILD_ID table where it can be
 //! the mapped file's, see [`super::attribution`]; from the file on disk
-//! only while it is provably the mapped one; kernel and modules from /sys
+//! only while it is provably the mapped one; else, while the map's process
+//! lives, from the file it maps or sees at the path, by device and inode
+//! the record's: another mount namespace's file; kernel and modules from /sys
 //! for a recording of this kernel, see [`super::trust`]; by path only when
 //! trusted), counted in the report ([`super::report`]). Shared by the
 //! in-place patch, the stream and `pprof`.
@@ -23,8 +25,8 @@ use crate::perf::features::parse_build_id_table;
 use crate::perf::BuildIdEntry;
 use crate::perf::{FormatError, RecordHeader};
 use crate::proc::buildid::{
-    kernel_build_id, module_build_id, read_build_id_at_path, read_file_at, vdso_build_id, FileAt,
-    OnDisk,
+    kernel_build_id, module_build_id, read_build_id_at_path, read_file_at, read_live_build_id,
+    vdso_build_id, FileAt, OnDisk, Trust as FileTrust,
 };
 use crate::proc::kernel::KERNEL_DSO;
 
@@ -41,10 +43,24 @@ pub struct MapIds {
     /// Those of the whole recording, from a first pass.
     complete: Option<MappedFiles>,
     by_path: HashMap<Vec<u8>, Option<BuildId>>,
+    /// The id read through a live process per map (pid, start, end, file).
+    live: HashMap<(Place, FileKey), Option<BuildId>>,
     trust: Trust,
     /// Every (cpumode, path) with the id its maps carry after conversion,
     /// for `--buildid-all`.
     mapped: BTreeMap<(u16, Vec<u8>), BuildId>,
+}
+
+/// Where a map was: (pid, start, end).
+type Place = (u32, u64, u64);
+
+/// Why a map would be kept without an id, by the table and the file at its
+/// path here (counted so once its live process, if any, does not tell).
+#[derive(Debug, Clone, Copy)]
+enum Kept {
+    Stale,
+    Ambiguous,
+    Missing,
 }
 
 /// Kernel or guest-kernel cpumode.
@@ -87,6 +103,7 @@ impl MapIds {
             files: MappedFiles::default(),
             complete: None,
             by_path: HashMap::new(),
+            live: HashMap::new(),
             trust: trust_for(osrelease, e, kernel, trust_paths),
             mapped: BTreeMap::new(),
         })
@@ -245,7 +262,8 @@ impl MapIds {
             let generation = m.ino_generation;
             self.files
                 .note(cpumode, path, MappedFile { key, generation });
-            self.id_for(cpumode, path, key, r)
+            let place = (m.key.pid, m.key.addr, m.key.addr.saturating_add(m.key.len));
+            self.id_for(cpumode, path, (key, place), r)
         }?;
         self.remember(cpumode, path, id);
         Some((id, true))
@@ -344,14 +362,58 @@ impl MapIds {
         id
     }
 
-    /// The id for an inode-form MMAP2 of `path` with `key`, counting why not.
+    /// The id of the file `key` that process `pid` maps at START..END from
+    /// `path`, read through that process while it lives and the file there
+    /// has the recorded device and inode ([`read_live_build_id`], verified
+    /// only: the pid may have been reused since); once per map.
+    fn live_id(&mut self, path: &[u8], key: FileKey, place: Place) -> Option<BuildId> {
+        *self.live.entry((place, key)).or_insert_with(|| {
+            let (pid, start, end) = place;
+            match read_live_build_id(pid, (start, end), path, key)? {
+                (raw, FileTrust::Verified) => BuildId::new(&raw?),
+                (_, FileTrust::Unverified) => None,
+            }
+        })
+    }
+
+    /// The id for an inode-form MMAP2 of `path` with `key`, mapped by a
+    /// process at `place`, counting why not. Before a map is kept as stale,
+    /// ambiguous or missing, its live process's file is tried
+    /// ([`MapIds::live_id`]): the path may name another file in the
+    /// process's mount namespace than here.
     fn id_for(
+        &mut self,
+        cpumode: u16,
+        path: &[u8],
+        (key, place): (FileKey, Place),
+        r: &mut ConvertReport,
+    ) -> Option<BuildId> {
+        let kept = match self.id_here(cpumode, path, key, r) {
+            Ok(id) => return id,
+            Err(kept) => kept,
+        };
+        if let Some(id) = self.live_id(path, key, place) {
+            r.from_live += 1;
+            return Some(id);
+        }
+        match kept {
+            Kept::Stale => r.note_stale(path),
+            Kept::Ambiguous => r.note_ambiguous(path),
+            Kept::Missing => r.missing += 1,
+        }
+        None
+    }
+
+    /// [`MapIds::id_for`] from the table and the file at the path here:
+    /// the id, None (counted), or why it would be kept when its live
+    /// process does not tell.
+    fn id_here(
         &mut self,
         cpumode: u16,
         path: &[u8],
         key: FileKey,
         r: &mut ConvertReport,
-    ) -> Option<BuildId> {
+    ) -> Result<Option<BuildId>, Kept> {
         // The recording's own table first: the same device and inode do
         // not prove the same contents (`cp` over a file, `rsync --inplace`
         // keep the inode), while perf read the table's ids while recording;
@@ -362,17 +424,11 @@ impl MapIds {
             match table_verdict(several, key, self.file_at(path), &id) {
                 TableVerdict::Table => {
                     r.from_table += 1;
-                    return Some(id);
+                    return Ok(Some(id));
                 }
                 TableVerdict::Disk => {}
-                TableVerdict::Ambiguous => {
-                    r.note_ambiguous(path);
-                    return None;
-                }
-                TableVerdict::Stale => {
-                    r.note_stale(path);
-                    return None;
-                }
+                TableVerdict::Ambiguous => return Err(Kept::Ambiguous),
+                TableVerdict::Stale => return Err(Kept::Stale),
             }
         }
         let on_disk = self.file_at(path).map_or(OnDisk::Missing, |f| f.about(key));
@@ -380,25 +436,19 @@ impl MapIds {
             OnDisk::Same(Some(raw)) => match BuildId::new(&raw) {
                 Some(id) => {
                     r.from_disk += 1;
-                    Some(id)
+                    Ok(Some(id))
                 }
                 None => {
                     r.no_id += 1;
-                    None
+                    Ok(None)
                 }
             },
             OnDisk::Same(None) => {
                 r.no_id += 1;
-                None
+                Ok(None)
             }
-            OnDisk::Replaced => {
-                r.note_stale(path);
-                None
-            }
-            OnDisk::Missing => {
-                r.missing += 1;
-                None
-            }
+            OnDisk::Replaced => Err(Kept::Stale),
+            OnDisk::Missing => Err(Kept::Missing),
         }
     }
 }

@@ -11,6 +11,11 @@ pub struct ConvertReport {
     pub from_table: u64,
     /// MMAP2 records given a build id read from the (same) file on disk.
     pub from_disk: u64,
+    /// MMAP2 records given a build id read through the live process that
+    /// maps the file (`/proc/PID/map_files`, `/proc/PID/root/PATH`), its
+    /// device and inode the record's: another mount namespace's file, or
+    /// one replaced at the path here.
+    pub from_live: u64,
     /// MMAP2 records that had a build id already.
     pub already: u64,
     /// MMAP2 records with the build-id flag over an inode body (the
@@ -18,12 +23,14 @@ pub struct ConvertReport {
     /// or as the inode form they are.
     pub leaked_flags: usize,
     /// Kept: another file is at the path now (or, for a table id, another
-    /// file with exactly that id).
+    /// file with exactly that id): replaced on disk, or the path names
+    /// another file in the map's mount namespace; no live process told.
     pub stale: u64,
     /// Kept: the table's id for the path, whose maps name several files
-    /// (replaced while recorded), may be another file's.
+    /// (replaced while recorded, or other mount namespaces'), may be
+    /// another file's.
     pub ambiguous: u64,
-    /// Kept: no file at the path.
+    /// Kept: no file at the path (and no live process that maps it).
     pub missing: u64,
     /// Kept: the file has no build id, or one longer than MMAP2 holds.
     pub no_id: u64,

@@ -11,7 +11,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::Path;
 
 use crate::bytes::{Endian, Rd};
 use crate::model::{BuildId, Perms, Vma, VDSO_NAME};
@@ -103,32 +102,18 @@ fn watched_vma(body: &[u8]) -> Option<(u32, Vma)> {
 
 /// The id of the file of `vma`, mapped by process `pid`: through
 /// `map_files` while it is that file, else the path (seen from the
-/// process's root) while it is, both by device and inode. Unlike the
+/// process's root) while it is, both by device and inode
+/// ([`buildid::read_live_build_id`], verified only). Unlike the
 /// scan's read, which follows its VMA's query within microseconds, this
 /// comes after the whole scan, time enough to map another file of the
 /// same inode number from another device over the place: so the device
 /// must match too (a file on overlayfs or btrfs, whose `stat` device is not
 /// the maps', gets no id here and stays in inode form).
 fn read_id(pid: u32, vma: &Vma) -> Option<BuildId> {
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
-    use std::os::unix::fs::MetadataExt;
-    let dir = Path::new("/proc").join(pid.to_string());
-    let key = vma.file_key()?;
-    let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
-    let same = |f: &std::fs::File| {
-        f.metadata().is_ok_and(|m| {
-            let dev = (libc::major(m.dev()), libc::minor(m.dev()));
-            m.ino() == key.inode && dev == (key.dev_major, key.dev_minor)
-        })
-    };
-    if let Some(f) = buildid::open_if_regular(&map_file).filter(same) {
-        return BuildId::new(&buildid::read_build_id_from_file(&f).ok()??);
-    }
-    let mut path = dir.join("root").into_os_string().into_vec();
-    path.extend_from_slice(&vma.name);
-    match buildid::read_build_id_if_same(Path::new(std::ffi::OsStr::from_bytes(&path)), key) {
-        buildid::OnDisk::Same(raw) => BuildId::new(&raw?),
-        _ => None,
+    let range = (vma.start, vma.end);
+    match buildid::read_live_build_id(pid, range, &vma.name, vma.file_key()?)? {
+        (raw, buildid::Trust::Verified) => BuildId::new(&raw?),
+        (_, buildid::Trust::Unverified) => None,
     }
 }
 
@@ -136,6 +121,7 @@ fn read_id(pid: u32, vma: &Vma) -> Option<BuildId> {
 mod tests {
     use super::*;
     use crate::bytes::PutExt;
+    use std::path::Path;
 
     /// An inode-form MMAP2 body of this process (no trailer).
     fn body(start: u64, len: u64, (maj, min, ino): (u32, u32, u64), name: &[u8]) -> Vec<u8> {

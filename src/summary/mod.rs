@@ -301,11 +301,12 @@ pub fn feature_warnings(unreadable: &[(u32, &str)], long: usize, how: LeftOut) -
 /// rest did not.
 pub fn convert(r: &ConvertReport, took: Duration, dest: &str) -> Vec<String> {
     let mut lines = vec![format!(
-        "mmap2-synth convert: {} records; {} maps given build ids ({} from the BUILD_ID table, {} from the same file on disk, {} from /sys, {} by path); kept: {} stale (another file at the path now), {} ambiguous (one table id, several files at the path), {} file missing, {} without a usable id, {} had ids already, {} anonymous/special; {:.3} s -> {}",
+        "mmap2-synth convert: {} records; {} maps given build ids ({} from the BUILD_ID table, {} from the same file on disk, {} from a live process's file, {} from /sys, {} by path); kept: {} stale (not the file at the path now), {} ambiguous (one table id, several files at the path), {} file missing, {} without a usable id, {} had ids already, {} anonymous/special; {:.3} s -> {}",
         r.records,
-        r.from_table + r.from_disk + r.from_sys + r.from_path,
+        r.from_table + r.from_disk + r.from_live + r.from_sys + r.from_path,
         r.from_table,
         r.from_disk,
+        r.from_live,
         r.from_sys,
         r.from_path,
         r.stale,
@@ -392,14 +393,14 @@ fn recompressed(r: &ConvertReport) -> Option<String> {
 /// The paths whose maps `convert` kept without an id, and why.
 fn kept_paths(r: &ConvertReport) -> impl Iterator<Item = String> + '_ {
     let stale = r.stale_paths.iter().map(|p| {
+        let p = escape(p);
         format!(
-            "mmap2-synth: stale: {} was replaced on disk since it was mapped; its maps keep maj/min/ino",
-            escape(p)
+            "mmap2-synth: stale: the file mapped as {p} is not the file at {p} now (replaced on disk, or another mount namespace's); its maps keep maj/min/ino"
         )
     });
     let ambiguous = r.ambiguous_paths.iter().map(|p| {
         format!(
-            "mmap2-synth: ambiguous: {} names several files in this recording (replaced while recorded) and the BUILD_ID table one id; maps not of the file it was read from keep maj/min/ino",
+            "mmap2-synth: ambiguous: {} names several files in this recording (replaced while recorded, or other mount namespaces') and the BUILD_ID table one id; maps not of the file it was read from keep maj/min/ino",
             escape(p)
         )
     });

@@ -106,7 +106,7 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
     if !r.replaced.is_empty() {
         let paths: Vec<String> = r.replaced.iter().map(|p| escape(p)).collect();
         lines.push(format!(
-            "mmap2-synth: no build id for maps of files replaced since or while recorded (the BUILD_ID table's id may be the new file's): {}",
+            "mmap2-synth: no build id for maps of files not the one at their path now (replaced since or while recorded, or another mount namespace's, its process gone; the BUILD_ID table's id may be another file's): {}",
             paths.join(", ")
         ));
     }
