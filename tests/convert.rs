@@ -513,16 +513,7 @@ fn container_burner(dir: &Path, same_build: bool) -> (Mapper, std::path::PathBuf
         readelf_build_id(&theirs).unwrap(),
     );
     assert_eq!(host_id == ctr_id, same_build);
-    let script = format!(
-        "mount --bind {} {} && exec {} 120",
-        q(&theirs),
-        q(&lib),
-        q(&burn)
-    );
-    let p = Mapper::start_as(
-        Path::new("unshare"),
-        &["-m", "sh", "-c", &script].map(std::ffi::OsStr::new),
-    );
+    let p = burner_with_library_bound_over(&burn, &lib, &theirs);
     (p, lib, ctr_id)
 }
 

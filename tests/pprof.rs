@@ -1473,16 +1473,7 @@ fn a_live_containers_library_is_symbolized_from_its_mapping() {
         readelf_build_id(&theirs).unwrap(),
     );
     assert_ne!(host_id, ctr_id);
-    let script = format!(
-        "mount --bind {} {} && exec {} 120",
-        q(&theirs),
-        q(&lib),
-        q(&burn)
-    );
-    let p = Mapper::start_as(
-        Path::new("unshare"),
-        &["-m", "sh", "-c", &script].map(OsStr::new),
-    );
+    let p = burner_with_library_bound_over(&burn, &lib, &theirs);
     let (ours, perfs, no_table) = (
         dir.join("ours.data"),
         dir.join("perf.data"),

@@ -985,3 +985,19 @@ pub fn only_child(pid: u32) -> u32 {
     });
     child.unwrap()
 }
+
+/// Starts the burner `burn` in a mount namespace of its own where `theirs`
+/// is bind-mounted over `lib` (the path names another file there, as in a
+/// container); stops it on drop.
+pub fn burner_with_library_bound_over(burn: &Path, lib: &Path, theirs: &Path) -> Mapper {
+    let script = format!(
+        "mount --bind {} {} && exec {} 120",
+        q(theirs),
+        q(lib),
+        q(burn)
+    );
+    Mapper::start_as(
+        Path::new("unshare"),
+        &["-m", "sh", "-c", &script].map(std::ffi::OsStr::new),
+    )
+}
