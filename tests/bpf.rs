@@ -20,6 +20,15 @@ const DROP_ALL: [u64; 2] = [0xb7, 0x95];
 /// a BPF-to-BPF call (a sub-program: two JITed functions; no BTF).
 const DROP_ALL_IN_SUBPROG: [u64; 4] = [0x0000_0001_0000_1085, 0x95, 0xb7, 0x95];
 
+/// Serializes this file's tests: each loads and unloads programs, and the
+/// kernel gives a freed program's addresses to the next one loaded, so a
+/// test's recording could see another test's program take the place of its
+/// own (and merge then rightly drops its own as stale: seen in CI).
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Loads `insns` as a socket filter named `name`, and what the kernel says
 /// of it (`funcs` JITed functions).
 fn load_prog(insns: &[u64], name: &str, funcs: usize) -> (OwnedFd, BpfProgInfo) {
@@ -144,6 +153,7 @@ fn assert_has_program(path: &Path, info: &BpfProgInfo) -> Ksym {
 #[test]
 #[ignore = "needs root (BPF_PROG_LOAD, BPF_PROG_GET_NEXT_ID) and perf"]
 fn snapshot_writes_loaded_bpf_programs() {
+    let _one = one_at_a_time();
     needs_root("loading and listing BPF programs");
     needs_perf();
     let (_fd, info) = load(&unique("m2s_snap"));
@@ -182,6 +192,7 @@ fn snapshot_writes_loaded_bpf_programs() {
 #[test]
 #[ignore = "needs root (BPF_PROG_LOAD) and perf record -a"]
 fn snapshot_matches_perf_records_synthesis() {
+    let _one = one_at_a_time();
     needs_root("loading and listing BPF programs");
     needs_perf_record();
     let (_fd, info) = load(&unique("m2s_perf"));
@@ -211,6 +222,7 @@ fn snapshot_matches_perf_records_synthesis() {
 #[test]
 #[ignore = "needs root (to drop to nobody, and to load a program)"]
 fn unprivileged_snapshot_says_why_bpf_is_missing() {
+    let _one = one_at_a_time();
     needs_root("setpriv to drop to nobody");
     let (_fd, _info) = load(&unique("m2s_eperm"));
     let dir = scratch("bpf-eperm");
@@ -241,6 +253,7 @@ fn unprivileged_snapshot_says_why_bpf_is_missing() {
 #[test]
 #[ignore = "needs root (BPF_PROG_LOAD) and perf record -a"]
 fn subprograms_are_named_as_perf_names_them() {
+    let _one = one_at_a_time();
     needs_root("loading and listing BPF programs");
     needs_perf_record();
     let (_fd, info) = load_prog(&DROP_ALL_IN_SUBPROG, &unique("m2s_sub"), 2);
@@ -291,6 +304,7 @@ fn subprograms_are_named_as_perf_names_them() {
 #[test]
 #[ignore = "needs root (BPF_PROG_LOAD, BPF_PROG_GET_NEXT_ID) and perf"]
 fn merge_inserts_bpf_programs_once() {
+    let _one = one_at_a_time();
     needs_root("loading and listing BPF programs");
     needs_perf();
     let (_fd, info) = load(&unique("m2s_merge"));
@@ -331,6 +345,7 @@ fn merge_inserts_bpf_programs_once() {
 #[test]
 #[ignore = "needs root (BPF_PROG_LOAD, BPF_PROG_GET_NEXT_ID) and perf record"]
 fn merge_maps_carries_the_snapshots_bpf_programs() {
+    let _one = one_at_a_time();
     needs_root("loading and listing BPF programs");
     needs_perf_record();
     let (fd, info) = load(&unique("m2s_maps"));
@@ -378,6 +393,7 @@ fn merge_maps_carries_the_snapshots_bpf_programs() {
 #[test]
 #[ignore = "needs root (BPF_PROG_LOAD, BPF_PROG_GET_NEXT_ID) and perf record"]
 fn merge_maps_leaves_out_a_stale_programs_bpf_event() {
+    let _one = one_at_a_time();
     needs_root("loading and listing BPF programs");
     needs_perf_record();
     let (fd, old) = load(&unique("m2s_old"));
@@ -443,6 +459,7 @@ fn merge_maps_leaves_out_a_stale_programs_bpf_event() {
 #[test]
 #[ignore = "needs root (BPF_BTF_LOAD, BPF_PROG_LOAD, listing programs)"]
 fn long_btf_names_are_cut_as_kallsyms_cuts_them() {
+    let _one = one_at_a_time();
     needs_root("loading and listing BPF programs");
     let mut func = unique("m2s_long");
     while func.len() < 500 {
