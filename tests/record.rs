@@ -992,6 +992,28 @@ fn record_caches_the_binaries_samples_hit() {
     assert!(text.contains("burn_work"), "{text}\n{err}");
 }
 
+// With $HOME another user's (sudo keeping it), record writes no cache
+// there (perf would, as root, where that user may have planted entries):
+// it says why, exits 0, and puts nothing of the burner's in it.
+#[test]
+#[ignore = "needs perf record and root (a home owned by nobody)"]
+fn record_writes_no_cache_into_another_users_home() {
+    needs_perf_record();
+    needs_root("a home directory owned by nobody");
+    let dir = scratch("record-bidcache-theirs");
+    let home = dir.join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+    let (_burner, lib) = own_burner(&dir);
+    let err = record_with_home(&home, _burner.pid, &[], &dir.join("r.data"));
+    assert!(
+        err.contains("build-id cache not updated")
+            && err.contains("is another user's (uid 65534)"),
+        "{err}"
+    );
+    assert!(cached_copies(&home.join(".debug"), &lib).is_empty(), "{err}");
+}
+
 // record leaves the cache to perf's own options and config: with -N (or
 // -B, --buildid-mmap) nothing is cached and the summary says why; with
 // `buildid.dir` in ~/.perfconfig the files go there, not to ~/.debug;

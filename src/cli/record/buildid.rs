@@ -175,11 +175,33 @@ pub(super) fn find(b: &BuildIdArgs, recording: &Path) -> Pending {
         Plan::Off(why) => return Pending::Not(format!("not updated ({why})")),
         Plan::Cache { dir, all } => (dir, all),
     };
+    if let Some(why) = foreign_on_path(&dir) {
+        return Pending::Not(format!("not updated: {why}"));
+    }
     let found = Input::open(recording).and_then(|input| hit_files(&input, all));
     match found {
         Ok(hits) => Pending::Found { dir, hits },
         Err(e) => Pending::Not(format!("not updated: {}", chain(&e))),
     }
+}
+
+/// Why the cache directory `dir` is not written: a directory on its path
+/// (itself included, where it exists) owned by a user other than root and
+/// us. With `$HOME` another user's (sudo keeping it, `su` without `-`),
+/// perf writes there as root, where that user may have planted entries a
+/// later `perf report` as root trusts; we do not.
+fn foreign_on_path(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = mmap2_synth::sys::effective_uid();
+    dir.ancestors().find_map(|d| {
+        let uid = std::fs::symlink_metadata(d).ok()?.uid();
+        (uid != 0 && uid != me).then(|| {
+            format!(
+                "{} is another user's (uid {uid}): root does not write a cache there",
+                mmap2_synth::text::escape_path(d)
+            )
+        })
+    })
 }
 
 /// Copies what [`find`] found into the cache; the lines saying what
