@@ -1007,11 +1007,13 @@ fn record_writes_no_cache_into_another_users_home() {
     let (_burner, lib) = own_burner(&dir);
     let err = record_with_home(&home, _burner.pid, &[], &dir.join("r.data"));
     assert!(
-        err.contains("build-id cache not updated")
-            && err.contains("is another user's (uid 65534)"),
+        err.contains("build-id cache not updated") && err.contains("is another user's (uid 65534)"),
         "{err}"
     );
-    assert!(cached_copies(&home.join(".debug"), &lib).is_empty(), "{err}");
+    assert!(
+        cached_copies(&home.join(".debug"), &lib).is_empty(),
+        "{err}"
+    );
 }
 
 // record leaves the cache to perf's own options and config: with -N (or
