@@ -11,6 +11,10 @@ pub mod stale;
 mod stream;
 mod walk;
 
+mod error;
+
+pub use error::OutputError;
+use error::{io_err, raced};
 pub use stream::open_stream;
 pub use walk::{walk, Walked};
 
@@ -29,113 +33,6 @@ pub enum Target {
     File(PathBuf),
     /// A FIFO or character device: written in place, no seeking.
     Stream(PathBuf),
-}
-
-/// Why an output path cannot be written.
-#[derive(Debug, thiserror::Error)]
-pub enum OutputError {
-    /// The path names something that is neither a regular file, a FIFO nor
-    /// a character device.
-    #[error("{}: is a {kind}, not a file, FIFO or character device", path.display())]
-    Unsupported {
-        /// The output.
-        path: PathBuf,
-        /// What it is.
-        kind: &'static str,
-    },
-    /// A regular file reached through a link whose text names no path to
-    /// it (a /proc fd link to a deleted file or a memfd): it cannot be
-    /// replaced by renaming.
-    #[error(
-        "{}: a file reached through a link that names no path to it (a /proc fd link?): \
-         it cannot be replaced",
-        path.display()
-    )]
-    Unreachable {
-        /// The output.
-        path: PathBuf,
-    },
-    /// A symlink on the way to the output belongs to another user: root
-    /// following it would write wherever that user points it.
-    #[error(
-        "{}: the symlink {} belongs to uid {uid}: not followed (its owner could point it \
-         at any file)",
-        path.display(),
-        link.display()
-    )]
-    ForeignLink {
-        /// The output.
-        path: PathBuf,
-        /// The link.
-        link: PathBuf,
-        /// Its owner.
-        uid: u32,
-    },
-    /// The file an `--in-place` rewrite would replace is no longer the one
-    /// it read: a directory on its path was replaced since it was opened.
-    #[error(
-        "{}: the input is no longer at that path (a directory on it replaced while it was \
-         opened?): not replacing whatever is there now",
-        path.display()
-    )]
-    Replaced {
-        /// The output.
-        path: PathBuf,
-    },
-    /// An I/O error on the output.
-    #[error("{}", path.display())]
-    Io {
-        /// The output.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: io::Error,
-    },
-}
-
-impl OutputError {
-    /// Whether the output cannot be used as given, or was raced: every
-    /// refusal, and a path that leads nowhere (a directory on it missing,
-    /// or gone since it was checked; no directory; a loop of links; a
-    /// descriptor of ours that cannot be written). Bad input (exit 2), not
-    /// a failure of the system (exit 1).
-    pub fn is_refusal(&self) -> bool {
-        match self {
-            OutputError::Io { source, .. } => {
-                matches!(
-                    source.kind(),
-                    io::ErrorKind::NotFound
-                        | io::ErrorKind::NotADirectory
-                        | io::ErrorKind::InvalidInput
-                ) || source.raw_os_error() == Some(libc::ELOOP)
-            }
-            _ => true,
-        }
-    }
-
-    /// The refusal ([`OutputError::is_refusal`]) an I/O error carries, as
-    /// [`AtomicFile`] returns one: None for any other error.
-    pub fn refusal_in(e: &io::Error) -> Option<&OutputError> {
-        let o = e.get_ref()?.downcast_ref::<OutputError>()?;
-        o.is_refusal().then_some(o)
-    }
-}
-
-/// `e`, from making or naming the output `path` in its directory held: a
-/// directory removed since it was walked (ENOENT) becomes the refusal
-/// [`OutputError::Io`] carries; anything else is left as it is.
-fn raced(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
-    move |e| match e.kind() {
-        io::ErrorKind::NotFound => io::Error::other(io_err(path)(e)),
-        _ => e,
-    }
-}
-
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> OutputError + '_ {
-    move |source| OutputError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// Whether `path` has a directory's form ("dir/", "dir/.", ".."): a

@@ -41,6 +41,21 @@ pub struct Map {
     pub file: Option<FileKey>,
 }
 
+impl Map {
+    /// The name a process's anonymous mapping is written with: pprof merges
+    /// mappings of the same size, offset and name (or build id), moving one's
+    /// addresses into the other's, so each process's anonymous ranges are
+    /// named apart (`[anon] pid 7 at 0x7f0000001000`; starting with `[`, which
+    /// pprof does not try to open as a file).
+    pub fn anonymous_name(&self, pid: u32) -> String {
+        let name = match &*self.filename {
+            b"//anon" => "[anon]".into(),
+            other => String::from_utf8_lossy(other),
+        };
+        format!("{name} pid {pid} at {:#x}", self.start)
+    }
+}
+
 /// Whether a map of this name is a process's own memory, no file's:
 /// perf's anonymous names (`//anon`, `/dev/zero`, `/anon_hugepage`), its
 /// "no DSO" ones (`[heap]`, `[stack`, `/SYSV`) and the kernel's named

@@ -25,6 +25,7 @@ pub mod profile;
 pub mod proto;
 mod read;
 mod stack;
+mod strings;
 pub mod symbolize;
 
 use std::io::Write;

@@ -14,43 +14,7 @@ use foldhash::HashMap;
 
 use super::maps::{is_anonymous, Map};
 use super::proto::{self, Profile};
-
-/// The string table: index 0 is "".
-#[derive(Debug)]
-pub struct Strings {
-    ids: HashMap<Rc<str>, i64>,
-    list: Vec<Rc<str>>,
-}
-
-impl Default for Strings {
-    fn default() -> Strings {
-        let empty: Rc<str> = Rc::from("");
-        Strings {
-            ids: HashMap::from_iter([(empty.clone(), 0)]),
-            list: vec![empty],
-        }
-    }
-}
-
-impl Strings {
-    /// The index of `s`, added if new.
-    pub fn id(&mut self, s: &str) -> i64 {
-        if let Some(&i) = self.ids.get(s) {
-            return i;
-        }
-        let rc: Rc<str> = Rc::from(s);
-        let i = self.list.len() as i64;
-        self.ids.insert(rc.clone(), i);
-        self.list.push(rc);
-        i
-    }
-
-    /// The index of bytes shown as text (invalid UTF-8 replaced: the
-    /// profile's strings must be UTF-8).
-    pub fn id_bytes(&mut self, b: &[u8]) -> i64 {
-        self.id(&String::from_utf8_lossy(b))
-    }
-}
+pub use super::strings::Strings;
 
 /// Whose address a location is: the mapping's kind decides how it is
 /// symbolized.
@@ -319,7 +283,7 @@ impl Builder {
             p.period_type = Some(last.clone());
             p.default_sample_type = last.r#type;
         }
-        p.string_table = self.strings.list.iter().map(|s| s.to_string()).collect();
+        p.string_table = self.strings.table();
         p
     }
 
@@ -348,7 +312,7 @@ impl Builder {
     /// Whether `m` is the executable of command `comm`: a user file whose
     /// name starts with the comm (which the kernel cuts to 15 bytes).
     fn is_main(&self, m: &Map, space: Space, comm: i64) -> bool {
-        let comm = self.strings.list[comm as usize].as_bytes();
+        let comm = self.strings.get(comm).as_bytes();
         let base = m.filename.rsplit(|&c| c == b'/').next().unwrap_or_default();
         space == Space::User && m.filename.first() == Some(&b'/') && base.starts_with(comm)
     }
@@ -501,7 +465,7 @@ impl Builder {
             let s = mapping_symbols.get(i).copied().unwrap_or_default();
             let build_id = m.build_id.map_or(0, |id| self.strings.id(&id.to_hex()));
             let filename = match owner {
-                Some(pid) => self.strings.id(&anonymous_name(m, pid)),
+                Some(pid) => self.strings.id(&m.anonymous_name(pid)),
                 None => self.strings.id_bytes(&m.filename),
             };
             p.mapping.push(proto::Mapping {
@@ -518,19 +482,6 @@ impl Builder {
             });
         }
     }
-}
-
-/// The name a process's anonymous mapping is written with: pprof merges
-/// mappings of the same size, offset and name (or build id), moving one's
-/// addresses into the other's, so each process's anonymous ranges are
-/// named apart (`[anon] pid 7 at 0x7f0000001000`; starting with `[`, which
-/// pprof does not try to open as a file).
-fn anonymous_name(m: &Map, pid: u32) -> String {
-    let name = match &*m.filename {
-        b"//anon" => "[anon]".into(),
-        other => String::from_utf8_lossy(other),
-    };
-    format!("{name} pid {pid} at {:#x}", m.start)
 }
 
 #[cfg(test)]
