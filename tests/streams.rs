@@ -4,7 +4,9 @@
 //! with it), its copy in TMPDIR holding only what came before; a signal put
 //! off while the stream was read ends the run once it turns to zeros; a
 //! file's zero tail is read only 4 MiB far to say so; a bad BUILD_ID table
-//! in a HEADER_FEATURE record is refused by every command at that record.
+//! in a HEADER_FEATURE record is refused by every command at that record;
+//! `convert` into stdout or a FIFO: the pipe-mode bytes it writes into a
+//! file, or nothing at all when it fails.
 
 mod common;
 
@@ -403,4 +405,120 @@ fn an_endless_stream_stops_before_its_copy_fills_the_disk() {
         err.contains("MiB of its file system left (64 MiB in all)"),
         "{err}"
     );
+}
+
+/// The arguments as `OsStr`s.
+fn os<'a>(a: &[&'a str]) -> Vec<&'a std::ffi::OsStr> {
+    a.iter().map(|s| std::ffi::OsStr::new(*s)).collect()
+}
+
+/// `convert ARGS` run with TMPDIR `tmp`, its stdout captured.
+fn convert_to_stdout(tmp: &Path, args: &[&std::ffi::OsStr]) -> std::process::Output {
+    Command::new(bin())
+        .arg("convert")
+        .args(args)
+        .env("TMPDIR", tmp)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+// `convert --to pipe -o -` writes to stdout (and `-o FIFO` into the FIFO)
+// the very bytes it writes into a file, its TMPDIR left empty.
+#[test]
+fn convert_writes_pipe_mode_into_stdout_and_fifos() {
+    let dir = scratch("streams-convert-out");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let (file, fifo) = (dir.join("out.data"), dir.join("fifo"));
+    let rec = pin("rec-file.data");
+    for how in [&["--to", "pipe"][..], &["--to", "pipe", "--buildid-mmap2"]] {
+        let to_file = [
+            os(how),
+            vec![rec.as_os_str(), "-o".as_ref(), file.as_os_str()],
+        ]
+        .concat();
+        let o = convert_to_stdout(&tmp, &to_file);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let expected = std::fs::read(&file).unwrap();
+        assert_eq!(
+            &expected[..8],
+            b"PERFILE2",
+            "pipe mode begins with its magic"
+        );
+        let to_stdout = [os(how), vec![rec.as_os_str(), "-o".as_ref(), "-".as_ref()]].concat();
+        let o = convert_to_stdout(&tmp, &to_stdout);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.stdout == expected,
+            "{how:?}: stdout is not the file's bytes"
+        );
+        mkfifo(&fifo);
+        let reader = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::read(fifo).unwrap())
+        };
+        let to_fifo = [
+            os(how),
+            vec![rec.as_os_str(), "-o".as_ref(), fifo.as_os_str()],
+        ]
+        .concat();
+        let o = convert_to_stdout(&tmp, &to_fifo);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            reader.join().unwrap() == expected,
+            "{how:?}: the FIFO's bytes"
+        );
+        std::fs::remove_file(&fifo).unwrap();
+        assert_eq!(
+            std::fs::read_dir(&tmp).unwrap().count(),
+            0,
+            "TMPDIR left empty"
+        );
+    }
+}
+
+// A stream gets nothing from a convert that fails: file mode into stdout is
+// refused (exit 2), and a recording cut short fails (exit 2, its offset
+// named) before any byte reaches stdout; TMPDIR is left empty.
+#[test]
+fn convert_gives_a_stream_nothing_when_it_fails() {
+    let dir = scratch("streams-convert-fail");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let rec = pin("rec-pipe.data");
+    let bytes = std::fs::read(&rec).unwrap();
+    let cut = dir.join("cut.data");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).unwrap();
+    let cases: [(&[&str], &Path, &str); 3] = [
+        (
+            &["--to", "file", "-o", "-"],
+            &rec,
+            "only into a seekable file",
+        ),
+        (
+            &["--portable", "-o", "-"],
+            &rec,
+            "only into a seekable file",
+        ),
+        (&["--to", "pipe", "-o", "-"], &cut, "offset"),
+    ];
+    for (args, input, says) in cases {
+        let mut a = os(args);
+        a.push(input.as_os_str());
+        let o = convert_to_stdout(&tmp, &a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            o.stdout.is_empty(),
+            "{args:?}: {} bytes on stdout",
+            o.stdout.len()
+        );
+        assert_eq!(
+            std::fs::read_dir(&tmp).unwrap().count(),
+            0,
+            "TMPDIR left empty"
+        );
+    }
 }

@@ -182,14 +182,28 @@ pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
             "convert: --trust-paths goes with --buildid-mmap2 (or --portable)".into(),
         ));
     }
-    let (recording, output) = rewrite_paths(&c.target, "convert")?;
-    let report = rewrite::convert(&recording, &output, &opts)?;
+    let (report, output) = match convert_stream(&c.target, &opts)? {
+        Some(stream) => {
+            let mut opts = opts;
+            opts.to_pipe = Some(true);
+            let (mut w, name) = stream;
+            (
+                rewrite::convert_to_stream(&c.target.recording, &mut w, &name, &opts)?,
+                name,
+            )
+        }
+        None => {
+            let (recording, output) = rewrite_paths(&c.target, "convert")?;
+            (rewrite::convert(&recording, &output, &opts)?, output)
+        }
+    };
+    let recording = &c.target.recording;
     let how = match report.to_pipe {
         true => LeftOut::Stream,
         false => LeftOut::File,
     };
     let bad = (&report.features_unreadable[..], report.build_ids_too_long);
-    warn(&recording, report.salvaged.as_ref(), bad, how);
+    warn(recording, report.salvaged.as_ref(), bad, how);
     if !c.quiet {
         print(&summary::convert(
             &report,
@@ -198,4 +212,37 @@ pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
         ));
     }
     Ok(())
+}
+
+/// The stream `convert` writes into when `-o` is stdout (`-`), a FIFO or a
+/// character device (opened, with its name for messages), or None for a
+/// file. A stream gets pipe mode: file mode (`--to file`, `--portable`)
+/// needs a seekable file and is refused.
+fn convert_stream(
+    t: &RewriteTarget,
+    opts: &rewrite::ConvertOptions,
+) -> Result<Option<(std::fs::File, PathBuf)>, CliError> {
+    let Some(o) = t.output.as_ref().filter(|_| !t.in_place) else {
+        return Ok(None);
+    };
+    let (file, name) = if o.as_os_str() == "-" {
+        (None, PathBuf::from("stdout"))
+    } else {
+        match output::classify(o)? {
+            output::Target::File(_) => return Ok(None),
+            output::Target::Stream(p) => (Some(p.clone()), p),
+        }
+    };
+    if opts.to_pipe == Some(false) {
+        return Err(CliError::Usage(format!(
+            "{}: convert writes file mode (--to file, --portable) only into a seekable file; \
+             a stream gets pipe mode (--to pipe)",
+            name.display()
+        )));
+    }
+    let file = match file {
+        Some(p) => output::open_stream(&p)?,
+        None => super::snapshot::open_stdout()?,
+    };
+    Ok(Some((file, name)))
 }

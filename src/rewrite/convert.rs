@@ -210,25 +210,13 @@ pub fn convert(
     output: &Path,
     opts: &ConvertOptions,
 ) -> Result<ConvertReport, ConvertError> {
-    let input = open_input(input_path, opts.in_place, opts.salvage).map_err(|e| match e {
-        MergeError::Input(e) => ConvertError::Input(e),
-        MergeError::Output { op, path, source } => ConvertError::Output { op, path, source },
-        other => ConvertError::Output {
-            op: "opening",
-            path: input_path.to_path_buf(),
-            source: io::Error::other(other.to_string()),
-        },
-    })?;
+    let (input, before) = open_to_convert(input_path, opts)?;
     let from_pipe = matches!(input.layout, Layout::Pipe(_));
     let to_pipe = opts.to_pipe.unwrap_or(from_pipe);
     let compressed = match &input.layout {
         Layout::File { header, .. } => header.features.contains(feature::COMPRESSED),
         Layout::Pipe(_) => false,
     };
-    let before = input
-        .file
-        .metadata()
-        .map_err(out_err("reading", &input.path))?;
     let mut out = super::write::create_output(&input, output, opts.in_place)
         .map_err(out_err("creating a temporary file for", output))?;
     // (a salvaged file's header is rewritten: not a patch of its bytes)
@@ -264,34 +252,102 @@ pub fn convert(
             }
         }
     }
-    let mut report = match report {
+    let report = match report {
         Some(r) => r,
-        None => {
-            let t = TranscodeOptions {
-                to_pipe,
-                decompress: opts.decompress,
-                buildid_mmap2: opts.buildid_mmap2,
-                trust_paths: opts.trust_paths,
-                buildid_all: opts.buildid_all,
-            };
-            transcode_knowing(&input, out.file(), t, None).map_err(|e| match e {
-                TranscodeError::Input(e) => ConvertError::Input(e),
-                TranscodeError::Output(source) => out_err("writing", output)(source),
-                e @ TranscodeError::TooLarge { .. } => ConvertError::TooLarge {
-                    path: input_path.to_path_buf(),
-                    source: e,
-                },
-            })?
-        }
+        None => transcode_into(&input, out.file(), output, opts, to_pipe)?,
     };
-    report.from_pipe = from_pipe;
+    let report = settle(&input, &before, report, to_pipe)?;
+    out.commit().map_err(out_err("writing", output))?;
+    Ok(report)
+}
+
+/// Converts `input_path` into the pipe-mode stream `stream` (stdout, a
+/// FIFO, a device; `name` names it in errors). The rewrite may start over
+/// (see [`transcode_knowing`]), and a reader of the stream cannot take back
+/// what it was given, so the output is made whole in an unnamed file in
+/// `$TMPDIR` first (as a stream input's copy is: nothing is left behind
+/// whatever ends the run), checked like a file output, then copied: on an
+/// error the stream gets nothing.
+pub fn convert_to_stream(
+    input_path: &Path,
+    stream: &mut dyn io::Write,
+    name: &Path,
+    opts: &ConvertOptions,
+) -> Result<ConvertReport, ConvertError> {
+    let (input, before) = open_to_convert(input_path, opts)?;
+    let mut scratch =
+        tempfile::tempfile().map_err(out_err("making a file in $TMPDIR for", name))?;
+    let report = transcode_into(&input, &mut scratch, name, opts, true)?;
+    let report = settle(&input, &before, report, true)?;
+    scratch
+        .seek(SeekFrom::Start(0))
+        .and_then(|_| io::copy(&mut scratch, stream))
+        .and_then(|_| stream.flush())
+        .map_err(out_err("writing", name))?;
+    Ok(report)
+}
+
+/// The recording to convert, opened (see [`open_input`]), and its state
+/// before the conversion reads it.
+fn open_to_convert(
+    input_path: &Path,
+    opts: &ConvertOptions,
+) -> Result<(Input, std::fs::Metadata), ConvertError> {
+    let input = open_input(input_path, opts.in_place, opts.salvage).map_err(|e| match e {
+        MergeError::Input(e) => ConvertError::Input(e),
+        MergeError::Output { op, path, source } => ConvertError::Output { op, path, source },
+        other => ConvertError::Output {
+            op: "opening",
+            path: input_path.to_path_buf(),
+            source: io::Error::other(other.to_string()),
+        },
+    })?;
+    let before = input
+        .file
+        .metadata()
+        .map_err(out_err("reading", &input.path))?;
+    Ok((input, before))
+}
+
+/// The streaming rewrite of `input` into `out` (named `output` in errors).
+fn transcode_into(
+    input: &Input,
+    out: &mut std::fs::File,
+    output: &Path,
+    opts: &ConvertOptions,
+    to_pipe: bool,
+) -> Result<ConvertReport, ConvertError> {
+    let t = TranscodeOptions {
+        to_pipe,
+        decompress: opts.decompress,
+        buildid_mmap2: opts.buildid_mmap2,
+        trust_paths: opts.trust_paths,
+        buildid_all: opts.buildid_all,
+    };
+    transcode_knowing(input, out, t, None).map_err(|e| match e {
+        TranscodeError::Input(e) => ConvertError::Input(e),
+        TranscodeError::Output(source) => out_err("writing", output)(source),
+        e @ TranscodeError::TooLarge { .. } => ConvertError::TooLarge {
+            path: input.path.clone(),
+            source: e,
+        },
+    })
+}
+
+/// The report of a conversion made, once the input is seen unchanged: a
+/// writer meanwhile (a perf record still appending, or edits beside the
+/// patch's copies) made what was read a part of the file, and the file is
+/// kept, not the part (one check for the patch and the stream alike).
+fn settle(
+    input: &Input,
+    before: &std::fs::Metadata,
+    mut report: ConvertReport,
+    to_pipe: bool,
+) -> Result<ConvertReport, ConvertError> {
+    report.from_pipe = matches!(input.layout, Layout::Pipe(_));
     report.to_pipe = to_pipe;
     report.salvaged = input.salvaged.clone();
-    // a writer meanwhile (a perf record still appending, or edits beside
-    // the patch's copies) made what was read a part of the file: keep the
-    // file, not the part (one check for the patch and the stream alike)
-    check_unchanged(&input, &before)?;
-    out.commit().map_err(out_err("writing", output))?;
+    check_unchanged(input, before)?;
     Ok(report)
 }
 

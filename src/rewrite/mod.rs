@@ -35,6 +35,6 @@ pub mod write;
 mod tests;
 
 pub use buildids::ConvertReport;
-pub use convert::{convert, ConvertError, ConvertOptions};
+pub use convert::{convert, convert_to_stream, ConvertError, ConvertOptions};
 pub use merge::{merge, MergeError, MergeOptions, MergeReport};
 pub use plan::Which;
