@@ -433,38 +433,23 @@ fn convert_writes_pipe_mode_into_stdout_and_fifos() {
     let (file, fifo) = (dir.join("out.data"), dir.join("fifo"));
     let rec = pin("rec-file.data");
     for how in [&["--to", "pipe"][..], &["--to", "pipe", "--buildid-mmap2"]] {
-        let to_file = [
-            os(how),
-            vec![rec.as_os_str(), "-o".as_ref(), file.as_os_str()],
-        ]
-        .concat();
-        let o = convert_to_stdout(&tmp, &to_file);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // `convert HOW REC -o OUT`, which must succeed; its stdout
+        let run = |out: &std::ffi::OsStr| {
+            let args = [os(how), vec![rec.as_os_str(), "-o".as_ref(), out]].concat();
+            let o = convert_to_stdout(&tmp, &args);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            o.stdout
+        };
+        run(file.as_os_str());
         let expected = std::fs::read(&file).unwrap();
-        assert_eq!(
-            &expected[..8],
-            b"PERFILE2",
-            "pipe mode begins with its magic"
-        );
-        let to_stdout = [os(how), vec![rec.as_os_str(), "-o".as_ref(), "-".as_ref()]].concat();
-        let o = convert_to_stdout(&tmp, &to_stdout);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert!(
-            o.stdout == expected,
-            "{how:?}: stdout is not the file's bytes"
-        );
+        assert_eq!(&expected[..8], b"PERFILE2", "pipe mode's magic");
+        assert!(run("-".as_ref()) == expected, "{how:?}: stdout's bytes");
         mkfifo(&fifo);
         let reader = {
             let fifo = fifo.clone();
             std::thread::spawn(move || std::fs::read(fifo).unwrap())
         };
-        let to_fifo = [
-            os(how),
-            vec![rec.as_os_str(), "-o".as_ref(), fifo.as_os_str()],
-        ]
-        .concat();
-        let o = convert_to_stdout(&tmp, &to_fifo);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        run(fifo.as_os_str());
         assert!(
             reader.join().unwrap() == expected,
             "{how:?}: the FIFO's bytes"
