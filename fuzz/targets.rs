@@ -26,13 +26,19 @@ fn scratch_file(name: &str, data: &[u8]) -> PathBuf {
 pub fn perf_file(data: &[u8]) {
     let p = scratch_file("in.data", data);
     if let Ok(input) = Input::open(&p) {
-        let mut facts = mmap2_synth::rewrite::scan::RecordingFacts::new(input.endian(), None);
+        let mut facts = mmap2_synth::rewrite::scan::RecordingFacts::new(
+            input.endian(),
+            mmap2_synth::rewrite::scan::Remember::All,
+        );
         let _ = input.walk(&mut facts);
         let _ = mmap2_synth::snapshot::read_snapshot(&input);
     }
     // `--salvage`: the same input read up to its last whole record
     if let Ok(input) = Input::open_as(&p, false, true) {
-        let mut facts = mmap2_synth::rewrite::scan::RecordingFacts::new(input.endian(), None);
+        let mut facts = mmap2_synth::rewrite::scan::RecordingFacts::new(
+            input.endian(),
+            mmap2_synth::rewrite::scan::Remember::All,
+        );
         let _ = input.walk(&mut facts);
     }
 }

@@ -267,8 +267,18 @@ fn record_merge_check(
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn a_process_mapping_during_the_recording_is_merged() {
+    let (b, dir, rec) = record_a_map_made_during("merge-mapping");
+    let merged = dir.join("merged.data");
+    let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+    check_merged(&rec, &merged, b.pid, &err);
+}
+
+/// Starts the burner, records it (`--synth=no -g`) while it maps
+/// libmd5.so, checks the recording has that map; returns the burner, the
+/// scratch directory (`name`) and the recording.
+fn record_a_map_made_during(name: &str) -> (Mapper, Scratch, PathBuf) {
     needs_perf_record();
-    let dir = scratch("merge-mapping");
+    let dir = scratch(name);
     let (trigger, rec) = (dir.join("map.now"), dir.join("rec.data"));
     let f = fixtures();
     let b = Mapper::start_as(
@@ -282,22 +292,52 @@ fn a_process_mapping_during_the_recording_is_merged() {
     // samples for a moment after the map
     std::thread::sleep(std::time::Duration::from_millis(500));
     sigint(recorder);
-    let script = perf(&[
-        "script".as_ref(),
-        "--show-mmap-events".as_ref(),
-        "-i".as_ref(),
-        rec.as_os_str(),
-    ]);
-    let md5 = f.lib_md5.display().to_string();
-    assert!(
-        script
-            .lines()
-            .any(|l| l.contains("PERF_RECORD_MMAP2") && l.contains(&md5)),
-        "the recording has the burner's map: {script}"
+    assert_eq!(
+        md5_maps(&rec, b.pid),
+        1,
+        "the recording has the burner's map"
     );
+    (b, dir, rec)
+}
+
+/// How many MMAP2 records of `pid` map libmd5.so in `data`.
+fn md5_maps(data: &Path, pid: u32) -> usize {
+    let md5 = fixtures().lib_md5.display().to_string();
+    let maps = perf_mmaps_of(data);
+    maps.iter()
+        .filter(|m| m.pid == pid && m.path == md5)
+        .count()
+}
+
+// The default merge (the processes the recording needs) inserts no second
+// copy of a map the recording has: the burner mapped libmd5.so during the
+// --synth=no recording, and the merged file has that map once, found
+// present (it was inserted again at time 0: "0 maps already present").
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_map_made_during_the_recording_is_not_inserted_again() {
+    let (b, dir, rec) = record_a_map_made_during("merge-mapping-once");
     let merged = dir.join("merged.data");
     let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
-    check_merged(&rec, &merged, b.pid, &err);
+    assert!(err.contains("; 1 maps already present;"), "{err}");
+    assert_eq!(md5_maps(&merged, b.pid), 1, "{err}");
+}
+
+// A --synth=no --call-graph dwarf recording asks for data maps (mmap_data):
+// the default merge inserts them, as perf's own synthesis would, and says
+// why; perf script then unwinds the burner's samples past burn_work to
+// main (every stack stopped at the leaf without them).
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn merge_of_a_dwarf_recording_keeps_the_callers() {
+    let (b, dir) = burner_and_dir("merge-dwarf");
+    let (rec, merged) = (dir.join("ns.data"), dir.join("m.data"));
+    record(b.pid, &rec, &["--call-graph", "dwarf"]);
+    let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+    let (share, n) = main_caller_share(&merged, b.pid);
+    assert!(n > 100, "{n} samples of the burner in burn_work");
+    assert!(share > 0.9, "{:.1}% of {n} unwound to main", share * 100.0);
+    assert!(err.contains("because the recording asks for them"), "{err}");
 }
 
 // A snapshot taken before the recording (--maps) repairs it just as well.
@@ -998,4 +1038,45 @@ fn nothing_to_add() {
             "feature {bit}"
         );
     }
+}
+
+// Data maps go in as perf would synthesize them: a `--maps` snapshot taken
+// with -d gives a recording that does not ask for them (no -d, no dwarf)
+// none, and says so; `merge -d` inserts them, marked MMAP_DATA.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_snapshots_data_maps_go_in_only_when_asked() {
+    let (b, dir) = burner_and_dir("merge-snap-data");
+    let (snap, rec) = (dir.join("snap.data"), dir.join("rec.data"));
+    synth_ok([
+        "-q",
+        "-d",
+        "-p",
+        &b.pid.to_string(),
+        "-o",
+        snap.to_str().unwrap(),
+    ]);
+    assert!(
+        data_maps_of(&snap, b.pid).len() >= 5,
+        "the snapshot has them"
+    );
+    record(b.pid, &rec, &[]);
+    let (plain, with_d) = (dir.join("plain.data"), dir.join("d.data"));
+    let m = |out: &Path, extra: &[&str]| {
+        let mut args = vec![rec.as_os_str(), "--maps".as_ref(), snap.as_os_str()];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        args.extend(["-o".as_ref(), out.as_os_str()]);
+        merge(&args)
+    };
+    let err = m(&plain, &[]);
+    assert!(data_maps_of(&plain, b.pid).is_empty(), "{err}");
+    assert!(err.contains("of the snapshot's left out"), "{err}");
+    check_merged(&rec, &plain, b.pid, &err);
+    let err = m(&with_d, &["-d"]);
+    assert_eq!(
+        data_maps_of(&with_d, b.pid),
+        data_maps_of(&snap, b.pid),
+        "{err}"
+    );
+    assert!(err.contains("inserted (-d)"), "{err}");
 }

@@ -1054,3 +1054,53 @@ fn record_follows_perfs_cache_options() {
         assert_eq!(cached_copies(&cache, f).len(), 1, "{f:?}: {err}");
     }
 }
+
+// `--call-graph dwarf` makes perf ask for data maps (mmap_data) and its own
+// synthesis write them; record's snapshot reads them and the merge inserts
+// them, so perf script unwinds the burner's samples past their leaf
+// (burn_work <- main): without them every stack stopped at burn_work.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn record_with_dwarf_call_graph_keeps_the_callers() {
+    needs_perf_record();
+    let b = Mapper::burner();
+    let dir = scratch("record-dwarf");
+    let out = dir.join("dw.data");
+    let (pid, o) = (b.pid.to_string(), out.to_str().unwrap());
+    let args = [
+        "--call-graph",
+        "dwarf",
+        "-p",
+        &pid,
+        "-o",
+        o,
+        "--",
+        "sleep",
+        "1",
+    ];
+    assert_eq!(record(&args), 0);
+    let (share, n) = main_caller_share(&out, b.pid);
+    assert!(n > 100, "{n} samples of the burner in burn_work");
+    assert!(share > 0.9, "{:.1}% of {n} unwound to main", share * 100.0);
+}
+
+// perf's own -d, after `--`, reaches record's snapshot: the recording gets
+// the burner's data maps (MMAP_DATA, not executable), the same ones perf's
+// own synthesis writes for `perf record -d`; they were left out (5 maps).
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn perfs_data_option_gives_the_data_maps() {
+    needs_perf_record();
+    let b = Mapper::burner();
+    let dir = scratch("record-data");
+    let (ours, perfs) = (dir.join("ours.data"), dir.join("perfs.data"));
+    let (pid, o) = (b.pid.to_string(), ours.to_str().unwrap());
+    assert_eq!(
+        record(&["-d", "-g", "-p", &pid, "-o", o, "--", "sleep", "1"]),
+        0
+    );
+    perf_record_pid(b.pid, &perfs, &["-d", "-g"], "0.3");
+    let want = data_maps_of(&perfs, b.pid);
+    assert!(want.len() >= 5, "perf's own data maps: {want:?}");
+    assert_eq!(data_maps_of(&ours, b.pid), want);
+}

@@ -54,7 +54,10 @@ pub(crate) struct Cli {
 /// Options shared by the snapshot and `merge`.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct ScanArgs {
-    /// Also emit every readable data VMA (as `perf record -d`).
+    /// Also emit every readable data VMA (as `perf record -d`), marked
+    /// MMAP_DATA. merge and record insert them without it when the
+    /// recording asks for them (perf -d / --call-graph dwarf), as perf's
+    /// own synthesis does, and leave a snapshot's out otherwise.
     #[arg(short = 'd', long)]
     pub(crate) data: bool,
     /// Where VMAs come from.

@@ -230,6 +230,8 @@ pub mod attr_flags {
     pub const TASK: u64 = 1 << 13;
     /// `sample_freq` is set instead of `sample_period`.
     pub const FREQ: u64 = 1 << 10;
+    /// Reports mmaps of non-executable memory too (perf's MMAP_DATA maps).
+    pub const MMAP_DATA: u64 = 1 << 17;
     /// Non-sample records carry the sample_id trailer.
     pub const SAMPLE_ID_ALL: u64 = 1 << 18;
     /// Reports PERF_RECORD_MMAP2 instead of MMAP.
@@ -388,6 +390,7 @@ mod tests {
             (attr_flags::MMAP, k::ATTR_FLAG_BIT_MMAP),
             (attr_flags::COMM, k::ATTR_FLAG_BIT_COMM),
             (attr_flags::TASK, k::ATTR_FLAG_BIT_TASK),
+            (attr_flags::MMAP_DATA, k::ATTR_FLAG_BIT_MMAP_DATA),
             (attr_flags::SAMPLE_ID_ALL, k::ATTR_FLAG_BIT_SAMPLE_ID_ALL),
             (attr_flags::MMAP2, k::ATTR_FLAG_BIT_MMAP2),
             (attr_flags::COMM_EXEC, k::ATTR_FLAG_BIT_COMM_EXEC),

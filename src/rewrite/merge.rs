@@ -15,16 +15,16 @@ use super::kernel::kernel_to_insert;
 use super::meta::{file_unreadable, Unreadable};
 use super::open::open_input;
 use super::plan::{self, Which};
-use super::scan::RecordingFacts;
+use super::scan::{RecordingFacts, Remember};
 use super::tail::{tail_of, walk_with_tail, Tail};
 use super::windows::{FromFile, SnapFile, Want, Windows};
 use super::write;
-use crate::model::Process;
+use crate::model::{Process, Selection};
 use crate::output::AtomicFile;
-use crate::perf::consts::{feature, types};
+use crate::perf::consts::{attr_flags, feature, types};
 use crate::perf::copy::walk_beside;
 use crate::perf::features::encode_build_id_entries;
-use crate::perf::{FileHeader, Input, Layout};
+use crate::perf::{Attrs, FileHeader, Input, Layout};
 use crate::proc::{self, clock, parse, Skip, Snapshot, Target};
 use crate::snapshot::Encoding;
 
@@ -62,6 +62,12 @@ pub struct MergeReport {
     pub maps: usize,
     /// Maps not inserted because the recording has them already.
     pub duplicate_maps: usize,
+    /// Whether data maps were inserted, and why.
+    pub data_maps: DataMaps,
+    /// Data maps inserted (among `maps`).
+    pub data_maps_inserted: usize,
+    /// Data maps of a `--maps` snapshot left out: not asked for.
+    pub data_maps_left_out: usize,
     /// Pids skipped because the live process started after the recording.
     pub stale: Vec<u32>,
     /// Processes skipped, by pid, because they are not the ones the
@@ -103,25 +109,79 @@ pub struct MergeReport {
     pub build_ids_too_long: usize,
 }
 
-/// Pids whose maps the scan remembers for dedupe: only those that may get
-/// records (pids the recording "needs" have no maps in it by definition).
-fn dedupe_pids(
-    opts: &MergeOptions,
-    snapshot: Option<&HashSet<u32>>,
-) -> Result<HashSet<u32>, MergeError> {
+/// Whether a merge inserts data maps (readable, not executable; perf's
+/// MMAP_DATA), and why: as perf's own synthesis does, when the recording
+/// asks for them, or when the user does (`-d`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum DataMaps {
+    /// Executable maps only: what perf synthesizes by default.
+    #[default]
+    No,
+    /// An attr of the recording has `mmap_data`. perf sets it (on its
+    /// tracking event: `attr->mmap_data = track` in evsel__config,
+    /// tools/perf/util/evsel.c) when it samples data addresses,
+    /// `opts->sample_address`: `perf record -d` (`OPT_BOOLEAN('d', "data",
+    /// &record.opts.sample_address, ...)`) and `--call-graph dwarf`
+    /// (`record_opts__parse_callchain` in tools/perf/builtin-record.c:
+    /// "Enable data address sampling for DWARF unwind"). Then perf
+    /// synthesizes the readable non-executable maps too
+    /// (`__machine__synthesize_threads(..., opts->sample_address, ...)` in
+    /// record__synthesize; `perf_event__synthesize_mmap_events` in
+    /// tools/perf/util/synthetic-events.c keeps a map without `x` when
+    /// `mmap_data` and `r`, marked PERF_RECORD_MISC_MMAP_DATA), and its
+    /// DWARF unwinder needs them: without the `r--p` segment holding
+    /// `.eh_frame` a stack stops at its leaf. perf 6.1 sets neither for
+    /// `record.call-graph = dwarf` in its config with `-g` (checked: no
+    /// ADDR, no mmap_data, and its own synthesis has no data maps then).
+    Recording,
+    /// `-d` (`MergeOptions::snapshot.selection`).
+    Asked,
+}
+
+impl DataMaps {
+    /// For a recording of these attrs, and the maps the options select.
+    fn of(attrs: &Attrs, selection: Selection) -> DataMaps {
+        if attrs
+            .list
+            .iter()
+            .any(|(a, _)| a.flags & attr_flags::MMAP_DATA != 0)
+        {
+            DataMaps::Recording
+        } else if selection == Selection::ExecAndData {
+            DataMaps::Asked
+        } else {
+            DataMaps::No
+        }
+    }
+
+    /// The maps a merge inserts.
+    pub fn selection(self) -> Selection {
+        match self {
+            DataMaps::No => Selection::Exec,
+            DataMaps::Recording | DataMaps::Asked => Selection::ExecAndData,
+        }
+    }
+}
+
+/// Whose maps the scan remembers for dedupe: only those that may get
+/// records (for the default choice, pids the recording does not give
+/// whole when their maps are read: those are the processes it inserts).
+fn remember(opts: &MergeOptions, snapshot: Option<&HashSet<u32>>) -> Result<Remember, MergeError> {
     Ok(match (&opts.which, snapshot) {
-        (Which::Needed, _) => HashSet::new(),
-        (Which::Pids(p), _) => p.iter().copied().collect(),
-        (Which::All, Some(pids)) => pids.clone(),
+        (Which::Needed, _) => Remember::Uncovered,
+        (Which::Pids(p), _) => Remember::Pids(p.iter().copied().collect()),
+        (Which::All, Some(pids)) => Remember::Pids(pids.clone()),
         (Which::All, None) => {
             let root = &opts.snapshot.proc_root;
-            parse::list_ids(root)
-                .map_err(|source| proc::ScanError::ListProc {
-                    path: root.clone(),
-                    source,
-                })?
-                .into_iter()
-                .collect()
+            Remember::Pids(
+                parse::list_ids(root)
+                    .map_err(|source| proc::ScanError::ListProc {
+                        path: root.clone(),
+                        source,
+                    })?
+                    .into_iter()
+                    .collect(),
+            )
         }
     })
 }
@@ -138,10 +198,15 @@ fn live_processes(
         Which::All => Target::All,
         Which::Pids(p) => Target::Pids(p.clone()),
     };
+    // data maps are read when they are to be inserted
+    let scan = proc::Options {
+        selection: facts.maps,
+        ..opts.snapshot.clone()
+    };
     let live = if matches!(target, Target::Pids(ref p) if p.is_empty()) {
         Snapshot::default()
     } else {
-        proc::snapshot(&target, &opts.snapshot)?
+        proc::snapshot(&target, &scan)?
     };
     let (not_found, skipped): (Vec<Skip>, Vec<Skip>) = live
         .skipped
@@ -188,22 +253,30 @@ fn processes_to_insert<'a>(
             report.missing = w.missing.clone();
             report.not_recorded = w.not_recorded.clone();
             report.duplicate_maps = w.duplicate_maps;
+            (report.data_maps_inserted, report.data_maps_left_out) = w.data_maps;
             Processes::Windows(w)
         }
         Some(FromFile { first, .. }) => {
             let (mut procs, missing) = plan::select(first, |p| p.pid, &opts.which, &needed);
             report.missing = missing;
             report.not_recorded = plan::drop_not_recorded(&mut procs, facts);
-            report.duplicate_maps = plan::dedupe(&mut procs, facts, &needed);
+            deduped(plan::dedupe(&mut procs, facts, &needed), report);
             Processes::Held(procs)
         }
         None => {
             let mut procs = live_processes(opts, facts, &needed, report)?;
             report.not_recorded = plan::drop_not_recorded(&mut procs, facts);
-            report.duplicate_maps = plan::dedupe(&mut procs, facts, &needed);
+            deduped(plan::dedupe(&mut procs, facts, &needed), report);
             Processes::Live(procs)
         }
     })
+}
+
+/// What [`plan::dedupe`] left out and kept, into the report.
+fn deduped(d: plan::Deduped, report: &mut MergeReport) {
+    report.duplicate_maps = d.duplicates;
+    report.data_maps_inserted = d.data_kept;
+    report.data_maps_left_out = d.data_left_out;
 }
 
 /// Merges synthesized records into `input`, writing `output` (which may be
@@ -230,13 +303,14 @@ pub fn merge(
         .transpose()?;
     let e = input.endian();
     let file_pids = snap.as_ref().and_then(SnapFile::pids);
-    let mut facts = RecordingFacts::new(e, Some(dedupe_pids(opts, file_pids)?));
+    let mut facts = RecordingFacts::new(e, remember(opts, file_pids)?);
     let bad = read_sections(&input, &mut facts)?;
     let mut out = prepare_output(&input, output, opts.in_place)?;
     let (walk, tail) = walk_and_copy(&input, &before, (&mut out, output), &mut facts)?;
     facts.sampled.finish();
     let attrs = walk.attrs;
     let mut report = MergeReport {
+        data_maps: DataMaps::of(&attrs, opts.snapshot.selection),
         input_records: walk.records,
         trailing_bytes_at: walk.trailing,
         odd_compressed: walk.odd_compressed,
@@ -244,6 +318,7 @@ pub fn merge(
         salvaged: input.salvaged.clone(),
         ..Default::default()
     };
+    facts.maps = report.data_maps.selection();
     let (from_file, file_kernel) = match &mut snap {
         Some(s) => {
             let release = s.release.clone();
@@ -266,18 +341,7 @@ pub fn merge(
     };
     plan::dedupe_bpf(&mut bpf, &facts);
 
-    // Encoded with the recording's byte order and first attr's trailer
-    // (as perf synthesizes them into a recording: no FORK, zero pid/tid
-    // and id), as they are written.
-    let first = attrs.first().copied().unwrap_or_default();
-    let enc = Encoding {
-        endian: e,
-        layout: first.layout(),
-        id: 0,
-        forks: false,
-        fill_tid: false,
-    };
-    let inserted = Records::new(kernel, bpf, processes, enc)?;
+    let inserted = Records::new(kernel, bpf, processes, encoding(e, &attrs))?;
     report.kernel_maps = inserted.kernel.count() as usize;
     report.bpf_programs = inserted.bpf_programs();
     report.processes = inserted.processes.len();
@@ -306,6 +370,20 @@ pub fn merge(
     }
     out.commit().map_err(out_err("writing", output))?;
     Ok(report)
+}
+
+/// How the inserted records are encoded, as they are written: with the
+/// recording's byte order and its first attr's trailer, as perf
+/// synthesizes them into a recording (no FORK, zero pid/tid and id).
+fn encoding(e: crate::bytes::Endian, attrs: &Attrs) -> Encoding {
+    let first = attrs.first().copied().unwrap_or_default();
+    Encoding {
+        endian: e,
+        layout: first.layout(),
+        id: 0,
+        forks: false,
+        fill_tid: false,
+    }
 }
 
 /// The processes of a `--maps` file a merge takes.

@@ -76,6 +76,8 @@ pub trait Maps {
     fn retain_maps(&mut self, keep: &mut dyn FnMut(&Vma) -> bool) -> usize;
     /// True when it has none.
     fn no_maps(&self) -> bool;
+    /// How many of its maps `f` takes (repeats counted).
+    fn count_maps(&self, f: &dyn Fn(&Vma) -> bool) -> usize;
     /// The (start, end) of its executable maps.
     fn exec_ranges(&self) -> Vec<(u64, u64)>;
     /// Its leader's comm.
@@ -110,6 +112,9 @@ impl Maps for Process {
     fn no_maps(&self) -> bool {
         self.vmas.is_empty()
     }
+    fn count_maps(&self, f: &dyn Fn(&Vma) -> bool) -> usize {
+        self.vmas.iter().filter(|v| f(v)).count()
+    }
 }
 
 impl Maps for HeldProcess {
@@ -130,6 +135,9 @@ impl Maps for HeldProcess {
     }
     fn no_maps(&self) -> bool {
         self.map_count() == 0
+    }
+    fn count_maps(&self, f: &dyn Fn(&Vma) -> bool) -> usize {
+        self.runs().filter(|(v, _)| f(v)).map(|(_, n)| n).sum()
     }
 }
 
@@ -158,14 +166,29 @@ pub fn drop_not_recorded<P: Maps>(
     dropped
 }
 
-/// Drops the maps the recording has already (counting them), then the
-/// processes left with nothing to insert; a needed process keeps its COMM
-/// even without maps (kernel threads).
-pub fn dedupe<P: Maps>(processes: &mut Vec<P>, facts: &RecordingFacts, needed: &[u32]) -> usize {
-    let mut dropped = 0;
+/// What [`dedupe`] left out and kept, in maps.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Deduped {
+    /// Left out: the recording has them.
+    pub duplicates: usize,
+    /// Data maps left out: not asked for (`facts.maps`), as perf
+    /// synthesizes none then (a `--maps` snapshot taken with `-d` has them).
+    pub data_left_out: usize,
+    /// Data maps kept, to insert.
+    pub data_kept: usize,
+}
+
+/// Drops the maps the recording has already and the data maps it does
+/// not ask for (`facts.maps`), counting them, then the processes left
+/// with nothing to insert; a needed process keeps its COMM even without
+/// maps (kernel threads).
+pub fn dedupe<P: Maps>(processes: &mut Vec<P>, facts: &RecordingFacts, needed: &[u32]) -> Deduped {
+    let mut d = Deduped::default();
+    let data = |v: &Vma| !v.perms.contains(Perms::EXEC);
     for p in processes.iter_mut() {
         let pid = p.pid();
-        dropped += p.retain_maps(&mut |v| {
+        d.data_left_out += p.retain_maps(&mut |v| facts.maps.wants(v.perms));
+        d.duplicates += p.retain_maps(&mut |v| {
             !facts.existing.contains(&MapKey {
                 pid,
                 addr: v.start,
@@ -174,9 +197,10 @@ pub fn dedupe<P: Maps>(processes: &mut Vec<P>, facts: &RecordingFacts, needed: &
                 filename: mmap_filename(v).0.to_vec(),
             })
         });
+        d.data_kept += p.count_maps(&data);
     }
     processes.retain(|p| !p.no_maps() || needed.binary_search(&p.pid()).is_ok());
-    dropped
+    d
 }
 
 /// What [`dedupe_bpf`] does with a snapshot's KSYMBOL.
@@ -332,6 +356,7 @@ pub fn new_build_ids(all: Vec<BuildIdEntry>, facts: &RecordingFacts) -> Vec<Buil
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rewrite::scan::Remember;
 
     // A snapshot's KSYMBOL over the place of one of the recording's own
     // (another program there since) is left out, as is one the recording
@@ -340,7 +365,7 @@ mod tests {
     fn stale_bpf_symbols_are_left_out() {
         let k =
             |addr: u64, len: u32, name: &[u8]| BpfRecord::Ksymbol(addr, len, 1, 0, name.to_vec());
-        let mut facts = RecordingFacts::new(crate::bytes::Endian::NATIVE, None);
+        let mut facts = RecordingFacts::new(crate::bytes::Endian::NATIVE, Remember::All);
         facts.existing_bpf.insert(k(0x1000, 0x100, b"bpf_prog_q"));
         facts.existing_bpf.insert(k(0x5000, 0x10, b"bpf_prog_r"));
         let mut runs = Runs::default();
@@ -381,7 +406,7 @@ mod tests {
                 tag: [t; TAG_SIZE],
             })
         };
-        let mut facts = RecordingFacts::new(crate::bytes::Endian::NATIVE, None);
+        let mut facts = RecordingFacts::new(crate::bytes::Endian::NATIVE, Remember::All);
         facts.existing_bpf.insert(k(0x1000, 0x100, b"bpf_prog_q"));
         facts.existing_bpf.insert(k(0x5000, 0x100, b"bpf_prog_r"));
         let all = [

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashSet};
 use super::coverage::Sampled;
 
 use crate::bytes::{Endian, Rd};
-use crate::model::BuildId;
+use crate::model::{BuildId, Selection};
 use crate::perf::consts::{feature, misc, types};
 use crate::perf::events::{parse_map, sample_head, MapKey};
 use crate::perf::features::{parse_build_id_table, parse_string_feature};
@@ -39,11 +39,15 @@ pub struct RecordingFacts {
     /// The recording's KSYMBOL and BPF_EVENT records (of BPF programs),
     /// each distinct one once.
     pub existing_bpf: HashSet<BpfRecord>,
-    /// Maps present, for the pids in `dedupe_for` only.
+    /// Maps present, of the pids `remember` names.
     pub existing: HashSet<MapKey>,
-    /// Pids whose maps are remembered (None: all). Keeps memory bounded by
-    /// what may be inserted, not by the recording's maps.
-    pub dedupe_for: Option<HashSet<u32>>,
+    /// Whose maps go into `existing`. Keeps memory bounded by what may be
+    /// inserted, not by the recording's maps.
+    pub remember: Remember,
+    /// Which maps a merge inserts: executable ones, and data maps too when
+    /// perf would have synthesized them (see `rewrite::merge`). Set after
+    /// the scan, from the recording's attrs and the options; `Exec` until then.
+    pub maps: Selection,
     /// (file name, build id) pairs of the BUILD_ID table.
     pub existing_ids: HashSet<(Vec<u8>, BuildId)>,
     /// Pipe mode: the OSRELEASE string of the stream's HEADER_FEATURE.
@@ -63,9 +67,25 @@ pub struct RecordingFacts {
     last_pid: Option<(u32, Option<usize>)>,
 }
 
+/// Whose maps a scan remembers, for a merge not to insert them again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remember {
+    /// Every process's.
+    All,
+    /// These pids' (`merge -p`, `-a`: those that may get records).
+    Pids(HashSet<u32>),
+    /// Those of pids whose maps the recording does not give whole when the
+    /// map is read (not in `covered`: no synthesized map, no FORK or exec
+    /// COMM of theirs before it): the default merge inserts into those
+    /// alone, and such a process may have mapped something during a
+    /// `--synth=no` recording (a `dlopen`) that it still maps. A pid covered
+    /// later (an exec COMM) keeps what was remembered; it gets nothing.
+    Uncovered,
+}
+
 impl RecordingFacts {
-    /// Facts to gather, remembering maps of `dedupe_for` pids only.
-    pub fn new(e: Endian, dedupe_for: Option<HashSet<u32>>) -> RecordingFacts {
+    /// Facts to gather, remembering the maps `remember` says.
+    pub fn new(e: Endian, remember: Remember) -> RecordingFacts {
         RecordingFacts {
             pids: BTreeMap::new(),
             kept: Vec::new(),
@@ -74,7 +94,8 @@ impl RecordingFacts {
             has_kernel_map: false,
             existing_bpf: HashSet::new(),
             existing: HashSet::new(),
-            dedupe_for,
+            remember,
+            maps: Selection::Exec,
             existing_ids: HashSet::new(),
             osrelease: None,
             time: None,
@@ -249,11 +270,12 @@ impl RecordingFacts {
                 if real(m.key.pid) && m.prot & libc::PROT_EXEC as u32 != 0 {
                     self.sampled.exec_map(m.key.pid, m.key.addr, m.key.len);
                 }
-                if self
-                    .dedupe_for
-                    .as_ref()
-                    .is_none_or(|d| d.contains(&m.key.pid))
-                {
+                let remembered = match &self.remember {
+                    Remember::All => true,
+                    Remember::Pids(p) => p.contains(&m.key.pid),
+                    Remember::Uncovered => !self.covered.contains(&m.key.pid),
+                };
+                if remembered {
                     self.existing.insert(m.key);
                 }
             }

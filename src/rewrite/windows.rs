@@ -162,6 +162,8 @@ pub struct Windows<'a> {
     pub maps: usize,
     /// Maps left out: the recording has them.
     pub duplicate_maps: usize,
+    /// Data maps inserted, and those left out as not asked for.
+    pub data_maps: (usize, usize),
     /// Wanted pids the file has no process of.
     pub missing: Vec<u32>,
     /// Processes left out: not the ones the recording sampled.
@@ -188,6 +190,7 @@ impl<'a> Windows<'a> {
             processes: 0,
             maps: 0,
             duplicate_maps: 0,
+            data_maps: (0, 0),
             missing: Vec::new(),
             not_recorded: Vec::new(),
             build_ids: Vec::new(),
@@ -222,7 +225,10 @@ impl<'a> Windows<'a> {
         seen.extend(window.iter().map(|p| p.pid));
         let dropped = plan::drop_not_recorded(&mut window, self.facts);
         self.not_recorded.extend(dropped);
-        self.duplicate_maps += plan::dedupe(&mut window, self.facts, &self.needed);
+        let d = plan::dedupe(&mut window, self.facts, &self.needed);
+        self.duplicate_maps += d.duplicates;
+        self.data_maps.0 += d.data_kept;
+        self.data_maps.1 += d.data_left_out;
         self.processes += window.len();
         self.maps += window.iter().map(HeldProcess::map_count).sum::<usize>();
         for p in &window {

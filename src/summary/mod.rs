@@ -183,6 +183,7 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
         took.as_secs_f64(),
         shown(dest),
     )];
+    lines.extend(data_maps_line(report));
     lines.extend(skip_lines(&report.skipped));
     if report.unchanged {
         lines.push("mmap2-synth: nothing to add: the recording is left as it was".into());
@@ -226,6 +227,24 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// What a merge did with data maps, and why: nothing to say when none were
+/// asked for and none were left out.
+fn data_maps_line(r: &MergeReport) -> Option<String> {
+    use crate::rewrite::merge::DataMaps;
+    let n = r.data_maps_inserted;
+    match r.data_maps {
+        DataMaps::Recording => Some(format!(
+            "mmap2-synth merge: data maps: {n} inserted because the recording asks for them (an event with mmap_data: perf -d / --call-graph dwarf, whose unwinding needs them), as perf's own synthesis would"
+        )),
+        DataMaps::Asked => Some(format!("mmap2-synth merge: data maps: {n} inserted (-d)")),
+        DataMaps::No if r.data_maps_left_out > 0 => Some(format!(
+            "mmap2-synth merge: data maps: {} of the snapshot's left out: the recording does not ask for them (perf synthesizes them only for -d / --call-graph dwarf); -d inserts them",
+            r.data_maps_left_out
+        )),
+        DataMaps::No => None,
+    }
 }
 
 /// Processes named in warnings one by one; the rest are counted.

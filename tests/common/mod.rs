@@ -1001,3 +1001,73 @@ pub fn burner_with_library_bound_over(burn: &Path, lib: &Path, theirs: &Path) ->
         &["-m", "sh", "-c", &script].map(std::ffi::OsStr::new),
     )
 }
+
+/// Of `pid`'s samples in `data` whose leaf is `burn_work` (per `perf script
+/// -F pid,ip,sym`, callchains on), how many there are and the share whose
+/// stack goes on to `main`: perf unwound past the leaf (with DWARF
+/// unwinding, only where it has the maps holding `.eh_frame`).
+pub fn main_caller_share(data: &Path, pid: u32) -> (f64, usize) {
+    let text = perf(&[
+        "script".as_ref(),
+        "-F".as_ref(),
+        "pid,ip,sym".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ]);
+    let (mut leaves, mut with_main) = (0usize, 0usize);
+    let mut frames: Option<Vec<&str>> = None;
+    let mut finish = |frames: Option<Vec<&str>>| {
+        if let Some(f) = frames.filter(|f| f.first() == Some(&"burn_work")) {
+            leaves += 1;
+            with_main += usize::from(f.contains(&"main"));
+        }
+    };
+    for l in text.lines().chain([""]) {
+        if let Some(frame) = l.strip_prefix('\t') {
+            // "IP SYM": the symbol is the second word
+            let sym = frame.split_whitespace().nth(1).unwrap_or("");
+            if let Some(f) = frames.as_mut() {
+                f.push(sym);
+            }
+            continue;
+        }
+        finish(frames.take());
+        let mine = l.split_whitespace().next() == Some(pid.to_string().as_str());
+        frames = mine.then(Vec::new);
+    }
+    (with_main as f64 / leaves.max(1) as f64, leaves)
+}
+
+/// `pid`'s data maps (MMAP2 records marked PERF_RECORD_MISC_MMAP_DATA) in
+/// the perf.data file `data`, read with linux-perf-data, as (start, path)
+/// sorted; asserts none of them is executable (perf marks only those).
+pub fn data_maps_of(data: &Path, pid: u32) -> Vec<(u64, String)> {
+    use linux_perf_data::{PerfFileReader, PerfFileRecord};
+    use linux_perf_event_reader::EventRecord;
+    const MMAP_DATA: u16 = 1 << 13;
+    let f = BufReader::new(std::fs::File::open(data).unwrap());
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(f).unwrap();
+    let mut out = Vec::new();
+    while let Some(r) = record_iter.next_record(&mut perf_file).unwrap() {
+        let PerfFileRecord::EventRecord { record, .. } = r else {
+            continue;
+        };
+        let misc = record.misc;
+        if let Ok(EventRecord::Mmap2(m)) = record.parse() {
+            if m.pid == pid as i32 && misc & MMAP_DATA != 0 {
+                assert_eq!(
+                    m.protection & libc::PROT_EXEC as u32,
+                    0,
+                    "exec map marked data"
+                );
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                out.push((m.address, path));
+            }
+        }
+    }
+    out.sort();
+    out
+}

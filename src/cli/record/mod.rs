@@ -220,7 +220,7 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
         None => Target::Pids(workload.clone()),
     };
     let snap = tmp.join("snap.data");
-    let live = snapshot_to(r, &target, &snap);
+    let live = snapshot_to(r, (&target, pt.data_maps), &snap);
     let status = perf.wait()?;
     drop(signals);
     let live = live?;
@@ -281,10 +281,14 @@ fn merge_into(
             CliError::Record(format!("record: perf wrote no {}", pt.output.display()))
         }));
     };
+    // data maps go in when perf asks for them (its attrs say) or -d
     let opts = MergeOptions {
         which: Which::Needed,
         maps: Some(snap),
-        snapshot: proc::Options::default(),
+        snapshot: proc::Options {
+            selection: scan_options(&r.scan)?.selection,
+            ..proc::Options::default()
+        },
         in_place: true,
         kernel: true,
         salvage: false,
@@ -340,10 +344,11 @@ fn merge_into(
 }
 
 /// Snapshots `target` into the file `snap` (no kernel map: perf writes
-/// one; no watch: perf's events are on).
+/// one; no watch: perf's events are on), with the data maps too when
+/// `data` (perf's arguments ask for them) or `-d`.
 fn snapshot_to(
     r: &RecordArgs,
-    target: &Target,
+    (target, data): (&Target, bool),
     snap: &Path,
 ) -> Result<snapshot::LiveReport, CliError> {
     // readable by us alone: it holds every map of the processes scanned
@@ -360,7 +365,10 @@ fn snapshot_to(
         watch: false,
         watch_pages: None,
     };
-    let scan = scan_options(&r.scan)?;
+    let mut scan = scan_options(&r.scan)?;
+    if data {
+        scan.selection = mmap2_synth::model::Selection::ExecAndData;
+    }
     snapshot::write_live(target, &scan, Out::File(&mut f), &wopts)
         .map_err(|e| CliError::Record(format!("record: snapshot: {e}")))
 }

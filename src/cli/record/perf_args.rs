@@ -21,6 +21,11 @@ pub(crate) struct PerfTarget {
     pub(crate) options_end: usize,
     /// perf's build-id options, for record's part of perf's cache.
     pub(crate) buildid: BuildIdArgs,
+    /// perf samples data addresses (its `sample_address`: `-d/--data`, or
+    /// `--call-graph dwarf[,SIZE]`, in order, `--no-data` clearing it), so
+    /// it asks for data maps (`mmap_data`) and would synthesize them: the
+    /// snapshot reads them for the merge to insert.
+    pub(crate) data_maps: bool,
 }
 
 /// Whether a perf record option takes a value.
@@ -373,7 +378,7 @@ fn perf_target_with(
 ) -> Result<PerfTarget, CliError> {
     let (mut output, mut all, mut pid) = (None, false, None);
     let (mut cpu, mut tid, mut uid) = (None, None, None);
-    let mut buildid = BuildIdArgs::default();
+    let (mut buildid, mut data_maps) = (BuildIdArgs::default(), false);
     let (options, options_end) = perf_options(args, help)?;
     for o in options {
         let v = if o.negated { None } else { o.value };
@@ -401,6 +406,9 @@ fn perf_target_with(
             "cpu" => cpu = v,
             "tid" => tid = v,
             "uid" => uid = v,
+            "data" => data_maps = !o.negated,
+            // (perf's parse_callchain_record: the mode is the first word, exactly)
+            "call-graph" => data_maps |= v.is_some_and(|v| v.split(',').next() == Some("dwarf")),
             _ => {}
         }
     }
@@ -441,6 +449,7 @@ fn perf_target_with(
         target,
         options_end,
         buildid,
+        data_maps,
     })
 }
 
@@ -568,7 +577,30 @@ mod tests {
             target,
             options_end: 0,
             buildid: BuildIdArgs::default(),
+            data_maps: false,
         }
+    }
+
+    // perf asks for data maps as its sample_address says: -d (in a
+    // cluster too) and --call-graph dwarf[,SIZE] turn it on, in order,
+    // --no-data off; fp, lbr and -g leave it.
+    #[test]
+    fn data_maps_as_perf_samples_addresses() {
+        let data = |v: &[&str]| target(v).unwrap().data_maps;
+        assert!(data(&["-d", "-p", "1"]));
+        assert!(data(&["-gd", "-p", "1"]));
+        assert!(data(&["--data", "prog"]));
+        assert!(data(&["--call-graph", "dwarf", "prog"]));
+        assert!(data(&["--call-graph=dwarf,8192", "prog"]));
+        assert!(data(&["--call", "dwarf", "prog"]));
+        assert!(data(&["--no-data", "--call-graph", "dwarf", "prog"]));
+        assert!(!data(&["--call-graph", "dwarf", "--no-data", "prog"]));
+        assert!(!data(&["-d", "--no-data", "prog"]));
+        assert!(!data(&["-g", "prog"]));
+        assert!(!data(&["--call-graph", "fp", "prog"]));
+        assert!(!data(&["--call-graph=lbr", "prog"]));
+        assert!(!data(&["--call-graph", "dwarfish", "prog"]));
+        assert!(!data(&["prog", "-d"]), "the workload's -d");
     }
 
     // Where perf's options end (record's own -o goes there, after the
