@@ -119,7 +119,7 @@ pub(crate) fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
             Which::Needed
         },
         maps: m.maps.clone(),
-        snapshot: scan_options(&m.scan)?,
+        snapshot: scan_options(&m.scan, &m.written)?,
         in_place: m.target.in_place,
         kernel: !m.no_kernel,
         salvage: m.target.salvage.salvage,
