@@ -885,3 +885,201 @@ fn unreadable_input_exits_2() {
         assert!(err.contains("Permission denied"), "{args:?}: {err}");
     }
 }
+
+// A reader of stdout that is gone (`| head -1` having exited) is a quiet
+// stop for every command writing to stdout: exit 0 as ripgrep's, nothing
+// on stderr (it was "error: writing the dump: Broken pipe", exit 1); a
+// full stdout is still an error, naming stdout for the snapshot's --json
+// (it said "the dump").
+#[test]
+fn stdout_reader_gone_is_a_quiet_stop() {
+    let rec = pin("rec-file.data");
+    let r = rec.to_str().unwrap();
+    let me = std::process::id().to_string();
+    for args in [
+        vec!["dump", r],
+        vec!["dump", "--json", "--sort", r],
+        vec!["-q", "-p", &me, "--json"],
+        vec!["-q", "-p", &me, "-o", "-"],
+        vec!["pprof", "-q", "--no-symbolize", r, "-o", "-"],
+    ] {
+        // the pipe's only reader closed before the command writes
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = Command::new(bin())
+            .args(&args)
+            .stdout(writer)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = Command::new(bin())
+        .args(["-q", "-p", &me, "--json"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("error: writing stdout: No space left"),
+        "{err}"
+    );
+}
+
+/// The long options (and the short forms beside them) that `--help` of
+/// `args` lists, but `--help` itself.
+fn help_options(args: &[&str]) -> Vec<(Option<String>, String)> {
+    let o = Command::new(bin())
+        .args(args)
+        .arg("--help")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut out = Vec::new();
+    for l in text.lines().map(str::trim_start) {
+        let (short, rest) = match l.strip_prefix('-').filter(|r| !r.starts_with('-')) {
+            Some(r) => (
+                r.get(..1).map(|c| format!("-{c}")),
+                r.get(3..).unwrap_or(""),
+            ),
+            None => (None, l),
+        };
+        if let Some(long) = rest.strip_prefix("--") {
+            let name: String = long
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            if name != "help" {
+                out.push((short, format!("--{name}")));
+            }
+        }
+    }
+    out
+}
+
+/// The synopsis line of `README.md` that begins with `start`.
+fn readme_synopsis(start: &str) -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let line = readme.lines().find(|l| l.starts_with(start));
+    line.unwrap_or_else(|| panic!("no README line begins with {start:?}"))
+        .to_string()
+}
+
+// archive writes no records: it has no -d/--data nor --no-buildid (they
+// were listed and did nothing) and refuses them; the README synopses of
+// record and archive list every option their --help lists (-d,
+// --no-buildid, --task-source and --strict were missing).
+#[test]
+fn options_are_offered_where_they_mean_something_and_documented() {
+    for opt in ["-d", "--data", "--no-buildid"] {
+        let o = Command::new(bin())
+            .args(["archive", opt, "-p", "1", "-o"])
+            .arg(scratch("archive-opt").join("c"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{opt}: {err}");
+        assert!(err.contains("unexpected argument"), "{opt}: {err}");
+    }
+    let archive = help_options(&["archive"]);
+    assert!(
+        archive
+            .iter()
+            .all(|(_, l)| l != "--data" && l != "--no-buildid"),
+        "{archive:?}"
+    );
+    for (cmd, synopsis) in [
+        ("record", "mmap2-synth record ["),
+        ("archive", "mmap2-synth archive -o"),
+    ] {
+        let line = readme_synopsis(synopsis);
+        let words: Vec<&str> = line
+            .split(|c: char| c.is_whitespace() || "[]()|".contains(c))
+            .collect();
+        for (short, long) in help_options(&[cmd]) {
+            let listed = words.contains(&long.as_str())
+                || short.as_deref().is_some_and(|s| words.contains(&s));
+            assert!(listed, "{cmd}: {long} is not in the README's {line:?}");
+        }
+    }
+}
+
+// An output path that cannot be used as given exits 2 in every command,
+// whether a directory on it is missing or may not be written in (as
+// nobody, in root's directory: it was exit 1 there, 2 for a missing one);
+// a write that fails (a full device) is exit 1.
+#[test]
+#[ignore = "needs root (setpriv to nobody)"]
+fn unusable_output_paths_exit_2_and_failed_writes_1() {
+    needs_root("setpriv to drop to nobody");
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("unusable");
+    // root's, 0755: nobody may enter it and read in it, not write
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rec = dir.join("rec.data");
+    std::fs::copy(pin("rec-file.data"), &rec).unwrap();
+    let r = rec.to_str().unwrap();
+    let existing = dir.join("cache");
+    std::fs::create_dir(&existing).unwrap();
+    let nowhere = dir.join("missing/sub");
+    let me = std::process::id().to_string();
+    let commands = |o: &str| -> Vec<Vec<String>> {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        vec![
+            v(&["-q", "-p", &me, "-o", o]),
+            v(&["merge", r, "-q", "-o", o]),
+            v(&["convert", r, "-q", "--to", "pipe", "-o", o]),
+            v(&["pprof", r, "-q", "--no-symbolize", "-o", o]),
+            // refused before perf starts (no perf run)
+            v(&["record", "-q", "--", "-o", o, "--", "true"]),
+        ]
+    };
+    let missing = nowhere.join("o.data");
+    let denied = dir.join("o.data");
+    for (what, o, nobody) in [
+        ("missing", &missing, false),
+        ("not writable", &denied, true),
+    ] {
+        let mut runs = commands(o.to_str().unwrap());
+        if nobody {
+            // archive makes a missing directory; it may not write in one
+            for c in [&existing, &dir.join("new")] {
+                runs.push(vec![
+                    "archive".into(),
+                    "-q".into(),
+                    "-p".into(),
+                    me.clone(),
+                    "-o".into(),
+                    c.to_str().unwrap().into(),
+                ]);
+            }
+        }
+        for args in runs {
+            let out = match nobody {
+                true => synth_as_nobody(&args),
+                false => synth(&args),
+            };
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{what}: {args:?}: {err}");
+            assert!(err.contains("error: "), "{what}: {args:?}: {err}");
+        }
+    }
+    assert!(!dir.join("new").exists() && !denied.exists());
+    // a device that takes no bytes: the write fails, exit 1
+    for args in [
+        vec!["-q", "-p", &me, "-o", "/dev/full"],
+        vec!["pprof", r, "-q", "--no-symbolize", "-o", "/dev/full"],
+    ] {
+        let out = synth(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("No space left"), "{args:?}: {err}");
+    }
+}

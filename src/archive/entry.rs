@@ -183,6 +183,9 @@ impl Root {
         let dir = walked
             .open_target_dir()
             .map_err(|e| not_a_directory(&walked.path(), e))?;
+        // one we may not write in is refused now, as any output's
+        // directory is, not entry by entry
+        crate::sys::may_write_in(dir.as_fd())?;
         let mut fd: Arc<OwnedFd> = Arc::new(dir.into());
         let mut made = Vec::new();
         for name in missing.iter().rev() {

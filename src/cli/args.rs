@@ -26,6 +26,8 @@ pub(crate) struct Cli {
     #[arg(short = 'o', long, default_value = "perf.data")]
     pub(crate) output: PathBuf,
     #[command(flatten)]
+    pub(crate) written: MapArgs,
+    #[command(flatten)]
     pub(crate) scan: ScanArgs,
     /// Byte order of the output.
     #[arg(long, value_enum, default_value_t = ByteOrderArg::Native)]
@@ -51,24 +53,32 @@ pub(crate) struct Cli {
     pub(crate) mmap_pages: Option<usize>,
 }
 
-/// Options shared by the snapshot and `merge`.
-#[derive(clap::Args, Debug, Clone)]
-pub(crate) struct ScanArgs {
+/// What the maps written say, for the commands that write maps (the
+/// snapshot, `merge`, `record`): not `archive`, which writes no records
+/// and reads build ids whatever it is told.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct MapArgs {
     /// Also emit every readable data VMA (as `perf record -d`), marked
     /// MMAP_DATA. merge and record insert them without it when the
     /// recording asks for them (perf -d / --call-graph dwarf), as perf's
     /// own synthesis does, and leave a snapshot's out otherwise.
     #[arg(short = 'd', long)]
     pub(crate) data: bool,
+    /// Do not look up build ids (MMAP2 records get maj/min/ino instead).
+    #[arg(long)]
+    pub(crate) no_buildid: bool,
+}
+
+/// How processes are read, and the summary: every command that reads
+/// them (the snapshot, `merge`, `record`, `archive`).
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct ScanArgs {
     /// Where VMAs come from.
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
     pub(crate) source: SourceArg,
     /// Where each process's comm, parent and threads come from.
     #[arg(long, value_enum, default_value_t = TaskSourceArg::Auto)]
     pub(crate) task_source: TaskSourceArg,
-    /// Do not look up build ids (MMAP2 records get maj/min/ino instead).
-    #[arg(long)]
-    pub(crate) no_buildid: bool,
     /// Worker threads (default: all cores).
     #[arg(short = 'j', long)]
     pub(crate) jobs: Option<usize>,
@@ -137,6 +147,8 @@ pub(crate) struct PprofArgs {
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct RecordArgs {
+    #[command(flatten)]
+    pub(crate) written: MapArgs,
     #[command(flatten)]
     pub(crate) scan: ScanArgs,
     /// `perf record`'s arguments (after `--`).
@@ -263,6 +275,8 @@ pub(crate) struct MergeArgs {
     /// kernel map.
     #[arg(long)]
     pub(crate) no_kernel: bool,
+    #[command(flatten)]
+    pub(crate) written: MapArgs,
     #[command(flatten)]
     pub(crate) scan: ScanArgs,
 }

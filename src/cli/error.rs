@@ -53,6 +53,11 @@ pub(crate) enum CliError {
     /// `perf record` failed: its exit status is ours.
     #[error("perf record failed (exit status {0})")]
     Child(u8),
+    /// `perf record` ended of the SIGINT or SIGTERM the user sent (Ctrl-C,
+    /// the usual way to end `-p`): its exit status is ours, as perf's own
+    /// would be, and no error is printed (`record` notes the signal).
+    #[error("perf record stopped by a signal (exit status {0})")]
+    Stopped(u8),
     /// `--strict` and something was skipped.
     #[error(transparent)]
     Strict(#[from] StrictFailure),
@@ -71,13 +76,15 @@ impl CliError {
                 ..
             } if OutputError::refusal_in(e).is_some() => 2,
             // an archive -o that is no directory (a FIFO, a device, a file),
-            // or reached through another user's link (an OutputError)
+            // reached through another user's link (an OutputError), or that
+            // cannot be made or written in (a directory missing on the way
+            // is made; no permission, a read-only file system)
             CliError::Archive(mmap2_synth::archive::ArchiveError::Io {
                 op: "creating",
                 source,
                 ..
-            }) if source.kind() == std::io::ErrorKind::NotADirectory
-                || source.get_ref().is_some_and(|e| e.is::<OutputError>()) =>
+            }) if mmap2_synth::output::unusable_path(source)
+                || OutputError::refusal_in(source).is_some() =>
             {
                 2
             }
@@ -90,7 +97,7 @@ impl CliError {
             CliError::Pprof(mmap2_synth::pprof::PprofError::NoEvent { .. }) => 2,
             CliError::Pprof(mmap2_synth::pprof::PprofError::Input(e)) if e.is_bad_input() => 2,
             CliError::Strict(_) => 3,
-            CliError::Child(c) => *c,
+            CliError::Child(c) | CliError::Stopped(c) => *c,
             _ => 1,
         }
     }

@@ -1,6 +1,7 @@
 //! The command line, by concern: arguments (`args`), the error and its exit
 //! codes (`error`), the snapshot and `archive` (`snapshot`),
-//! `merge`/`convert` (`rewrite`), `dump` (`dump`), `record` and `pprof`.
+//! `merge`/`convert` (`rewrite`), `dump` (`dump`), `record` and `pprof`;
+//! stdout as they write it (`stdout`: a reader gone is a quiet stop).
 
 mod args;
 mod dump;
@@ -9,6 +10,7 @@ mod pprof;
 mod record;
 mod rewrite;
 mod snapshot;
+mod stdout;
 
 use std::process::ExitCode;
 
@@ -34,6 +36,8 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // (said already, or nothing to say: perf stopped as the user asked)
+        Err(error::CliError::Stopped(code)) => ExitCode::from(code),
         Err(e) => {
             let hint = match error::is_cut(&e) {
                 true => salvage_hint(&cli.command),

@@ -12,7 +12,7 @@ use mmap2_synth::summary;
 use super::args::PprofArgs;
 use super::error::CliError;
 use super::print;
-use super::snapshot::open_stdout;
+use super::stdout::{open_stdout, Stdout};
 
 pub(crate) fn run_pprof(a: &PprofArgs) -> Result<(), CliError> {
     let started = Instant::now();
@@ -42,7 +42,7 @@ pub(crate) fn run_pprof(a: &PprofArgs) -> Result<(), CliError> {
     };
     let (report, dest) = if a.output.as_os_str() == "-" {
         (
-            write(&mut open_stdout()?, Path::new("stdout"))?,
+            write(&mut Stdout(open_stdout()?), Path::new("stdout"))?,
             "stdout".into(),
         )
     } else {

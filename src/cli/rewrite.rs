@@ -119,7 +119,7 @@ pub(crate) fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
             Which::Needed
         },
         maps: m.maps.clone(),
-        snapshot: scan_options(&m.scan)?,
+        snapshot: scan_options(&m.scan, &m.written)?,
         in_place: m.target.in_place,
         kernel: !m.no_kernel,
         salvage: m.target.salvage.salvage,
@@ -214,6 +214,9 @@ pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// A stream output, opened, and its name for messages.
+type Stream = (Box<dyn std::io::Write>, PathBuf);
+
 /// The stream `convert` writes into when `-o` is stdout (`-`), a FIFO or a
 /// character device (opened, with its name for messages), or None for a
 /// file. A stream gets pipe mode: file mode (`--to file`, `--portable`)
@@ -221,7 +224,7 @@ pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
 fn convert_stream(
     t: &RewriteTarget,
     opts: &rewrite::ConvertOptions,
-) -> Result<Option<(std::fs::File, PathBuf)>, CliError> {
+) -> Result<Option<Stream>, CliError> {
     let Some(o) = t.output.as_ref().filter(|_| !t.in_place) else {
         return Ok(None);
     };
@@ -240,9 +243,9 @@ fn convert_stream(
             name.display()
         )));
     }
-    let file = match file {
-        Some(p) => output::open_stream(&p)?,
-        None => super::snapshot::open_stdout()?,
+    let w: Box<dyn std::io::Write> = match file {
+        Some(p) => Box::new(output::open_stream(&p)?),
+        None => Box::new(super::stdout::Stdout(super::stdout::open_stdout()?)),
     };
-    Ok(Some((file, name)))
+    Ok(Some((w, name)))
 }

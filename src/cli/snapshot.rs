@@ -14,9 +14,10 @@ use mmap2_synth::proc::{HostFacts, Options, SourceChoice, Target, TaskSource};
 use mmap2_synth::snapshot::{self, LiveError, LiveReport, Out, ScanWatch, WriteOptions};
 use mmap2_synth::summary;
 
-use super::args::{ByteOrderArg, Cli, ScanArgs, SourceArg, TaskSourceArg};
+use super::args::{ByteOrderArg, Cli, MapArgs, ScanArgs, SourceArg, TaskSourceArg};
 use super::error::CliError;
 use super::print;
+use super::stdout::{open_stdout, Stdout};
 
 pub(crate) fn resolve_uid(user: &str) -> Result<u32, CliError> {
     if let Ok(n) = user.parse() {
@@ -27,12 +28,14 @@ pub(crate) fn resolve_uid(user: &str) -> Result<u32, CliError> {
         .ok_or_else(|| CliError::Usage(format!("no such user: {user:?}")))
 }
 
-pub(crate) fn scan_options(a: &ScanArgs) -> Result<Options, CliError> {
+/// The scan's options from the command line: `maps` says what the maps
+/// written hold (`archive` has none of its own: [`MapArgs::default`]).
+pub(crate) fn scan_options(a: &ScanArgs, maps: &MapArgs) -> Result<Options, CliError> {
     if a.jobs == Some(0) {
         return Err(CliError::Usage("-j must be at least 1".into()));
     }
     Ok(Options {
-        selection: if a.data {
+        selection: if maps.data {
             Selection::ExecAndData
         } else {
             Selection::Exec
@@ -47,7 +50,7 @@ pub(crate) fn scan_options(a: &ScanArgs) -> Result<Options, CliError> {
             TaskSourceArg::Bpf => TaskSource::Bpf,
             TaskSourceArg::Proc => TaskSource::Proc,
         },
-        build_ids: !a.no_buildid,
+        build_ids: !maps.no_buildid,
         jobs: a.jobs,
         ..Options::default()
     })
@@ -57,12 +60,12 @@ pub(crate) fn scan_options(a: &ScanArgs) -> Result<Options, CliError> {
 /// watched as a snapshot file is (the records added after the scan's).
 pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     let started = Instant::now();
-    let scan = scan_options(&cli.scan)?;
+    let scan = scan_options(&cli.scan, &cli.written)?;
     // The watch opens before anything is read.
     let mut watch = ScanWatch::start(target, &scan, !cli.no_watch, Endian::NATIVE, cli.mmap_pages);
     let enc = snapshot::snapshot_encoding(Endian::NATIVE, cli.all);
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(Stdout(stdout.lock()));
     let mut printer = Printer::new(
         &mut out,
         DumpOptions {
@@ -129,7 +132,11 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     for b in table {
         printer.line(dump::Line::of_build_id(&b));
     }
-    printer.finish()?;
+    // (the lines are the snapshot's on stdout, not a dump of a file)
+    printer.finish().map_err(|e| match e {
+        dump::DumpError::Write(e) => CliError::write(Path::new("stdout"), e),
+        e => e.into(),
+    })?;
     stats.add_skips(&scanned.skipped, scanned.unverified_build_ids);
     stats.iterator_heads = scanned.iterator_heads;
     conclude(cli, target, (&stats, &scanned.skipped), started, "stdout")
@@ -164,7 +171,7 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
     if cli.json {
         return run_json(cli, &target);
     }
-    let scan = scan_options(&cli.scan)?;
+    let scan = scan_options(&cli.scan, &cli.written)?;
     let to_stdout = cli.output.as_os_str() == "-";
     // None: stdout
     let dest = if to_stdout {
@@ -220,46 +227,11 @@ pub(crate) fn live_error(path: &Path) -> impl Fn(LiveError) -> CliError + '_ {
 
 /// Writes to stdout, which must be open (see [`open_stdout`]).
 pub(crate) fn write_stdout(f: WriteFn<'_>) -> Result<LiveReport, CliError> {
-    let mut w = std::io::BufWriter::new(open_stdout()?);
+    let mut w = std::io::BufWriter::new(Stdout(open_stdout()?));
     let report = f(Out::Pipe(&mut w)).map_err(live_error(Path::new("stdout")))?;
     w.flush()
         .map_err(|e| CliError::write(Path::new("stdout"), e))?;
     Ok(report)
-}
-
-/// Descriptor 1 as a file, refused when it was closed (std ignores writes
-/// to a closed descriptor 1, which would report success for data that went
-/// nowhere).
-pub(crate) fn open_stdout() -> Result<std::fs::File, CliError> {
-    use std::os::fd::AsFd;
-    let err = |e: std::io::Error| CliError::write(Path::new("stdout"), e);
-    let fd = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .map_err(err)?;
-    if stdout_was_closed(&fd) {
-        return Err(err(std::io::Error::from_raw_os_error(libc::EBADF)));
-    }
-    Ok(std::fs::File::from(fd))
-}
-
-/// Whether descriptor 1 was closed when we started: the Rust runtime then
-/// opens /dev/null read-write in its place, which no shell redirection does
-/// (`>` opens write-only), so that is what is looked for.
-pub(crate) fn stdout_was_closed(fd: &std::os::fd::OwnedFd) -> bool {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
-    let Ok(null) = std::fs::metadata("/dev/null") else {
-        return false;
-    };
-    let Ok(meta) = fd
-        .try_clone()
-        .and_then(|d| std::fs::File::from(d).metadata())
-    else {
-        return false;
-    };
-    meta.rdev() == null.rdev()
-        && mmap2_synth::sys::access_mode(fd.as_fd()).is_ok_and(|m| m == libc::O_RDWR)
 }
 
 /// Writes straight into a FIFO or character device.
@@ -299,7 +271,7 @@ pub(crate) fn run_archive(a: &super::args::ArchiveArgs) -> Result<(), CliError> 
     let opts = mmap2_synth::archive::ArchiveOptions {
         dir: a.output.clone(),
         target,
-        scan: scan_options(&a.scan)?,
+        scan: scan_options(&a.scan, &MapArgs::default())?,
         kernel: !a.no_kernel,
         from: a.from.clone(),
     };

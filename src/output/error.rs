@@ -66,22 +66,32 @@ pub enum OutputError {
     },
 }
 
+/// Whether `e`, met walking an output's path or making, linking or
+/// renaming the output in its directory, says that the path cannot be
+/// used as given: a directory on it missing (or gone since it was
+/// checked), or not a directory; a loop of links; a name that is no file
+/// name; no permission to write there (EACCES, EPERM) or a read-only file
+/// system. The user's to change, as a missing or unreadable input is
+/// (exit 2); anything else (a full disk, an I/O error, a quota) is the
+/// system failing to write (exit 1).
+pub fn unusable_path(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound
+            | io::ErrorKind::NotADirectory
+            | io::ErrorKind::InvalidInput
+            | io::ErrorKind::PermissionDenied
+            | io::ErrorKind::ReadOnlyFilesystem
+    ) || e.raw_os_error() == Some(libc::ELOOP)
+}
+
 impl OutputError {
     /// Whether the output cannot be used as given, or was raced: every
-    /// refusal, and a path that leads nowhere (a directory on it missing,
-    /// or gone since it was checked; no directory; a loop of links; a
-    /// descriptor of ours that cannot be written). Bad input (exit 2), not
-    /// a failure of the system (exit 1).
+    /// refusal, and a path that cannot be written ([`unusable_path`]).
+    /// Bad input (exit 2), not a failure of the system (exit 1).
     pub fn is_refusal(&self) -> bool {
         match self {
-            OutputError::Io { source, .. } => {
-                matches!(
-                    source.kind(),
-                    io::ErrorKind::NotFound
-                        | io::ErrorKind::NotADirectory
-                        | io::ErrorKind::InvalidInput
-                ) || source.raw_os_error() == Some(libc::ELOOP)
-            }
+            OutputError::Io { source, .. } => unusable_path(source),
             _ => true,
         }
     }
@@ -95,12 +105,14 @@ impl OutputError {
 }
 
 /// `e`, from making or naming the output `path` in its directory held: a
-/// directory removed since it was walked (ENOENT) becomes the refusal
-/// [`OutputError::Io`] carries; anything else is left as it is.
+/// path that cannot be used ([`unusable_path`]: the directory removed
+/// since it was walked, or not writable by us) becomes the refusal
+/// [`OutputError::Io`] carries; anything else (a full disk) is left as
+/// it is.
 pub(super) fn raced(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
-    move |e| match e.kind() {
-        io::ErrorKind::NotFound => io::Error::other(io_err(path)(e)),
-        _ => e,
+    move |e| match unusable_path(&e) {
+        true => io::Error::other(io_err(path)(e)),
+        false => e,
     }
 }
 

@@ -13,8 +13,8 @@ mod walk;
 
 mod error;
 
-pub use error::OutputError;
 use error::{io_err, raced};
+pub use error::{unusable_path, OutputError};
 pub use stream::open_stream;
 pub use walk::{walk, Walked};
 
@@ -245,8 +245,9 @@ impl AtomicFile {
     /// reached by [`walk()`] (another user's link on the way is an error
     /// wrapping [`OutputError::ForeignLink`]); a link at `target` itself
     /// is not followed (the commit replaces it). The directory gone by the
-    /// time the file is made in it is an error wrapping
-    /// [`OutputError::Io`] too: see [`OutputError::refusal_in`].
+    /// time the file is made in it, or one we may not write in, is an
+    /// error wrapping [`OutputError::Io`] too: see
+    /// [`OutputError::refusal_in`].
     pub fn create(target: &Path) -> io::Result<AtomicFile> {
         crate::testhook::hold("MMAP2_SYNTH_TEST_HOLD_BEFORE_OUTPUT");
         let walked = walk(target, false).map_err(io::Error::other)?;
@@ -256,7 +257,7 @@ impl AtomicFile {
                 "output has no file name",
             ));
         };
-        let dir_fd: OwnedFd = walked.open_dir()?.into();
+        let dir_fd: OwnedFd = walked.open_dir().map_err(raced(target))?.into();
         let dir_fd = Arc::new(dir_fd);
         stale::remove_stale_temporaries(dir_fd.as_fd());
         // (linked in through /proc/self/fd at the commit: only with it)

@@ -43,6 +43,26 @@ pub fn dir_at(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> io::Result<(OwnedF
     Ok((unsafe { OwnedFd::from_raw_fd(fd) }, created))
 }
 
+/// Whether we may make entries in the directory `dir`: write and search
+/// permission for our effective ids, on a file system mounted read-write,
+/// the directory not immutable. Ok, or the kernel's answer (EACCES, EPERM,
+/// EROFS).
+pub fn may_write_in(dir: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: a valid C string literal and `dir` open for the call.
+    let rc = unsafe {
+        libc::faccessat(
+            dir.as_raw_fd(),
+            c".".as_ptr(),
+            libc::W_OK | libc::X_OK,
+            libc::AT_EACCESS,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Removes the empty directory `name` from `dir` (ENOTEMPTY otherwise).
 pub fn rmdir_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<()> {
     let c = component(name).ok_or_else(bad_name)?;

@@ -15,10 +15,14 @@
 //!   `/proc/OURPID/fd/N/perf.data` of that directory as we hold it open:
 //!   no directory renamed or swapped on the path can redirect it, and no
 //!   other user can touch what is in it;
-//! - once perf has made its file, before its events are on, the file is
-//!   given `-o` as a second name (linked in our directory, then renamed over
-//!   `-o`), as perf would have had it there; a non-empty `-o` is first
-//!   renamed to `-o.old`, as perf does;
+//! - once perf has written its file's header (its events are open, not yet
+//!   on), the file is given `-o` as a second name (linked in our directory,
+//!   then renamed over `-o`), as perf would have had it there; a non-empty
+//!   `-o` is first renamed to `-o.old`, as perf does when it opens its
+//!   output ([`Landing::make_room`]). A perf that fails before (a pid that
+//!   does not exist, an event it cannot open) leaves `-o` as it was: its
+//!   empty file never goes there. The user's file is at `-o` or `-o.old`
+//!   at every moment, whatever ends the run;
 //! - when perf has exited, `-o` must still be that file (same device and
 //!   inode, not through a link): if it is not (renamed, replaced), nothing
 //!   is merged, nothing written there, exit 2, and perf's recording is left
@@ -90,6 +94,36 @@ impl Landing {
         Ok(f)
     }
 
+    /// Moves a non-empty regular file at `-o` that is not perf's to
+    /// `-o.old` (replacing one there), as perf does with its output: done
+    /// just before perf's file is put at `-o`, so the user's file is left
+    /// where it is unless a recording takes its place. A link or another
+    /// user's file swapped in since [`prepare`] looked is moved, not
+    /// followed.
+    fn make_room(&self) -> std::io::Result<()> {
+        let Ok(m) = std::fs::symlink_metadata(at(&self.dir, &self.name)) else {
+            return Ok(());
+        };
+        if !m.is_file() || m.len() == 0 || self.linked == Some((m.dev(), m.ino())) {
+            return Ok(());
+        }
+        let mut old = self.name.clone();
+        old.push(".old");
+        std::fs::rename(at(&self.dir, &self.name), at(&self.dir, &old)).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("keeping the previous {} as .old: {e}", self.shown.display()),
+            )
+        })
+    }
+
+    /// Whether perf has written into its file (its header, at least): a
+    /// recording that may take `-o`'s place.
+    fn perf_wrote(&self) -> bool {
+        std::fs::symlink_metadata(at(&self.private, PERF_FILE))
+            .is_ok_and(|m| m.is_file() && m.len() > 0)
+    }
+
     /// Marks the private directory as holding a recording left there on
     /// purpose (whose place is said): a later `record` keeps it.
     fn keep(&mut self) {
@@ -111,16 +145,22 @@ fn at(dir: &File, name: impl AsRef<OsStr>) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name.as_ref())
 }
 
-/// Gets `-o` ready before perf starts: refuses another user's file there,
-/// renames a non-empty one to `.old` (as perf does), and makes the private
-/// directory perf will write in. `walked` is `-o` walked to its
+/// Gets `-o` ready before perf starts: refuses another user's file there
+/// (one of ours or root's stays until perf's recording takes its place:
+/// [`Landing::make_room`]), and makes the private directory perf will
+/// write in. `walked` is `-o` walked to its
 /// directory, held open, its links followed (each checked: ours or
 /// root's, on the way as at its end).
 pub(super) fn prepare(walked: Walked) -> Result<(), CliError> {
     let me = mmap2_synth::sys::effective_uid();
     let resolved = walked.path();
     let shown = resolved.display();
-    let err = |what: &str, e: std::io::Error| CliError::Record(format!("record: {what}: {e}"));
+    // a directory that cannot be written in (no permission, read-only) is
+    // the user's to change, exit 2, as for every output
+    let err = |what: &str, e: std::io::Error| match mmap2_synth::output::unusable_path(&e) {
+        true => CliError::Usage(format!("record: {what}: {e}")),
+        false => CliError::Record(format!("record: {what}: {e}")),
+    };
     let dir_path = walked.shown.clone();
     let dir_path = match dir_path.as_os_str().is_empty() {
         true => PathBuf::from("."),
@@ -143,14 +183,6 @@ pub(super) fn prepare(walked: Walked) -> Result<(), CliError> {
                 m.uid()
             )));
         }
-    }
-    // perf's own backup: a non-empty file at -o becomes -o.old (a link or
-    // another user's file swapped in since the check is moved, not followed)
-    if std::fs::symlink_metadata(at(&dir, name)).is_ok_and(|m| m.is_file() && m.len() > 0) {
-        let mut old = name.to_os_string();
-        old.push(".old");
-        std::fs::rename(at(&dir, name), at(&dir, &old))
-            .map_err(|e| err(&format!("keeping the previous {shown} as .old"), e))?;
     }
     let made = tempfile::Builder::new()
         .prefix(&format!("{PREFIX}{}-", std::process::id()))
@@ -205,21 +237,23 @@ pub(super) fn perf_output() -> Option<String> {
     ))
 }
 
-/// Whether perf has made its file.
-pub(super) fn perf_made_its_file() -> bool {
-    let l = landing();
-    l.as_ref()
-        .is_some_and(|l| mmap2_synth::sys::exists_at(l.private.as_fd(), PERF_FILE.as_bytes()))
+/// Whether perf has written its file's header: it has opened its events
+/// (perf writes the header after them, before it reads commands), so its
+/// file is a recording, to take `-o`'s place.
+pub(super) fn perf_wrote_its_header() -> bool {
+    landing().as_ref().is_some_and(Landing::perf_wrote)
 }
 
-/// Gives perf's file the name `-o` (it keeps its private one), replacing
-/// what is there; notes which file that is. An error says why it is not
-/// there (then it is merged into `-o` at the end, as when linked).
+/// Gives perf's file the name `-o` (it keeps its private one), a
+/// non-empty `-o` moved to `-o.old` first; notes which file that is. An
+/// error says why it is not there (then it is merged into `-o` at the end,
+/// as when linked).
 pub(super) fn link_at_output() -> Result<(), String> {
     let mut l = landing();
     let Some(l) = l.as_mut() else { return Ok(()) };
     let link = || -> std::io::Result<(u64, u64)> {
         let m = l.perf_file()?.metadata()?;
+        l.make_room()?;
         let _ = std::fs::remove_file(at(&l.private, LINK));
         std::fs::hard_link(at(&l.private, PERF_FILE), at(&l.private, LINK))?;
         let renamed = std::fs::rename(at(&l.private, LINK), at(&l.dir, &l.name));
@@ -280,7 +314,11 @@ pub(super) fn place_merged() -> Result<(), CliError> {
     let now = std::fs::symlink_metadata(&perf).map(|m| (m.dev(), m.ino()));
     if now.is_ok() && now.ok() != l.linked {
         still_at_output(l, "merged")?;
-        std::fs::rename(&perf, at(&l.dir, &l.name)).map_err(|e| {
+        // (never linked at -o: the user's file there goes to .old now)
+        let placed = l
+            .make_room()
+            .and_then(|()| std::fs::rename(&perf, at(&l.dir, &l.name)));
+        placed.map_err(|e| {
             l.keep();
             CliError::Record(format!(
                 "record: putting the merged recording at {}: {e}; it is left at {}",
@@ -294,19 +332,22 @@ pub(super) fn place_merged() -> Result<(), CliError> {
 }
 
 /// Ends the landing (when `record` ends, or a signal ends it): perf's file
-/// goes to `-o` if it is not there yet and the merge did not write it,
-/// then its private name and the private directory are removed; where
-/// `-o` is no longer perf's file (or it cannot be put there), they stay,
-/// and that is said.
+/// goes to `-o` if it is not there yet, the merge did not write it and
+/// perf wrote into it (an empty one, of a perf that failed at its start,
+/// leaves `-o` as it was), then its private name and the private
+/// directory are removed; where `-o` is no longer perf's file (or it
+/// cannot be put there), they stay, and that is said.
 pub(crate) fn settle() {
     let Some(mut l) = landing().take() else {
         return;
     };
     let _ = unlink_at(l.private.as_fd(), LINK.as_bytes());
-    if mmap2_synth::sys::exists_at(l.private.as_fd(), PERF_FILE.as_bytes()) && !l.merged {
+    if l.perf_wrote() && !l.merged {
         let placed = match l.linked {
             Some(id) => identity_at(l.dir.as_fd(), l.name.as_bytes()).is_ok_and(|now| now == id),
-            None => std::fs::rename(at(&l.private, PERF_FILE), at(&l.dir, &l.name)).is_ok(),
+            None => (l.make_room())
+                .and_then(|()| std::fs::rename(at(&l.private, PERF_FILE), at(&l.dir, &l.name)))
+                .is_ok(),
         };
         if !placed {
             let said = l.said;

@@ -99,7 +99,7 @@ fn stop_perf(perf: &mut std::process::Child) {
 pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
     let started = Instant::now();
     // the scan's options are checked before perf runs the workload
-    scan_options(&r.scan)?;
+    scan_options(&r.scan, &r.written)?;
     // perf inherits our stdout
     let stdout_is_pipe = std::fs::metadata("/proc/self/fd/1").is_ok_and(|m| {
         use std::os::unix::fs::FileTypeExt;
@@ -185,10 +185,11 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
     else {
         return Ok(());
     };
-    // perf makes its file before it reads commands: it is at -o before the
-    // events are on (and stays there if we are killed)
-    let made = poll(&mut perf.child, "create its output", || {
-        landing::perf_made_its_file().then_some(())
+    // perf writes its file's header (its events open) before it reads
+    // commands: it is at -o before the events are on (and stays there if
+    // we are killed); a perf failing before leaves -o as it was
+    let made = poll(&mut perf.child, "write its file's header", || {
+        landing::perf_wrote_its_header().then_some(())
     })?;
     if made.is_none() {
         return Ok(());
@@ -286,7 +287,7 @@ fn merge_into(
         which: Which::Needed,
         maps: Some(snap),
         snapshot: proc::Options {
-            selection: scan_options(&r.scan)?.selection,
+            selection: scan_options(&r.scan, &r.written)?.selection,
             ..proc::Options::default()
         },
         in_place: true,
@@ -365,7 +366,7 @@ fn snapshot_to(
         watch: false,
         watch_pages: None,
     };
-    let mut scan = scan_options(&r.scan)?;
+    let mut scan = scan_options(&r.scan, &r.written)?;
     if data {
         scan.selection = mmap2_synth::model::Selection::ExecAndData;
     }
@@ -373,9 +374,22 @@ fn snapshot_to(
         .map_err(|e| CliError::Record(format!("record: snapshot: {e}")))
 }
 
-/// perf's failure as ours (None when it succeeded).
+/// perf's failure as ours (None when it succeeded); perf ended by the
+/// signal the user sent is no failure: its status without an error line.
 fn failed(st: ExitStatus) -> Option<CliError> {
-    (!st.success()).then(|| CliError::Child(exit_code(st)))
+    use std::os::unix::process::ExitStatusExt;
+    if st.success() {
+        return None;
+    }
+    let code = exit_code(st);
+    Some(match signals::stopped_as_asked(st.signal()) {
+        Some(sig) => {
+            let name = signal_hook::low_level::signal_name(sig).unwrap_or("a signal");
+            eprintln!("mmap2-synth record: perf stopped by {name} (exit status {code})");
+            CliError::Stopped(code)
+        }
+        None => CliError::Child(code),
+    })
 }
 
 /// perf's exit status as ours (a signal as 128 + it, as a shell says): 0

@@ -14,6 +14,33 @@ enum PerfState {
 
 static PERF: std::sync::Mutex<PerfState> = std::sync::Mutex::new(PerfState::Idle);
 
+/// Set in the signal handler itself when SIGINT, SIGTERM or SIGHUP
+/// reaches us (Ctrl-C reaches the whole process group): the user asked
+/// the run to end. Not left to the thread that reads the signals, which
+/// may run only after perf has died of the same Ctrl-C and been reaped.
+static ASKED: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::OnceLock::new();
+
+/// The flag [`ASKED`], its handlers registered on first use.
+fn asked() -> &'static std::sync::atomic::AtomicBool {
+    ASKED.get_or_init(|| {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            let _ = signal_hook::flag::register(sig, flag.clone());
+        }
+        flag
+    })
+}
+
+/// The signal perf died of, when it is one it got because the user asked
+/// the run to end (SIGINT or SIGTERM, SIGHUP passed on as SIGTERM; after a
+/// SIGINT perf may die of the SIGTERM it sends its workload): perf stopped
+/// as asked, it did not fail.
+pub(super) fn stopped_as_asked(died_of: Option<i32>) -> Option<i32> {
+    let asked = asked().load(std::sync::atomic::Ordering::SeqCst);
+    died_of.filter(|&s| asked && (s == libc::SIGINT || s == libc::SIGTERM))
+}
+
 fn perf_state() -> std::sync::MutexGuard<'static, PerfState> {
     PERF.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -55,6 +82,8 @@ pub(super) struct SignalsToPerf;
 impl SignalsToPerf {
     /// Holds signals back while perf is started.
     pub(super) fn spawning() -> SignalsToPerf {
+        // (noted from now on, for perf's end: see stopped_as_asked)
+        asked();
         *perf_state() = PerfState::Spawning(None);
         SignalsToPerf
     }
