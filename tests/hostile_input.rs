@@ -502,6 +502,105 @@ fn records_with_data_after_them_inside_compressed_records_are_refused() {
     }
 }
 
+/// A record of `type_` with this body (its size the body's plus 8).
+fn record(type_: u32, body: &[u8]) -> Vec<u8> {
+    let e = Endian::Little;
+    let mut r = Vec::new();
+    r.put_u32(e, type_);
+    r.put_u16(e, 0);
+    r.put_u16(e, u16::try_from(8 + body.len()).unwrap());
+    r.extend_from_slice(body);
+    r
+}
+
+/// Asserts every command refuses `rec` (exit 2, `what` named once, no
+/// output left).
+fn refused_by_every_command(rec: &Path, what: &str) {
+    let out = rec.with_extension("out");
+    for cmd in [
+        &["dump"][..],
+        &["dump", "--sort"],
+        &["convert", "--buildid-mmap2"],
+        &["convert", "--to", "file"],
+        &["convert", "--to", "pipe"],
+        &["convert", "--decompress"],
+        &["convert", "--portable"],
+        &["pprof", "--no-symbolize"],
+    ] {
+        assert_bad(&run(cmd, rec, &out), rec, what);
+        assert!(!out.exists(), "{cmd:?}");
+    }
+    assert_bad(&merge(rec, &out), rec, what);
+    assert!(!out.exists());
+}
+
+// Records dump, merge and pprof refuse as malformed are refused by every
+// command, at the same offset, wherever they are (found by fuzz/mutate.py):
+// convert copied a FORK or MMAP of 8 bytes (merge a KSYMBOL), a HEADER_ATTR
+// of attr.size 0 in a file's data section (a stream's attr once written
+// --to pipe) and a malformed MMAP inside a stream's COMPRESSED record,
+// exit 0, into outputs its own dump refused.
+#[test]
+fn records_one_reader_refuses_every_reader_refuses() {
+    let dir = scratch("in-malformed");
+    let e = Endian::Little;
+    let data_at = |rec: &Path| {
+        let f = std::fs::read(rec).unwrap();
+        u64::from_le_bytes(f[40..48].try_into().unwrap())
+    };
+    // an 8-byte FORK, MMAP and KSYMBOL after a whole FORK (24 bytes and a
+    // trailer); merge copied the KSYMBOL
+    for t in [types::FORK, types::MMAP, types::KSYMBOL] {
+        let good = record(types::FORK, &[0; 24 + 24]);
+        let rec = dir.join(format!("short-{t}.data"));
+        recording(&rec, &[good.clone(), record(t, &[])].concat());
+        let at = data_at(&rec) + good.len() as u64;
+        refused_by_every_command(
+            &rec,
+            &format!("at offset {at}: malformed record of type {t}"),
+        );
+    }
+    // a HEADER_ATTR whose attr.size is 0 in a file's data section
+    let mut attr = Attr::default().encode(e);
+    attr[4..8].copy_from_slice(&0u32.to_le_bytes());
+    attr.put_u64(e, 7);
+    let rec = dir.join("attr.data");
+    recording(&rec, &record(types::HEADER_ATTR, &attr));
+    let at = data_at(&rec);
+    refused_by_every_command(
+        &rec,
+        &format!("at offset {at}: HEADER_ATTR with attr.size 0"),
+    );
+    // a stream whose COMPRESSED record holds an 8-byte MMAP
+    let mut stream = std::fs::read(pin("rec-pipe.data")).unwrap();
+    let at = stream.len();
+    let inner = zstd::bulk::compress(&record(types::MMAP, &[]), 1).unwrap();
+    stream.extend_from_slice(&compressed2_record(&inner));
+    let rec = dir.join("zmmap.data");
+    std::fs::write(&rec, &stream).unwrap();
+    refused_by_every_command(&rec, &format!("at offset {at}: malformed record of type 1"));
+    // the fuzzer's own finds, minimized (fixtures/fuzz/perf_file/mutate-*)
+    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fuzz/perf_file");
+    for (name, what) in [
+        (
+            "mutate-attr-size-0",
+            "at offset 256: HEADER_ATTR with attr.size 0",
+        ),
+        (
+            "mutate-short-attr",
+            "at offset 264: perf_event_attr truncated",
+        ),
+        (
+            "mutate-short-fork",
+            "at offset 256: malformed record of type 7",
+        ),
+    ] {
+        let rec = dir.join(name);
+        std::fs::copy(fuzz.join(name), &rec).unwrap();
+        refused_by_every_command(&rec, what);
+    }
+}
+
 // 200 attrs naming one 16 MiB id section are refused quickly (the ids may
 // not add up to more than the file holds).
 #[test]

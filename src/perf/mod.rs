@@ -1,7 +1,7 @@
 //! The perf.data format, and nothing else: constants, the header with its
 //! sections and feature table, attrs, record framing, the records we encode
 //! and decode, feature payloads, the two writers, the streaming record
-//! reader (`stream`), `-z` payloads (`compress`), range copies (`copy`), where a recording cut
+//! reader (`stream`), what the walk requires of every record (`check`), `-z` payloads (`compress`), range copies (`copy`), where a recording cut
 //! short stops holding whole records (`salvage`), which feature payloads
 //! perf itself can read (`feature_check`).
 //! Pure code over bytes but for `stream`, `copy` and `input`, which read
@@ -12,6 +12,7 @@
 
 pub mod attr;
 pub mod bpf;
+mod check;
 pub(crate) mod compress;
 pub mod consts;
 pub(crate) mod copy;

@@ -1,15 +1,16 @@
 //! The one walk over a perf.data's records that every reader shares: attrs
 //! from the attr section or HEADER_ATTR records, records inside COMPRESSED
 //! ones decoded one by one (those inside a COMPRESSED record inside
-//! another too, in its place: perf reads them so).
+//! another too, in its place: perf reads them so), each record checked
+//! (`check.rs`) before a visitor sees it.
 
 use std::os::unix::fs::FileExt;
 
 use super::attr::{pipe_attr, Attrs};
+use super::check::check_record;
 use super::compress::{compressed_payload, Decompressor};
 use super::consts::{feature, types};
 use super::error::{FormatError, FormatErrorKind as K};
-use super::features::parse_build_id_table;
 use super::input::{io_err, Input, InputError, Layout};
 use super::progress::Progress;
 use super::record::RecordHeader;
@@ -58,29 +59,6 @@ pub trait Visitor {
     ) -> Result<(), FormatError>;
 }
 
-/// Checks a HEADER_FEATURE record at `at` (`body` after its header) that
-/// holds a BUILD_ID table, as a file's BUILD_ID section is checked: every
-/// reader of the stream (a convert writing it out as it is, the build-id
-/// lookups) takes it whole or refuses it. An error names the record, and
-/// where in it.
-fn build_id_feature(at: u64, body: &[u8], e: crate::bytes::Endian) -> Result<(), FormatError> {
-    if Rd(e).u64(body, 0) != Some(u64::from(feature::BUILD_ID)) {
-        return Ok(());
-    }
-    // the record's 8-byte header, then the feature's u64 id, then the table
-    let start = at + 16;
-    parse_build_id_table(&body[8..], e, start).map_err(|err| {
-        let kind = K::BadFeatureRecord {
-            feature: "BUILD_ID",
-            at: err.offset,
-            payload: start,
-            what: Box::new(err.kind),
-        };
-        FormatError::at(at, kind)
-    })?;
-    Ok(())
-}
-
 impl Input {
     /// Walks every record.
     pub fn walk(&self, visitor: &mut impl Visitor) -> Result<Walk, InputError> {
@@ -120,12 +98,10 @@ impl Input {
             let Some((at, h, body)) = next else { break };
             progress.at(at - start);
             visitor.stored(at, &h, body);
+            check_record(at, &h, body, e).map_err(|err| self.format(err))?;
             if pipe && h.type_ == types::HEADER_ATTR {
                 let (attr, ids) = pipe_attr(at, body, e).map_err(|err| self.format(err))?;
                 w.attrs.push(attr, ids, body);
-            }
-            if pipe && h.type_ == types::HEADER_FEATURE {
-                build_id_feature(at, body, e).map_err(|err| self.format(err))?;
             }
             let payload = compressed_payload(at, &h, body, e).map_err(|err| self.format(err))?;
             let Some(payload) = payload else {
@@ -142,6 +118,7 @@ impl Input {
                 if let Some(what) = data_follows(ih.type_) {
                     return Err(FormatError::at(at, K::InsideCompressed(what)));
                 }
+                check_record(at, &ih, ib, e)?;
                 *records += 1;
                 visitor.record(at, ih, ib, attrs)
             })
