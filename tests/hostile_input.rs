@@ -710,6 +710,27 @@ fn trailing_text_after_a_pipe_stream_is_kept_with_a_warning() {
     assert_eq!(merge(&strict, &dir.join("s.data")).status.code(), Some(2));
 }
 
+// Only lines are perf's text: a pipe stream with one printable byte after
+// its last record (a cut one byte into the next: FINISHED_ROUND's `D`), or
+// text with no newline at its end, is stray bytes at that offset, exit 2.
+#[test]
+fn a_byte_of_a_cut_record_is_not_taken_for_text() {
+    let dir = scratch("in-trail-byte");
+    let rec = std::fs::read(pin("rec-pipe.data")).unwrap();
+    for tail in [&b"D"[..], b"[ perf record: Captured and wrote 0.003 MB ]"] {
+        let path = dir.join("cut.data");
+        std::fs::write(&path, [&rec[..], tail].concat()).unwrap();
+        let o = merge(&path, &dir.join("o.data"));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{tail:?}: {err}");
+        assert!(
+            err.contains(&format!("offset {}", rec.len())),
+            "{tail:?}: {err}"
+        );
+        assert!(!dir.join("o.data").exists(), "{tail:?}: no output");
+    }
+}
+
 // An MMAP2 too short for its fields is named as such (one whose build-id
 // size is over 20 is the kernel's inode body under a leaked flag, read as
 // such: `leaked_build_id_flags_are_read_and_repaired`); a bad magic is

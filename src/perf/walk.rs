@@ -139,12 +139,20 @@ impl Input {
         Ok(w)
     }
 
-    /// Whether the bytes from `at` (the first 4 KiB of them) are text, as
-    /// perf's messages are: printable ASCII, tabs, newlines, UTF-8.
+    /// Whether the bytes from `at` are text as perf's messages are: lines
+    /// (the last byte a newline, at least 2 bytes) of printable ASCII,
+    /// tabs and UTF-8 (the first 4 KiB looked at). A record cut short is
+    /// never that: its second byte, its type's high byte, is 0; so a
+    /// stream cut a byte into its last record (a printable type byte,
+    /// FINISHED_ROUND's `D`) is stray bytes, not text.
     pub(crate) fn text_from(&self, at: u64) -> bool {
-        let mut buf = vec![0u8; (self.len.saturating_sub(at)).min(4096) as usize];
-        !buf.is_empty()
+        let left = self.len.saturating_sub(at);
+        let mut buf = vec![0u8; left.min(4096) as usize];
+        let mut last = [0u8];
+        left >= 2
             && self.file.read_exact_at(&mut buf, at).is_ok()
+            && self.file.read_exact_at(&mut last, self.len - 1).is_ok()
+            && last == *b"\n"
             && buf
                 .iter()
                 .all(|&c| matches!(c, b'\t' | b'\n' | b'\r' | 0x20..=0x7e | 0x80..))
