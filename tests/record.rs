@@ -353,27 +353,41 @@ impl Drop for Sleeper {
     }
 }
 
-/// Runs `mmap2-synth record ARGS` with the scan held before it lists the
-/// processes (test hook), running `meanwhile` while it is held; returns
-/// its exit code and stderr.
-fn record_held(dir: &Path, args: &[&str], meanwhile: impl FnOnce()) -> (i32, String) {
+/// Runs `mmap2-synth record ARGS` held at the test hook `hook` (a file in
+/// `dir` names the hold), running `meanwhile` with record's pid while it
+/// is held (or once it has ended, if it ends first); returns its exit code
+/// and stderr.
+fn record_held_at(
+    dir: &Path,
+    hook: &str,
+    args: &[&str],
+    meanwhile: impl FnOnce(u32),
+) -> (i32, String) {
     let hold = dir.join("hold");
     let err = dir.join("held.err");
     let mut child = Command::new(bin())
         .arg("record")
         .args(args)
-        .env("MMAP2_SYNTH_TEST_HOLD_BEFORE_LIST", &hold)
+        .env(hook, &hold)
+        .stdout(Stdio::null())
         .stderr(std::fs::File::create(&err).unwrap())
         .spawn()
         .unwrap();
-    wait_until("the scan to hold", || {
+    wait_until("record to hold", || {
         hold.exists() || child.try_wait().unwrap().is_some()
     });
-    meanwhile();
+    meanwhile(child.id());
     let _ = std::fs::remove_file(&hold);
     wait_until("mmap2-synth record", || child.try_wait().unwrap().is_some());
     let code = child.wait().unwrap().code().unwrap_or(-1);
     (code, std::fs::read_to_string(&err).unwrap())
+}
+
+/// [`record_held_at`] the scan, before it lists the processes.
+fn record_held(dir: &Path, args: &[&str], meanwhile: impl FnOnce()) -> (i32, String) {
+    record_held_at(dir, "MMAP2_SYNTH_TEST_HOLD_BEFORE_LIST", args, |_| {
+        meanwhile()
+    })
 }
 
 // record --strict exits 3 when a -p process had to be skipped (gone before
@@ -1140,22 +1154,10 @@ fn a_perf_failing_at_once_leaves_the_output_alone() {
 /// its output (`MMAP2_SYNTH_TEST_HOLD_BEFORE_OUTPUT`), runs `meanwhile`
 /// with record's pid, and returns its exit code and stderr.
 fn record_held_at_merge(out: &Path, meanwhile: impl FnOnce(u32)) -> (i32, String) {
-    let hold = out.with_extension("hold");
-    let err = out.with_extension("err");
-    let mut child = Command::new(bin())
-        .args(["record", "--", "-o", out.to_str().unwrap(), "--"])
-        .args(["sleep", "0.3"])
-        .env("MMAP2_SYNTH_TEST_HOLD_BEFORE_OUTPUT", &hold)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    wait_until("record held before its merge's output", || hold.exists());
-    meanwhile(child.id());
-    let _ = std::fs::remove_file(&hold);
-    wait_until("record to end", || child.try_wait().unwrap().is_some());
-    let code = child.wait().unwrap().code().unwrap_or(-1);
-    (code, std::fs::read_to_string(&err).unwrap())
+    let o = out.to_str().unwrap();
+    let dir = out.parent().unwrap();
+    let args = ["--", "-o", o, "--", "sleep", "0.3"];
+    record_held_at(dir, "MMAP2_SYNTH_TEST_HOLD_BEFORE_OUTPUT", &args, meanwhile)
 }
 
 // Once perf has written its recording, the user's -o is kept as -o.old

@@ -8,6 +8,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::coverage::NotRecorded;
+pub use super::datamaps::DataMaps;
 use super::error::out_err;
 pub use super::error::MergeError;
 use super::insert::{Processes, Records};
@@ -19,9 +20,9 @@ use super::scan::{RecordingFacts, Remember};
 use super::tail::{tail_of, walk_with_tail, Tail};
 use super::windows::{FromFile, SnapFile, Want, Windows};
 use super::write;
-use crate::model::{Process, Selection};
+use crate::model::Process;
 use crate::output::AtomicFile;
-use crate::perf::consts::{attr_flags, feature, types};
+use crate::perf::consts::{feature, types};
 use crate::perf::copy::walk_beside;
 use crate::perf::features::encode_build_id_entries;
 use crate::perf::{Attrs, FileHeader, Input, Layout};
@@ -107,60 +108,6 @@ pub struct MergeReport {
     pub features_unreadable: Vec<(u32, &'static str)>,
     /// BUILD_ID entries too long for that reader, likewise.
     pub build_ids_too_long: usize,
-}
-
-/// Whether a merge inserts data maps (readable, not executable; perf's
-/// MMAP_DATA), and why: as perf's own synthesis does, when the recording
-/// asks for them, or when the user does (`-d`).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub enum DataMaps {
-    /// Executable maps only: what perf synthesizes by default.
-    #[default]
-    No,
-    /// An attr of the recording has `mmap_data`. perf sets it (on its
-    /// tracking event: `attr->mmap_data = track` in evsel__config,
-    /// tools/perf/util/evsel.c) when it samples data addresses,
-    /// `opts->sample_address`: `perf record -d` (`OPT_BOOLEAN('d', "data",
-    /// &record.opts.sample_address, ...)`) and `--call-graph dwarf`
-    /// (`record_opts__parse_callchain` in tools/perf/builtin-record.c:
-    /// "Enable data address sampling for DWARF unwind"). Then perf
-    /// synthesizes the readable non-executable maps too
-    /// (`__machine__synthesize_threads(..., opts->sample_address, ...)` in
-    /// record__synthesize; `perf_event__synthesize_mmap_events` in
-    /// tools/perf/util/synthetic-events.c keeps a map without `x` when
-    /// `mmap_data` and `r`, marked PERF_RECORD_MISC_MMAP_DATA), and its
-    /// DWARF unwinder needs them: without the `r--p` segment holding
-    /// `.eh_frame` a stack stops at its leaf. perf 6.1 sets neither for
-    /// `record.call-graph = dwarf` in its config with `-g` (checked: no
-    /// ADDR, no mmap_data, and its own synthesis has no data maps then).
-    Recording,
-    /// `-d` (`MergeOptions::snapshot.selection`).
-    Asked,
-}
-
-impl DataMaps {
-    /// For a recording of these attrs, and the maps the options select.
-    fn of(attrs: &Attrs, selection: Selection) -> DataMaps {
-        if attrs
-            .list
-            .iter()
-            .any(|(a, _)| a.flags & attr_flags::MMAP_DATA != 0)
-        {
-            DataMaps::Recording
-        } else if selection == Selection::ExecAndData {
-            DataMaps::Asked
-        } else {
-            DataMaps::No
-        }
-    }
-
-    /// The maps a merge inserts.
-    pub fn selection(self) -> Selection {
-        match self {
-            DataMaps::No => Selection::Exec,
-            DataMaps::Recording | DataMaps::Asked => Selection::ExecAndData,
-        }
-    }
 }
 
 /// Whose maps the scan remembers for dedupe: only those that may get

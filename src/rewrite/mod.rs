@@ -15,6 +15,7 @@ pub mod attribution;
 pub mod buildids;
 pub mod convert;
 pub mod coverage;
+mod datamaps;
 mod emit;
 mod error;
 mod insert;
