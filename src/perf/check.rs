@@ -14,6 +14,16 @@ use super::features::parse_build_id_table;
 use super::record::RecordHeader;
 use crate::bytes::{Endian, Rd};
 
+/// [`check_record`] where it can find anything: a SAMPLE (nearly every
+/// record of a dense recording) passes without a call.
+#[inline(always)]
+pub(crate) fn check(at: u64, h: &RecordHeader, body: &[u8], e: Endian) -> Result<(), FormatError> {
+    match h.type_ {
+        types::SAMPLE => Ok(()),
+        _ => check_record(at, h, body, e),
+    }
+}
+
 /// Checks the record at `at` (for one inside a COMPRESSED record, the
 /// compressed record's offset) whose `body` follows its header: MMAP,
 /// MMAP2, COMM, FORK, EXIT, KSYMBOL and BPF_EVENT must hold their fixed
@@ -21,6 +31,7 @@ use crate::bytes::{Endian, Rd};
 /// the record (as a stream's reader takes it), HEADER_BUILD_ID and a
 /// HEADER_FEATURE of BUILD_ID a whole table. Any other record is not
 /// looked at.
+#[inline(never)]
 pub(crate) fn check_record(
     at: u64,
     h: &RecordHeader,

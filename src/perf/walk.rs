@@ -7,7 +7,7 @@
 use std::os::unix::fs::FileExt;
 
 use super::attr::{pipe_attr, Attrs};
-use super::check::check_record;
+use super::check::check;
 use super::compress::{compressed_payload, Decompressor};
 use super::consts::{feature, types};
 use super::error::{FormatError, FormatErrorKind as K};
@@ -98,7 +98,7 @@ impl Input {
             let Some((at, h, body)) = next else { break };
             progress.at(at - start);
             visitor.stored(at, &h, body);
-            check_record(at, &h, body, e).map_err(|err| self.format(err))?;
+            check(at, &h, body, e).map_err(|err| self.format(err))?;
             if pipe && h.type_ == types::HEADER_ATTR {
                 let (attr, ids) = pipe_attr(at, body, e).map_err(|err| self.format(err))?;
                 w.attrs.push(attr, ids, body);
@@ -118,7 +118,7 @@ impl Input {
                 if let Some(what) = data_follows(ih.type_) {
                     return Err(FormatError::at(at, K::InsideCompressed(what)));
                 }
-                check_record(at, &ih, ib, e)?;
+                check(at, &ih, ib, e)?;
                 *records += 1;
                 visitor.record(at, ih, ib, attrs)
             })
