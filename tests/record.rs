@@ -115,6 +115,24 @@ fn record_err(out: &Path) -> String {
     std::fs::read_to_string(out.with_extension("err")).unwrap()
 }
 
+/// Sends `sig` to `whom` (a pid, or `-PGID` for a group) and waits for the
+/// record of [`spawn_record_group`] writing `out` to end: its status and
+/// stderr.
+fn signal_record(
+    mut child: std::process::Child,
+    whom: &str,
+    sig: &str,
+    out: &Path,
+) -> (std::process::ExitStatus, String) {
+    let st = Command::new("kill")
+        .args([&format!("-{sig}"), "--", whom])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    wait_until("mmap2-synth to end", || child.try_wait().unwrap().is_some());
+    (child.wait().unwrap(), record_err(out))
+}
+
 // A burner started before the recording, recorded with -p: at least 99% of
 // its user-space samples land in its library (perf itself, with
 // --synth=no, would have no map for it), the burner judged the recorded
@@ -187,19 +205,12 @@ fn terminal_signals_stop_perf_and_still_merge() {
         let dir = scratch(&format!("record-group-{sig}"));
         let (out, mark) = (dir.join("i.data"), dir.join("started"));
         let work = format!("echo > '{}'; exec sleep 30", mark.display());
-        let mut child = spawn_record_group(&out, &work);
+        let child = spawn_record_group(&out, &work);
         wait_until("the workload", || mark.exists());
         wait_recording(&out);
         // the group of our own child: mmap2-synth, perf and the workload
         let group = format!("-{}", child.id());
-        let st = Command::new("kill")
-            .args([&format!("-{sig}"), "--", &group])
-            .status()
-            .unwrap();
-        assert!(st.success());
-        wait_until("mmap2-synth to end", || child.try_wait().unwrap().is_some());
-        let status = child.wait().unwrap();
-        let err = record_err(&out);
+        let (status, err) = signal_record(child, &group, sig, &out);
         assert!(err.contains("mmap2-synth merge: "), "SIG{sig}: {err}");
         if let Some(code) = code {
             assert_eq!(status.code(), Some(code), "SIG{sig}: {err}");
@@ -1231,20 +1242,13 @@ fn stopping_record_is_no_failure() {
     for (sig, group, code) in [("INT", true, 130), ("TERM", false, 143)] {
         let dir = scratch(&format!("record-stop-{sig}"));
         let out = dir.join("s.data");
-        let mut child = spawn_record_group(&out, "exec sleep 30");
+        let child = spawn_record_group(&out, "exec sleep 30");
         wait_recording(&out);
         let whom = match group {
             true => format!("-{}", child.id()),
             false => child.id().to_string(),
         };
-        let st = Command::new("kill")
-            .args([&format!("-{sig}"), "--", &whom])
-            .status()
-            .unwrap();
-        assert!(st.success());
-        wait_until("mmap2-synth to end", || child.try_wait().unwrap().is_some());
-        let status = child.wait().unwrap();
-        let err = record_err(&out);
+        let (status, err) = signal_record(child, &whom, sig, &out);
         assert_eq!(status.code(), Some(code), "SIG{sig}: {err}");
         assert!(err.contains("mmap2-synth merge: "), "SIG{sig}: {err}");
         assert!(!err.contains("error:"), "SIG{sig}: {err}");
