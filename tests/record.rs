@@ -136,8 +136,8 @@ fn signal_record(
 // A burner started before the recording, recorded with -p: at least 99% of
 // its user-space samples land in its library (perf itself, with
 // --synth=no, would have no map for it), the burner judged the recorded
-// process (its sampled addresses in the snapshot's maps); the workload
-// form does the same.
+// process (its sampled addresses in the snapshot's maps), the merge's time
+// reported; the workload form does the same.
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn record_gives_samples_their_maps() {
@@ -155,6 +155,13 @@ fn record_gives_samples_their_maps() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("; not the recorded process: 0;"), "{err}");
+    // the merge line gives the merge's own time (it said 0.000 s): a merge
+    // in place reads, writes and flushes a recording, well over 0.5 ms
+    let took = (err.lines())
+        .find(|l| l.starts_with("mmap2-synth merge: "))
+        .and_then(|l| l.rsplit_once("; ")?.1.split_once(" s -> "))
+        .and_then(|(t, _)| t.parse::<f64>().ok());
+    assert!(took.is_some_and(|t| t > 0.0), "{took:?}: {err}");
     let share = libburn_share(&out);
     assert!(share >= 99.0, "{share}% in libburn");
     drop(b);

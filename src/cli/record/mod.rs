@@ -294,7 +294,9 @@ fn merge_into(
         kernel: true,
         salvage: false,
     };
+    let merge_started = Instant::now();
     let merged = rewrite::merge(&perf_file, &perf_file, &opts);
+    let merge_took = merge_started.elapsed();
     let (mut report, cache) = match merged {
         Ok(report) => {
             // read in our directory, before the file is placed at -o
@@ -326,7 +328,7 @@ fn merge_into(
         .collect();
     if !r.scan.quiet {
         let dest = pt.output.display().to_string();
-        print(&summary::merge(&report, Duration::ZERO, &dest));
+        print(&summary::merge(&report, merge_took, &dest));
         print(&summary::skip_lines(&skipped));
     }
     let (lines, warn) = buildid::fill(cache, &opts.snapshot.proc_root);
