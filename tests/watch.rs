@@ -516,15 +516,11 @@ fn linux_perf_data_maps(path: &Path, pid: u32) -> Vec<(u64, u64, String, u64)> {
 /// time 0, as the summary, linux-perf-data and perf script read the output.
 fn identityless_ahead_of_the_walk(name: &str, args: &[&str], maps: &[(String, u64)]) {
     let (dir, lib_a, _lib_b, mut m) = fixed_mapper(name);
-    fixed(
-        &mut m,
-        &dir,
-        &format!("map {} 10000 1000 0", lib_a.display()),
-    );
+    m.order(&dir, &format!("map {} 10000 1000 0", lib_a.display()));
     let out = dir.join("ahead.data");
     let o = held_after_first_vma(&mut m, &out, args, |m| {
         for (line, _) in maps {
-            fixed(m, &dir, line);
+            m.order(&dir, line);
         }
     });
     let err = String::from_utf8_lossy(&o.stderr);
@@ -557,11 +553,7 @@ fn identityless_ahead_of_the_walk(name: &str, args: &[&str], maps: &[(String, u6
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn a_file_renamed_and_mapped_again_in_its_read_window_is_added() {
     let (dir, lib_a, _lib_b, mut m) = fixed_mapper("watch-renamed");
-    fixed(
-        &mut m,
-        &dir,
-        &format!("map {} 10000 1000 0", lib_a.display()),
-    );
+    m.order(&dir, &format!("map {} 10000 1000 0", lib_a.display()));
     let name = lib_a.file_name().unwrap().to_str().unwrap();
     let renamed = lib_a.with_file_name(name.replace('a', "z"));
     assert_eq!(renamed.as_os_str().len(), lib_a.as_os_str().len());
@@ -569,7 +561,7 @@ fn a_file_renamed_and_mapped_again_in_its_read_window_is_added() {
     let out = dir.join("renamed.data");
     let o = held_after_first_vma(&mut m, &out, &[], |m| {
         std::fs::rename(&lib_a, &renamed).unwrap();
-        fixed(m, &dir, &format!("map {} 10000 1000 0", renamed.display()));
+        m.order(&dir, &format!("map {} 10000 1000 0", renamed.display()));
     });
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
@@ -631,16 +623,12 @@ fn maps_read_in_inode_form_made_ahead_of_the_walk_are_written_once() {
 #[ignore = "needs perf events (root or perf_event_paranoid <= 2)"]
 fn a_map_whose_id_cannot_be_read_after_the_scan_is_still_the_scans() {
     let (dir, lib_a, lib_b, mut m) = fixed_mapper("watch-id-gone");
-    fixed(
-        &mut m,
-        &dir,
-        &format!("map {} 10000 1000 0", lib_a.display()),
-    );
+    m.order(&dir, &format!("map {} 10000 1000 0", lib_a.display()));
     let id_b = readelf_build_id(&lib_b).unwrap();
     let out = dir.join("gone.data");
-    let during = |m: &mut Mapper| fixed(m, &dir, &format!("map {} 20000 1000 0", lib_b.display()));
+    let during = |m: &mut Mapper| m.order(&dir, &format!("map {} 20000 1000 0", lib_b.display()));
     let before_drain = |m: &mut Mapper| {
-        fixed(m, &dir, "unmap 20000 1000");
+        m.order(&dir, "unmap 20000 1000");
         std::fs::remove_file(&lib_b).unwrap();
     };
     let o = held_after_first_vma_then_drain(&mut m, &out, &[], during, Some(before_drain));
@@ -713,18 +701,6 @@ fn fixed_mapper(name: &str) -> (Scratch, PathBuf, PathBuf, Mapper) {
     (dir, lib_a, lib_b, m)
 }
 
-/// Sends the fixedmap fixture `m` the map command `line` and waits for its
-/// "ok" in a file of `dir`.
-fn fixed(m: &mut Mapper, dir: &Path, line: &str) {
-    let done = dir.join("fixed.done");
-    let _ = std::fs::remove_file(&done);
-    let stdin = m.child.stdin.as_mut().unwrap();
-    writeln!(stdin, "{line} {}", done.display()).unwrap();
-    stdin.flush().unwrap();
-    wait_until("the fixture", || done.exists());
-    assert_eq!(std::fs::read_to_string(&done).unwrap(), "ok", "{line}");
-}
-
 /// What is at `addr` after perf replays the MMAP2 lines `maps` (of one
 /// process) in time order, each over what was there: the path and the file
 /// offset there.
@@ -784,7 +760,7 @@ fn fixed_while_walked(m: &mut Mapper, dir: &Path, holds: &[(usize, &[String])], 
     for ((_, lines), hold) in holds.iter().zip(&paths) {
         wait_until("the walk to be held", || hold.exists());
         for line in lines.iter() {
-            fixed(m, dir, line);
+            m.order(dir, line);
         }
         std::fs::remove_file(hold).unwrap();
     }
@@ -819,7 +795,7 @@ fn assert_replayed_as_mapped(all: &[Value], pid: u32, addrs: &[u64], context: &s
 fn maps_moved_under_the_walk_end_as_the_process_did() {
     let (dir, lib_a, lib_b, mut m) = fixed_mapper("watch-moved");
     let (a, b) = (lib_a.display(), lib_b.display());
-    fixed(&mut m, &dir, &format!("map {a} 10000 3000 0"));
+    m.order(&dir, &format!("map {a} 10000 3000 0"));
     let first = [format!("map {b} 12000 2000 0")];
     let second = [format!("map {a} 10000 3000 0")];
     let holds = [(1, &first[..]), (2, &second[..])];
@@ -839,7 +815,7 @@ fn maps_over_a_run_boundary_end_as_the_process_did() {
     for i in 0..33u64 {
         let lib = if i % 2 == 0 { &a } else { &b };
         let line = format!("map {lib} {:x} 1000 0", 0x10000 + i * 0x1000);
-        fixed(&mut m, &dir, &line);
+        m.order(&dir, &line);
     }
     let lines = [
         format!("map {a} 2f000 2000 2000"),
@@ -859,7 +835,7 @@ fn maps_over_a_run_boundary_end_as_the_process_did() {
 fn a_change_and_back_within_microseconds_is_kept() {
     let (dir, lib_a, lib_b, mut m) = fixed_mapper("watch-flip");
     let (a, b) = (lib_a.display(), lib_b.display());
-    fixed(&mut m, &dir, &format!("map {a} 10000 1000 0"));
+    m.order(&dir, &format!("map {a} 10000 1000 0"));
     let (out, done) = (dir.join("flip.data"), dir.join("flip.done"));
     let flip = format!("flip {a} {b} 10000 {}", done.display());
     let hook = ("MMAP2_SYNTH_TEST_HOLD_BEFORE_DRAIN", &[][..]);
@@ -881,8 +857,8 @@ fn a_map_replaced_before_its_build_id_is_read_keeps_its_own() {
     let prog = build_fixture("fixedmap", &dir, &[]);
     let (mut m, mut other) = (Mapper::start_as(&prog, &[]), Mapper::start_as(&prog, &[]));
     let (a, b) = (lib_a.display(), lib_b.display());
-    fixed(&mut m, &dir, &format!("map {a} 10000 1000 0"));
-    fixed(&mut other, &dir, &format!("map {a} 10000 1000 0"));
+    m.order(&dir, &format!("map {a} 10000 1000 0"));
+    other.order(&dir, &format!("map {a} 10000 1000 0"));
     let (hold, out) = (dir.join("id.hold"), dir.join("id.data"));
     let snap = Command::new(bin())
         .args(["-j", "1", "-p", &format!("{},{}", m.pid, other.pid)])
@@ -893,7 +869,7 @@ fn a_map_replaced_before_its_build_id_is_read_keeps_its_own() {
         .spawn()
         .unwrap();
     wait_until("the scan to be held before a build id", || hold.exists());
-    fixed(&mut m, &dir, &format!("map {b} 10000 1000 0"));
+    m.order(&dir, &format!("map {b} 10000 1000 0"));
     std::fs::remove_file(&hold).unwrap();
     let o = snap.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -1118,17 +1094,17 @@ fn a_process_forked_before_the_list_keeps_its_own_maps() {
 fn a_child_forked_during_the_scan_keeps_its_own_maps() {
     let (dir, lib_a, lib_b, mut m) = fixed_mapper("watch-late-child");
     let (a, b) = (lib_a.display(), lib_b.display());
-    fixed(&mut m, &dir, &format!("map {a} 10000 1000 0"));
+    m.order(&dir, &format!("map {a} 10000 1000 0"));
     let (heads, out) = (dir.join("heads.hold"), dir.join("late.data"));
     let snap = held_snapshot(&m, &out, &["--strict"], &heads, None);
     wait_until("the scan to be held after the heads", || heads.exists());
-    fixed(&mut m, &dir, "forkexit");
-    fixed(&mut m, &dir, "fork");
+    m.order(&dir, "forkexit");
+    m.order(&dir, "fork");
     let child: u32 = std::fs::read_to_string(dir.join("fixed.done.pid"))
         .unwrap()
         .parse()
         .unwrap();
-    fixed(&mut m, &dir, &format!("map {b} 10000 1000 0"));
+    m.order(&dir, &format!("map {b} 10000 1000 0"));
     std::fs::remove_file(&heads).unwrap();
     let o = snap.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -1184,11 +1160,7 @@ fn a_watch_leaves_other_perf_sessions_records_intact() {
     wait_until("the scan to end", || drain.exists());
     let a = lib_a.display();
     for i in 0..20 {
-        fixed(
-            &mut m,
-            &dir,
-            &format!("map {a} {:x} 1000 0", 0x10000 + i * 0x1000),
-        );
+        m.order(&dir, &format!("map {a} {:x} 1000 0", 0x10000 + i * 0x1000));
     }
     std::fs::remove_file(&drain).unwrap();
     let o = snap.wait_with_output().unwrap();

@@ -137,7 +137,7 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
         dump::DumpError::Write(e) => CliError::write(Path::new("stdout"), e),
         e => e.into(),
     })?;
-    stats.add_skips(&scanned.skipped, scanned.unverified_build_ids);
+    stats.add_skips(&scanned.skipped, scanned.build_id_notes);
     stats.iterator_heads = scanned.iterator_heads;
     conclude(cli, target, (&stats, &scanned.skipped), started, "stdout")
 }

@@ -99,8 +99,12 @@ fn remove_if_stale(dir: std::os::fd::BorrowedFd<'_>, name: &[u8]) -> io::Result<
             && st.mode == 0o600
             && st.nlink == 1
     };
-    // looked at before it is opened (no FIFO or device is), then opened
-    // without following a link for its lock
+    // nothing mounted there is asked (a FUSE daemon would hang us: ours
+    // are never mount points), then looked at before it is opened (no FIFO
+    // or device is), then opened without following a link for its lock
+    if sys::is_mount_root_at(dir, name)? {
+        return Ok(());
+    }
     let st = sys::status_at(dir, name)?;
     if !ours(&st) {
         return Ok(());

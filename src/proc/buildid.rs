@@ -105,12 +105,60 @@ pub enum Trust {
 /// through `/proc/thread-self/fd` (a look with `stat` before opening by path let
 /// a link flipped in between reach a device node).
 pub fn open_if_regular(path: &Path) -> Option<File> {
-    let (at, held) = crate::sys::locate(path).ok()?;
+    use super::mounts::{host, FsTrust};
+    // nothing on FUSE is asked (see `mounts`): not a path through a FUSE
+    // mount point, nor a file found on one
+    let (dir, inside) = proc_dir_of(path.as_os_str().as_bytes());
+    let seen = inside.unwrap_or(path.as_os_str().as_bytes());
+    if seen.first() == Some(&b'/') && host().under_fuse(seen, dir.as_deref()) {
+        return None;
+    }
+    let at = crate::sys::open_path(path).ok()?;
+    let mount = crate::sys::mount_id(std::os::fd::AsFd::as_fd(&at)).ok()?;
+    if host().trust_mount(mount, dir.as_deref()) != FsTrust::Readable {
+        return None;
+    }
+    let held = at.metadata().ok()?;
     // (without this process's /proc, nothing is opened: no build ids
     // from files then, rather than a window for a swapped path)
     held.is_file()
         .then(|| crate::sys::reopen_for_reading(&at, &held).ok())
         .flatten()
+}
+
+/// For a path under a process's /proc directory (`/proc/PID/...` or
+/// `/proc/PID/task/TID/...`): that directory, and the path inside the
+/// process's root when it goes through `root/`.
+fn proc_dir_of(path: &[u8]) -> (Option<PathBuf>, Option<&[u8]>) {
+    let Some(rest) = path.strip_prefix(b"/proc/") else {
+        return (None, None);
+    };
+    let digits = |b: &[u8]| !b.is_empty() && b.iter().all(u8::is_ascii_digit);
+    let mut parts = rest.splitn(4, |&b| b == b'/');
+    let pid = parts.next().filter(|p| digits(p));
+    let Some(pid) = pid else {
+        return (None, None);
+    };
+    let mut dir = b"/proc/".to_vec();
+    dir.extend_from_slice(pid);
+    let mut after = &rest[pid.len()..];
+    if let Some(task) = after.strip_prefix(b"/task/") {
+        let tid = task.split(|&b| b == b'/').next().unwrap_or_default();
+        if digits(tid) {
+            dir.extend_from_slice(b"/task/");
+            dir.extend_from_slice(tid);
+            after = &task[tid.len()..];
+        }
+    }
+    let dir = PathBuf::from(std::ffi::OsString::from_vec(dir));
+    // `/root` itself is "/" in the process's root
+    let inside = after
+        .strip_prefix(b"/root")
+        .filter(|r| r.first().is_none_or(|&b| b == b'/'));
+    (
+        Some(dir),
+        inside.map(|r| if r.is_empty() { &b"/"[..] } else { r }),
+    )
 }
 
 /// Opens a file found through /proc without blocking (a FIFO planted at a
@@ -446,6 +494,34 @@ mod tests {
         for p in [Path::new("/dev/null"), &to_null, &fifo, dir.path()] {
             assert!(open_if_regular(p).is_none(), "{}", p.display());
         }
+    }
+
+    // A path under a process's /proc directory gives that directory (a
+    // thread's too) and the path inside its root; others give neither.
+    #[test]
+    fn proc_paths_give_their_process_and_root_path() {
+        let got = |p: &str| {
+            let (d, inside) = proc_dir_of(p.as_bytes());
+            let d = d.map(|d| d.to_str().unwrap().to_string());
+            (
+                d,
+                inside.map(|i| std::str::from_utf8(i).unwrap().to_string()),
+            )
+        };
+        let s = |v: &str| Some(v.to_string());
+        assert_eq!(
+            got("/proc/12/root/usr/lib/x.so"),
+            (s("/proc/12"), s("/usr/lib/x.so"))
+        );
+        assert_eq!(got("/proc/12/root"), (s("/proc/12"), s("/")));
+        assert_eq!(got("/proc/12/map_files/1-2"), (s("/proc/12"), None));
+        assert_eq!(
+            got("/proc/12/task/13/root/a"),
+            (s("/proc/12/task/13"), s("/a"))
+        );
+        assert_eq!(got("/proc/12/rootx/a"), (s("/proc/12"), None));
+        assert_eq!(got("/proc/self/root/a"), (None, None));
+        assert_eq!(got("/usr/lib/x.so"), (None, None));
     }
 
     // The file reader finds the note through PT_NOTE and survives a truncated file.

@@ -3,8 +3,11 @@
 //! copy of what it got from it.
 
 use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use super::mounts::{FsTrust, Mounts};
 use crate::memo::Slots;
 use crate::model::{BuildId, FileKey};
 
@@ -13,17 +16,46 @@ use crate::model::{BuildId, FileKey};
 type IdMap = HashMap<FileKey, Option<BuildId>, foldhash::fast::RandomState>;
 
 /// Build ids by file identity, shared by all workers so each distinct file is
-/// asked for once.
-#[derive(Default)]
+/// asked for once, and which files may be read at all.
 pub struct BuildIdCache {
     map: Mutex<IdMap>,
-    unverified: std::sync::atomic::AtomicUsize,
+    mounts: Mounts,
+    unverified: AtomicUsize,
+    on_fuse: AtomicUsize,
+    unmounted: AtomicUsize,
+}
+
+/// What a scan says of the build ids it did not simply read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IdNotes {
+    /// Ids whose file matched the VMA by inode but not by device
+    /// (overlayfs, btrfs subvolumes): kept.
+    pub unverified: usize,
+    /// Distinct files on FUSE, not read (see [`super::mounts`]).
+    pub on_fuse: usize,
+    /// Distinct files on a filesystem no mount table shows, not read.
+    pub unmounted: usize,
+}
+
+impl IdNotes {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: IdNotes) {
+        self.unverified += other.unverified;
+        self.on_fuse += other.on_fuse;
+        self.unmounted += other.unmounted;
+    }
 }
 
 impl BuildIdCache {
-    /// A new, empty cache.
-    pub fn new() -> Self {
-        Self::default()
+    /// A new, empty cache for processes under `proc_root`.
+    pub fn new(proc_root: &Path) -> Self {
+        BuildIdCache {
+            map: Mutex::default(),
+            mounts: Mounts::new(proc_root),
+            unverified: AtomicUsize::new(0),
+            on_fuse: AtomicUsize::new(0),
+            unmounted: AtomicUsize::new(0),
+        }
     }
 
     /// The cached answer for a file: `None` if never asked, `Some(None)` if the
@@ -39,13 +71,32 @@ impl BuildIdCache {
 
     /// Counts an id whose file could be matched by inode only.
     pub fn count_unverified(&self) {
-        self.unverified
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.unverified.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Ids matched by inode only (see [`super::buildid::Trust::Unverified`]).
-    pub fn unverified(&self) -> usize {
-        self.unverified.load(std::sync::atomic::Ordering::Relaxed)
+    /// Whether the file `key`, mapped by the process whose /proc directory
+    /// is `dir`, may be read for its build id. One that may not is
+    /// answered "no id" for every process, and counted once.
+    pub fn may_read(&self, key: FileKey, dir: &Path) -> bool {
+        let count = match self.mounts.trust((key.dev_major, key.dev_minor), dir) {
+            FsTrust::Readable => return true,
+            FsTrust::Fuse => &self.on_fuse,
+            FsTrust::Unmounted => &self.unmounted,
+        };
+        if let std::collections::hash_map::Entry::Vacant(e) = self.lock().entry(key) {
+            e.insert(None);
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        false
+    }
+
+    /// The ids matched by inode only and the files not read.
+    pub fn notes(&self) -> IdNotes {
+        IdNotes {
+            unverified: self.unverified.load(Ordering::Relaxed),
+            on_fuse: self.on_fuse.load(Ordering::Relaxed),
+            unmounted: self.unmounted.load(Ordering::Relaxed),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, IdMap> {
@@ -110,7 +161,7 @@ mod tests {
     // whoever gave it), and learns answers other workers put there.
     #[test]
     fn local_copy_follows_the_shared_cache() {
-        let shared = BuildIdCache::new();
+        let shared = BuildIdCache::new(Path::new("/proc"));
         let (mut a, mut b) = (LocalBuildIds::default(), LocalBuildIds::default());
         let key = FileKey {
             dev_major: 8,

@@ -8,7 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use super::idcache::BuildIdCache;
+use super::idcache::{BuildIdCache, IdNotes};
 pub use super::options::{Options, Target, TaskSource, BPF_MIN_PROCESSES};
 use super::parse;
 pub use super::pieces::PART_BYTES;
@@ -27,9 +27,9 @@ pub struct Snapshot {
     pub processes: Vec<Process>,
     /// Processes skipped, by pid.
     pub skipped: Vec<Skip>,
-    /// Build ids whose file matched the VMA by inode but not by device
-    /// (overlayfs, btrfs subvolumes): kept, and counted here.
-    pub unverified_build_ids: usize,
+    /// Build ids matched by inode only, and files not read (FUSE, or
+    /// mounted nowhere).
+    pub build_id_notes: IdNotes,
     /// Processes whose head came from the BPF task iterator.
     pub iterator_heads: usize,
 }
@@ -73,8 +73,8 @@ pub const AHEAD_BYTES: usize = 16 << 20;
 pub struct Scanned {
     /// Processes skipped, by pid.
     pub skipped: Vec<Skip>,
-    /// See [`Snapshot::unverified_build_ids`].
-    pub unverified_build_ids: usize,
+    /// See [`Snapshot::build_id_notes`].
+    pub build_id_notes: IdNotes,
     /// See [`Snapshot::iterator_heads`].
     pub iterator_heads: usize,
     /// The pids listed to be read, sorted (whether read or not).
@@ -112,7 +112,7 @@ pub fn snapshot(target: &Target, opts: &Options) -> Result<Snapshot, ScanError> 
     Ok(Snapshot {
         processes,
         skipped: scanned.skipped,
-        unverified_build_ids: scanned.unverified_build_ids,
+        build_id_notes: scanned.build_id_notes,
         iterator_heads: scanned.iterator_heads,
     })
 }
@@ -194,7 +194,7 @@ fn read_listed<T: Send, E: From<ScanError>, W: Default>(
     map: impl Fn(&mut W, Process, Part) -> (T, usize) + Sync,
     mut sink: impl FnMut(T) -> Result<(), E>,
 ) -> Result<Scanned, E> {
-    let cache = BuildIdCache::new();
+    let cache = BuildIdCache::new(&opts.proc_root);
     let no_ioctl = AtomicBool::new(opts.source == SourceChoice::Text);
     let walk = Walk {
         selection: opts.selection,
@@ -269,7 +269,7 @@ fn read_listed<T: Send, E: From<ScanError>, W: Default>(
         Ok(())
     });
     result?;
-    scanned.unverified_build_ids = cache.unverified();
+    scanned.build_id_notes = cache.notes();
     scanned.iterator_heads = heads.used.into_inner();
     Ok(scanned)
 }

@@ -252,12 +252,17 @@ fn resolve(
     if let Some(known) = local.get(cache, &key) {
         return known;
     }
-    if let Some(id) = kernel() {
-        return local.insert(cache, key, Some(id));
-    }
     let mut dir = ids.proc_root.join(ids.pid.to_string());
     if ids.tid != ids.pid {
         dir = dir.join("task").join(ids.tid.to_string());
+    }
+    // not even the kernel reads a file on FUSE for us: it would wait on
+    // the daemon (see `mounts`)
+    if !cache.may_read(key, &dir) {
+        return local.insert(cache, key, None);
+    }
+    if let Some(id) = kernel() {
+        return local.insert(cache, key, Some(id));
     }
     match buildid::read_mapped_build_id(&dir, vma) {
         Some((raw, buildid::Trust::Verified)) => {

@@ -64,7 +64,7 @@ pub fn write_live(
     w.write_watched(&recs, *target == Target::All)?;
     let mut stats = w.finish()?;
     notes.apply(&mut stats);
-    stats.add_skips(&scanned.skipped, scanned.unverified_build_ids);
+    stats.add_skips(&scanned.skipped, scanned.build_id_notes);
     stats.iterator_heads = scanned.iterator_heads;
     Ok(LiveReport {
         stats,

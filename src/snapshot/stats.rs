@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
 use crate::model::{Part, Process, Source, Vma};
+use crate::proc::idcache::IdNotes;
 use crate::proc::{Skip, SkipReason, Snapshot};
 
 /// Counts for the summary.
@@ -23,8 +24,9 @@ pub struct Stats {
     pub build_ids_found: usize,
     /// DSOs without one.
     pub build_ids_missing: usize,
-    /// Ids whose file matched by inode but not device.
-    pub build_ids_unverified: usize,
+    /// Ids whose file matched by inode but not device, and files not
+    /// read (FUSE, mounted nowhere).
+    pub build_id_notes: IdNotes,
     /// Skips by reason.
     pub skipped: BTreeMap<SkipReason, usize>,
     /// Processes whose comm, parent and threads came from the BPF task
@@ -177,7 +179,7 @@ impl Stats {
         for p in &snap.processes {
             s.add(ProcessSummary::of(p));
         }
-        s.add_skips(&snap.skipped, snap.unverified_build_ids);
+        s.add_skips(&snap.skipped, snap.build_id_notes);
         s.iterator_heads = snap.iterator_heads;
         s
     }
@@ -215,9 +217,9 @@ impl Stats {
         self.build_ids_missing = self.dsos - self.build_ids_found;
     }
 
-    /// Adds the skipped processes and the count of unverified build ids.
-    pub fn add_skips(&mut self, skipped: &[Skip], unverified_build_ids: usize) {
-        self.build_ids_unverified += unverified_build_ids;
+    /// Adds the skipped processes and what the scan noted of build ids.
+    pub fn add_skips(&mut self, skipped: &[Skip], notes: IdNotes) {
+        self.build_id_notes.add(notes);
         for k in skipped {
             *self.skipped.entry(k.reason).or_default() += 1;
         }

@@ -319,7 +319,7 @@ pub fn write_snapshot(
         w.write(encode_for_writer(p, &enc)?)?;
     }
     let mut stats = w.finish()?;
-    stats.add_skips(&snap.skipped, snap.unverified_build_ids);
+    stats.add_skips(&snap.skipped, snap.build_id_notes);
     stats.iterator_heads = snap.iterator_heads;
     Ok(stats)
 }

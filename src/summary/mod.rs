@@ -80,6 +80,28 @@ fn kernel_lines(stats: &Stats, lines: &mut Vec<String>) {
     }
 }
 
+/// What the snapshot line says of build ids beyond found and missing: ids
+/// matched by inode only, files not read and why.
+fn id_notes(n: &crate::proc::idcache::IdNotes) -> String {
+    let mut said = Vec::new();
+    if n.unverified > 0 {
+        said.push(format!("{} matched by inode only", n.unverified));
+    }
+    if n.on_fuse > 0 {
+        said.push(format!("{} on FUSE, not read", n.on_fuse));
+    }
+    if n.unmounted > 0 {
+        said.push(format!(
+            "{} on no mounted filesystem, not read",
+            n.unmounted
+        ));
+    }
+    match said.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", said.join("; ")),
+    }
+}
+
 /// The snapshot summary, then its skips.
 pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> Vec<String> {
     let skips = stats
@@ -101,11 +123,7 @@ pub fn snapshot(stats: &Stats, skipped: &[Skip], took: Duration, dest: &str) -> 
         stats.dsos,
         stats.build_ids_found,
         stats.build_ids_missing,
-        if stats.build_ids_unverified > 0 {
-            format!(" ({} matched by inode only)", stats.build_ids_unverified)
-        } else {
-            String::new()
-        },
+        id_notes(&stats.build_id_notes),
         list_or_none(skips),
         list_or_none(sources),
         took.as_secs_f64(),

@@ -26,13 +26,71 @@ pub fn mkfifo(path: &std::path::Path) -> io::Result<()> {
 /// then opening it again by name would let a link swapped in between
 /// reach something else.
 pub fn locate(path: &std::path::Path) -> io::Result<(std::fs::File, std::fs::Metadata)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let at = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH)
-        .open(path)?;
+    let at = open_path(path)?;
     let meta = at.metadata()?;
     Ok((at, meta))
+}
+
+/// `path` resolved to an `O_PATH` descriptor (see [`locate`]), its status
+/// not yet asked: asking a FUSE file's status may wait on its daemon,
+/// so [`mount_id`] tells where it is first.
+pub fn open_path(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(path)
+}
+
+/// The id of the mount `fd` is on (as `mountinfo`'s first field gives
+/// it), asking the kernel only: `statx` with `AT_STATX_DONT_SYNC` and no
+/// other field makes no request of the file's filesystem (a FUSE daemon
+/// that never answers cannot hold it).
+pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
+    Ok(statx_mount_at(fd, c"", libc::AT_EMPTY_PATH)?.0)
+}
+
+/// Whether `name` in `dir` is the root of a mount (something mounted on
+/// it), its symlink not followed, asking no filesystem (see
+/// [`mount_id`]). Sweeps of our own leftovers skip such entries: none of
+/// ours is, and a FUSE mount there would hang them.
+pub fn is_mount_root_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<bool> {
+    let c = std::ffi::CString::new(name).map_err(|_| bad_name())?;
+    let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT;
+    Ok(statx_mount_at(dir, &c, flags)?.1)
+}
+
+/// `statx` of `name` in `dir` for the mount id alone, without syncing:
+/// (mount id, whether it is a mount's root).
+fn statx_mount_at(
+    dir: BorrowedFd<'_>,
+    name: &std::ffi::CStr,
+    flags: i32,
+) -> io::Result<(u32, bool)> {
+    // SAFETY: plain-data out struct, written by statx only.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `name` is NUL-terminated, `dir` open for the call, statx
+    // writes only into `st`.
+    let rc = unsafe {
+        libc::statx(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_MNT_ID,
+            &mut st,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if st.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "statx gave no mount id (Linux 5.8+)",
+        ));
+    }
+    let root = st.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0;
+    Ok((st.stx_mnt_id as u32, root))
 }
 
 /// Opens for reading, non-blocking and without taking a terminal, the very
@@ -157,6 +215,28 @@ pub fn dup_fd(fd: std::os::fd::RawFd) -> io::Result<std::fs::File> {
     }
     // SAFETY: a descriptor the kernel just returned, owned by no one else.
     Ok(unsafe { std::fs::File::from_raw_fd(new) })
+}
+
+/// The device (major, minor) of the kernel's internal shared-memory
+/// filesystem, which no mount table shows: where memfds (executables run
+/// from one, as runc's clone of itself) and SysV shared memory live. Found
+/// by making an empty memfd, which is closed at once.
+pub fn shmem_device() -> io::Result<(u32, u32)> {
+    use std::os::fd::FromRawFd;
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: the name is a NUL-terminated literal; the flags take no
+    // pointer. The kernel returns a new descriptor or -1.
+    let fd = unsafe { libc::memfd_create(c"mmap2-synth-probe".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    let file = unsafe { std::fs::File::from_raw_fd(fd) };
+    let dev = file.metadata()?.dev();
+    // the kernel's new_encode_dev split (glibc's major() and minor())
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    Ok((major as u32, minor as u32))
 }
 
 /// Clears `O_NONBLOCK` on a descriptor opened non-blocking (so that opening a

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -357,6 +357,18 @@ impl Mapper {
         let mut cmd = Command::new(program);
         cmd.args(args);
         Mapper::spawn_ready(cmd)
+    }
+
+    /// Sends the fixedmap fixture a command `line` and waits for its "ok"
+    /// in a file of `dir`.
+    pub fn order(&mut self, dir: &Path, line: &str) {
+        let done = dir.join("fixed.done");
+        let _ = std::fs::remove_file(&done);
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{line} {}", done.display()).unwrap();
+        stdin.flush().unwrap();
+        wait_until("the fixture", || done.exists());
+        assert_eq!(std::fs::read_to_string(&done).unwrap(), "ok", "{line}");
     }
 
     /// Starts the CPU burner (same lifetime rules as a mapper).

@@ -114,6 +114,13 @@ pub(super) fn remove_stale(dir: &File, shown: &Path, own: &OsStr) {
 /// (`stay`: whether `dir`'s names stay as found).
 fn judge(dir: &File, name: &[u8], stay: bool) -> Verdict {
     let me = sys::effective_uid();
+    // something mounted there (a user's FUSE mount would hang us) is not
+    // ours
+    match sys::is_mount_root_at(dir.as_fd(), name) {
+        Ok(false) => {}
+        Ok(true) => return Verdict::Left("a mount point".into()),
+        Err(e) => return Verdict::Left(e.to_string()),
+    }
     let d = match sys::open_dir_at(dir.as_fd(), name) {
         Ok(d) => d,
         Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {

@@ -133,6 +133,11 @@ fn remove_stale(own: &Path) {
 /// (see [`remove_stale`]).
 fn remove_one(parent: &std::fs::File, name: &[u8], uid: u32) -> std::io::Result<()> {
     use mmap2_synth::sys::{file_type_at, identity_at, open_dir_at, rmdir_at, unlink_at};
+    // something mounted there (a user's FUSE mount would hang us) is not
+    // ours
+    if mmap2_synth::sys::is_mount_root_at(parent.as_fd(), name)? {
+        return Ok(());
+    }
     let d = open_dir_at(parent.as_fd(), name)?;
     let m = d.metadata()?;
     if m.uid() != uid || !mmap2_synth::sys::try_lock_exclusive(&d)? {

@@ -1,0 +1,342 @@
+//! Which filesystem a mapped file is on, by its device number, so the scan
+//! reads no file whose reads could hang it for good: a FUSE filesystem's
+//! daemon is whoever mounted it (any user, with fusermount), and one that
+//! stops answering (hostile, or an sshfs whose server went away) blocks
+//! every read of its files, the kernel's own build-id read for
+//! PROCMAP_QUERY included, in a wait only SIGKILL ends. So is a file on a
+//! filesystem no mount table shows (unmounted lazily while still mapped):
+//! nothing says what serves it.
+//!
+//! Devices are looked up in the scan's own `mountinfo`, then in that of the
+//! process mapping the file (another mount namespace: a container), each
+//! read once; the kernel's internal tmpfs (memfds), which no table shows,
+//! is known by a memfd's device. Where the scan's own cannot be read at all (a test's fake
+//! /proc), nothing is known and every file is read, as before.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Bytes of one `mountinfo` read at most (a host of 10,000 mounts has
+/// about 1.5 MB); a longer one is read this far.
+const MAX_MOUNTINFO: u64 = 8 << 20;
+
+/// Processes whose `mountinfo` one scan reads at most (each at most
+/// [`MAX_MOUNTINFO`]): a host of processes each mapping a file from a
+/// filesystem mounted nowhere costs no more than this.
+const MAX_READS: usize = 1024;
+
+/// Whether a mapped file may be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsTrust {
+    /// A filesystem the kernel serves itself (disk, tmpfs, NFS, ...).
+    Readable,
+    /// FUSE (`fuse`, `fuse.*`, `fuseblk`): not read.
+    Fuse,
+    /// On no filesystem the mount tables read show: not read.
+    Unmounted,
+}
+
+/// A filesystem type is FUSE's: served by a user-space daemon.
+fn is_fuse(fstype: &[u8]) -> bool {
+    fstype == b"fuse" || fstype == b"fuseblk" || fstype.starts_with(b"fuse.")
+}
+
+/// One line of a `mountinfo` text: what the scan needs of a mount.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Its id (field 1: what `statx`'s `STATX_MNT_ID` gives).
+    pub id: u32,
+    /// Its device (`MAJOR:MINOR`, field 3).
+    pub dev: (u32, u32),
+    /// Where it is mounted, seen from the reading process's root (field 5,
+    /// its `\ooo` escapes undone).
+    pub point: Vec<u8>,
+    /// Its type (the field after the ` - ` separator) is FUSE's.
+    pub fuse: bool,
+}
+
+/// `\ooo` escapes (of space, tab, newline, backslash) undone.
+fn unescape(field: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal = field
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (field[i], octal) {
+            (b'\\', Some(d)) => {
+                let v = d.iter().fold(0u32, |v, c| v * 8 + u32::from(c - b'0'));
+                out.push(v as u8);
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The mounts of a `mountinfo` text; lines not of its form are skipped.
+pub fn parse_mountinfo(text: &[u8]) -> impl Iterator<Item = Mount> + '_ {
+    text.split(|&b| b == b'\n').filter_map(|line| {
+        let mut fields = line.split(|&b| b == b' ');
+        let number = |b: &[u8]| std::str::from_utf8(b).ok()?.parse::<u32>().ok();
+        let id = number(fields.next()?)?;
+        let dev = fields.nth(1)?;
+        let (major, minor) = dev.split_at(dev.iter().position(|&b| b == b':')?);
+        let dev = (number(major)?, number(&minor[1..])?);
+        let point = unescape(fields.nth(1)?);
+        let fstype = fields.skip_while(|f| *f != b"-").nth(1)?;
+        Some(Mount {
+            id,
+            dev,
+            point,
+            fuse: is_fuse(fstype),
+        })
+    })
+}
+
+/// Devices and mounts seen in the mount tables read so far, and whether
+/// each is FUSE.
+#[derive(Default)]
+struct Known {
+    /// `None` until the scan's own table was read; `Some(false)` if it
+    /// could not be (nothing is judged then).
+    judged: Option<bool>,
+    /// Whether each device seen is FUSE.
+    devs: HashMap<(u32, u32), bool>,
+    /// Whether each mount seen is FUSE, by id.
+    ids: HashMap<u32, bool>,
+    /// Where FUSE is mounted, by the table (its /proc directory) telling.
+    points: HashMap<PathBuf, Vec<Vec<u8>>>,
+    /// The /proc directories whose table was read.
+    read: HashSet<PathBuf>,
+}
+
+impl Known {
+    /// Adds the mounts of `dir/mountinfo`; false if it could not be read.
+    fn add(&mut self, dir: &Path) -> bool {
+        let Some(text) = read_mountinfo(dir) else {
+            return false;
+        };
+        let mut points = Vec::new();
+        for m in parse_mountinfo(&text) {
+            // a device mounted twice is FUSE if either says so
+            *self.devs.entry(m.dev).or_default() |= m.fuse;
+            self.ids.insert(m.id, m.fuse);
+            if m.fuse {
+                points.push(m.point);
+            }
+        }
+        self.points.insert(dir.to_path_buf(), points);
+        true
+    }
+
+    /// Reads `dir`'s table unless it was, or too many were.
+    fn read_once(&mut self, dir: &Path) {
+        if self.read.len() < MAX_READS && self.read.insert(dir.to_path_buf()) {
+            self.add(dir);
+        }
+    }
+}
+
+/// The mount tables a scan has read, shared by its workers.
+pub struct Mounts {
+    proc_root: PathBuf,
+    known: Mutex<Known>,
+}
+
+impl Mounts {
+    /// Knows nothing yet: tables are read under `proc_root` when first
+    /// needed.
+    pub fn new(proc_root: &Path) -> Mounts {
+        Mounts {
+            proc_root: proc_root.to_path_buf(),
+            known: Mutex::new(Known::default()),
+        }
+    }
+
+    /// The table, once the scan's own was read (`None`: it could not be,
+    /// nothing is judged).
+    fn known(&self) -> Option<std::sync::MutexGuard<'_, Known>> {
+        // a worker that panicked leaves whole inserts only
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if known.judged.is_none() {
+            let own = self.proc_root.join("self");
+            let judged = known.add(&own);
+            known.read.insert(own);
+            known.judged = Some(judged);
+            // tmpfs, mounted nowhere (memfds, SysV shared memory)
+            if let Ok(shmem) = crate::sys::shmem_device() {
+                known.devs.entry(shmem).or_insert(false);
+            }
+        }
+        (known.judged == Some(true)).then_some(known)
+    }
+
+    /// Whether a file on device `dev`, mapped by the process whose /proc
+    /// directory is `dir` (`PID` or `PID/task/TID`), may be read.
+    pub fn trust(&self, dev: (u32, u32), dir: &Path) -> FsTrust {
+        let Some(mut known) = self.known() else {
+            return FsTrust::Readable;
+        };
+        if !known.devs.contains_key(&dev) {
+            known.read_once(dir);
+        }
+        match known.devs.get(&dev) {
+            Some(false) => FsTrust::Readable,
+            Some(true) => FsTrust::Fuse,
+            None => FsTrust::Unmounted,
+        }
+    }
+
+    /// Whether a file on mount `id` (`statx`'s `STATX_MNT_ID`), found
+    /// through `dir` (a process's /proc directory, or none: our own
+    /// namespace), may be read. A mount made since the tables were read is
+    /// looked for in them once more.
+    pub fn trust_mount(&self, id: u32, dir: Option<&Path>) -> FsTrust {
+        let Some(mut known) = self.known() else {
+            return FsTrust::Readable;
+        };
+        if !known.ids.contains_key(&id) {
+            let dir = dir.map_or_else(|| self.proc_root.join("self"), Path::to_path_buf);
+            known.read_once(&dir);
+        }
+        if !known.ids.contains_key(&id) && known.read.len() < MAX_READS {
+            // a mount made since: the table again, once for this mount
+            let own = self.proc_root.join("self");
+            known.add(&own);
+            known
+                .read
+                .insert(PathBuf::from(format!("{}#{id}", own.display())));
+        }
+        match known.ids.get(&id) {
+            Some(false) => FsTrust::Readable,
+            Some(true) => FsTrust::Fuse,
+            None => FsTrust::Unmounted,
+        }
+    }
+
+    /// Whether `path`, seen from the root of the process whose /proc
+    /// directory is `dir` (none: ours), is a FUSE mount point or under one:
+    /// walking it would ask the daemon. (By the path's letters: a symlink
+    /// on the way into FUSE is not seen.)
+    pub fn under_fuse(&self, path: &[u8], dir: Option<&Path>) -> bool {
+        let Some(mut known) = self.known() else {
+            return false;
+        };
+        let dir = dir.map_or_else(|| self.proc_root.join("self"), Path::to_path_buf);
+        known.read_once(&dir);
+        let Some(points) = known.points.get(&dir) else {
+            return false;
+        };
+        points.iter().any(|p| {
+            path.starts_with(p)
+                && (p.ends_with(b"/") || matches!(path.get(p.len()), None | Some(b'/')))
+        })
+    }
+}
+
+/// The mount tables of this process's /proc, for reads of live processes'
+/// files outside a scan (build ids of watched maps, `archive`, `convert`,
+/// `pprof`).
+pub fn host() -> &'static Mounts {
+    static HOST: std::sync::OnceLock<Mounts> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| Mounts::new(Path::new("/proc")))
+}
+
+/// The text of `dir/mountinfo`, at most [`MAX_MOUNTINFO`] bytes; `None` if
+/// it cannot be read.
+fn read_mountinfo(dir: &Path) -> Option<Vec<u8>> {
+    let file = std::fs::File::open(dir.join("mountinfo")).ok()?;
+    let mut text = Vec::new();
+    file.take(MAX_MOUNTINFO).read_to_end(&mut text).ok()?;
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Each line gives its id, device, mount point (unescaped) and whether
+    // its type is FUSE's, whatever optional fields come before the
+    // separator; other lines are skipped.
+    #[test]
+    fn mountinfo_lines_give_mounts() {
+        let text = b"22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw\n\
+            40 22 0:36 / /home/u/my\\040mnt rw,nosuid shared:20 master:3 - fuse.sshfs u@h: rw\n\
+            41 22 0:37 / /mnt/x rw - fuse /dev/fuse rw,user_id=0\n\
+            42 22 8:17 / /mnt/win rw - fuseblk /dev/sdb1 rw\n\
+            43 22 0:38 / /mnt/fused rw - fusectl fusectl rw\n\
+            garbage\n\
+            44 22 x:1 / /bad rw - ext4 /dev/x rw\n\
+            45 22 0:39 / /nosep rw ext4\n";
+        let got: Vec<_> = parse_mountinfo(text)
+            .map(|m| (m.id, m.dev, String::from_utf8(m.point).unwrap(), m.fuse))
+            .collect();
+        let want = [
+            (22, (254, 0), "/", false),
+            (40, (0, 36), "/home/u/my mnt", true),
+            (41, (0, 37), "/mnt/x", true),
+            (42, (8, 17), "/mnt/win", true),
+            (43, (0, 38), "/mnt/fused", false),
+        ];
+        let want: Vec<_> = want
+            .iter()
+            .map(|&(i, d, p, f)| (i, d, p.to_string(), f))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    // Devices are judged by the scan's own table, then by the mapping
+    // process's (read once); one in neither is unmounted; without a table
+    // of its own the scan judges nothing.
+    #[test]
+    fn devices_are_judged_by_the_tables_that_show_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let write = |d: &str, text: &str| {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+            std::fs::write(root.join(d).join("mountinfo"), text).unwrap();
+        };
+        let none = Mounts::new(root);
+        assert_eq!(none.trust((0, 40), &root.join("7")), FsTrust::Readable);
+        write("self", "1 0 254:0 / / rw - ext4 /dev/vda rw\n");
+        write(
+            "7",
+            "5 0 0:40 / / rw - fuse.sshfs h: rw\n6 5 0:41 / /t rw - tmpfs t rw\n",
+        );
+        let m = Mounts::new(root);
+        let seven = root.join("7");
+        assert_eq!(m.trust((254, 0), &seven), FsTrust::Readable);
+        assert_eq!(m.trust((0, 40), &seven), FsTrust::Fuse);
+        assert_eq!(m.trust((0, 41), &seven), FsTrust::Readable);
+        assert_eq!(m.trust((0, 99), &seven), FsTrust::Unmounted);
+        // read once: a table changed since is not read again
+        write("7", "7 0 0:99 / / rw - ext4 /dev/y rw\n");
+        assert_eq!(m.trust((0, 99), &seven), FsTrust::Unmounted);
+        // by mount id, and by path: a FUSE mount point and what is under it
+        // (not what only shares its first letters)
+        assert_eq!(m.trust_mount(1, None), FsTrust::Readable);
+        assert_eq!(m.trust_mount(5, Some(&seven)), FsTrust::Fuse);
+        write(
+            "self",
+            "1 0 254:0 / / rw - ext4 /dev/vda rw\n3 1 0:50 / /mnt/f rw - fuse f rw\n",
+        );
+        assert_eq!(m.trust_mount(3, None), FsTrust::Fuse);
+        assert_eq!(m.trust_mount(9, None), FsTrust::Unmounted);
+        let n = Mounts::new(root);
+        for (path, under) in [
+            ("/mnt/f", true),
+            ("/mnt/f/lib.so", true),
+            ("/mnt/fx/lib.so", false),
+        ] {
+            assert_eq!(n.under_fuse(path.as_bytes(), None), under, "{path}");
+        }
+        assert!(!n.under_fuse(b"/mnt/f/lib.so", Some(&seven)));
+    }
+}

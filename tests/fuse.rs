@@ -1,0 +1,304 @@
+//! Files on a FUSE filesystem are never read: its daemon is whoever
+//! mounted it (any user, with fusermount), and a daemon that stops
+//! answering (hostile, or an sshfs whose server went away) would hang every
+//! read of them for good, the kernel's build-id read for PROCMAP_QUERY
+//! included. Their maps are still written, without a build id.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::*;
+
+/// A mounted `fixtures/stallfs.c`: serves `lib.so` until the stall file
+/// exists, then answers no read. Dropping it kills the daemon (which fails
+/// every request waiting on it) and unmounts.
+struct StallFs {
+    daemon: Child,
+    mnt: PathBuf,
+    stall: PathBuf,
+}
+
+impl StallFs {
+    /// Mounts one at `dir/mnt` serving the bytes of `source`.
+    fn mount(dir: &Path, source: &Path) -> StallFs {
+        StallFs::mount_at(dir, source, &dir.join("mnt"))
+    }
+
+    /// Mounts one at `mnt` (made here), its program and stall file in
+    /// `dir`.
+    fn mount_at(dir: &Path, source: &Path, mnt: &Path) -> StallFs {
+        let flags = Command::new("pkg-config")
+            .args(["--cflags", "--libs", "fuse3"])
+            .output()
+            .expect("pkg-config (apt-get install pkg-config libfuse3-dev)");
+        assert!(flags.status.success(), "libfuse3-dev is needed");
+        let flags = String::from_utf8(flags.stdout).unwrap();
+        let flags: Vec<&str> = flags.split_whitespace().collect();
+        let program = dir.join("stallfs");
+        if !program.exists() {
+            build_fixture("stallfs", dir, &flags);
+        }
+        let stall = dir.join(format!(
+            "{}.stall",
+            mnt.file_name().unwrap().to_str().unwrap()
+        ));
+        std::fs::create_dir(mnt).unwrap();
+        let daemon = Command::new(program)
+            .arg(source)
+            .arg(&stall)
+            .arg(mnt)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let fs = StallFs {
+            daemon,
+            mnt: mnt.to_path_buf(),
+            stall,
+        };
+        wait_until("the FUSE mount", || fs.lib().exists());
+        fs
+    }
+
+    /// The file it serves.
+    fn lib(&self) -> PathBuf {
+        self.mnt.join("lib.so")
+    }
+
+    /// From now on its reads wait forever.
+    fn stall(&self) {
+        std::fs::write(&self.stall, b"").unwrap();
+    }
+}
+
+impl Drop for StallFs {
+    fn drop(&mut self) {
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+        let _ = Command::new("umount").arg("-l").arg(&self.mnt).status();
+    }
+}
+
+/// Runs `cmd` and waits for it at most `READY_TIMEOUT` (see [`ended`]).
+fn bounded(cmd: Command) -> (i32, String) {
+    ended(started(cmd))
+}
+
+/// `cmd` started, stderr piped, and what it is (for [`ended`]).
+fn started(mut cmd: Command) -> (Child, String) {
+    let what = format!("{cmd:?} to end (stuck on FUSE?)");
+    let child = (cmd.stdout(Stdio::null()).stderr(Stdio::piped()))
+        .spawn()
+        .unwrap();
+    (child, what)
+}
+
+/// Waits for a [`started`] command at most `READY_TIMEOUT`: a run stuck on
+/// the filesystem fails the test (the daemon is killed as the test
+/// unwinds, so the run ends too). Returns (exit code, stderr).
+fn ended((mut child, what): (Child, String)) -> (i32, String) {
+    wait_until(&what, || child.try_wait().unwrap().is_some());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    (o.status.code().unwrap_or(-1), err)
+}
+
+/// The map of `path` in the dump of `out`, which must have one.
+fn dumped_map(out: &Path, path: &str) -> String {
+    let d = Command::new(bin()).arg("dump").arg(out).output().unwrap();
+    let text = String::from_utf8_lossy(&d.stdout);
+    let end = format!(" path={path}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("mmap2 ") && l.ends_with(&end));
+    line.unwrap_or_else(|| panic!("no map of {path}: {text}"))
+        .to_string()
+}
+
+// A process maps a library from a FUSE filesystem whose daemon then stops
+// answering: a snapshot of it (PROCMAP_QUERY and text, --all in a private
+// PID namespace too) ends, writes the map without a build id and says why,
+// the same library on disk giving its id; archive and convert of it end
+// too, leaving that file alone.
+#[test]
+#[ignore = "needs root (a FUSE mount), libfuse3-dev"]
+fn a_stalled_fuse_daemon_hangs_no_snapshot() {
+    needs_root("mounting FUSE");
+    let dir = scratch("fuse-stall");
+    let f = fixtures();
+    let fs = StallFs::mount(&dir, &f.lib_sha1);
+    let mut m = Mapper::start_as(&build_fixture("fixedmap", &dir, &[]), &[]);
+    // mapped, not read: no page of it is cached; and the same library on
+    // disk, whose id must be found
+    m.order(
+        &dir,
+        &format!("map {} 7f0000000000 1000 0", fs.lib().display()),
+    );
+    m.order(
+        &dir,
+        &format!("map {} 7f0000100000 1000 0", f.lib_sha1.display()),
+    );
+    let lib = fs.lib().to_str().unwrap().to_string();
+    // --all, as root runs it, in a private PID namespace holding a process
+    // that maps the library, held until the daemon stalls
+    let (all, done, go) = (dir.join("all.data"), dir.join("all.done"), dir.join("go"));
+    let script = format!(
+        "(echo 'map {lib} 7f0000000000 1000 0 {done}'; sleep 60) | {fixed} >/dev/null & \\
+         n=0; while [ ! -e {go} ]; do n=$((n+1)); [ $n -lt 3000 ] || exit 1; sleep 0.01; done; \\
+         exec {bin} --all -o {all}",
+        fixed = dir.join("fixedmap").display(),
+        done = done.display(),
+        go = go.display(),
+        bin = bin(),
+        all = all.display(),
+    );
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-fp", "--mount-proc", "sh", "-c", &script]);
+    let in_namespace = started(cmd);
+    wait_until("the namespace's map", || done.exists());
+    fs.stall();
+    let pid = m.pid.to_string();
+    let on_disk = f.lib_sha1.to_str().unwrap();
+    for source in ["ioctl", "text"] {
+        let out = dir.join(format!("{source}.data"));
+        let mut cmd = Command::new(bin());
+        cmd.args(["-p", &pid, "--source", source, "-o"]).arg(&out);
+        let (code, err) = bounded(cmd);
+        assert_eq!(code, 0, "{source}: {err}");
+        assert!(err.contains("1 on FUSE, not read"), "{source}: {err}");
+        let map = dumped_map(&out, &lib);
+        assert!(!map.contains("build_id"), "{source}: {map}");
+        let map = dumped_map(&out, on_disk);
+        assert!(map.contains("build_id="), "{source}: {map}");
+    }
+    std::fs::write(&go, b"").unwrap();
+    let (code, err) = ended(in_namespace);
+    assert_eq!(code, 0, "--all: {err}");
+    assert!(err.contains("1 on FUSE, not read"), "--all: {err}");
+    let map = dumped_map(&all, &lib);
+    assert!(!map.contains("build_id"), "--all: {map}");
+
+    // archive copies the library on disk and leaves the one on FUSE
+    let cache = dir.join("cache");
+    let mut cmd = Command::new(bin());
+    cmd.args(["archive", "-p", &pid, "--no-kernel", "-o"])
+        .arg(&cache);
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "archive: {err}");
+    let in_cache = |p: &str| cache.join(p.trim_start_matches('/')).exists();
+    assert!(in_cache(on_disk) && !in_cache(&lib), "archive: {err}");
+
+    // convert gives ids to an inode-form snapshot from the files on disk
+    // and the live process's mappings, never asking FUSE (its path, its
+    // mapping)
+    let plain = dir.join("plain.data");
+    let mut cmd = Command::new(bin());
+    cmd.args(["-p", &pid, "--no-buildid", "-o"]).arg(&plain);
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "--no-buildid: {err}");
+    let converted = dir.join("converted.data");
+    let mut cmd = Command::new(bin());
+    cmd.args(["convert", "--buildid-mmap2"])
+        .arg(&plain)
+        .arg("-o")
+        .arg(&converted);
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "convert: {err}");
+    assert!(!dumped_map(&converted, &lib).contains("build_id"));
+    assert!(dumped_map(&converted, on_disk).contains("build_id="));
+    drop(m);
+    drop(fs);
+}
+
+// A library run from a memfd (the kernel's internal tmpfs, which no mount
+// table shows: runc runs its clone of itself so) still gives its build id:
+// only FUSE and filesystems mounted nowhere are left unread.
+#[test]
+#[ignore = "needs PROCMAP_QUERY and python3"]
+fn a_memfd_library_still_gives_its_id() {
+    let dir = scratch("fuse-memfd");
+    let f = fixtures();
+    let ready = dir.join("ready");
+    let script = format!(
+        "import mmap, os, sys, time\n\
+         fd = os.memfd_create('lib')\n\
+         os.write(fd, open({lib:?}, 'rb').read())\n\
+         m = mmap.mmap(fd, 4096, mmap.MAP_PRIVATE, mmap.PROT_READ | mmap.PROT_EXEC)\n\
+         open({ready:?}, 'w').write(str(os.getpid()))\n\
+         sys.stdin.read()\n",
+        lib = f.lib_sha1.to_str().unwrap(),
+        ready = ready.to_str().unwrap(),
+    );
+    let mut py = Command::new("python3")
+        .args(["-c", &script])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("python's memfd map", || {
+        std::fs::read_to_string(&ready).is_ok_and(|s| !s.is_empty())
+    });
+    let pid = std::fs::read_to_string(&ready).unwrap();
+    let out = dir.join("memfd.data");
+    let mut cmd = Command::new(bin());
+    cmd.args(["-p", &pid, "-o"]).arg(&out);
+    let (code, err) = bounded(cmd);
+    drop(py.stdin.take());
+    let _ = py.wait();
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("not read"), "{err}");
+    let map = dumped_map(&out, "/memfd:lib (deleted)");
+    let id = Command::new("readelf")
+        .arg("-n")
+        .arg(&f.lib_sha1)
+        .output()
+        .unwrap();
+    let id = String::from_utf8_lossy(&id.stdout);
+    let id = id
+        .split("Build ID: ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert!(map.contains(&format!("build_id={id}")), "{map}");
+}
+
+// What a user may mount where our sweeps look for our own leftovers (a
+// stale temporary output beside -o, record's scratch directory in $TMPDIR
+// and its private directory beside -o) is not ours and is never asked: a
+// snapshot and a record there end.
+#[test]
+#[ignore = "needs root (a FUSE mount), libfuse3-dev, perf record"]
+fn fuse_mounts_named_as_our_leftovers_hang_no_sweep() {
+    needs_root("mounting FUSE");
+    needs_perf_record();
+    let dir = scratch("fuse-sweeps");
+    let f = fixtures();
+    let decoys = [
+        ".m2s-999999-1.tmp",
+        "mmap2-synth-record-999999-abc",
+        ".mmap2-synth-record-999999-abc",
+    ];
+    let mounts: Vec<StallFs> = decoys
+        .iter()
+        .map(|d| StallFs::mount_at(&dir, &f.lib_sha1, &dir.join(d)))
+        .collect();
+    mounts.iter().for_each(StallFs::stall);
+    let out = dir.join("snap.data");
+    let mut cmd = Command::new(bin());
+    cmd.args(["-p", &std::process::id().to_string(), "-o"])
+        .arg(&out);
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "snapshot: {err}");
+    let rec = dir.join("rec.data");
+    let mut cmd = Command::new(bin());
+    cmd.env("TMPDIR", &*dir)
+        .args(["record", "-q", "--", "-e", "dummy:u", "-o"])
+        .arg(&rec)
+        .args(["--", "true"]);
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "record: {err}");
+    assert!(rec.exists(), "{err}");
+    drop(mounts);
+}
