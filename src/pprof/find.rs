@@ -19,8 +19,8 @@ use crate::archive::cache_entry;
 use crate::model::{BuildId, VDSO_NAME};
 use crate::perf::copy::copy_range;
 use crate::proc::buildid::{
-    in_root, map_file, open_if_build_id, read_build_id_at_path, read_build_id_from_file,
-    read_live_build_id, vdso_image,
+    in_root, map_file, open_if_build_id, open_if_regular, read_build_id_at_path,
+    read_build_id_from_file, read_live_build_id, vdso_image,
 };
 use crate::sys::data_bytes;
 
@@ -100,7 +100,10 @@ pub fn find_elf(
                     other.to_hex()
                 ))
             }
-            None if at.is_file() => return Err(format!("another file at {}", at.display())),
+            // (looked at as the reads were: nothing on FUSE is asked)
+            None if open_if_regular(at).is_some() => {
+                return Err(format!("another file at {}", at.display()))
+            }
             None => {}
         }
     }

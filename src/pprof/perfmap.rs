@@ -19,10 +19,12 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 
 use super::PprofReport;
+use crate::proc::mounts::FsTrust;
 use crate::proc::parse::parse_status;
 
 /// Most bytes read of one perf map.
@@ -196,7 +198,10 @@ fn open(place: Place) -> Opened {
                 .custom_flags(dir_flags)
                 .open("/tmp");
             match tmp {
-                Ok(t) => (t.into(), pid),
+                Ok(t) => {
+                    not_on_fuse(t.as_fd(), None).map_err(|e| format!("/tmp: {e}"))?;
+                    (t.into(), pid)
+                }
                 Err(e) if absent(&e) => return Ok(None),
                 Err(e) => return Err(format!("/tmp: {e}")),
             }
@@ -207,11 +212,14 @@ fn open(place: Place) -> Opened {
                 .custom_flags(dir_flags)
                 .open(format!("/proc/{pid}/root"))
                 .map_err(|e| format!("its root: {e}"))?;
+            let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+            not_on_fuse(root.as_fd(), Some(&proc_dir)).map_err(|e| format!("its root: {e}"))?;
             let tmp = match crate::sys::open_path_at(root.as_fd(), b"tmp") {
                 Ok(t) => t,
                 Err(e) if absent(&e) => return Ok(None),
                 Err(e) => return Err(format!("its /tmp: {e}")),
             };
+            not_on_fuse(tmp.as_fd(), Some(&proc_dir)).map_err(|e| format!("its /tmp: {e}"))?;
             match crate::sys::type_and_owner(tmp.as_fd()) {
                 Ok((libc::S_IFDIR, _)) => {}
                 Ok((kind, _)) => return Err(format!("its /tmp is {}", not_regular(kind))),
@@ -226,6 +234,11 @@ fn open(place: Place) -> Opened {
         Err(e) if absent(&e) => return Ok(None),
         Err(e) => return Err(e.to_string()),
     };
+    let dir = match place {
+        Place::Host(_) => None,
+        Place::Inside { pid, .. } => Some(PathBuf::from(format!("/proc/{pid}"))),
+    };
+    not_on_fuse(at.as_fd(), dir.as_deref())?;
     match crate::sys::type_and_owner(at.as_fd()).map_err(|e| e.to_string())? {
         (libc::S_IFREG, _) => {}
         (kind, _) => return Err(not_regular(kind)),
@@ -237,6 +250,18 @@ fn open(place: Place) -> Opened {
         Ok(false) => Ok(Some(f)),
         Ok(true) => Err("on a pseudo filesystem: not read".into()),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Refuses what `fd` is open on when it is on FUSE or on no mounted
+/// filesystem (found through process directory `dir`, or ours): looking
+/// inside it, or at it, could wait on a FUSE daemon forever (see
+/// [`crate::proc::mounts`]).
+fn not_on_fuse(fd: BorrowedFd<'_>, dir: Option<&Path>) -> Result<(), String> {
+    match crate::proc::mounts::host().trust_fd(fd, dir) {
+        FsTrust::Readable => Ok(()),
+        FsTrust::Fuse => Err("on FUSE: not read".into()),
+        FsTrust::Unmounted => Err("on no mounted filesystem: not read".into()),
     }
 }
 

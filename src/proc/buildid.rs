@@ -114,8 +114,7 @@ pub fn open_if_regular(path: &Path) -> Option<File> {
         return None;
     }
     let at = crate::sys::open_path(path).ok()?;
-    let mount = crate::sys::mount_id(std::os::fd::AsFd::as_fd(&at)).ok()?;
-    if host().trust_mount(mount, dir.as_deref()) != FsTrust::Readable {
+    if host().trust_fd(std::os::fd::AsFd::as_fd(&at), dir.as_deref()) != FsTrust::Readable {
         return None;
     }
     let held = at.metadata().ok()?;

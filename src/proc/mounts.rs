@@ -221,6 +221,17 @@ impl Mounts {
         }
     }
 
+    /// Whether what `fd` (an `O_PATH` descriptor, say) is open on, found
+    /// through `dir` (see [`Mounts::trust_mount`]), may be read: its mount
+    /// judged without asking its filesystem anything. A kernel that cannot
+    /// tell the mount (before 5.8) has it read.
+    pub fn trust_fd(&self, fd: std::os::fd::BorrowedFd<'_>, dir: Option<&Path>) -> FsTrust {
+        match crate::sys::mount_id(fd) {
+            Ok(id) => self.trust_mount(id, dir),
+            Err(_) => FsTrust::Readable,
+        }
+    }
+
     /// Whether `path`, seen from the root of the process whose /proc
     /// directory is `dir` (none: ours), is a FUSE mount point or under one:
     /// walking it would ask the daemon. (By the path's letters: a symlink
