@@ -171,8 +171,9 @@ impl Mounts {
             known.read.insert(own);
             known.judged = Some(judged);
             // tmpfs, mounted nowhere (memfds, SysV shared memory)
-            if let Ok(shmem) = crate::sys::shmem_device() {
-                known.devs.entry(shmem).or_insert(false);
+            if let Ok((dev, id)) = crate::sys::shmem_identity() {
+                known.devs.entry(dev).or_insert(false);
+                known.ids.entry(id).or_insert(false);
             }
         }
         (known.judged == Some(true)).then_some(known)

@@ -217,11 +217,11 @@ pub fn dup_fd(fd: std::os::fd::RawFd) -> io::Result<std::fs::File> {
     Ok(unsafe { std::fs::File::from_raw_fd(new) })
 }
 
-/// The device (major, minor) of the kernel's internal shared-memory
-/// filesystem, which no mount table shows: where memfds (executables run
-/// from one, as runc's clone of itself) and SysV shared memory live. Found
-/// by making an empty memfd, which is closed at once.
-pub fn shmem_device() -> io::Result<(u32, u32)> {
+/// The device (major, minor) and mount id of the kernel's internal
+/// shared-memory filesystem, which no mount table shows: where memfds
+/// (executables run from one, as runc's clone of itself) and SysV shared
+/// memory live. Found by making an empty memfd, which is closed at once.
+pub fn shmem_identity() -> io::Result<((u32, u32), u32)> {
     use std::os::fd::FromRawFd;
     use std::os::unix::fs::MetadataExt;
     // SAFETY: the name is a NUL-terminated literal; the flags take no
@@ -236,7 +236,8 @@ pub fn shmem_device() -> io::Result<(u32, u32)> {
     // the kernel's new_encode_dev split (glibc's major() and minor())
     let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
     let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    Ok((major as u32, minor as u32))
+    let mount = mount_id(std::os::fd::AsFd::as_fd(&file))?;
+    Ok(((major as u32, minor as u32), mount))
 }
 
 /// Clears `O_NONBLOCK` on a descriptor opened non-blocking (so that opening a
