@@ -302,3 +302,100 @@ fn fuse_mounts_named_as_our_leftovers_hang_no_sweep() {
     assert!(rec.exists(), "{err}");
     drop(mounts);
 }
+
+/// A process group of ours, killed (SIGKILL, the whole group) on drop: a
+/// user namespace with its FUSE daemon and mappers.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0.id())])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+// In a user namespace (as any user may make one), an overlay whose lower
+// layer is a FUSE mount: the maps show the overlay's device, not FUSE's,
+// and reading the file (its status, its pages) asks the daemon. Once the
+// daemon stalls, a snapshot of the process mapping it, and archive and
+// convert of it, end, that file not read.
+#[test]
+#[ignore = "needs root (user namespaces, FUSE, overlayfs), libfuse3-dev"]
+fn an_overlay_on_fuse_in_a_user_namespace_hangs_nothing() {
+    use std::os::unix::process::CommandExt;
+    needs_root("mounting FUSE and overlayfs in a user namespace");
+    let dir = scratch("fuse-overlay");
+    let f = fixtures();
+    let flags = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "fuse3"])
+        .output()
+        .expect("pkg-config");
+    let flags = String::from_utf8(flags.stdout).unwrap();
+    let flags: Vec<&str> = flags.split_whitespace().collect();
+    let stallfs = build_fixture("stallfs", &dir, &flags);
+    let fixed = build_fixture("fixedmap", &dir, &[]);
+    let d = |n: &str| dir.join(n).display().to_string();
+    let (done, pidfile, stall) = (dir.join("done"), dir.join("pid"), dir.join("stall"));
+    let script = format!(
+        "mkdir {lower} {up} {w} {merged}; \
+         {stallfs} {src} {stall} {lower} & \
+         n=0; while [ ! -e {lower}/lib.so ]; do n=$((n+1)); [ $n -lt 3000 ] || exit 1; sleep 0.01; done; \
+         mount -t overlay o -o lowerdir={lower},upperdir={up},workdir={w} {merged} || exit 1; \
+         (echo 'map {merged}/lib.so 7f0000000000 1000 0 {done}'; sleep 120) | {fixed} >/dev/null & \
+         echo $! > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; wait",
+        lower = d("lower"),
+        up = d("up"),
+        w = d("w"),
+        merged = d("merged"),
+        stallfs = stallfs.display(),
+        src = f.lib_sha1.display(),
+        stall = stall.display(),
+        fixed = fixed.display(),
+        done = done.display(),
+        pidfile = pidfile.display(),
+    );
+    let ns = Command::new("unshare")
+        .args(["-Urm", "sh", "-c", &script])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let ns = Group(ns);
+    wait_until("the overlay's map", || done.exists() && pidfile.exists());
+    std::fs::write(&stall, b"").unwrap();
+    let pid = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .to_string();
+    let lib = format!("{}/lib.so", d("merged"));
+    for source in ["ioctl", "text"] {
+        let out = dir.join(format!("{source}.data"));
+        let mut cmd = Command::new(bin());
+        cmd.args(["-p", &pid, "--source", source, "-o"]).arg(&out);
+        let (code, err) = bounded(cmd);
+        assert_eq!(code, 0, "{source}: {err}");
+        assert!(err.contains("not read"), "{source}: {err}");
+        let map = dumped_map(&out, &lib);
+        assert!(!map.contains("build_id"), "{source}: {map}");
+    }
+    let cache = dir.join("cache");
+    let mut cmd = Command::new(bin());
+    cmd.args(["archive", "-p", &pid, "--no-kernel", "-o"])
+        .arg(&cache);
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "archive: {err}");
+    let plain = dir.join("plain.data");
+    let mut cmd = Command::new(bin());
+    cmd.args(["-p", &pid, "--no-buildid", "-o"]).arg(&plain);
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "--no-buildid: {err}");
+    let mut cmd = Command::new(bin());
+    cmd.args(["convert", "--buildid-mmap2"])
+        .arg(&plain)
+        .arg("-o")
+        .arg(dir.join("c.data"));
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "convert: {err}");
+    drop(ns);
+}

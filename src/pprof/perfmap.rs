@@ -261,6 +261,7 @@ fn not_on_fuse(fd: BorrowedFd<'_>, dir: Option<&Path>) -> Result<(), String> {
     match crate::proc::mounts::host().trust_fd(fd, dir) {
         FsTrust::Readable => Ok(()),
         FsTrust::Fuse => Err("on FUSE: not read".into()),
+        FsTrust::UserNs => Err("mounted in a user namespace: not read".into()),
         FsTrust::Unmounted => Err("on no mounted filesystem: not read".into()),
     }
 }

@@ -110,7 +110,7 @@ pub fn open_if_regular(path: &Path) -> Option<File> {
     // mount point, nor a file found on one
     let (dir, inside) = proc_dir_of(path.as_os_str().as_bytes());
     let seen = inside.unwrap_or(path.as_os_str().as_bytes());
-    if seen.first() == Some(&b'/') && host().under_fuse(seen, dir.as_deref()) {
+    if seen.first() == Some(&b'/') && host().under_unread(seen, dir.as_deref()) {
         return None;
     }
     let at = crate::sys::open_path(path).ok()?;

@@ -22,6 +22,7 @@ pub struct BuildIdCache {
     mounts: Mounts,
     unverified: AtomicUsize,
     on_fuse: AtomicUsize,
+    user_ns: AtomicUsize,
     unmounted: AtomicUsize,
 }
 
@@ -33,6 +34,8 @@ pub struct IdNotes {
     pub unverified: usize,
     /// Distinct files on FUSE, not read (see [`super::mounts`]).
     pub on_fuse: usize,
+    /// Distinct files on a filesystem a user namespace mounted, not read.
+    pub user_ns: usize,
     /// Distinct files on a filesystem no mount table shows, not read.
     pub unmounted: usize,
 }
@@ -42,6 +45,7 @@ impl IdNotes {
     pub fn add(&mut self, other: IdNotes) {
         self.unverified += other.unverified;
         self.on_fuse += other.on_fuse;
+        self.user_ns += other.user_ns;
         self.unmounted += other.unmounted;
     }
 }
@@ -54,6 +58,7 @@ impl BuildIdCache {
             mounts: Mounts::new(proc_root),
             unverified: AtomicUsize::new(0),
             on_fuse: AtomicUsize::new(0),
+            user_ns: AtomicUsize::new(0),
             unmounted: AtomicUsize::new(0),
         }
     }
@@ -81,6 +86,7 @@ impl BuildIdCache {
         let count = match self.mounts.trust((key.dev_major, key.dev_minor), dir) {
             FsTrust::Readable => return true,
             FsTrust::Fuse => &self.on_fuse,
+            FsTrust::UserNs => &self.user_ns,
             FsTrust::Unmounted => &self.unmounted,
         };
         if let std::collections::hash_map::Entry::Vacant(e) = self.lock().entry(key) {
@@ -95,6 +101,7 @@ impl BuildIdCache {
         IdNotes {
             unverified: self.unverified.load(Ordering::Relaxed),
             on_fuse: self.on_fuse.load(Ordering::Relaxed),
+            user_ns: self.user_ns.load(Ordering::Relaxed),
             unmounted: self.unmounted.load(Ordering::Relaxed),
         }
     }

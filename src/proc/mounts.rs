@@ -10,8 +10,15 @@
 //! Devices are looked up in the scan's own `mountinfo`, then in that of the
 //! process mapping the file (another mount namespace: a container), each
 //! read once; the kernel's internal tmpfs (memfds), which no table shows,
-//! is known by a memfd's device. Where the scan's own cannot be read at all (a test's fake
-//! /proc), nothing is known and every file is read, as before.
+//! is known by a memfd's device. A filesystem known only from the table of
+//! a mount namespace another user namespace owns was mounted by whoever
+//! made that namespace, any user: an overlay there may stack on FUSE (and
+//! its device says overlay), a tmpfs there may be unmounted and its device
+//! number given to a FUSE mount during the scan. So such a one is not read
+//! either ("mounted in a user namespace"): rootless containers' binaries
+//! get no build id. An overlay whose layers are under a FUSE mount point
+//! of its table is FUSE. Where the scan's own table cannot be read at all
+//! (a test's fake /proc), nothing is known and every file is read.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Read;
@@ -27,12 +34,16 @@ const MAX_MOUNTINFO: u64 = 8 << 20;
 /// filesystem mounted nowhere costs no more than this.
 const MAX_READS: usize = 1024;
 
-/// Whether a mapped file may be read.
+/// Whether a mapped file may be read, from the strictest answer down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FsTrust {
-    /// A filesystem the kernel serves itself (disk, tmpfs, NFS, ...).
+    /// A filesystem the kernel serves itself (disk, tmpfs, NFS, ...),
+    /// mounted by root.
     Readable,
-    /// FUSE (`fuse`, `fuse.*`, `fuseblk`): not read.
+    /// Known only from the table of a mount namespace another user
+    /// namespace owns: not read.
+    UserNs,
+    /// FUSE (`fuse`, `fuse.*`, `fuseblk`), or an overlay on it: not read.
     Fuse,
     /// On no filesystem the mount tables read show: not read.
     Unmounted,
@@ -55,6 +66,9 @@ pub struct Mount {
     pub point: Vec<u8>,
     /// Its type (the field after the ` - ` separator) is FUSE's.
     pub fuse: bool,
+    /// For an overlay, the directories of its layers (`lowerdir`,
+    /// `upperdir`, `workdir`, `datadir` options), as given.
+    pub layers: Vec<Vec<u8>>,
 }
 
 /// `\ooo` escapes (of space, tab, newline, backslash) undone.
@@ -90,48 +104,124 @@ pub fn parse_mountinfo(text: &[u8]) -> impl Iterator<Item = Mount> + '_ {
         let (major, minor) = dev.split_at(dev.iter().position(|&b| b == b':')?);
         let dev = (number(major)?, number(&minor[1..])?);
         let point = unescape(fields.nth(1)?);
-        let fstype = fields.skip_while(|f| *f != b"-").nth(1)?;
+        let mut rest = fields.skip_while(|f| *f != b"-").skip(1);
+        let fstype = rest.next()?;
+        let options = rest.nth(1).unwrap_or_default();
+        let layers = match fstype {
+            b"overlay" => overlay_layers(options),
+            _ => Vec::new(),
+        };
         Some(Mount {
             id,
             dev,
             point,
             fuse: is_fuse(fstype),
+            layers,
         })
     })
 }
 
-/// Devices and mounts seen in the mount tables read so far, and whether
-/// each is FUSE.
+/// The layer directories an overlay's options name: `lowerdir=A:B`
+/// (`\\:` a colon of a name), `upperdir=`, `workdir=`, and each
+/// `lowerdir+=`/`datadir+=`.
+fn overlay_layers(options: &[u8]) -> Vec<Vec<u8>> {
+    let mut layers = Vec::new();
+    for opt in options.split(|&b| b == b',') {
+        let Some(eq) = opt.iter().position(|&b| b == b'=') else {
+            continue;
+        };
+        let (key, value) = (&opt[..eq], unescape(&opt[eq + 1..]));
+        match key {
+            b"lowerdir" => {
+                let mut one = Vec::new();
+                let mut bytes = value.iter().copied().peekable();
+                while let Some(c) = bytes.next() {
+                    match c {
+                        b'\\' if bytes.peek() == Some(&b':') => {
+                            one.push(bytes.next().unwrap_or(b':'))
+                        }
+                        b':' => layers.push(std::mem::take(&mut one)),
+                        c => one.push(c),
+                    }
+                }
+                layers.push(one);
+            }
+            b"upperdir" | b"workdir" | b"lowerdir+" | b"datadir+" => layers.push(value),
+            _ => {}
+        }
+    }
+    layers.retain(|l| !l.is_empty());
+    layers
+}
+
+/// Whether `path` is one of `points` or under it.
+fn under(path: &[u8], points: &[Vec<u8>]) -> bool {
+    points.iter().any(|p| {
+        path.starts_with(p) && (p.ends_with(b"/") || matches!(path.get(p.len()), None | Some(b'/')))
+    })
+}
+
+/// Devices and mounts seen in the mount tables read so far, judged.
 #[derive(Default)]
 struct Known {
     /// `None` until the scan's own table was read; `Some(false)` if it
     /// could not be (nothing is judged then).
     judged: Option<bool>,
-    /// Whether each device seen is FUSE.
-    devs: HashMap<(u32, u32), bool>,
-    /// Whether each mount seen is FUSE, by id.
-    ids: HashMap<u32, bool>,
-    /// Where FUSE is mounted, by the table (its /proc directory) telling.
+    /// The user namespace we run in: tables of mount namespaces it owns
+    /// list mounts root made.
+    own_user_ns: Option<(u64, u64)>,
+    /// Each device seen.
+    devs: HashMap<(u32, u32), FsTrust>,
+    /// Each mount seen, by id.
+    ids: HashMap<u32, FsTrust>,
+    /// Where filesystems not read are mounted, by the table (its /proc
+    /// directory) telling.
     points: HashMap<PathBuf, Vec<Vec<u8>>>,
     /// The /proc directories whose table was read.
     read: HashSet<PathBuf>,
 }
 
 impl Known {
-    /// Adds the mounts of `dir/mountinfo`; false if it could not be read.
-    fn add(&mut self, dir: &Path) -> bool {
+    /// Adds the mounts of `dir/mountinfo` (`own`: the scan's own table);
+    /// false if it could not be read. A device or mount already known
+    /// keeps its answer unless this one is FUSE (a superblock is FUSE
+    /// wherever it shows).
+    fn add(&mut self, dir: &Path, own: bool) -> bool {
         let Some(text) = read_mountinfo(dir) else {
             return false;
         };
-        let mut points = Vec::new();
-        for m in parse_mountinfo(&text) {
-            // a device mounted twice is FUSE if either says so
-            *self.devs.entry(m.dev).or_default() |= m.fuse;
-            self.ids.insert(m.id, m.fuse);
-            if m.fuse {
-                points.push(m.point);
+        let trusted = own || {
+            let owner = crate::sys::mount_ns_owner(&dir.join("ns/mnt")).ok();
+            owner.is_some() && owner == self.own_user_ns
+        };
+        let mounts: Vec<Mount> = parse_mountinfo(&text).collect();
+        let points: Vec<Vec<u8>> = (mounts.iter())
+            .filter(|m| m.fuse)
+            .map(|m| m.point.clone())
+            .collect();
+        for m in &mounts {
+            let judged = if m.fuse || m.layers.iter().any(|l| under(l, &points)) {
+                FsTrust::Fuse
+            } else if trusted {
+                FsTrust::Readable
+            } else {
+                FsTrust::UserNs
+            };
+            for slot in [
+                self.devs.entry(m.dev).or_insert(judged),
+                self.ids.entry(m.id).or_insert(judged),
+            ] {
+                if judged == FsTrust::Fuse {
+                    *slot = judged;
+                }
             }
         }
+        // where a path walk would ask a filesystem not read (an overlay
+        // looks its names up in its layers)
+        let points = (mounts.into_iter())
+            .filter(|m| self.devs.get(&m.dev) != Some(&FsTrust::Readable))
+            .map(|m| m.point)
+            .collect();
         self.points.insert(dir.to_path_buf(), points);
         true
     }
@@ -139,7 +229,7 @@ impl Known {
     /// Reads `dir`'s table unless it was, or too many were.
     fn read_once(&mut self, dir: &Path) {
         if self.read.len() < MAX_READS && self.read.insert(dir.to_path_buf()) {
-            self.add(dir);
+            self.add(dir, false);
         }
     }
 }
@@ -166,14 +256,15 @@ impl Mounts {
         // a worker that panicked leaves whole inserts only
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
         if known.judged.is_none() {
+            known.own_user_ns = crate::sys::own_user_ns().ok();
             let own = self.proc_root.join("self");
-            let judged = known.add(&own);
+            let judged = known.add(&own, true);
             known.read.insert(own);
             known.judged = Some(judged);
             // tmpfs, mounted nowhere (memfds, SysV shared memory)
             if let Ok((dev, id)) = crate::sys::shmem_identity() {
-                known.devs.entry(dev).or_insert(false);
-                known.ids.entry(id).or_insert(false);
+                known.devs.entry(dev).or_insert(FsTrust::Readable);
+                known.ids.entry(id).or_insert(FsTrust::Readable);
             }
         }
         (known.judged == Some(true)).then_some(known)
@@ -188,11 +279,7 @@ impl Mounts {
         if !known.devs.contains_key(&dev) {
             known.read_once(dir);
         }
-        match known.devs.get(&dev) {
-            Some(false) => FsTrust::Readable,
-            Some(true) => FsTrust::Fuse,
-            None => FsTrust::Unmounted,
-        }
+        known.devs.get(&dev).copied().unwrap_or(FsTrust::Unmounted)
     }
 
     /// Whether a file on mount `id` (`statx`'s `STATX_MNT_ID`), found
@@ -210,46 +297,43 @@ impl Mounts {
         if !known.ids.contains_key(&id) && known.read.len() < MAX_READS {
             // a mount made since: the table again, once for this mount
             let own = self.proc_root.join("self");
-            known.add(&own);
+            known.add(&own, true);
             known
                 .read
                 .insert(PathBuf::from(format!("{}#{id}", own.display())));
         }
-        match known.ids.get(&id) {
-            Some(false) => FsTrust::Readable,
-            Some(true) => FsTrust::Fuse,
-            None => FsTrust::Unmounted,
-        }
+        known.ids.get(&id).copied().unwrap_or(FsTrust::Unmounted)
     }
 
     /// Whether what `fd` (an `O_PATH` descriptor, say) is open on, found
     /// through `dir` (see [`Mounts::trust_mount`]), may be read: its mount
     /// judged without asking its filesystem anything. A kernel that cannot
-    /// tell the mount (before 5.8) has it read.
+    /// tell the mount (before 5.8) has it read; any other failure to tell
+    /// has it not read.
     pub fn trust_fd(&self, fd: std::os::fd::BorrowedFd<'_>, dir: Option<&Path>) -> FsTrust {
         match crate::sys::mount_id(fd) {
             Ok(id) => self.trust_mount(id, dir),
-            Err(_) => FsTrust::Readable,
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => FsTrust::Readable,
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => FsTrust::Readable,
+            Err(_) => FsTrust::Unmounted,
         }
     }
 
     /// Whether `path`, seen from the root of the process whose /proc
-    /// directory is `dir` (none: ours), is a FUSE mount point or under one:
-    /// walking it would ask the daemon. (By the path's letters: a symlink
-    /// on the way into FUSE is not seen.)
-    pub fn under_fuse(&self, path: &[u8], dir: Option<&Path>) -> bool {
+    /// directory is `dir` (none: ours), is the mount point of a filesystem
+    /// not read (FUSE, an overlay on it, one a user namespace mounted) or
+    /// under one: walking it would ask that filesystem. (By the path's
+    /// letters: a symlink on the way into one is not seen.)
+    pub fn under_unread(&self, path: &[u8], dir: Option<&Path>) -> bool {
         let Some(mut known) = self.known() else {
             return false;
         };
         let dir = dir.map_or_else(|| self.proc_root.join("self"), Path::to_path_buf);
         known.read_once(&dir);
-        let Some(points) = known.points.get(&dir) else {
-            return false;
-        };
-        points.iter().any(|p| {
-            path.starts_with(p)
-                && (p.ends_with(b"/") || matches!(path.get(p.len()), None | Some(b'/')))
-        })
+        known
+            .points
+            .get(&dir)
+            .is_some_and(|points| under(path, points))
     }
 }
 
@@ -305,8 +389,9 @@ mod tests {
     }
 
     // Devices are judged by the scan's own table, then by the mapping
-    // process's (read once); one in neither is unmounted; without a table
-    // of its own the scan judges nothing.
+    // process's (read once; a namespace not ours lends no trust but
+    // FUSE's); one in neither is unmounted; without a table of its own the
+    // scan judges nothing; an overlay on a FUSE directory is FUSE.
     #[test]
     fn devices_are_judged_by_the_tables_that_show_them() {
         let dir = tempfile::tempdir().unwrap();
@@ -326,7 +411,9 @@ mod tests {
         let seven = root.join("7");
         assert_eq!(m.trust((254, 0), &seven), FsTrust::Readable);
         assert_eq!(m.trust((0, 40), &seven), FsTrust::Fuse);
-        assert_eq!(m.trust((0, 41), &seven), FsTrust::Readable);
+        // a table whose namespace's owner is not ours (here: none can be
+        // told) lends no trust: its tmpfs is not read
+        assert_eq!(m.trust((0, 41), &seven), FsTrust::UserNs);
         assert_eq!(m.trust((0, 99), &seven), FsTrust::Unmounted);
         // read once: a table changed since is not read again
         write("7", "7 0 0:99 / / rw - ext4 /dev/y rw\n");
@@ -347,8 +434,33 @@ mod tests {
             ("/mnt/f/lib.so", true),
             ("/mnt/fx/lib.so", false),
         ] {
-            assert_eq!(n.under_fuse(path.as_bytes(), None), under, "{path}");
+            assert_eq!(n.under_unread(path.as_bytes(), None), under, "{path}");
         }
-        assert!(!n.under_fuse(b"/mnt/f/lib.so", Some(&seven)));
+        // in a namespace not ours, whose root a user namespace mounted,
+        // no path is walked
+        assert!(n.under_unread(b"/usr/lib/x.so", Some(&seven)));
+        write(
+            "self",
+            "1 0 254:0 / / rw - ext4 /dev/vda rw\n3 1 0:50 / /mnt/f rw - fuse f rw\n\
+             4 1 0:51 / /o rw - overlay o rw,lowerdir=/a\\:b:/mnt/f/low,upperdir=/u,workdir=/w\n\
+             8 1 0:52 / /p rw - overlay p rw,lowerdir=/a,upperdir=/u,workdir=/w\n",
+        );
+        let o = Mounts::new(root);
+        assert_eq!(o.trust((0, 51), &seven), FsTrust::Fuse);
+        assert_eq!(o.trust((0, 52), &seven), FsTrust::Readable);
+    }
+
+    // An overlay's layers are its lower (colon-separated, `\\:` a colon of
+    // a name), upper and work directories, escapes undone.
+    #[test]
+    fn overlay_options_give_their_layers() {
+        let got = overlay_layers(
+            b"rw,lowerdir=/l1:/l\\:2:/l\\0403,upperdir=/u,workdir=/w,lowerdir+=/l4,xino=off",
+        );
+        let got: Vec<_> = got
+            .iter()
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .collect();
+        assert_eq!(got, ["/l1", "/l:2", "/l 3", "/u", "/w", "/l4"]);
     }
 }

@@ -90,6 +90,12 @@ fn id_notes(n: &crate::proc::idcache::IdNotes) -> String {
     if n.on_fuse > 0 {
         said.push(format!("{} on FUSE, not read", n.on_fuse));
     }
+    if n.user_ns > 0 {
+        said.push(format!(
+            "{} mounted in a user namespace, not read",
+            n.user_ns
+        ));
+    }
     if n.unmounted > 0 {
         said.push(format!(
             "{} on no mounted filesystem, not read",

@@ -124,3 +124,32 @@ pub fn effective_uid() -> u32 {
     // SAFETY: geteuid takes nothing, cannot fail and touches no memory.
     unsafe { libc::geteuid() }
 }
+
+/// The user namespace that owns the mount namespace at `mnt_ns` (a
+/// `/proc/PID/ns/mnt` path), as (device, inode) of its nsfs file: mounts
+/// made in a namespace another user namespace owns were made by whoever
+/// made that user namespace, any user.
+pub fn mount_ns_owner(mnt_ns: &std::path::Path) -> io::Result<(u64, u64)> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::fs::MetadataExt;
+    let ns = std::fs::File::open(mnt_ns)?;
+    // NS_GET_USERNS: _IO(0xb7, 0x1)
+    const NS_GET_USERNS: libc::c_ulong = 0xb701;
+    // SAFETY: the ioctl takes no argument and returns a new descriptor or -1.
+    let fd = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_USERNS as _) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just returned, owned by no one else.
+    let user = unsafe { std::fs::File::from_raw_fd(fd) };
+    let m = user.metadata()?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// The user namespace this process runs in, as [`mount_ns_owner`] gives
+/// one.
+pub fn own_user_ns() -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata("/proc/self/ns/user")?;
+    Ok((m.dev(), m.ino()))
+}
