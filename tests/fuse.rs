@@ -399,3 +399,43 @@ fn an_overlay_on_fuse_in_a_user_namespace_hangs_nothing() {
     assert_eq!(code, 0, "convert: {err}");
     drop(ns);
 }
+
+// A recorded path whose directory is now a symlink into a stalled FUSE
+// mount (a user's `ln -s ~/fuse ~/lib` over the directory a library was
+// mapped from): convert, which looks for the file at the recorded path,
+// ends without a build id for it instead of hanging in the path walk.
+#[test]
+#[ignore = "needs root (a FUSE mount), libfuse3-dev"]
+fn a_symlink_into_a_stalled_fuse_mount_hangs_no_path_walk() {
+    needs_root("mounting FUSE");
+    let dir = scratch("fuse-symlink");
+    let f = fixtures();
+    let libdir = dir.join("libdir");
+    std::fs::create_dir(&libdir).unwrap();
+    let lib = libdir.join("lib.so");
+    std::fs::copy(&f.lib_sha1, &lib).unwrap();
+    let mut m = Mapper::start_as(&build_fixture("fixedmap", &dir, &[]), &[]);
+    m.order(&dir, &format!("map {} 7f0000000000 1000 0", lib.display()));
+    let plain = dir.join("plain.data");
+    let mut cmd = Command::new(bin());
+    cmd.args(["-p", &m.pid.to_string(), "--no-buildid", "-o"])
+        .arg(&plain);
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "{err}");
+    drop(m);
+    let fs = StallFs::mount(&dir, &f.lib_sha1);
+    std::fs::rename(&libdir, dir.join("libdir.old")).unwrap();
+    std::os::unix::fs::symlink("mnt", &libdir).unwrap();
+    fs.stall();
+    let out = dir.join("c.data");
+    let mut cmd = Command::new(bin());
+    cmd.args(["convert", "--buildid-mmap2"])
+        .arg(&plain)
+        .arg("-o")
+        .arg(&out);
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "convert: {err}");
+    let map = dumped_map(&out, lib.to_str().unwrap());
+    assert!(!map.contains("build_id"), "{map}");
+    drop(fs);
+}

@@ -106,17 +106,27 @@ pub enum Trust {
 /// a link flipped in between reach a device node).
 pub fn open_if_regular(path: &Path) -> Option<File> {
     use super::mounts::{host, FsTrust};
-    // nothing on FUSE is asked (see `mounts`): not a path through a FUSE
-    // mount point, nor a file found on one
-    let (dir, inside) = proc_dir_of(path.as_os_str().as_bytes());
-    let seen = inside.unwrap_or(path.as_os_str().as_bytes());
-    if seen.first() == Some(&b'/') && host().under_unread(seen, dir.as_deref()) {
-        return None;
-    }
-    let at = crate::sys::open_path(path).ok()?;
-    if host().trust_fd(std::os::fd::AsFd::as_fd(&at), dir.as_deref()) != FsTrust::Readable {
-        return None;
-    }
+    // nothing on FUSE is asked (see `mounts`): a path is walked a step at a
+    // time, each step's filesystem judged before it is asked for the next
+    // name (`unasked`); a magic link of /proc (map_files) leads straight
+    // to the mapped file, judged before anything is asked of it
+    let bytes = path.as_os_str().as_bytes();
+    let at = match proc_dir_of(bytes) {
+        (Some(dir), Some(inside)) => super::unasked::open_path(inside, Some(&dir))?,
+        (Some(dir), None) => {
+            let at = crate::sys::open_path(path).ok()?;
+            let fd = std::os::fd::AsFd::as_fd(&at);
+            if host().trust_fd(fd, Some(&dir)) != FsTrust::Readable {
+                return None;
+            }
+            at
+        }
+        (None, _) if path.is_absolute() => super::unasked::open_path(bytes, None)?,
+        (None, _) => {
+            let full = std::env::current_dir().ok()?.join(path);
+            super::unasked::open_path(full.as_os_str().as_bytes(), None)?
+        }
+    };
     let held = at.metadata().ok()?;
     // (without this process's /proc, nothing is opened: no build ids
     // from files then, rather than a window for a swapped path)
@@ -327,10 +337,9 @@ fn is_mapped_path(dir: &Path, vma: &Vma, f: &File) -> bool {
     let Ok(m) = f.metadata() else {
         return false;
     };
-    let mut p = dir.join("root").into_os_string().into_vec();
-    p.extend_from_slice(&vma.name);
-    let at = std::fs::metadata(std::ffi::OsStr::from_bytes(&p));
-    if at.is_ok_and(|a| (a.dev(), a.ino()) == (m.dev(), m.ino())) {
+    // (walked without asking a filesystem not read, see `unasked`)
+    let at = super::unasked::open_path(&vma.name, Some(dir)).and_then(|f| f.metadata().ok());
+    if at.is_some_and(|a| (a.dev(), a.ino()) == (m.dev(), m.ino())) {
         return true;
     }
     let name = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()));

@@ -28,6 +28,7 @@ pub mod scan;
 mod skip;
 pub mod source;
 pub mod tasks;
+pub mod unasked;
 pub mod watch;
 mod window;
 

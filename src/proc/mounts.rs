@@ -174,9 +174,6 @@ struct Known {
     devs: HashMap<(u32, u32), FsTrust>,
     /// Each mount seen, by id.
     ids: HashMap<u32, FsTrust>,
-    /// Where filesystems not read are mounted, by the table (its /proc
-    /// directory) telling.
-    points: HashMap<PathBuf, Vec<Vec<u8>>>,
     /// The /proc directories whose table was read.
     read: HashSet<PathBuf>,
 }
@@ -216,13 +213,6 @@ impl Known {
                 }
             }
         }
-        // where a path walk would ask a filesystem not read (an overlay
-        // looks its names up in its layers)
-        let points = (mounts.into_iter())
-            .filter(|m| self.devs.get(&m.dev) != Some(&FsTrust::Readable))
-            .map(|m| m.point)
-            .collect();
-        self.points.insert(dir.to_path_buf(), points);
         true
     }
 
@@ -318,23 +308,6 @@ impl Mounts {
             Err(_) => FsTrust::Unmounted,
         }
     }
-
-    /// Whether `path`, seen from the root of the process whose /proc
-    /// directory is `dir` (none: ours), is the mount point of a filesystem
-    /// not read (FUSE, an overlay on it, one a user namespace mounted) or
-    /// under one: walking it would ask that filesystem. (By the path's
-    /// letters: a symlink on the way into one is not seen.)
-    pub fn under_unread(&self, path: &[u8], dir: Option<&Path>) -> bool {
-        let Some(mut known) = self.known() else {
-            return false;
-        };
-        let dir = dir.map_or_else(|| self.proc_root.join("self"), Path::to_path_buf);
-        known.read_once(&dir);
-        known
-            .points
-            .get(&dir)
-            .is_some_and(|points| under(path, points))
-    }
 }
 
 /// The mount tables of this process's /proc, for reads of live processes'
@@ -418,8 +391,8 @@ mod tests {
         // read once: a table changed since is not read again
         write("7", "7 0 0:99 / / rw - ext4 /dev/y rw\n");
         assert_eq!(m.trust((0, 99), &seven), FsTrust::Unmounted);
-        // by mount id, and by path: a FUSE mount point and what is under it
-        // (not what only shares its first letters)
+        // by mount id; a layer at or under a FUSE mount point (not one that
+        // only shares its first letters)
         assert_eq!(m.trust_mount(1, None), FsTrust::Readable);
         assert_eq!(m.trust_mount(5, Some(&seven)), FsTrust::Fuse);
         write(
@@ -428,17 +401,14 @@ mod tests {
         );
         assert_eq!(m.trust_mount(3, None), FsTrust::Fuse);
         assert_eq!(m.trust_mount(9, None), FsTrust::Unmounted);
-        let n = Mounts::new(root);
-        for (path, under) in [
+        let points = [b"/mnt/f".to_vec()];
+        for (path, want) in [
             ("/mnt/f", true),
             ("/mnt/f/lib.so", true),
             ("/mnt/fx/lib.so", false),
         ] {
-            assert_eq!(n.under_unread(path.as_bytes(), None), under, "{path}");
+            assert_eq!(under(path.as_bytes(), &points), want, "{path}");
         }
-        // in a namespace not ours, whose root a user namespace mounted,
-        // no path is walked
-        assert!(n.under_unread(b"/usr/lib/x.so", Some(&seven)));
         write(
             "self",
             "1 0 254:0 / / rw - ext4 /dev/vda rw\n3 1 0:50 / /mnt/f rw - fuse f rw\n\
