@@ -3,9 +3,9 @@
 //! daemon is whoever mounted it (any user, with fusermount), and one that
 //! stops answering (hostile, or an sshfs whose server went away) blocks
 //! every read of its files, the kernel's own build-id read for
-//! PROCMAP_QUERY included, in a wait only SIGKILL ends. So is a file on a
-//! filesystem no mount table shows (unmounted lazily while still mapped):
-//! nothing says what serves it.
+//! PROCMAP_QUERY included, in a wait not even SIGKILL ends while the
+//! daemon lives. So is a file on a filesystem no mount table shows
+//! (unmounted lazily while still mapped): nothing says what serves it.
 //!
 //! Devices are looked up in the scan's own `mountinfo`, then in that of the
 //! process mapping the file (another mount namespace: a container), each
