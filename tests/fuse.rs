@@ -439,3 +439,57 @@ fn a_symlink_into_a_stalled_fuse_mount_hangs_no_path_walk() {
     assert!(!map.contains("build_id"), "{map}");
     drop(fs);
 }
+
+// A process in a user namespace of its own (Flatpak, userns-remapped
+// containers, `unshare -Urm`) mapping a library from root's filesystem
+// (its namespace's copy of root's mount) still gives its build id, and
+// archive still copies it: only what a user namespace mounted itself is
+// left unread.
+#[test]
+#[ignore = "needs root (user namespaces, map_files)"]
+fn root_filesystems_seen_from_a_user_namespace_are_read() {
+    use std::os::unix::process::CommandExt;
+    needs_root("user namespaces, map_files");
+    let dir = scratch("fuse-userns-copy");
+    let f = fixtures();
+    let fixed = build_fixture("fixedmap", &dir, &[]);
+    let (done, pidfile) = (dir.join("done"), dir.join("pid"));
+    let script = format!(
+        "(echo 'map {lib} 7f0000000000 1000 0 {done}'; sleep 120) | {fixed} >/dev/null & \
+         echo $! > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; wait",
+        lib = f.lib_sha1.display(),
+        done = done.display(),
+        fixed = fixed.display(),
+        pidfile = pidfile.display(),
+    );
+    let ns = Command::new("unshare")
+        .args(["-Urm", "sh", "-c", &script])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let ns = Group(ns);
+    wait_until("the map in the user namespace", || {
+        done.exists() && pidfile.exists()
+    });
+    let pid = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .to_string();
+    let out = dir.join("snap.data");
+    let mut cmd = Command::new(bin());
+    cmd.args(["-p", &pid, "-o"]).arg(&out);
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("not read"), "{err}");
+    let map = dumped_map(&out, f.lib_sha1.to_str().unwrap());
+    assert!(map.contains("build_id="), "{map}");
+    let cache = dir.join("cache");
+    let mut cmd = Command::new(bin());
+    cmd.args(["archive", "-p", &pid, "--no-kernel", "-o"])
+        .arg(&cache);
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "archive: {err}");
+    let lib = f.lib_sha1.to_str().unwrap().trim_start_matches('/');
+    assert!(cache.join(lib).exists(), "archive: {err}");
+    drop(ns);
+}

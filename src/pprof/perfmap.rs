@@ -253,8 +253,9 @@ fn open(place: Place) -> Opened {
     }
 }
 
-/// Refuses what `fd` is open on when it is on FUSE or on no mounted
-/// filesystem (found through process directory `dir`, or ours): looking
+/// Refuses what `fd` is open on when it is on FUSE, on a filesystem a user
+/// namespace mounted, or on no mounted filesystem (found through process
+/// directory `dir`, or ours): looking
 /// inside it, or at it, could wait on a FUSE daemon forever (see
 /// [`crate::proc::mounts`]).
 fn not_on_fuse(fd: BorrowedFd<'_>, dir: Option<&Path>) -> Result<(), String> {

@@ -113,7 +113,7 @@ pub fn open_if_regular(path: &Path) -> Option<File> {
     let bytes = path.as_os_str().as_bytes();
     let at = match proc_dir_of(bytes) {
         (Some(dir), Some(inside)) => super::unasked::open_path(inside, Some(&dir))?,
-        (Some(dir), None) => {
+        (Some(dir), None) if is_map_file(bytes) => {
             let at = crate::sys::open_path(path).ok()?;
             let fd = std::os::fd::AsFd::as_fd(&at);
             if host().trust_fd(fd, Some(&dir)) != FsTrust::Readable {
@@ -121,8 +121,9 @@ pub fn open_if_regular(path: &Path) -> Option<File> {
             }
             at
         }
-        (None, _) if path.is_absolute() => super::unasked::open_path(bytes, None)?,
-        (None, _) => {
+        // (any other /proc path too: `cwd/`, `fd/N/` lead anywhere)
+        (_, _) if path.is_absolute() => super::unasked::open_path(bytes, None)?,
+        (_, _) => {
             let full = std::env::current_dir().ok()?.join(path);
             super::unasked::open_path(full.as_os_str().as_bytes(), None)?
         }
@@ -133,6 +134,20 @@ pub fn open_if_regular(path: &Path) -> Option<File> {
     held.is_file()
         .then(|| crate::sys::reopen_for_reading(&at, &held).ok())
         .flatten()
+}
+
+/// Whether `path` is `/proc/PID/map_files/START-END` (a thread's too):
+/// a magic link the kernel follows to a mapped file, asking no filesystem
+/// on the way.
+fn is_map_file(path: &[u8]) -> bool {
+    let Some(at) = path.windows(11).rposition(|w| w == b"/map_files/") else {
+        return false;
+    };
+    let (dir, range) = (&path[..at], &path[at + 11..]);
+    let hex = |b: &[u8]| !b.is_empty() && b.iter().all(u8::is_ascii_hexdigit);
+    let range_ok = range.split(|&b| b == b'-').filter(|p| hex(p)).count() == 2
+        && range.iter().filter(|&&b| b == b'-').count() == 1;
+    matches!(proc_dir_of(dir), (Some(d), None) if d.as_os_str().as_bytes() == dir) && range_ok
 }
 
 /// For a path under a process's /proc directory (`/proc/PID/...` or
@@ -505,7 +520,8 @@ mod tests {
     }
 
     // A path under a process's /proc directory gives that directory (a
-    // thread's too) and the path inside its root; others give neither.
+    // thread's too) and the path inside its root; others give neither;
+    // only a map_files link is taken as one.
     #[test]
     fn proc_paths_give_their_process_and_root_path() {
         let got = |p: &str| {
@@ -530,6 +546,17 @@ mod tests {
         assert_eq!(got("/proc/12/rootx/a"), (s("/proc/12"), None));
         assert_eq!(got("/proc/self/root/a"), (None, None));
         assert_eq!(got("/usr/lib/x.so"), (None, None));
+        // only map_files links lead straight to a file
+        for (p, is) in [
+            ("/proc/12/map_files/7f00-7f10", true),
+            ("/proc/12/task/13/map_files/7f00-7f10", true),
+            ("/proc/12/map_files/7f00-7f10/x", false),
+            ("/proc/12/cwd/map_files/7f00-7f10", false),
+            ("/proc/12/map_files/7f00", false),
+            ("/tmp/map_files/7f00-7f10", false),
+        ] {
+            assert_eq!(is_map_file(p.as_bytes()), is, "{p}");
+        }
     }
 
     // The file reader finds the note through PT_NOTE and survives a truncated file.

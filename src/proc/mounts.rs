@@ -11,13 +11,15 @@
 //! process mapping the file (another mount namespace: a container), each
 //! read once; the kernel's internal tmpfs (memfds), which no table shows,
 //! is known by a memfd's device. A filesystem known only from the table of
-//! a mount namespace another user namespace owns was mounted by whoever
-//! made that namespace, any user: an overlay there may stack on FUSE (and
-//! its device says overlay), a tmpfs there may be unmounted and its device
-//! number given to a FUSE mount during the scan. So such a one is not read
-//! either ("mounted in a user namespace"): rootless containers' binaries
-//! get no build id. An overlay whose layers are under a FUSE mount point
-//! of its table is FUSE. Where the scan's own table cannot be read at all
+//! a mount namespace another user namespace owns was mounted inside that
+//! user namespace, which any user may make: an overlay there may stack on
+//! FUSE (and its device says overlay), a tmpfs there may be unmounted and
+//! its device number given to a FUSE mount during the scan. So such a one
+//! is not read either ("mounted in a user namespace"), copies of root's
+//! mounts excepted: the binaries of rootless containers (and of any
+//! user-namespaced container's own filesystems, root's made too) get no
+//! build id. An overlay whose layers are under a FUSE mount point of its
+//! table, by their letters, is FUSE (best effort). Where the scan's own table cannot be read at all
 //! (a test's fake /proc), nothing is known and every file is read.
 
 use std::collections::{HashMap, HashSet};
@@ -34,11 +36,11 @@ const MAX_MOUNTINFO: u64 = 8 << 20;
 /// filesystem mounted nowhere costs no more than this.
 const MAX_READS: usize = 1024;
 
-/// Whether a mapped file may be read, from the strictest answer down.
+/// Whether a mapped file may be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FsTrust {
     /// A filesystem the kernel serves itself (disk, tmpfs, NFS, ...),
-    /// mounted by root.
+    /// mounted by root (of our user namespace), or a copy of one.
     Readable,
     /// Known only from the table of a mount namespace another user
     /// namespace owns: not read.
@@ -180,46 +182,75 @@ struct Known {
 
 impl Known {
     /// Adds the mounts of `dir/mountinfo` (`own`: the scan's own table);
-    /// false if it could not be read. A device or mount already known
-    /// keeps its answer unless this one is FUSE (a superblock is FUSE
-    /// wherever it shows).
+    /// false if it could not be read, or whose they are could not be told
+    /// (the process gone meanwhile: then only its FUSE mounts are taken).
+    /// Root's mounts (our table, or that of a namespace our user namespace
+    /// owns) are read; a user namespace's are not, but for copies of root's
+    /// (a device root's tables show). A device or mount known keeps its
+    /// answer unless this one is FUSE (a superblock is FUSE wherever it
+    /// shows) or root's table shows it readable.
     fn add(&mut self, dir: &Path, own: bool) -> bool {
         let Some(text) = read_mountinfo(dir) else {
             return false;
         };
-        let trusted = own || {
-            let owner = crate::sys::mount_ns_owner(&dir.join("ns/mnt")).ok();
-            owner.is_some() && owner == self.own_user_ns
+        let roots = match own {
+            true => Some(true),
+            false => match crate::sys::mount_ns_owner(&dir.join("ns/mnt")) {
+                Ok(owner) => Some(Some(owner) == self.own_user_ns),
+                Err(_) => None,
+            },
         };
         let mounts: Vec<Mount> = parse_mountinfo(&text).collect();
-        let points: Vec<Vec<u8>> = (mounts.iter())
-            .filter(|m| m.fuse)
-            .map(|m| m.point.clone())
-            .collect();
-        for m in &mounts {
-            let judged = if m.fuse || m.layers.iter().any(|l| under(l, &points)) {
-                FsTrust::Fuse
-            } else if trusted {
-                FsTrust::Readable
-            } else {
-                FsTrust::UserNs
+        // FUSE, and overlays on it (on those too), until no more is found
+        // (by the layers' letters, in this table: best effort)
+        let mut fuse: Vec<bool> = mounts.iter().map(|m| m.fuse).collect();
+        loop {
+            let points: Vec<Vec<u8>> = (mounts.iter().zip(&fuse))
+                .filter(|(_, &f)| f)
+                .map(|(m, _)| m.point.clone())
+                .collect();
+            let mut more = false;
+            for (m, f) in mounts.iter().zip(fuse.iter_mut()) {
+                if !*f && m.layers.iter().any(|l| under(l, &points)) {
+                    *f = true;
+                    more = true;
+                }
+            }
+            if !more {
+                break;
+            }
+        }
+        for (m, &f) in mounts.iter().zip(&fuse) {
+            let judged = match (f, roots) {
+                (true, _) => FsTrust::Fuse,
+                (false, Some(true)) => FsTrust::Readable,
+                (false, Some(false)) if self.devs.get(&m.dev) == Some(&FsTrust::Readable) => {
+                    FsTrust::Readable
+                }
+                (false, Some(false)) => FsTrust::UserNs,
+                (false, None) => continue,
             };
+            let root_readable = judged == FsTrust::Readable && roots == Some(true);
             for slot in [
                 self.devs.entry(m.dev).or_insert(judged),
                 self.ids.entry(m.id).or_insert(judged),
             ] {
-                if judged == FsTrust::Fuse {
+                if judged == FsTrust::Fuse || (root_readable && *slot == FsTrust::UserNs) {
                     *slot = judged;
                 }
             }
         }
-        true
+        roots.is_some()
     }
 
-    /// Reads `dir`'s table unless it was, or too many were.
+    /// Reads `dir`'s table unless it was, or too many were (one that could
+    /// not be judged may be read again).
     fn read_once(&mut self, dir: &Path) {
-        if self.read.len() < MAX_READS && self.read.insert(dir.to_path_buf()) {
-            self.add(dir, false);
+        if self.read.len() < MAX_READS
+            && self.read.insert(dir.to_path_buf())
+            && !self.add(dir, false)
+        {
+            self.read.remove(dir);
         }
     }
 }
@@ -254,7 +285,9 @@ impl Mounts {
             // tmpfs, mounted nowhere (memfds, SysV shared memory)
             if let Ok((dev, id)) = crate::sys::shmem_identity() {
                 known.devs.entry(dev).or_insert(FsTrust::Readable);
-                known.ids.entry(id).or_insert(FsTrust::Readable);
+                if let Some(id) = id {
+                    known.ids.entry(id).or_insert(FsTrust::Readable);
+                }
             }
         }
         (known.judged == Some(true)).then_some(known)
@@ -362,9 +395,10 @@ mod tests {
     }
 
     // Devices are judged by the scan's own table, then by the mapping
-    // process's (read once; a namespace not ours lends no trust but
-    // FUSE's); one in neither is unmounted; without a table of its own the
-    // scan judges nothing; an overlay on a FUSE directory is FUSE.
+    // process's (a table whose owner cannot be told lends its FUSE
+    // verdicts only); one in neither is unmounted; without a table of its
+    // own the scan judges nothing; an overlay on a FUSE directory is FUSE,
+    // and so is one on that overlay.
     #[test]
     fn devices_are_judged_by_the_tables_that_show_them() {
         let dir = tempfile::tempdir().unwrap();
@@ -384,9 +418,9 @@ mod tests {
         let seven = root.join("7");
         assert_eq!(m.trust((254, 0), &seven), FsTrust::Readable);
         assert_eq!(m.trust((0, 40), &seven), FsTrust::Fuse);
-        // a table whose namespace's owner is not ours (here: none can be
-        // told) lends no trust: its tmpfs is not read
-        assert_eq!(m.trust((0, 41), &seven), FsTrust::UserNs);
+        // a table whose namespace's owner cannot be told (here: no ns/mnt)
+        // lends its FUSE verdicts only: its tmpfs is not known
+        assert_eq!(m.trust((0, 41), &seven), FsTrust::Unmounted);
         assert_eq!(m.trust((0, 99), &seven), FsTrust::Unmounted);
         // read once: a table changed since is not read again
         write("7", "7 0 0:99 / / rw - ext4 /dev/y rw\n");
@@ -413,11 +447,13 @@ mod tests {
             "self",
             "1 0 254:0 / / rw - ext4 /dev/vda rw\n3 1 0:50 / /mnt/f rw - fuse f rw\n\
              4 1 0:51 / /o rw - overlay o rw,lowerdir=/a\\:b:/mnt/f/low,upperdir=/u,workdir=/w\n\
-             8 1 0:52 / /p rw - overlay p rw,lowerdir=/a,upperdir=/u,workdir=/w\n",
+             8 1 0:52 / /p rw - overlay p rw,lowerdir=/a,upperdir=/u,workdir=/w\n\
+             9 1 0:53 / /q rw - overlay q rw,lowerdir=/o/x,upperdir=/u2,workdir=/w2\n",
         );
         let o = Mounts::new(root);
         assert_eq!(o.trust((0, 51), &seven), FsTrust::Fuse);
         assert_eq!(o.trust((0, 52), &seven), FsTrust::Readable);
+        assert_eq!(o.trust((0, 53), &seven), FsTrust::Fuse);
     }
 
     // An overlay's layers are its lower (colon-separated, `\\:` a colon of

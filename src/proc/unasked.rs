@@ -5,8 +5,9 @@
 //! after the mount tables were read) hangs a plain `open` on a stalled
 //! daemon. Here the path is walked a component at a time (`O_PATH`, never
 //! following a link), each step's mount judged before anything inside it is
-//! looked up, symlinks followed by hand; a walk inside a process's root
-//! (`/proc/PID/root/...`) stays inside it, as the process would see it.
+//! looked up, symlinks followed by hand (their text, magic links' too, taken
+//! as a path); a walk inside a process's root (`/proc/PID/root/...`) stays
+//! inside it, `..` and absolute links included.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -31,7 +32,13 @@ pub fn open_path(path: &[u8], root: Option<&Path>) -> Option<File> {
             }
             at.into()
         }
-        None => crate::sys::open_path_start(true).ok()?,
+        None => {
+            let at = crate::sys::open_path_start(true).ok()?;
+            if host().trust_fd(at.as_fd(), None) != FsTrust::Readable {
+                return None;
+            }
+            at
+        }
     };
     let judge = |fd: &OwnedFd| host().trust_fd(fd.as_fd(), root) == FsTrust::Readable;
     let mut todo: VecDeque<Vec<u8>> = components(path).collect();
@@ -52,6 +59,10 @@ pub fn open_path(path: &[u8], root: Option<&Path>) -> Option<File> {
         }
         let (kind, _) = crate::sys::type_and_owner(next.as_fd()).ok()?;
         if kind != libc::S_IFLNK {
+            // a name after it (`file/x`, `file/..`) must be in a directory
+            if kind != libc::S_IFDIR && !todo.is_empty() {
+                return None;
+            }
             walked.push(next);
             continue;
         }

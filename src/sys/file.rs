@@ -45,9 +45,25 @@ pub fn open_path(path: &std::path::Path) -> io::Result<std::fs::File> {
 /// The id of the mount `fd` is on (as `mountinfo`'s first field gives
 /// it), asking the kernel only: `statx` with `AT_STATX_DONT_SYNC` and no
 /// other field makes no request of the file's filesystem (a FUSE daemon
-/// that never answers cannot hold it).
+/// that never answers cannot hold it). Where `statx` cannot tell (before
+/// Linux 5.8, or refused by a seccomp filter), the descriptor's
+/// `/proc/thread-self/fdinfo` (`mnt_id:`, Linux 3.15+) does.
 pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
-    Ok(statx_mount_at(fd, c"", libc::AT_EMPTY_PATH)?.0)
+    match statx_mount_at(fd, c"", libc::AT_EMPTY_PATH) {
+        Ok((id, _)) => Ok(id),
+        Err(e)
+            if e.kind() == io::ErrorKind::Unsupported
+                || matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) =>
+        {
+            let info = std::fs::read(format!("/proc/thread-self/fdinfo/{}", fd.as_raw_fd()))?;
+            let line = info
+                .split(|&b| b == b'\n')
+                .find_map(|l| l.strip_prefix(b"mnt_id:"));
+            let id = line.and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok());
+            id.ok_or(e)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether `name` in `dir` is the root of a mount (something mounted on
@@ -217,11 +233,12 @@ pub fn dup_fd(fd: std::os::fd::RawFd) -> io::Result<std::fs::File> {
     Ok(unsafe { std::fs::File::from_raw_fd(new) })
 }
 
-/// The device (major, minor) and mount id of the kernel's internal
-/// shared-memory filesystem, which no mount table shows: where memfds
-/// (executables run from one, as runc's clone of itself) and SysV shared
-/// memory live. Found by making an empty memfd, which is closed at once.
-pub fn shmem_identity() -> io::Result<((u32, u32), u32)> {
+/// The device (major, minor) and mount id (when the kernel tells it) of
+/// the kernel's internal shared-memory filesystem, which no mount table
+/// shows: where memfds (executables run from one, as runc's clone of
+/// itself) and SysV shared memory live. Found by making an empty memfd,
+/// which is closed at once.
+pub fn shmem_identity() -> io::Result<((u32, u32), Option<u32>)> {
     use std::os::fd::FromRawFd;
     use std::os::unix::fs::MetadataExt;
     // SAFETY: the name is a NUL-terminated literal; the flags take no
@@ -236,7 +253,7 @@ pub fn shmem_identity() -> io::Result<((u32, u32), u32)> {
     // the kernel's new_encode_dev split (glibc's major() and minor())
     let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
     let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
-    let mount = mount_id(std::os::fd::AsFd::as_fd(&file))?;
+    let mount = mount_id(std::os::fd::AsFd::as_fd(&file)).ok();
     Ok(((major as u32, minor as u32), mount))
 }
 
