@@ -104,6 +104,34 @@ fn ended((mut child, what): (Child, String)) -> (i32, String) {
     (o.status.code().unwrap_or(-1), err)
 }
 
+/// Snapshots `pid` with each VMA source into `dir`, each run ending with
+/// the map of `lib` written without a build id and the summary saying
+/// `why` it was not read; returns the outputs.
+fn snapshots_leave_unread(dir: &Path, pid: &str, lib: &str, why: &str) -> Vec<PathBuf> {
+    let mut outs = Vec::new();
+    for source in ["ioctl", "text"] {
+        let out = dir.join(format!("{source}.data"));
+        let mut cmd = Command::new(bin());
+        cmd.args(["-p", pid, "--source", source, "-o"]).arg(&out);
+        let (code, err) = bounded(cmd);
+        assert_eq!(code, 0, "{source}: {err}");
+        assert!(err.contains(why), "{source}: {err}");
+        let map = dumped_map(&out, lib);
+        assert!(!map.contains("build_id"), "{source}: {map}");
+        outs.push(out);
+    }
+    outs
+}
+
+/// `mmap2-synth ARGS... -o OUT`, bounded, which must succeed: its stderr.
+fn run_ok(args: &[&str], out: &Path) -> String {
+    let mut cmd = Command::new(bin());
+    cmd.args(args).arg("-o").arg(out);
+    let (code, err) = bounded(cmd);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    err
+}
+
 /// The map of `path` in the dump of `out`, which must have one.
 fn dumped_map(out: &Path, path: &str) -> String {
     let d = Command::new(bin()).arg("dump").arg(out).output().unwrap();
@@ -160,17 +188,9 @@ fn a_stalled_fuse_daemon_hangs_no_snapshot() {
     fs.stall();
     let pid = m.pid.to_string();
     let on_disk = f.lib_sha1.to_str().unwrap();
-    for source in ["ioctl", "text"] {
-        let out = dir.join(format!("{source}.data"));
-        let mut cmd = Command::new(bin());
-        cmd.args(["-p", &pid, "--source", source, "-o"]).arg(&out);
-        let (code, err) = bounded(cmd);
-        assert_eq!(code, 0, "{source}: {err}");
-        assert!(err.contains("1 on FUSE, not read"), "{source}: {err}");
-        let map = dumped_map(&out, &lib);
-        assert!(!map.contains("build_id"), "{source}: {map}");
+    for out in snapshots_leave_unread(&dir, &pid, &lib, "1 on FUSE, not read") {
         let map = dumped_map(&out, on_disk);
-        assert!(map.contains("build_id="), "{source}: {map}");
+        assert!(map.contains("build_id="), "{map}");
     }
     std::fs::write(&go, b"").unwrap();
     let (code, err) = ended(in_namespace);
@@ -181,11 +201,7 @@ fn a_stalled_fuse_daemon_hangs_no_snapshot() {
 
     // archive copies the library on disk and leaves the one on FUSE
     let cache = dir.join("cache");
-    let mut cmd = Command::new(bin());
-    cmd.args(["archive", "-p", &pid, "--no-kernel", "-o"])
-        .arg(&cache);
-    let (code, err) = bounded(cmd);
-    assert_eq!(code, 0, "archive: {err}");
+    let err = run_ok(&["archive", "-p", &pid, "--no-kernel"], &cache);
     let in_cache = |p: &str| cache.join(p.trim_start_matches('/')).exists();
     assert!(in_cache(on_disk) && !in_cache(&lib), "archive: {err}");
 
@@ -193,18 +209,12 @@ fn a_stalled_fuse_daemon_hangs_no_snapshot() {
     // and the live process's mappings, never asking FUSE (its path, its
     // mapping)
     let plain = dir.join("plain.data");
-    let mut cmd = Command::new(bin());
-    cmd.args(["-p", &pid, "--no-buildid", "-o"]).arg(&plain);
-    let (code, err) = bounded(cmd);
-    assert_eq!(code, 0, "--no-buildid: {err}");
+    run_ok(&["-p", &pid, "--no-buildid"], &plain);
     let converted = dir.join("converted.data");
-    let mut cmd = Command::new(bin());
-    cmd.args(["convert", "--buildid-mmap2"])
-        .arg(&plain)
-        .arg("-o")
-        .arg(&converted);
-    let (code, err) = bounded(cmd);
-    assert_eq!(code, 0, "convert: {err}");
+    run_ok(
+        &["convert", "--buildid-mmap2", plain.to_str().unwrap()],
+        &converted,
+    );
     assert!(!dumped_map(&converted, &lib).contains("build_id"));
     assert!(dumped_map(&converted, on_disk).contains("build_id="));
     drop(m);
@@ -316,6 +326,33 @@ impl Drop for Group {
     }
 }
 
+/// Runs `setup` (shell) in a new user and mount namespace, then the
+/// fixedmap fixture there mapping `path`; returns the namespace (killed on
+/// drop) and the fixture's pid, once it has mapped it.
+fn mapped_in_user_namespace(dir: &Path, setup: &str, path: &str) -> (Group, String) {
+    use std::os::unix::process::CommandExt;
+    let fixed = build_fixture("fixedmap", dir, &[]);
+    let (done, pidfile) = (dir.join("done"), dir.join("pid"));
+    let script = format!(
+        "{setup} (echo 'map {path} 7f0000000000 1000 0 {done}'; sleep 120) | {fixed} >/dev/null & \
+         echo $! > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; wait",
+        done = done.display(),
+        fixed = fixed.display(),
+        pidfile = pidfile.display(),
+    );
+    let ns = Command::new("unshare")
+        .args(["-Urm", "sh", "-c", &script])
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let ns = Group(ns);
+    wait_until("the map in the user namespace", || {
+        done.exists() && pidfile.exists()
+    });
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    (ns, pid.trim().to_string())
+}
+
 // In a user namespace (as any user may make one), an overlay whose lower
 // layer is a FUSE mount: the maps show the overlay's device, not FUSE's,
 // and reading the file (its status, its pages) asks the daemon. Once the
@@ -324,7 +361,6 @@ impl Drop for Group {
 #[test]
 #[ignore = "needs root (user namespaces, FUSE, overlayfs), libfuse3-dev"]
 fn an_overlay_on_fuse_in_a_user_namespace_hangs_nothing() {
-    use std::os::unix::process::CommandExt;
     needs_root("mounting FUSE and overlayfs in a user namespace");
     let dir = scratch("fuse-overlay");
     let f = fixtures();
@@ -335,16 +371,13 @@ fn an_overlay_on_fuse_in_a_user_namespace_hangs_nothing() {
     let flags = String::from_utf8(flags.stdout).unwrap();
     let flags: Vec<&str> = flags.split_whitespace().collect();
     let stallfs = build_fixture("stallfs", &dir, &flags);
-    let fixed = build_fixture("fixedmap", &dir, &[]);
     let d = |n: &str| dir.join(n).display().to_string();
-    let (done, pidfile, stall) = (dir.join("done"), dir.join("pid"), dir.join("stall"));
-    let script = format!(
+    let stall = dir.join("stall");
+    let setup = format!(
         "mkdir {lower} {up} {w} {merged}; \
          {stallfs} {src} {stall} {lower} & \
          n=0; while [ ! -e {lower}/lib.so ]; do n=$((n+1)); [ $n -lt 3000 ] || exit 1; sleep 0.01; done; \
-         mount -t overlay o -o lowerdir={lower},upperdir={up},workdir={w} {merged} || exit 1; \
-         (echo 'map {merged}/lib.so 7f0000000000 1000 0 {done}'; sleep 120) | {fixed} >/dev/null & \
-         echo $! > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; wait",
+         mount -t overlay o -o lowerdir={lower},upperdir={up},workdir={w} {merged} || exit 1;",
         lower = d("lower"),
         up = d("up"),
         w = d("w"),
@@ -352,51 +385,18 @@ fn an_overlay_on_fuse_in_a_user_namespace_hangs_nothing() {
         stallfs = stallfs.display(),
         src = f.lib_sha1.display(),
         stall = stall.display(),
-        fixed = fixed.display(),
-        done = done.display(),
-        pidfile = pidfile.display(),
     );
-    let ns = Command::new("unshare")
-        .args(["-Urm", "sh", "-c", &script])
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let ns = Group(ns);
-    wait_until("the overlay's map", || done.exists() && pidfile.exists());
+    let (ns, pid) = mapped_in_user_namespace(&dir, &setup, &format!("{}/lib.so", d("merged")));
     std::fs::write(&stall, b"").unwrap();
-    let pid = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .to_string();
     let lib = format!("{}/lib.so", d("merged"));
-    for source in ["ioctl", "text"] {
-        let out = dir.join(format!("{source}.data"));
-        let mut cmd = Command::new(bin());
-        cmd.args(["-p", &pid, "--source", source, "-o"]).arg(&out);
-        let (code, err) = bounded(cmd);
-        assert_eq!(code, 0, "{source}: {err}");
-        assert!(err.contains("not read"), "{source}: {err}");
-        let map = dumped_map(&out, &lib);
-        assert!(!map.contains("build_id"), "{source}: {map}");
-    }
-    let cache = dir.join("cache");
-    let mut cmd = Command::new(bin());
-    cmd.args(["archive", "-p", &pid, "--no-kernel", "-o"])
-        .arg(&cache);
-    let (code, err) = bounded(cmd);
-    assert_eq!(code, 0, "archive: {err}");
+    snapshots_leave_unread(&dir, &pid, &lib, "not read");
+    run_ok(&["archive", "-p", &pid, "--no-kernel"], &dir.join("cache"));
     let plain = dir.join("plain.data");
-    let mut cmd = Command::new(bin());
-    cmd.args(["-p", &pid, "--no-buildid", "-o"]).arg(&plain);
-    let (code, err) = bounded(cmd);
-    assert_eq!(code, 0, "--no-buildid: {err}");
-    let mut cmd = Command::new(bin());
-    cmd.args(["convert", "--buildid-mmap2"])
-        .arg(&plain)
-        .arg("-o")
-        .arg(dir.join("c.data"));
-    let (code, err) = bounded(cmd);
-    assert_eq!(code, 0, "convert: {err}");
+    run_ok(&["-p", &pid, "--no-buildid"], &plain);
+    run_ok(
+        &["convert", "--buildid-mmap2", plain.to_str().unwrap()],
+        &dir.join("c.data"),
+    );
     drop(ns);
 }
 
@@ -448,33 +448,10 @@ fn a_symlink_into_a_stalled_fuse_mount_hangs_no_path_walk() {
 #[test]
 #[ignore = "needs root (user namespaces, map_files)"]
 fn root_filesystems_seen_from_a_user_namespace_are_read() {
-    use std::os::unix::process::CommandExt;
     needs_root("user namespaces, map_files");
     let dir = scratch("fuse-userns-copy");
     let f = fixtures();
-    let fixed = build_fixture("fixedmap", &dir, &[]);
-    let (done, pidfile) = (dir.join("done"), dir.join("pid"));
-    let script = format!(
-        "(echo 'map {lib} 7f0000000000 1000 0 {done}'; sleep 120) | {fixed} >/dev/null & \
-         echo $! > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; wait",
-        lib = f.lib_sha1.display(),
-        done = done.display(),
-        fixed = fixed.display(),
-        pidfile = pidfile.display(),
-    );
-    let ns = Command::new("unshare")
-        .args(["-Urm", "sh", "-c", &script])
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let ns = Group(ns);
-    wait_until("the map in the user namespace", || {
-        done.exists() && pidfile.exists()
-    });
-    let pid = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .to_string();
+    let (ns, pid) = mapped_in_user_namespace(&dir, "", f.lib_sha1.to_str().unwrap());
     let out = dir.join("snap.data");
     let mut cmd = Command::new(bin());
     cmd.args(["-p", &pid, "-o"]).arg(&out);

@@ -83,25 +83,16 @@ fn kernel_lines(stats: &Stats, lines: &mut Vec<String>) {
 /// What the snapshot line says of build ids beyond found and missing: ids
 /// matched by inode only, files not read and why.
 fn id_notes(n: &crate::proc::idcache::IdNotes) -> String {
-    let mut said = Vec::new();
-    if n.unverified > 0 {
-        said.push(format!("{} matched by inode only", n.unverified));
-    }
-    if n.on_fuse > 0 {
-        said.push(format!("{} on FUSE, not read", n.on_fuse));
-    }
-    if n.user_ns > 0 {
-        said.push(format!(
-            "{} mounted in a user namespace, not read",
-            n.user_ns
-        ));
-    }
-    if n.unmounted > 0 {
-        said.push(format!(
-            "{} on no mounted filesystem, not read",
-            n.unmounted
-        ));
-    }
+    let said: Vec<String> = [
+        (n.unverified, "matched by inode only"),
+        (n.on_fuse, "on FUSE, not read"),
+        (n.user_ns, "mounted in a user namespace, not read"),
+        (n.unmounted, "on no mounted filesystem, not read"),
+    ]
+    .iter()
+    .filter(|(count, _)| *count > 0)
+    .map(|(count, what)| format!("{count} {what}"))
+    .collect();
     match said.is_empty() {
         true => String::new(),
         false => format!(" ({})", said.join("; ")),
