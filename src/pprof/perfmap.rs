@@ -24,7 +24,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::PprofReport;
-use crate::proc::mounts::FsTrust;
 use crate::proc::parse::parse_status;
 
 /// Most bytes read of one perf map.
@@ -259,11 +258,9 @@ fn open(place: Place) -> Opened {
 /// inside it, or at it, could wait on a FUSE daemon forever (see
 /// [`crate::proc::mounts`]).
 fn not_on_fuse(fd: BorrowedFd<'_>, dir: Option<&Path>) -> Result<(), String> {
-    match crate::proc::mounts::host().trust_fd(fd, dir) {
-        FsTrust::Readable => Ok(()),
-        FsTrust::Fuse => Err("on FUSE: not read".into()),
-        FsTrust::UserNs => Err("mounted in a user namespace: not read".into()),
-        FsTrust::Unmounted => Err("on no mounted filesystem: not read".into()),
+    match crate::proc::mounts::host().trust_fd(fd, dir).unread() {
+        None => Ok(()),
+        Some(where_) => Err(format!("{where_}: not read")),
     }
 }
 

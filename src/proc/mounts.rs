@@ -51,6 +51,19 @@ pub enum FsTrust {
     Unmounted,
 }
 
+impl FsTrust {
+    /// Where a file not read is, for messages ("on FUSE"); `None` for one
+    /// that is read.
+    pub fn unread(self) -> Option<&'static str> {
+        match self {
+            FsTrust::Readable => None,
+            FsTrust::UserNs => Some("mounted in a user namespace"),
+            FsTrust::Fuse => Some("on FUSE"),
+            FsTrust::Unmounted => Some("on no mounted filesystem"),
+        }
+    }
+}
+
 /// A filesystem type is FUSE's: served by a user-space daemon.
 fn is_fuse(fstype: &[u8]) -> bool {
     fstype == b"fuse" || fstype == b"fuseblk" || fstype.starts_with(b"fuse.")
@@ -178,6 +191,8 @@ struct Known {
     ids: HashMap<u32, FsTrust>,
     /// The /proc directories whose table was read.
     read: HashSet<PathBuf>,
+    /// Mount ids our own table was read again for (made since it was).
+    again: HashSet<u32>,
 }
 
 impl Known {
@@ -246,7 +261,7 @@ impl Known {
     /// Reads `dir`'s table unless it was, or too many were (one that could
     /// not be judged may be read again).
     fn read_once(&mut self, dir: &Path) {
-        if self.read.len() < MAX_READS
+        if self.read.len() + self.again.len() < MAX_READS
             && self.read.insert(dir.to_path_buf())
             && !self.add(dir, false)
         {
@@ -317,13 +332,12 @@ impl Mounts {
             let dir = dir.map_or_else(|| self.proc_root.join("self"), Path::to_path_buf);
             known.read_once(&dir);
         }
-        if !known.ids.contains_key(&id) && known.read.len() < MAX_READS {
+        if !known.ids.contains_key(&id)
+            && known.read.len() + known.again.len() < MAX_READS
+            && known.again.insert(id)
+        {
             // a mount made since: the table again, once for this mount
-            let own = self.proc_root.join("self");
-            known.add(&own, true);
-            known
-                .read
-                .insert(PathBuf::from(format!("{}#{id}", own.display())));
+            known.add(&self.proc_root.join("self"), true);
         }
         known.ids.get(&id).copied().unwrap_or(FsTrust::Unmounted)
     }

@@ -24,23 +24,14 @@ const MAX_LINKS: usize = 40;
 /// the root of the process whose /proc directory this is (`path` then
 /// seen from it); else from our `/`.
 pub fn open_path(path: &[u8], root: Option<&Path>) -> Option<File> {
-    let base: OwnedFd = match root {
-        Some(dir) => {
-            let at = crate::sys::open_path(&dir.join("root")).ok()?;
-            if host().trust_fd(at.as_fd(), Some(dir)) != FsTrust::Readable {
-                return None;
-            }
-            at.into()
-        }
-        None => {
-            let at = crate::sys::open_path_start(true).ok()?;
-            if host().trust_fd(at.as_fd(), None) != FsTrust::Readable {
-                return None;
-            }
-            at
-        }
-    };
     let judge = |fd: &OwnedFd| host().trust_fd(fd.as_fd(), root) == FsTrust::Readable;
+    let base: OwnedFd = match root {
+        Some(dir) => crate::sys::open_path(&dir.join("root")).ok()?.into(),
+        None => crate::sys::open_path_start(true).ok()?,
+    };
+    if !judge(&base) {
+        return None;
+    }
     let mut todo: VecDeque<Vec<u8>> = components(path).collect();
     // the directories walked through, the root first (`..` stops there)
     let mut walked: Vec<OwnedFd> = vec![base];

@@ -83,11 +83,13 @@ fn kernel_lines(stats: &Stats, lines: &mut Vec<String>) {
 /// What the snapshot line says of build ids beyond found and missing: ids
 /// matched by inode only, files not read and why.
 fn id_notes(n: &crate::proc::idcache::IdNotes) -> String {
+    use crate::proc::mounts::FsTrust;
+    let unread = |t: FsTrust| format!("{}, not read", t.unread().unwrap_or_default());
     let said: Vec<String> = [
-        (n.unverified, "matched by inode only"),
-        (n.on_fuse, "on FUSE, not read"),
-        (n.user_ns, "mounted in a user namespace, not read"),
-        (n.unmounted, "on no mounted filesystem, not read"),
+        (n.unverified, "matched by inode only".to_string()),
+        (n.on_fuse, unread(FsTrust::Fuse)),
+        (n.user_ns, unread(FsTrust::UserNs)),
+        (n.unmounted, unread(FsTrust::Unmounted)),
     ]
     .iter()
     .filter(|(count, _)| *count > 0)

@@ -129,6 +129,16 @@ impl Status {
     }
 }
 
+/// Whether `name` in `dir` is the root of a mount (something mounted on
+/// it), its symlink not followed, asking no filesystem (see
+/// [`super::mount_id`]). Sweeps of our own leftovers skip such entries: none of
+/// ours is, and a FUSE mount there would hang them.
+pub fn is_mount_root_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<bool> {
+    let c = component(name).ok_or_else(bad_name)?;
+    let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT;
+    Ok(super::file::statx_mount_at(dir, &c, flags)?.1)
+}
+
 /// The [`Status`] of `name` in `dir` (a symlink's own, not followed).
 pub fn status_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<Status> {
     Ok(Status::of(&lstat_at(dir, name)?))

@@ -55,30 +55,24 @@ pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
             if e.kind() == io::ErrorKind::Unsupported
                 || matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) =>
         {
-            let info = std::fs::read(format!("/proc/thread-self/fdinfo/{}", fd.as_raw_fd()))?;
-            let line = info
-                .split(|&b| b == b'\n')
-                .find_map(|l| l.strip_prefix(b"mnt_id:"));
-            let id = line.and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok());
-            id.ok_or(e)
+            fdinfo_mount_id(fd)?.ok_or(e)
         }
         Err(e) => Err(e),
     }
 }
 
-/// Whether `name` in `dir` is the root of a mount (something mounted on
-/// it), its symlink not followed, asking no filesystem (see
-/// [`mount_id`]). Sweeps of our own leftovers skip such entries: none of
-/// ours is, and a FUSE mount there would hang them.
-pub fn is_mount_root_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<bool> {
-    let c = std::ffi::CString::new(name).map_err(|_| bad_name())?;
-    let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT;
-    Ok(statx_mount_at(dir, &c, flags)?.1)
+/// The `mnt_id:` line of `fd`'s `/proc/thread-self/fdinfo`.
+fn fdinfo_mount_id(fd: BorrowedFd<'_>) -> io::Result<Option<u32>> {
+    let info = std::fs::read(format!("/proc/thread-self/fdinfo/{}", fd.as_raw_fd()))?;
+    let line = info
+        .split(|&b| b == b'\n')
+        .find_map(|l| l.strip_prefix(b"mnt_id:"));
+    Ok(line.and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok()))
 }
 
 /// `statx` of `name` in `dir` for the mount id alone, without syncing:
 /// (mount id, whether it is a mount's root).
-fn statx_mount_at(
+pub(super) fn statx_mount_at(
     dir: BorrowedFd<'_>,
     name: &std::ffi::CStr,
     flags: i32,
@@ -250,11 +244,8 @@ pub fn shmem_identity() -> io::Result<((u32, u32), Option<u32>)> {
     // SAFETY: a descriptor the kernel just returned, owned by no one else.
     let file = unsafe { std::fs::File::from_raw_fd(fd) };
     let dev = file.metadata()?.dev();
-    // the kernel's new_encode_dev split (glibc's major() and minor())
-    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
-    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
     let mount = mount_id(std::os::fd::AsFd::as_fd(&file)).ok();
-    Ok(((major as u32, minor as u32), mount))
+    Ok(((libc::major(dev), libc::minor(dev)), mount))
 }
 
 /// Clears `O_NONBLOCK` on a descriptor opened non-blocking (so that opening a
@@ -402,6 +393,16 @@ pub fn wait_readable(fd: BorrowedFd<'_>) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // fdinfo's mount id, the fallback where statx cannot tell one, is the
+    // one statx gives.
+    #[test]
+    fn fdinfo_and_statx_give_one_mount_id() {
+        let f = tempfile::tempfile().unwrap();
+        let fd = std::os::fd::AsFd::as_fd(&f);
+        let by_statx = statx_mount_at(fd, c"", libc::AT_EMPTY_PATH).unwrap().0;
+        assert_eq!(fdinfo_mount_id(fd).unwrap(), Some(by_statx));
+    }
     use std::os::fd::AsFd;
 
     // A FIFO opened non-blocking before any writer is waited on until a
