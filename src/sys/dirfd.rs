@@ -136,7 +136,40 @@ impl Status {
 pub fn is_mount_root_at(dir: BorrowedFd<'_>, name: &[u8]) -> io::Result<bool> {
     let c = component(name).ok_or_else(bad_name)?;
     let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_NO_AUTOMOUNT;
-    Ok(super::file::statx_mount_at(dir, &c, flags)?.1)
+    Ok(statx_mount_at(dir, &c, flags)?.1)
+}
+
+/// `statx` of `name` in `dir` for the mount id alone, without syncing:
+/// (mount id, whether it is a mount's root).
+pub(super) fn statx_mount_at(
+    dir: BorrowedFd<'_>,
+    name: &std::ffi::CStr,
+    flags: i32,
+) -> io::Result<(u32, bool)> {
+    // SAFETY: plain-data out struct, written by statx only.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `name` is NUL-terminated, `dir` open for the call, statx
+    // writes only into `st`.
+    let rc = unsafe {
+        libc::statx(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_MNT_ID,
+            &mut st,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if st.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "statx gave no mount id (Linux 5.8+)",
+        ));
+    }
+    let root = st.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0;
+    Ok((st.stx_mnt_id as u32, root))
 }
 
 /// The [`Status`] of `name` in `dir` (a symlink's own, not followed).

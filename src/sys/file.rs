@@ -49,7 +49,7 @@ pub fn open_path(path: &std::path::Path) -> io::Result<std::fs::File> {
 /// Linux 5.8, or refused by a seccomp filter), the descriptor's
 /// `/proc/thread-self/fdinfo` (`mnt_id:`, Linux 3.15+) does.
 pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
-    match statx_mount_at(fd, c"", libc::AT_EMPTY_PATH) {
+    match super::dirfd::statx_mount_at(fd, c"", libc::AT_EMPTY_PATH) {
         Ok((id, _)) => Ok(id),
         Err(e)
             if e.kind() == io::ErrorKind::Unsupported
@@ -68,39 +68,6 @@ fn fdinfo_mount_id(fd: BorrowedFd<'_>) -> io::Result<Option<u32>> {
         .split(|&b| b == b'\n')
         .find_map(|l| l.strip_prefix(b"mnt_id:"));
     Ok(line.and_then(|v| std::str::from_utf8(v).ok()?.trim().parse().ok()))
-}
-
-/// `statx` of `name` in `dir` for the mount id alone, without syncing:
-/// (mount id, whether it is a mount's root).
-pub(super) fn statx_mount_at(
-    dir: BorrowedFd<'_>,
-    name: &std::ffi::CStr,
-    flags: i32,
-) -> io::Result<(u32, bool)> {
-    // SAFETY: plain-data out struct, written by statx only.
-    let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    // SAFETY: `name` is NUL-terminated, `dir` open for the call, statx
-    // writes only into `st`.
-    let rc = unsafe {
-        libc::statx(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            flags | libc::AT_STATX_DONT_SYNC,
-            libc::STATX_MNT_ID,
-            &mut st,
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if st.stx_mask & libc::STATX_MNT_ID == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "statx gave no mount id (Linux 5.8+)",
-        ));
-    }
-    let root = st.stx_attributes & libc::STATX_ATTR_MOUNT_ROOT as u64 != 0;
-    Ok((st.stx_mnt_id as u32, root))
 }
 
 /// Opens for reading, non-blocking and without taking a terminal, the very
@@ -400,7 +367,9 @@ mod tests {
     fn fdinfo_and_statx_give_one_mount_id() {
         let f = tempfile::tempfile().unwrap();
         let fd = std::os::fd::AsFd::as_fd(&f);
-        let by_statx = statx_mount_at(fd, c"", libc::AT_EMPTY_PATH).unwrap().0;
+        let by_statx = super::dirfd::statx_mount_at(fd, c"", libc::AT_EMPTY_PATH)
+            .unwrap()
+            .0;
         assert_eq!(fdinfo_mount_id(fd).unwrap(), Some(by_statx));
     }
     use std::os::fd::AsFd;
