@@ -367,7 +367,7 @@ mod tests {
     fn fdinfo_and_statx_give_one_mount_id() {
         let f = tempfile::tempfile().unwrap();
         let fd = std::os::fd::AsFd::as_fd(&f);
-        let by_statx = super::dirfd::statx_mount_at(fd, c"", libc::AT_EMPTY_PATH)
+        let by_statx = crate::sys::dirfd::statx_mount_at(fd, c"", libc::AT_EMPTY_PATH)
             .unwrap()
             .0;
         assert_eq!(fdinfo_mount_id(fd).unwrap(), Some(by_statx));
