@@ -18,7 +18,8 @@
 //! types), [`text`] (bytes others control made safe to print: every path,
 //! comm, name and foreign message a command prints goes through it),
 //! [`memo`] (the scan's direct-mapped lookup memo), [`output`] (atomic
-//! output files), [`interrupt`] (signals while
+//! output files), [`pathwalk`] (paths opened a component at a time, by
+//! rules: outputs' and found inputs'), [`interrupt`] (signals while
 //! a stream input is read), [`sys`] (every FFI call, the only
 //! `unsafe`). [`summary`] formats the CLI's reports.
 //!
@@ -37,6 +38,7 @@ pub mod interrupt;
 pub mod memo;
 pub mod model;
 pub mod output;
+pub mod pathwalk;
 pub mod perf;
 pub mod pprof;
 pub mod proc;

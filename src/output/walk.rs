@@ -1,12 +1,9 @@
 //! The one way an output's directory is opened: walked from "/" (or the
-//! working directory) one component at a time, each opened relative to
-//! the directory held before it without following a link (O_PATH |
-//! O_NOFOLLOW). A symlink met on the way (a directory's as well as the
-//! last component's) is followed by hand only when root or we own it:
-//! its owner is read from the link held open and its text read from that
-//! same link, so no link swapped in between is followed. The directory
-//! reached is held open: files are made and renamed relative to it, and
-//! nothing renamed or swapped on the path meanwhile can move them.
+//! working directory) by [`crate::pathwalk`], a symlink met on the way (a
+//! directory's as well as the last component's) followed only when root
+//! or we own it. The directory reached is held open: files are made and
+//! renamed relative to it, and nothing renamed or swapped on the path
+//! meanwhile can move them.
 //!
 //! The kernel's fs.protected_symlinks refuses such links only in sticky
 //! directories: without this walk, another user's link to /etc in a
@@ -19,9 +16,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::OutputError;
-
-/// As the kernel: at most this many links followed in one path.
-const MAX_LINKS: u32 = 40;
+use crate::pathwalk::{self, Rules, Stop};
 
 /// Where a walk ended.
 #[derive(Debug)]
@@ -69,169 +64,43 @@ impl Walked {
     }
 }
 
-/// The path walked so far, for messages: a stack of components.
-struct Shown {
-    absolute: bool,
-    parts: Vec<Vec<u8>>,
-}
-
-impl Shown {
-    fn up(&mut self) {
-        match self.parts.last().map(Vec::as_slice) {
-            Some(b"..") => self.parts.push(b"..".to_vec()),
-            Some(_) => {
-                self.parts.pop();
-            }
-            // "/.." is "/"
-            None if self.absolute => {}
-            None => self.parts.push(b"..".to_vec()),
-        }
-    }
-
-    fn path(&self) -> PathBuf {
-        let mut p = PathBuf::from(if self.absolute { "/" } else { "" });
-        for c in &self.parts {
-            p.push(std::ffi::OsStr::from_bytes(c));
-        }
-        p
-    }
-}
-
-/// Pushes the components of `text` (a path or a link's text) on `todo`,
-/// first to walk on top; "" and "/" parts (a repeated or trailing "/")
-/// are dropped.
-fn push_components(todo: &mut Vec<Vec<u8>>, text: &[u8]) {
-    let parts = text.split(|&c| c == b'/').filter(|c| !c.is_empty());
-    let parts: Vec<&[u8]> = parts.collect();
-    todo.extend(parts.into_iter().rev().map(<[u8]>::to_vec));
-}
-
-/// A symlink met by [`walk()`]: held open (O_PATH), its owner and name.
-struct Link<'a> {
-    fd: OwnedFd,
-    uid: u32,
-    name: &'a [u8],
-}
-
-/// Follows `link` (the `n`th in the walk of `path`) when root or we own
-/// it: its text, read from the link held, is pushed on `todo`, and an
-/// absolute one restarts the walk at "/".
-fn follow(
-    path: &Path,
-    link: Link<'_>,
-    n: u32,
-    dir: &mut OwnedFd,
-    shown: &mut Shown,
-    todo: &mut Vec<Vec<u8>>,
-) -> Result<(), OutputError> {
-    let err = |e: io::Error| OutputError::Io {
-        path: path.to_path_buf(),
-        source: e,
-    };
-    if link.uid != 0 && link.uid != crate::sys::effective_uid() {
-        let mut at = shown.path();
-        at.push(std::ffi::OsStr::from_bytes(link.name));
-        return Err(OutputError::ForeignLink {
-            path: path.to_path_buf(),
-            link: at,
-            uid: link.uid,
-        });
-    }
-    if n > MAX_LINKS {
-        return Err(err(io::Error::from_raw_os_error(libc::ELOOP)));
-    }
-    let text = crate::sys::read_link_fd(link.fd.as_fd()).map_err(err)?;
-    if text.is_empty() {
-        return Err(err(io::Error::from_raw_os_error(libc::ENOENT)));
-    }
-    if text.starts_with(b"/") {
-        *dir = crate::sys::open_path_start(true).map_err(err)?;
-        *shown = Shown {
-            absolute: true,
-            parts: Vec::new(),
-        };
-    }
-    push_components(todo, &text);
-    Ok(())
-}
-
-/// Walks `path` (see the module's doc), following a symlink at the last
-/// component too when `follow_last` (else it is returned as the name, to
-/// be replaced, never followed). A link owned by neither root nor us is
+/// Walks `path` as [`crate::pathwalk::walk`] does from "/" or the working
+/// directory, following a symlink at the last component too when
+/// `follow_last` (else it is returned as the name, to be replaced, never
+/// followed). A link owned by neither root nor us is
 /// [`OutputError::ForeignLink`]; more than 40 links, ELOOP; a missing
 /// directory on the way, ENOENT; a missing last component is returned
-/// (for a new file). `..` after a followed link is relative to where the
-/// link led, as the kernel has it. A trailing "/" is not kept: callers
-/// check the path's form themselves ([`super::names_a_directory`]).
+/// (for a new file). A trailing "/" is not kept: callers check the path's
+/// form themselves ([`super::names_a_directory`]).
 pub fn walk(path: &Path, follow_last: bool) -> Result<Walked, OutputError> {
-    let err = |e: io::Error| OutputError::Io {
-        path: path.to_path_buf(),
-        source: e,
+    let rules = Rules {
+        root: None,
+        judge: None,
+        own_links_only: true,
+        follow_last,
     };
-    let bytes = path.as_os_str().as_bytes();
-    if bytes.is_empty() {
-        return Err(err(io::Error::from_raw_os_error(libc::ENOENT)));
+    match pathwalk::walk(path.as_os_str().as_bytes(), &rules) {
+        Ok(end) => Ok(Walked {
+            dir: end.dir,
+            name: end.name,
+            shown: end.shown,
+            last_link: end.last_link,
+        }),
+        Err(Stop::ForeignLink { link, uid }) => Err(OutputError::ForeignLink {
+            path: path.to_path_buf(),
+            link,
+            uid,
+        }),
+        Err(Stop::Io(source)) => Err(OutputError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+        // no judge: nothing is refused
+        Err(Stop::Refused) => Err(OutputError::Io {
+            path: path.to_path_buf(),
+            source: io::Error::from_raw_os_error(libc::EACCES),
+        }),
     }
-    let absolute = bytes.starts_with(b"/");
-    let mut dir = crate::sys::open_path_start(absolute).map_err(err)?;
-    let mut shown = Shown {
-        absolute,
-        parts: Vec::new(),
-    };
-    let mut todo = Vec::new();
-    push_components(&mut todo, bytes);
-    let mut links = 0;
-    let mut last_link = None;
-    let done = |dir, name, shown: &Shown, last_link| Walked {
-        dir,
-        name,
-        shown: shown.path(),
-        last_link,
-    };
-    while let Some(c) = todo.pop() {
-        let last = todo.is_empty();
-        if c == b"." {
-            continue;
-        }
-        if c == b".." {
-            dir = crate::sys::open_path_at(dir.as_fd(), &c).map_err(err)?;
-            shown.up();
-            continue;
-        }
-        if last && !follow_last {
-            return Ok(done(dir, Some(c), &shown, last_link));
-        }
-        let next = match crate::sys::open_path_at(dir.as_fd(), &c) {
-            Ok(fd) => fd,
-            Err(e) if last && e.kind() == io::ErrorKind::NotFound => {
-                return Ok(done(dir, Some(c), &shown, last_link));
-            }
-            Err(e) => return Err(err(e)),
-        };
-        let (kind, uid) = crate::sys::type_and_owner(next.as_fd()).map_err(err)?;
-        if kind == libc::S_IFLNK {
-            if last {
-                last_link = Some((dir.try_clone().map_err(err)?, c.clone()));
-            }
-            let link = Link {
-                fd: next,
-                uid,
-                name: &c,
-            };
-            links += 1;
-            follow(path, link, links, &mut dir, &mut shown, &mut todo)?;
-            continue;
-        }
-        if last {
-            return Ok(done(dir, Some(c), &shown, last_link));
-        }
-        if kind != libc::S_IFDIR {
-            return Err(err(io::Error::from_raw_os_error(libc::ENOTDIR)));
-        }
-        dir = next;
-        shown.parts.push(c);
-    }
-    Ok(done(dir, None, &shown, last_link))
 }
 
 #[cfg(test)]
