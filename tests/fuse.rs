@@ -80,6 +80,26 @@ impl Drop for StallFs {
     }
 }
 
+/// Held by each test that mounts something, so no other test's mount takes
+/// a device number one of them freed (the kernel hands out the lowest free
+/// one; `a_device_number_given_to_fuse_mid_scan_is_judged_again` needs its
+/// tmpfs's for its FUSE mount).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Unmounts (lazily) what is mounted at its path when dropped.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = (Command::new("umount").arg("-l").arg(&self.0))
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
 /// Runs `cmd` and waits for it at most `READY_TIMEOUT` (see [`ended`]).
 fn bounded(cmd: Command) -> (i32, String) {
     ended(started(cmd))
@@ -153,6 +173,7 @@ fn dumped_map(out: &Path, path: &str) -> String {
 #[ignore = "needs root (a FUSE mount), libfuse3-dev"]
 fn a_stalled_fuse_daemon_hangs_no_snapshot() {
     needs_root("mounting FUSE");
+    let _serial = serial();
     let dir = scratch("fuse-stall");
     let f = fixtures();
     let fs = StallFs::mount(&dir, &f.lib_sha1);
@@ -282,6 +303,7 @@ fn a_memfd_library_still_gives_its_id() {
 #[ignore = "needs root (a FUSE mount), libfuse3-dev, perf record"]
 fn fuse_mounts_named_as_our_leftovers_hang_no_sweep() {
     needs_root("mounting FUSE");
+    let _serial = serial();
     needs_perf_record();
     let dir = scratch("fuse-sweeps");
     let f = fixtures();
@@ -362,6 +384,7 @@ fn mapped_in_user_namespace(dir: &Path, setup: &str, path: &str) -> (Group, Stri
 #[ignore = "needs root (user namespaces, FUSE, overlayfs), libfuse3-dev"]
 fn an_overlay_on_fuse_in_a_user_namespace_hangs_nothing() {
     needs_root("mounting FUSE and overlayfs in a user namespace");
+    let _serial = serial();
     let dir = scratch("fuse-overlay");
     let f = fixtures();
     let flags = Command::new("pkg-config")
@@ -408,6 +431,7 @@ fn an_overlay_on_fuse_in_a_user_namespace_hangs_nothing() {
 #[ignore = "needs root (a FUSE mount), libfuse3-dev"]
 fn a_symlink_into_a_stalled_fuse_mount_hangs_no_path_walk() {
     needs_root("mounting FUSE");
+    let _serial = serial();
     let dir = scratch("fuse-symlink");
     let f = fixtures();
     let libdir = dir.join("libdir");
@@ -469,4 +493,73 @@ fn root_filesystems_seen_from_a_user_namespace_are_read() {
     let lib = f.lib_sha1.to_str().unwrap().trim_start_matches('/');
     assert!(cache.join(lib).exists(), "archive: {err}");
     drop(ns);
+}
+
+// A device number freed by an unmount during a scan and given to a new
+// FUSE mount (the kernel hands out the lowest free one) is judged again:
+// the scan's table, read before, said that number was a readable tmpfs,
+// and the kernel's build-id read of the FUSE file hung the scan.
+#[test]
+#[ignore = "needs root (mounts), libfuse3-dev"]
+fn a_device_number_given_to_fuse_mid_scan_is_judged_again() {
+    use std::os::unix::fs::MetadataExt;
+    needs_root("mounting tmpfs and FUSE");
+    let _serial = serial();
+    let dir = scratch("fuse-recycled");
+    let f = fixtures();
+    let tmpfs = Mounted(dir.join("t"));
+    std::fs::create_dir(&tmpfs.0).unwrap();
+    let mount = Command::new("mount")
+        .args(["-t", "tmpfs", "none"])
+        .arg(&tmpfs.0)
+        .status();
+    assert!(mount.unwrap().success(), "mount tmpfs");
+    let dev = |p: &Path| std::fs::metadata(p).unwrap().dev();
+    let was = dev(&tmpfs.0);
+    let program = build_fixture("fixedmap", &dir, &[]);
+    let mut a = Mapper::start_as(&program, &[]);
+    a.order(
+        &dir,
+        &format!("map {} 7f0000100000 1000 0", f.lib_sha1.display()),
+    );
+    let mut b = Mapper::start_as(&program, &[]);
+    assert!(a.pid < b.pid, "pids wrapped between two starts");
+    // one worker: A's walk (the table read for its first file) is held,
+    // then B's is read
+    let (hold, out) = (dir.join("hold"), dir.join("out.data"));
+    let mut cmd = Command::new(bin());
+    cmd.args(["-p", &format!("{},{}", a.pid, b.pid), "-j", "1", "-o"])
+        .arg(&out)
+        .env(
+            "MMAP2_SYNTH_TEST_HOLD_AFTER_VMA",
+            format!("1:{}", hold.display()),
+        );
+    let (mut child, what) = started(cmd);
+    wait_until("the scan held after its first VMA", || hold.exists());
+    let umount = Command::new("umount").arg(&tmpfs.0).status();
+    assert!(umount.unwrap().success(), "umount tmpfs");
+    let fs = StallFs::mount(&dir, &f.lib_sha1);
+    assert_eq!(
+        dev(&fs.mnt),
+        was,
+        "FUSE got another device number than the tmpfs had: nothing to test"
+    );
+    b.order(
+        &dir,
+        &format!("map {} 7f0000000000 1000 0", fs.lib().display()),
+    );
+    fs.stall();
+    // each later walk holds too: let each go
+    wait_until(&what, || {
+        let _ = std::fs::remove_file(&hold);
+        child.try_wait().unwrap().is_some()
+    });
+    let (code, err) = ended((child, what));
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("1 on FUSE, not read"), "{err}");
+    let lib = fs.lib().to_str().unwrap().to_string();
+    assert!(!dumped_map(&out, &lib).contains("build_id"));
+    assert!(dumped_map(&out, f.lib_sha1.to_str().unwrap()).contains("build_id="));
+    drop((a, b));
+    drop(fs);
 }

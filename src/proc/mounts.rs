@@ -193,6 +193,11 @@ struct Known {
     read: HashSet<PathBuf>,
     /// Mount ids our own table was read again for (made since it was).
     again: HashSet<u32>,
+    /// Our own table, held open to be told of mounts and unmounts since
+    /// it was read ([`crate::sys::mounts_changed`]).
+    watch: Option<std::fs::File>,
+    /// Times our own table was read again because it changed.
+    changes: usize,
 }
 
 impl Known {
@@ -258,6 +263,23 @@ impl Known {
         roots.is_some()
     }
 
+    /// Reads our own table again if a mount or unmount happened since it
+    /// was read (at most [`MAX_READS`] times): a device number or mount id
+    /// freed by an unmount and given to a new FUSE mount must not keep the
+    /// verdict of the filesystem it was (the kernel hands out the lowest
+    /// free one). What the new table says of a known one wins only as
+    /// [`Known::add`] lets it: FUSE, or readable where root's table shows
+    /// it so.
+    fn refresh(&mut self, own: &Path) {
+        let Some(watch) = &self.watch else {
+            return;
+        };
+        if self.changes < MAX_READS && crate::sys::mounts_changed(std::os::fd::AsFd::as_fd(watch)) {
+            self.changes += 1;
+            self.add(own, true);
+        }
+    }
+
     /// Reads `dir`'s table unless it was, or too many were (one that could
     /// not be judged may be read again).
     fn read_once(&mut self, dir: &Path) {
@@ -272,17 +294,26 @@ impl Known {
 
 /// The mount tables a scan has read, shared by its workers.
 pub struct Mounts {
-    proc_root: PathBuf,
+    /// `PROC/self`: our own table's directory.
+    own: PathBuf,
     known: Mutex<Known>,
 }
 
 impl Mounts {
     /// Knows nothing yet: tables are read under `proc_root` when first
-    /// needed.
+    /// needed. Our own table is opened here, to be told of changes: make
+    /// the scan's before its workers unshare their descriptor tables (each
+    /// keeps a copy of that descriptor; one opened on a worker would be in
+    /// its table only).
     pub fn new(proc_root: &Path) -> Mounts {
+        let own = proc_root.join("self");
+        let known = Known {
+            watch: std::fs::File::open(own.join("mountinfo")).ok(),
+            ..Known::default()
+        };
         Mounts {
-            proc_root: proc_root.to_path_buf(),
-            known: Mutex::new(Known::default()),
+            own,
+            known: Mutex::new(known),
         }
     }
 
@@ -291,11 +322,11 @@ impl Mounts {
     fn known(&self) -> Option<std::sync::MutexGuard<'_, Known>> {
         // a worker that panicked leaves whole inserts only
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        let own = &self.own;
         if known.judged.is_none() {
             known.own_user_ns = crate::sys::own_user_ns().ok();
-            let own = self.proc_root.join("self");
-            let judged = known.add(&own, true);
-            known.read.insert(own);
+            let judged = known.add(own, true);
+            known.read.insert(own.clone());
             known.judged = Some(judged);
             // tmpfs, mounted nowhere (memfds, SysV shared memory)
             if let Ok((dev, id)) = crate::sys::shmem_identity() {
@@ -304,6 +335,9 @@ impl Mounts {
                     known.ids.entry(id).or_insert(FsTrust::Readable);
                 }
             }
+        }
+        if known.judged == Some(true) {
+            known.refresh(own);
         }
         (known.judged == Some(true)).then_some(known)
     }
@@ -329,7 +363,7 @@ impl Mounts {
             return FsTrust::Readable;
         };
         if !known.ids.contains_key(&id) {
-            let dir = dir.map_or_else(|| self.proc_root.join("self"), Path::to_path_buf);
+            let dir = dir.map_or_else(|| self.own.clone(), Path::to_path_buf);
             known.read_once(&dir);
         }
         if !known.ids.contains_key(&id)
@@ -337,7 +371,7 @@ impl Mounts {
             && known.again.insert(id)
         {
             // a mount made since: the table again, once for this mount
-            known.add(&self.proc_root.join("self"), true);
+            known.add(&self.own, true);
         }
         known.ids.get(&id).copied().unwrap_or(FsTrust::Unmounted)
     }
@@ -359,7 +393,8 @@ impl Mounts {
 
 /// The mount tables of this process's /proc, for reads of live processes'
 /// files outside a scan (build ids of watched maps, `archive`, `convert`,
-/// `pprof`).
+/// `pprof`) and paths walked in one. A scan makes it before its workers
+/// start (see [`Mounts::new`]).
 pub fn host() -> &'static Mounts {
     static HOST: std::sync::OnceLock<Mounts> = std::sync::OnceLock::new();
     HOST.get_or_init(|| Mounts::new(Path::new("/proc")))

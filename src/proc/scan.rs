@@ -194,7 +194,10 @@ fn read_listed<T: Send, E: From<ScanError>, W: Default>(
     map: impl Fn(&mut W, Process, Part) -> (T, usize) + Sync,
     mut sink: impl FnMut(T) -> Result<(), E>,
 ) -> Result<Scanned, E> {
+    // both hold our mount table open: made before the workers unshare
+    // their descriptor tables, each keeps a copy
     let cache = BuildIdCache::new(&opts.proc_root);
+    super::mounts::host();
     let no_ioctl = AtomicBool::new(opts.source == SourceChoice::Text);
     let walk = Walk {
         selection: opts.selection,

@@ -357,6 +357,23 @@ pub fn wait_readable(fd: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
+/// Whether the mount table `fd` is open on (a `mountinfo` file) changed
+/// since it was opened or this last said so: the kernel marks such a file
+/// POLLPRI | POLLERR on every mount or unmount in its namespace. Asks
+/// without waiting; false if poll fails.
+pub fn mounts_changed(fd: BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLPRI,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd, alive and not aliased for the call,
+    // and nfds is 1; poll writes only its `revents`, and with a timeout of
+    // 0 returns at once. `fd` stays open for the call.
+    let rc = unsafe { libc::poll(&mut p, 1, 0) };
+    rc > 0 && p.revents & (libc::POLLPRI | libc::POLLERR) != 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
