@@ -25,6 +25,66 @@ fn expected(m: &Mapper, dir: &Path) -> Vec<Map> {
     })
 }
 
+// A thread's id given to -p stands for its process, as with `perf record
+// -p`: perf script shows the process once, under its leader's pid, with
+// every thread's COMM and its maps, and no process made of the thread.
+#[test]
+#[ignore = "needs perf"]
+fn a_thread_id_given_to_p_is_its_process() {
+    needs_perf();
+    let m = Mapper::with_all_libs(2);
+    let dir = scratch("roundtrip-tid");
+    let tid = (std::fs::read_dir(format!("/proc/{}/task", m.pid)).unwrap())
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .find(|t| *t != m.pid.to_string())
+        .expect("a second thread");
+    let out = dir.join("snap.data");
+    let both = format!("{tid},{}", m.pid);
+    let run = synth_ok(["-p", both.as_str(), "-o", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("1 processes"), "{err}");
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "--show-task-events".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let maps = perf_script_mmaps(&script);
+    assert!(!maps.is_empty(), "{script}");
+    let as_process = format!(" {tid}/");
+    for line in script.lines() {
+        assert!(
+            !line.contains(&as_process),
+            "the thread as a process: {line}"
+        );
+    }
+    let comm = format!(":{}/{tid}", m.pid);
+    assert!(
+        script
+            .lines()
+            .any(|l| l.contains("PERF_RECORD_COMM") && l.ends_with(&comm)),
+        "no COMM of thread {tid} in process {}:\n{script}",
+        m.pid
+    );
+    assert_eq!(
+        maps,
+        perf_script_mmaps(&perf(&[
+            "script".as_ref(),
+            "--show-mmap-events".as_ref(),
+            "-i".as_ref(),
+            synth_snapshot_of(m.pid, &dir).as_os_str(),
+        ]))
+    );
+}
+
+/// A snapshot of `pid` alone in `dir`: its path.
+fn synth_snapshot_of(pid: u32, dir: &Path) -> std::path::PathBuf {
+    let out = dir.join(format!("{pid}.data"));
+    synth_ok(["-p", pid.to_string().as_str(), "-o", out.to_str().unwrap()]);
+    out
+}
+
 // perf script and perf buildid-list see every executable VMA of our process
 // (address, length, offset, path, build id) and nothing else.
 #[test]

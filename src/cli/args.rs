@@ -16,7 +16,7 @@ pub(crate) struct Cli {
     /// Every process on the system (except mmap2-synth itself).
     #[arg(short = 'a', long)]
     pub(crate) all: bool,
-    /// These processes (comma-separated pids).
+    /// These processes (comma-separated pids; a thread's id stands for its process, as with `perf record -p`).
     #[arg(short = 'p', long, value_delimiter = ',')]
     pub(crate) pid: Vec<u32>,
     /// Every process of this user (name or uid).
@@ -175,7 +175,7 @@ pub(crate) struct ArchiveArgs {
     /// Every process on the system (except mmap2-synth itself).
     #[arg(short = 'a', long)]
     pub(crate) all: bool,
-    /// These processes (comma-separated pids).
+    /// These processes (comma-separated pids; a thread's id stands for its process, as with `perf record -p`).
     #[arg(short = 'p', long, value_delimiter = ',')]
     pub(crate) pid: Vec<u32>,
     /// Every process of this user (name or uid).
@@ -268,7 +268,7 @@ pub(crate) struct MergeArgs {
     /// Every process, not only those the recording needs.
     #[arg(short = 'a', long, conflicts_with = "pid")]
     pub(crate) all: bool,
-    /// These processes (comma-separated pids).
+    /// These processes (comma-separated pids; a thread's id stands for its process, as with `perf record -p`).
     #[arg(short = 'p', long, value_delimiter = ',')]
     pub(crate) pid: Vec<u32>,
     /// Do not insert kernel and module maps into a recording that has no

@@ -447,7 +447,10 @@ fn pids_of(target: &Target, opts: &Options) -> Result<Vec<u32>, ScanError> {
     let me = std::process::id();
     Ok(match target {
         Target::Pids(p) => {
-            let mut p = p.clone();
+            // a thread's id stands for its process, as with `perf record -p`
+            let mut p: Vec<u32> = (p.iter())
+                .map(|&id| leader_of(&opts.proc_root, id).unwrap_or(id))
+                .collect();
             p.sort_unstable();
             p.dedup();
             p
@@ -461,6 +464,17 @@ fn pids_of(target: &Target, opts: &Options) -> Result<Vec<u32>, ScanError> {
             p
         }
     })
+}
+
+/// The process (thread group) the thread `id` belongs to, from its
+/// `status`; `None` if it cannot be read (gone: reported as not found).
+fn leader_of(proc_root: &std::path::Path, id: u32) -> Option<u32> {
+    use std::io::Read;
+    let path = proc_root.join(id.to_string()).join("status");
+    let mut text = Vec::new();
+    let file = std::fs::File::open(path).ok()?;
+    file.take(64 << 10).read_to_end(&mut text).ok()?;
+    parse::parse_status(&text).ok().map(|s| s.tgid)
 }
 
 #[cfg(test)]
