@@ -1080,3 +1080,58 @@ fn a_snapshots_data_maps_go_in_only_when_asked() {
     );
     assert!(err.contains("inserted (-d)"), "{err}");
 }
+
+// A process that execs during a `--synth=no` recording keeps its samples
+// from before the exec: a snapshot taken before it, merged in, attributes
+// them to the first image (as perf's own synthesis does), not `[unknown]`;
+// the exec COMM gives perf only the new image's maps.
+#[test]
+#[ignore = "needs perf and permission to record"]
+fn samples_before_an_exec_keep_the_first_images_maps() {
+    needs_perf_record();
+    let dir = scratch("merge-exec");
+    let prog = build_fixture("burnexec", &dir, &[]);
+    let trigger = dir.join("exec");
+    let burn = &fixtures().burn;
+    let args = [trigger.as_os_str(), burn.as_os_str(), "30".as_ref()];
+    let m = Mapper::start_as(&prog, &args);
+    let snap = dir.join("snap.data");
+    synth_ok(["-p", &m.pid.to_string(), "-o", snap.to_str().unwrap()]);
+    let rec = dir.join("rec.data");
+    let recorder = perf_record_enabled(m.pid, &rec, &dir, &["--synth=no", "-F", "499"]);
+    // a second of the first image's samples, then the exec
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    std::fs::write(&trigger, b"").unwrap();
+    let exe = format!("/proc/{}/exe", m.pid);
+    wait_until("the exec", || {
+        std::fs::read_link(&exe).is_ok_and(|p| p == *burn)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    sigint(recorder);
+    let merged = dir.join("merged.data");
+    let err = merge(&[
+        rec.as_os_str(),
+        "--maps".as_ref(),
+        snap.as_os_str(),
+        "-o".as_ref(),
+        merged.as_os_str(),
+    ]);
+    let report = perf(&[
+        "report".as_ref(),
+        "--stdio".as_ref(),
+        "--sort".as_ref(),
+        "dso,sym".as_ref(),
+        "-i".as_ref(),
+        merged.as_os_str(),
+    ]);
+    let name = prog.file_name().unwrap().to_str().unwrap();
+    let first = report
+        .lines()
+        .find(|l| l.contains("pre_exec_burn"))
+        .unwrap_or_else(|| panic!("no sample in pre_exec_burn ({err}):\n{report}"));
+    assert!(first.contains(name), "{first}");
+    assert!(
+        report.contains("burn_work"),
+        "no sample after the exec:\n{report}"
+    );
+}
