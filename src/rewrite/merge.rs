@@ -71,6 +71,9 @@ pub struct MergeReport {
     pub data_maps_left_out: usize,
     /// Pids skipped because the live process started after the recording.
     pub stale: Vec<u32>,
+    /// Maps read from live processes: how long after the recording's last
+    /// sample (perf's clock), when it has one.
+    pub live_after_ns: Option<u64>,
     /// Processes skipped, by pid, because they are not the ones the
     /// recording sampled: too few of its sampled addresses in their maps
     /// (recorded in another pid namespace, or the pid reused).
@@ -168,6 +171,8 @@ fn live_processes(
             .is_some_and(|(_, end)| clock::started_after(p.start_time, tck, end))
     });
     report.stale = stale;
+    let now = clock::event_monotonic_ns().unwrap_or(0);
+    report.live_after_ns = facts.time.map(|(_, end)| now.saturating_sub(end));
     if opts.which == Which::Needed {
         let accounted = kept
             .iter()

@@ -9,12 +9,14 @@ use std::time::Duration;
 
 use crate::archive::Vdso;
 use crate::proc::Skip;
-use crate::rewrite::{ConvertReport, MergeReport};
+use crate::rewrite::ConvertReport;
 use crate::snapshot::Stats;
 use crate::text::escape;
 
+mod merge;
 mod pprof;
 mod strict;
+pub use merge::merge;
 pub use pprof::pprof;
 pub use strict::{strict, strict_archive, strict_lost, strict_not_recorded, StrictFailure};
 
@@ -180,112 +182,6 @@ fn late_note(stats: &Stats) -> String {
             "; {r} processes forked meanwhile also read, {u} others gone or past the bound (given their parent's maps)"
         ),
     }
-}
-
-/// The merge summary, then its skips and stale pids.
-pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
-    let mut lines = vec![format!(
-        "mmap2-synth merge: {} {} records; inserted {} records ({} processes, {} maps, {} new build ids); {} maps already present; stale (started after the recording): {}; not the recorded process: {}; not found: {}; skipped: {}; {:.3} s -> {}",
-        if report.pipe { "pipe-mode" } else { "file-mode" },
-        report.input_records,
-        report.inserted_records,
-        report.processes,
-        report.maps,
-        report.new_build_ids,
-        report.duplicate_maps,
-        report.stale.len(),
-        report.not_recorded.len(),
-        report.missing.len(),
-        report.skipped.len(),
-        took.as_secs_f64(),
-        shown(dest),
-    )];
-    lines.extend(data_maps_line(report));
-    lines.extend(skip_lines(&report.skipped));
-    if report.unchanged {
-        lines.push("mmap2-synth: nothing to add: the recording is left as it was".into());
-    }
-    if let Some(at) = report.trailing_bytes_at {
-        lines.push(format!(
-            "mmap2-synth: warning: the input's bytes from offset {at} on are not records (perf's messages appended to its output?); kept as they are"
-        ));
-    }
-    if let Some((at, what)) = report.odd_compressed {
-        lines.push(format!(
-            "mmap2-synth: warning: the COMPRESSED record at offset {at} {what}: perf misreads it, in the input as in the output (kept as it is); `convert --decompress` writes its records as perf reads them"
-        ));
-    }
-    if !report.stale.is_empty() {
-        lines.push(format!("mmap2-synth: stale pids: {:?}", report.stale));
-    }
-    lines.extend(not_recorded_lines(&report.not_recorded));
-    if report.kernel_maps > 0 {
-        lines.push(format!(
-            "mmap2-synth: the recording had no kernel map: {} kernel/module maps inserted",
-            report.kernel_maps
-        ));
-    }
-    if let Some(why) = &report.kernel_skipped {
-        lines.push(format!(
-            "mmap2-synth: the recording has no kernel map and gets none: {}",
-            shown(why)
-        ));
-    }
-    if report.bpf_programs > 0 {
-        lines.push(format!(
-            "mmap2-synth: {} loaded BPF programs inserted (the KSYMBOL and BPF_EVENT records the recording lacked)",
-            report.bpf_programs
-        ));
-    }
-    if let Some(why) = &report.bpf_skipped {
-        lines.push(format!(
-            "mmap2-synth: no BPF programs inserted: {}",
-            shown(why)
-        ));
-    }
-    lines
-}
-
-/// What a merge did with data maps, and why: nothing to say when none were
-/// asked for and none were left out.
-fn data_maps_line(r: &MergeReport) -> Option<String> {
-    use crate::rewrite::merge::DataMaps;
-    let n = r.data_maps_inserted;
-    match r.data_maps {
-        DataMaps::Recording => Some(format!(
-            "mmap2-synth merge: data maps: {n} inserted because the recording asks for them (an event with mmap_data: perf -d / --call-graph dwarf, whose unwinding needs them), as perf's own synthesis would"
-        )),
-        DataMaps::Asked => Some(format!("mmap2-synth merge: data maps: {n} inserted (-d)")),
-        DataMaps::No if r.data_maps_left_out > 0 => Some(format!(
-            "mmap2-synth merge: data maps: {} of the snapshot's left out: the recording does not ask for them (perf synthesizes them only for -d / --call-graph dwarf); -d inserts them",
-            r.data_maps_left_out
-        )),
-        DataMaps::No => None,
-    }
-}
-
-/// Processes named in warnings one by one; the rest are counted.
-const NOT_RECORDED_SHOWN: usize = 10;
-
-/// A warning per process a merge left out as not the one sampled, naming
-/// its pid, comm and coverage and the likely causes.
-fn not_recorded_lines(all: &[crate::rewrite::coverage::NotRecorded]) -> Vec<String> {
-    let mut lines: Vec<String> = (all.iter().take(NOT_RECORDED_SHOWN))
-        .map(|n| format!(
-            "mmap2-synth: warning: pid {} ({}) is not the recorded process: {} of {} sampled user-mode addresses are in its executable maps; its COMM and maps are not inserted (recorded in another pid namespace, e.g. by perf in a container, or the pid reused since)",
-            n.pid,
-            escape(&n.comm),
-            n.coverage.covered,
-            n.coverage.sampled
-        ))
-        .collect();
-    if all.len() > NOT_RECORDED_SHOWN {
-        lines.push(format!(
-            "mmap2-synth: warning: {} more processes not the recorded ones, not inserted",
-            all.len() - NOT_RECORDED_SHOWN
-        ));
-    }
-    lines
 }
 
 /// The line of a conversion that repaired MMAP2 records with the kernel's
@@ -494,6 +390,7 @@ pub fn archive(r: &crate::archive::ArchiveReport, took: Duration, dest: &str) ->
 mod tests {
     use super::*;
     use crate::proc::SkipReason;
+    use crate::rewrite::MergeReport;
 
     // pprof's line names the first 8 events and counts the rest (a file
     // declaring 400,000 events made it megabytes long).
