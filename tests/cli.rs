@@ -887,7 +887,8 @@ fn unreadable_input_exits_2() {
 }
 
 // A reader of stdout that is gone (`| head -1` having exited) is a quiet
-// stop for every command writing to stdout: exit 0 as ripgrep's, nothing
+// stop for every command writing to stdout, or to any stream `-o` names
+// (`/dev/stdout`, a FIFO: it was exit 1): exit 0 as ripgrep's, nothing
 // on stderr (it was "error: writing the dump: Broken pipe", exit 1); a
 // full stdout is still an error, naming stdout for the snapshot's --json
 // (it said "the dump").
@@ -902,6 +903,10 @@ fn stdout_reader_gone_is_a_quiet_stop() {
         vec!["-q", "-p", &me, "--json"],
         vec!["-q", "-p", &me, "-o", "-"],
         vec!["pprof", "-q", "--no-symbolize", r, "-o", "-"],
+        // and every other stream output (a FIFO, a device, stdout named)
+        vec!["-q", "-p", &me, "-o", "/dev/stdout"],
+        vec!["pprof", "-q", "--no-symbolize", r, "-o", "/dev/stdout"],
+        vec!["convert", "-q", "--to", "pipe", r, "-o", "/dev/stdout"],
     ] {
         // the pipe's only reader closed before the command writes
         let (reader, writer) = std::io::pipe().unwrap();

@@ -12,7 +12,7 @@ use mmap2_synth::summary;
 use super::args::PprofArgs;
 use super::error::CliError;
 use super::print;
-use super::stdout::{open_stdout, Stdout};
+use super::stdout::{open_stdout, Stream};
 
 pub(crate) fn run_pprof(a: &PprofArgs) -> Result<(), CliError> {
     let started = Instant::now();
@@ -42,13 +42,13 @@ pub(crate) fn run_pprof(a: &PprofArgs) -> Result<(), CliError> {
     };
     let (report, dest) = if a.output.as_os_str() == "-" {
         (
-            write(&mut Stdout(open_stdout()?), Path::new("stdout"))?,
+            write(&mut Stream(open_stdout()?), Path::new("stdout"))?,
             "stdout".into(),
         )
     } else {
         match output::classify(&a.output)? {
             output::Target::Stream(p) => {
-                let report = write(&mut output::open_stream(&p)?, &p)?;
+                let report = write(&mut Stream(output::open_stream(&p)?), &p)?;
                 (report, p.display().to_string())
             }
             output::Target::File(p) => {

@@ -244,8 +244,8 @@ fn convert_stream(
         )));
     }
     let w: Box<dyn std::io::Write> = match file {
-        Some(p) => Box::new(output::open_stream(&p)?),
-        None => Box::new(super::stdout::Stdout(super::stdout::open_stdout()?)),
+        Some(p) => Box::new(super::stdout::Stream(output::open_stream(&p)?)),
+        None => Box::new(super::stdout::Stream(super::stdout::open_stdout()?)),
     };
     Ok(Some((w, name)))
 }

@@ -17,7 +17,7 @@ use mmap2_synth::summary;
 use super::args::{ByteOrderArg, Cli, MapArgs, ScanArgs, SourceArg, TaskSourceArg};
 use super::error::CliError;
 use super::print;
-use super::stdout::{open_stdout, Stdout};
+use super::stdout::{open_stdout, Stream};
 
 pub(crate) fn resolve_uid(user: &str) -> Result<u32, CliError> {
     if let Ok(n) = user.parse() {
@@ -65,7 +65,7 @@ pub(crate) fn run_json(cli: &Cli, target: &Target) -> Result<(), CliError> {
     let mut watch = ScanWatch::start(target, &scan, !cli.no_watch, Endian::NATIVE, cli.mmap_pages);
     let enc = snapshot::snapshot_encoding(Endian::NATIVE, cli.all);
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(Stdout(stdout.lock()));
+    let mut out = std::io::BufWriter::new(Stream(stdout.lock()));
     let mut printer = Printer::new(
         &mut out,
         DumpOptions {
@@ -227,7 +227,7 @@ pub(crate) fn live_error(path: &Path) -> impl Fn(LiveError) -> CliError + '_ {
 
 /// Writes to stdout, which must be open (see [`open_stdout`]).
 pub(crate) fn write_stdout(f: WriteFn<'_>) -> Result<LiveReport, CliError> {
-    let mut w = std::io::BufWriter::new(Stdout(open_stdout()?));
+    let mut w = std::io::BufWriter::new(Stream(open_stdout()?));
     let report = f(Out::Pipe(&mut w)).map_err(live_error(Path::new("stdout")))?;
     w.flush()
         .map_err(|e| CliError::write(Path::new("stdout"), e))?;
@@ -236,7 +236,7 @@ pub(crate) fn write_stdout(f: WriteFn<'_>) -> Result<LiveReport, CliError> {
 
 /// Writes straight into a FIFO or character device.
 pub(crate) fn write_stream(path: &Path, f: WriteFn<'_>) -> Result<LiveReport, CliError> {
-    let mut w = std::io::BufWriter::new(output::open_stream(path)?);
+    let mut w = std::io::BufWriter::new(Stream(output::open_stream(path)?));
     let report = f(Out::Pipe(&mut w)).map_err(live_error(path))?;
     w.flush().map_err(|e| CliError::write(path, e))?;
     Ok(report)

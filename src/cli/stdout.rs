@@ -1,6 +1,7 @@
-//! stdout as the commands write their output to it (`dump`, `--json`,
-//! `-o -`, `pprof -o -`): a closed descriptor 1 is refused
-//! ([`open_stdout`]), and a reader that went away is a quiet stop.
+//! stdout and the other streams the commands write their output to
+//! (`dump`, `--json`, `-o -`, `pprof -o -`; `-o FIFO`, `-o /dev/stdout`):
+//! a closed descriptor 1 is refused ([`open_stdout`]), and a reader that
+//! went away is a quiet stop, whichever stream it read.
 //!
 //! Rust ignores SIGPIPE, so a write to a pipe whose reader has gone
 //! (`mmap2-synth dump big.data | head -1`) fails with EPIPE instead of
@@ -16,10 +17,11 @@ use std::path::Path;
 
 use super::error::CliError;
 
-/// A writer to stdout whose EPIPE ends the run quietly (see the module).
-pub(crate) struct Stdout<W: Write>(pub(crate) W);
+/// A writer to stdout or another stream (a FIFO, a device) whose EPIPE
+/// ends the run quietly (see the module).
+pub(crate) struct Stream<W: Write>(pub(crate) W);
 
-impl<W: Write> Write for Stdout<W> {
+impl<W: Write> Write for Stream<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.write(buf).map_err(stop_if_gone)
     }
