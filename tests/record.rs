@@ -1262,3 +1262,82 @@ fn stopping_record_is_no_failure() {
         assert!(err.contains("perf stopped by SIG"), "SIG{sig}: {err}");
     }
 }
+
+/// A cgroup v2 group of its own, made for a test; a process in it is put
+/// back into the root group and the group removed on drop.
+struct TestCgroup {
+    root: std::path::PathBuf,
+    dir: std::path::PathBuf,
+}
+
+impl TestCgroup {
+    /// Makes `NAME-PID` under the cgroup2 mount and moves `pid` into it.
+    fn with(name: &str, pid: u32) -> TestCgroup {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        let root = (mounts.lines())
+            .map(|l| l.split(' ').collect::<Vec<_>>())
+            .find(|f| f.len() > 2 && f[2] == "cgroup2")
+            .map(|f| std::path::PathBuf::from(f[1]))
+            .expect("a cgroup2 mount");
+        let dir = root.join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let g = TestCgroup { root, dir };
+        std::fs::write(g.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+        g
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let procs = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+        for p in procs.split_whitespace() {
+            let _ = std::fs::write(self.root.join("cgroup.procs"), p);
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+// --all-cgroups and --namespaces keep the cgroup and namespaces of a -p
+// process that ran before perf: perf report names its cgroup (it was
+// "unknown": --synth=no dropped perf's CGROUP records) and perf script
+// has its NAMESPACES record (it had none), as with perf record itself.
+#[test]
+#[ignore = "needs root (a cgroup) and perf record"]
+fn record_keeps_cgroups_and_namespaces_of_running_processes() {
+    needs_root("a cgroup of the test's own");
+    needs_perf_record();
+    let b = Mapper::burner();
+    let cg = TestCgroup::with("mmap2-synth-record", b.pid);
+    let name = cg.dir.file_name().unwrap().to_str().unwrap().to_string();
+    let dir = scratch("record-cgroups");
+    let out = dir.join("cg.data");
+    let pid = b.pid.to_string();
+    let args = ["-F", "299", "--all-cgroups", "--namespaces", "-p", &pid];
+    let o = out.to_str().unwrap();
+    assert_eq!(
+        record(&[&args[..], &["-o", o, "--", "sleep", "1"]].concat()),
+        0
+    );
+    let i = ["-i".as_ref(), out.as_os_str(), "--stdio".as_ref()];
+    let report = perf(
+        &[
+            &["report".as_ref(), "--sort".as_ref(), "cgroup".as_ref()],
+            &i[..],
+        ]
+        .concat(),
+    );
+    let ours = (report.lines())
+        .find(|l| l.trim_end().ends_with(&format!("/{name}")))
+        .and_then(|l| l.trim().split('%').next()?.parse::<f64>().ok());
+    assert!(ours.is_some_and(|p| p > 99.0), "{ours:?}: {report}");
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-namespace-events".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let ns = format!("PERF_RECORD_NAMESPACES {pid}/{pid} ");
+    assert!(script.contains(&ns), "no {ns}in: {script}");
+    drop(b);
+    drop(cg);
+}

@@ -14,6 +14,7 @@ mod leftover;
 mod perf_args;
 mod scratch;
 mod signals;
+mod synthesis;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -106,6 +107,7 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
         m.file_type().is_fifo()
     });
     let pt = perf_target(&r.perf_args, stdout_is_pipe)?;
+    pt.warn_lost();
     // where perf's recording goes: a regular file or nothing yet (a FIFO,
     // `/dev/stdout` or a directory could not be merged into), as the
     // kernel follows links (a link to nothing: the file it names is made)
@@ -155,7 +157,10 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
     // our -o after the user's options (perf takes the last), before the
     // workload
     let (options, workload) = r.perf_args.split_at(pt.options_end.min(r.perf_args.len()));
-    cmd.args(["record", "--synth=no", "-D", "-1", "--control", &control])
+    // perf synthesizes none of what we insert; CGROUP and NAMESPACES
+    // records when asked (see synthesis)
+    let synth = format!("--synth={}", pt.synth());
+    cmd.args(["record", &synth, "-D", "-1", "--control", &control])
         .args(options)
         .args(["-o", &output])
         .args(workload);

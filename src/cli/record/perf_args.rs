@@ -26,6 +26,14 @@ pub(crate) struct PerfTarget {
     /// it asks for data maps (`mmap_data`) and would synthesize them: the
     /// snapshot reads them for the merge to insert.
     pub(crate) data_maps: bool,
+    /// `--all-cgroups` and `--namespaces`: side-band records of the
+    /// processes that ran before perf, which it synthesizes (see
+    /// [`PerfTarget::synth`]).
+    pub(crate) cgroups: bool,
+    pub(crate) namespaces: bool,
+    /// perf's target is a list of threads (`-p`, `-t`, `-u`): its task
+    /// synthesis goes through them (COMM and NAMESPACES, no FORK).
+    pub(crate) threads: bool,
 }
 
 /// Whether a perf record option takes a value.
@@ -379,6 +387,7 @@ fn perf_target_with(
     let (mut output, mut all, mut pid) = (None, false, None);
     let (mut cpu, mut tid, mut uid) = (None, None, None);
     let (mut buildid, mut data_maps) = (BuildIdArgs::default(), false);
+    let (mut cgroups, mut namespaces) = (false, false);
     let (options, options_end) = perf_options(args, help)?;
     for o in options {
         let v = if o.negated { None } else { o.value };
@@ -407,6 +416,8 @@ fn perf_target_with(
             "tid" => tid = v,
             "uid" => uid = v,
             "data" => data_maps = !o.negated,
+            "all-cgroups" => cgroups = !o.negated,
+            "namespaces" => namespaces = !o.negated,
             // (perf's parse_callchain_record: the mode is the first word, exactly)
             "call-graph" => data_maps |= v.is_some_and(|v| v.split(',').next() == Some("dwarf")),
             _ => {}
@@ -450,6 +461,9 @@ fn perf_target_with(
         options_end,
         buildid,
         data_maps,
+        cgroups,
+        namespaces,
+        threads: pid.or(tid).or(uid).is_some(),
     })
 }
 
@@ -465,10 +479,13 @@ mod tests {
         perf_target_with(&args, false, &mut || HELP_6_1.to_string()).map(unplaced)
     }
 
-    /// `t` without where its options end, to compare with [`pt`]'s.
+    /// `t` without where its options end, nor whether its target is
+    /// threads (`synth_as_the_options_ask` checks that), to compare with
+    /// [`pt`]'s.
     fn unplaced(t: PerfTarget) -> PerfTarget {
         PerfTarget {
             options_end: 0,
+            threads: false,
             ..t
         }
     }
@@ -578,7 +595,43 @@ mod tests {
             options_end: 0,
             buildid: BuildIdArgs::default(),
             data_maps: false,
+            cgroups: false,
+            namespaces: false,
+            threads: false,
         }
+    }
+
+    // perf synthesizes what the options ask that record does not insert:
+    // CGROUP records for --all-cgroups, task (and so NAMESPACES) records
+    // for --namespaces of -p/-t/-u; nothing else, negations and
+    // abbreviations read; --namespaces system-wide is said to be lost.
+    #[test]
+    fn synth_as_the_options_ask() {
+        let placed = |v: &[&str]| {
+            let args: Vec<String> = v.iter().map(|s| s.to_string()).collect();
+            perf_target_with(&args, false, &mut || HELP_6_1.to_string()).unwrap()
+        };
+        let synth = |v: &[&str]| placed(v).synth();
+        assert_eq!(synth(&["-a", "-g"]), "no");
+        assert_eq!(synth(&["--all-cgroups", "-a"]), "cgroup");
+        assert_eq!(synth(&["--all-cg", "-a"]), "cgroup");
+        assert_eq!(synth(&["--namespaces", "-p", "1"]), "task");
+        assert_eq!(synth(&["--namespaces", "-t", "1"]), "task");
+        assert_eq!(
+            synth(&["--namespaces", "-u", "0", "--all-cgroups"]),
+            "task,cgroup"
+        );
+        // a workload's are perf's own; system-wide they are lost
+        assert_eq!(synth(&["--namespaces", "--all-cgroups", "x"]), "cgroup");
+        assert_eq!(synth(&["--namespaces", "-a"]), "no");
+        assert_eq!(synth(&["--all-cgroups", "--no-all-cgroups", "x"]), "no");
+        assert_eq!(synth(&["--namespaces", "--no-namespaces", "-p", "1"]), "no");
+        let lost = |v: &[&str]| placed(v).namespaces_lost();
+        assert!(lost(&["--namespaces", "-a"]));
+        assert!(lost(&["--namespaces", "-C", "0"]));
+        assert!(!lost(&["--namespaces", "-p", "1"]));
+        assert!(!lost(&["--namespaces", "x"]));
+        assert!(!lost(&["-a"]));
     }
 
     // perf asks for data maps as its sample_address says: -d (in a
