@@ -1341,3 +1341,38 @@ fn record_keeps_cgroups_and_namespaces_of_running_processes() {
     drop(b);
     drop(cg);
 }
+
+// A process perf records but never samples still gets its COMM and maps,
+// as perf's synthesis gives them: named with -p or -t (`-e dummy`: record
+// inserted nothing, "nothing to add"), and every process of `-a` when no
+// event samples (side-band only).
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn record_gives_unsampled_processes_their_maps() {
+    needs_perf_record();
+    let b = Mapper::burner();
+    let dir = scratch("record-unsampled");
+    let pid = b.pid.to_string();
+    for (name, how) in [
+        ("p", &["-p", &pid][..]),
+        ("t", &["-t", &pid]),
+        ("a", &["-a"]),
+    ] {
+        let out = dir.join(format!("{name}.data"));
+        let o = out.to_str().unwrap();
+        let args = [&["-e", "dummy"], how, &["-o", o, "--", "sleep", "0.5"]].concat();
+        assert_eq!(record(&args), 0, "{how:?}");
+        let script = perf(&[
+            "script".as_ref(),
+            "--show-mmap-events".as_ref(),
+            "--show-task-events".as_ref(),
+            "-i".as_ref(),
+            out.as_os_str(),
+        ]);
+        let comm = format!("PERF_RECORD_COMM: burn:{pid}/{pid}");
+        assert!(script.contains(&comm), "{how:?}: no {comm} in {script}");
+        let maps = format!("PERF_RECORD_MMAP2 {pid}/{pid}: ");
+        let lib = (script.lines()).any(|l| l.contains(&maps) && l.ends_with("libburn.so"));
+        assert!(lib, "{how:?}: no libburn.so map of {pid} in {script}");
+    }
+}

@@ -23,7 +23,7 @@ use std::process::{Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use mmap2_synth::proc::{self, Target};
-use mmap2_synth::rewrite::{self, MergeOptions, Which};
+use mmap2_synth::rewrite::{self, MergeOptions};
 use mmap2_synth::snapshot::{self, Out, WriteOptions};
 use mmap2_synth::{bytes::Endian, proc::HostFacts, summary};
 
@@ -221,10 +221,7 @@ fn record_in(r: &RecordArgs, pt: &PerfTarget, tmp: &Path) -> Result<(), CliError
     // Events are on: every map made from now on is in perf's stream.
     // perf's workload (its child, even with -p) and the workload's own
     let workload = children_of(perf.child.id());
-    let target = match &pt.target {
-        Some(t) => t.clone(),
-        None => Target::Pids(workload.clone()),
-    };
+    let target = synthesis::snapshot_target(pt, &workload);
     let snap = tmp.join("snap.data");
     let live = snapshot_to(r, (&target, pt.data_maps), &snap);
     let status = perf.wait()?;
@@ -289,7 +286,7 @@ fn merge_into(
     };
     // data maps go in when perf asks for them (its attrs say) or -d
     let opts = MergeOptions {
-        which: Which::Needed,
+        which: synthesis::which(pt, &perf_file),
         maps: Some(snap),
         snapshot: proc::Options {
             selection: scan_options(&r.scan, &r.written)?.selection,

@@ -34,6 +34,8 @@ pub(crate) struct PerfTarget {
     /// perf's target is a list of threads (`-p`, `-t`, `-u`): its task
     /// synthesis goes through them (COMM and NAMESPACES, no FORK).
     pub(crate) threads: bool,
+    /// `-t`'s threads, when they are what perf records (no `-a`, no `-p`).
+    pub(crate) tids: Option<Vec<u32>>,
 }
 
 /// Whether a perf record option takes a value.
@@ -439,21 +441,23 @@ fn perf_target_with(
             "record: perf's output must be a file (-o -, a stream, cannot be merged into)".into(),
         ));
     }
+    let ids = |list: &str, what: &str| -> Result<Vec<u32>, CliError> {
+        let id = |p: &str| p.trim().parse().ok();
+        let bad = |p: &str| CliError::Usage(format!("record: bad {what} {p}"));
+        list.split(',')
+            .map(|p| id(p).ok_or_else(|| bad(p)))
+            .collect()
+    };
     let target = match (all, pid) {
         (true, _) => Some(Target::All),
-        (false, Some(pids)) => {
-            let mut list = Vec::new();
-            for p in pids.split(',') {
-                list.push(
-                    p.trim()
-                        .parse()
-                        .map_err(|_| CliError::Usage(format!("record: bad pid {p}")))?,
-                );
-            }
-            Some(Target::Pids(list))
-        }
+        (false, Some(pids)) => Some(Target::Pids(ids(pids, "pid")?)),
         (false, None) if cpu.or(tid).or(uid).is_some() => Some(Target::All),
         (false, None) => None,
+    };
+    // -t decides what perf records when neither -a nor -p does
+    let tids = match (all, pid, tid) {
+        (false, None, Some(t)) => Some(ids(t, "tid")?),
+        _ => None,
     };
     Ok(PerfTarget {
         output,
@@ -464,6 +468,7 @@ fn perf_target_with(
         cgroups,
         namespaces,
         threads: pid.or(tid).or(uid).is_some(),
+        tids,
     })
 }
 
@@ -480,12 +485,13 @@ mod tests {
     }
 
     /// `t` without where its options end, nor whether its target is
-    /// threads (`synth_as_the_options_ask` checks that), to compare with
+    /// threads (`synth_as_the_options_ask` checks that) and which, to compare with
     /// [`pt`]'s.
     fn unplaced(t: PerfTarget) -> PerfTarget {
         PerfTarget {
             options_end: 0,
             threads: false,
+            tids: None,
             ..t
         }
     }
@@ -598,6 +604,7 @@ mod tests {
             cgroups: false,
             namespaces: false,
             threads: false,
+            tids: None,
         }
     }
 

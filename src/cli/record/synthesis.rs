@@ -1,7 +1,15 @@
 //! What perf synthesizes for the processes that ran before it, and what
 //! record gives them in its place: perf runs with `--synth=no` (record
-//! inserts their COMM and maps) but for the side-band records record does
-//! not write (CGROUP, NAMESPACES).
+//! inserts their COMM and maps, of the processes perf would have given
+//! them) but for the side-band records record does not write (CGROUP,
+//! NAMESPACES).
+
+use std::path::Path;
+
+use mmap2_synth::perf::consts::{PERF_COUNT_SW_DUMMY, PERF_TYPE_SOFTWARE};
+use mmap2_synth::perf::{Attr, Input, Layout};
+use mmap2_synth::proc::Target;
+use mmap2_synth::rewrite::Which;
 
 use super::perf_args::PerfTarget;
 
@@ -42,4 +50,60 @@ impl PerfTarget {
             );
         }
     }
+}
+
+/// The processes record snapshots: those of `-t`'s threads (perf
+/// synthesizes each one's process), else those perf's arguments name
+/// (every one for `-a`, `-C`, `-u`), else perf's `workload`.
+pub(super) fn snapshot_target(pt: &PerfTarget, workload: &[u32]) -> Target {
+    if let Some(tids) = &pt.tids {
+        let mut pids: Vec<u32> = tids.iter().map(|&t| tgid_of(t)).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        return Target::Pids(pids);
+    }
+    match &pt.target {
+        Some(t) => t.clone(),
+        None => Target::Pids(workload.to_vec()),
+    }
+}
+
+/// The process of thread `tid` (`tid` itself when it cannot be read: the
+/// snapshot then says it is not found).
+fn tgid_of(tid: u32) -> u32 {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).unwrap_or_default();
+    (status.lines())
+        .find_map(|l| l.strip_prefix("Tgid:")?.trim().parse().ok())
+        .unwrap_or(tid)
+}
+
+/// Which processes of the snapshot the merge inserts, as perf's synthesis
+/// would have given them: every one named (`-p`, `-t`: the snapshot holds
+/// those alone), sampled or not; every one of a system-wide recording
+/// whose events sample nothing (`-a -e dummy`: side-band only); else those
+/// the recording needs (its samples', see `merge`), perf's maps of the
+/// others being of no use to a report.
+pub(super) fn which(pt: &PerfTarget, perf_file: &Path) -> Which {
+    let named = pt.tids.is_some() || matches!(pt.target, Some(Target::Pids(_)));
+    if named || (pt.target == Some(Target::All) && samples_nothing(perf_file)) {
+        Which::All
+    } else {
+        Which::Needed
+    }
+}
+
+/// perf's recording has no event that samples: each is the dummy event
+/// (side-band records alone) or has no sample period (`-n`, counting).
+fn samples_nothing(perf_file: &Path) -> bool {
+    let Ok(input) = Input::open_regular(perf_file) else {
+        return false;
+    };
+    let Layout::File { header, .. } = &input.layout else {
+        return false;
+    };
+    let Ok(attrs) = input.file_attrs(header) else {
+        return false;
+    };
+    let dummy = |a: &Attr| a.type_ == PERF_TYPE_SOFTWARE && a.config == PERF_COUNT_SW_DUMMY;
+    !attrs.list.is_empty() && (attrs.list.iter()).all(|(a, _)| dummy(a) || a.sample_period == 0)
 }
