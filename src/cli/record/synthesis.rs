@@ -53,28 +53,17 @@ impl PerfTarget {
 }
 
 /// The processes record snapshots: those of `-t`'s threads (perf
-/// synthesizes each one's process), else those perf's arguments name
-/// (every one for `-a`, `-C`, `-u`), else perf's `workload`.
+/// synthesizes each one's process; the scan takes a thread's id for its
+/// process), else those perf's arguments name (every one for `-a`, `-C`,
+/// `-u`), else perf's `workload`.
 pub(super) fn snapshot_target(pt: &PerfTarget, workload: &[u32]) -> Target {
     if let Some(tids) = &pt.tids {
-        let mut pids: Vec<u32> = tids.iter().map(|&t| tgid_of(t)).collect();
-        pids.sort_unstable();
-        pids.dedup();
-        return Target::Pids(pids);
+        return Target::Pids(tids.clone());
     }
     match &pt.target {
         Some(t) => t.clone(),
         None => Target::Pids(workload.to_vec()),
     }
-}
-
-/// The process of thread `tid` (`tid` itself when it cannot be read: the
-/// snapshot then says it is not found).
-fn tgid_of(tid: u32) -> u32 {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).unwrap_or_default();
-    (status.lines())
-        .find_map(|l| l.strip_prefix("Tgid:")?.trim().parse().ok())
-        .unwrap_or(tid)
 }
 
 /// Which processes of the snapshot the merge inserts, as perf's synthesis
