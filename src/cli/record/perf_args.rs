@@ -371,6 +371,12 @@ fn owned_by_record(long: &str) -> Option<&'static str> {
             "record starts perf with its events off (-D -1) and enables them once it is \
              ready; a delay of perf's own would replace that",
         ),
+        "synth" => Some(
+            "record runs perf without its synthesis of running processes (it inserts their \
+             COMM and maps itself, with build ids, and asks perf only for the CGROUP or \
+             NAMESPACES records `--all-cgroups`/`--namespaces` need): perf's own would \
+             write every map twice; use `perf record` for perf's synthesis",
+        ),
         "threads" => Some(
             "perf then writes a directory of files, not a perf.data to merge into; record \
              with `perf record --synth=no --threads`, snapshot with `mmap2-synth --all -o \
@@ -707,8 +713,8 @@ mod tests {
         assert!(target(&["-o", "--switch-output", "prog"]).is_ok());
     }
 
-    // The options record sets itself (--control, -D/--delay) and --threads
-    // (perf writes a directory) are refused in every form; a workload's
+    // The options record sets itself (--control, -D/--delay, --synth) and
+    // --threads (perf writes a directory) are refused in every form; a workload's
     // own flags of those names are not.
     #[test]
     fn options_record_owns_refused() {
@@ -721,13 +727,25 @@ mod tests {
             (&["--threads", "-a"], "--threads"),
             (&["--threads=cpu", "-a"], "--threads"),
             (&["-ga", "--thread", "--", "true"], "--threads"),
+            (&["--synth=all", "-a"], "--synth"),
+            (&["--synth", "no", "-a"], "--synth"),
         ] {
             match target(args) {
                 Err(CliError::Usage(m)) => assert!(m.contains(name), "{args:?}: {m}"),
                 other => panic!("{args:?} not refused: {other:?}"),
             }
         }
-        assert!(target(&["-a", "--", "prog", "--control", "-D", "1", "--threads"]).is_ok());
+        assert!(target(&[
+            "-a",
+            "--",
+            "prog",
+            "--control",
+            "-D",
+            "1",
+            "--threads",
+            "--synth"
+        ])
+        .is_ok());
     }
 
     // perf record's -o, -a and -p are read; the workload's own flags are not.
