@@ -21,6 +21,13 @@ use std::path::PathBuf;
 /// As the kernel: at most this many links followed in one path.
 pub const MAX_LINKS: u32 = 40;
 
+/// Components walked in one path at most, links' included (ELOOP past
+/// it). The kernel allows 40 links of 4 KiB each, ~80,000 components it
+/// walks from its cache in a few ms; here each is three system calls, so a
+/// recording naming such paths (`d/../` a thousand times per link) cost
+/// ~350 ms of CPU per path. Real paths have tens.
+pub const MAX_STEPS: usize = 1024;
+
 /// What a walk may do.
 pub struct Rules<'a> {
     /// A root the walk starts at and never leaves (`..` stops there, an
@@ -186,8 +193,8 @@ fn push_components(todo: &mut Vec<Vec<u8>>, text: &[u8]) {
 
 /// Walks `path` by `rules` (see the module's doc). A missing last
 /// component is returned by name (for a new file); a missing directory on
-/// the way is ENOENT, a file on the way ENOTDIR, more than 40 links ELOOP,
-/// an empty link ENOENT. `..` after a followed link is relative to where
+/// the way is ENOENT, a file on the way ENOTDIR, more than 40 links or
+/// [`MAX_STEPS`] components ELOOP, an empty link ENOENT. `..` after a followed link is relative to where
 /// the link led, as the kernel has it. A trailing "/" is not kept.
 pub fn walk(path: &[u8], rules: &Rules<'_>) -> Result<End, Stop> {
     if path.is_empty() {
@@ -210,8 +217,12 @@ pub fn walk(path: &[u8], rules: &Rules<'_>) -> Result<End, Stop> {
     held.judge(held.base.as_fd())?;
     let mut todo = Vec::new();
     push_components(&mut todo, path);
-    let (mut links, mut last_link) = (0, None);
+    let (mut links, mut last_link, mut steps) = (0, None, 0);
     while let Some(c) = todo.pop() {
+        steps += 1;
+        if steps > MAX_STEPS {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP).into());
+        }
         let last = todo.is_empty();
         match c.as_slice() {
             b"." => continue,
@@ -311,6 +322,30 @@ mod tests {
             ino(walk(b"/..", &rooted(&r)).unwrap().opened().unwrap()),
             root_ino
         );
+    }
+
+    // A path of more than MAX_STEPS components, links' text included, is
+    // ELOOP however few links it takes; one of MAX_STEPS is walked.
+    #[test]
+    fn steps_are_bounded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = tmp.path();
+        std::fs::create_dir(t.join("d")).unwrap();
+        // 1,621 components in one link of 4,051 bytes
+        symlink("d/../".repeat(810) + "d", t.join("l")).unwrap();
+        let rules = Rules {
+            root: Some(crate::sys::open_path(t).unwrap().into()),
+            judge: None,
+            own_links_only: false,
+            follow_last: true,
+        };
+        let e = walk(b"l", &rules).unwrap_err();
+        assert!(
+            matches!(e, Stop::Io(ref e) if e.raw_os_error() == Some(libc::ELOOP)),
+            "{e:?}"
+        );
+        let fits = "d/..//".repeat((MAX_STEPS - 1) / 2) + "d";
+        assert!(walk(fits.as_bytes(), &rules).unwrap().opened().is_some());
     }
 
     // The judge is asked about the start and each step before anything is
