@@ -563,3 +563,39 @@ fn a_device_number_given_to_fuse_mid_scan_is_judged_again() {
     drop((a, b));
     drop(fs);
 }
+
+// A library swapped for a file of a stalled FUSE mount at the same place
+// between the walk's query and its build-id read (the scan held there)
+// hangs nothing: the kernel, asked for the id, read whatever was mapped
+// there by then (any user can swap in a loop); the file is now opened and
+// judged as opened. The library keeps its own id, read by its path.
+#[test]
+#[ignore = "needs root (a FUSE mount, map_files), libfuse3-dev"]
+fn a_library_swapped_for_fuse_before_its_id_is_read_hangs_nothing() {
+    needs_root("mounting FUSE");
+    let _serial = serial();
+    let dir = scratch("fuse-swap");
+    let f = fixtures();
+    let fs = StallFs::mount(&dir, &f.lib_sha1);
+    let mut m = Mapper::start_as(&build_fixture("fixedmap", &dir, &[]), &[]);
+    // below the program: the first file whose id the walk asks for
+    let lib = f.lib_md5.to_str().unwrap();
+    m.order(&dir, &format!("map {lib} 10000 1000 0"));
+    let (hold, out) = (dir.join("hold"), dir.join("out.data"));
+    let mut cmd = Command::new(bin());
+    cmd.args(["-p", &m.pid.to_string(), "-o"])
+        .arg(&out)
+        .env("MMAP2_SYNTH_TEST_HOLD_BEFORE_BUILD_ID", &hold);
+    let (child, what) = started(cmd);
+    wait_until("the scan held before a build id", || hold.exists());
+    m.order(&dir, &format!("map {} 10000 1000 0", fs.lib().display()));
+    fs.stall();
+    std::fs::remove_file(&hold).unwrap();
+    let (code, err) = ended((child, what));
+    assert_eq!(code, 0, "{err}");
+    let want = readelf_build_id(&f.lib_md5).expect("the library's id");
+    let map = dumped_map(&out, lib);
+    assert!(map.contains(&format!("build_id={want}")), "{map}");
+    drop(m);
+    drop(fs);
+}

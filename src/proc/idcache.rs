@@ -19,6 +19,8 @@ type IdMap = HashMap<FileKey, Option<BuildId>, foldhash::fast::RandomState>;
 /// asked for once, and which files may be read at all.
 pub struct BuildIdCache {
     map: Mutex<IdMap>,
+    /// See [`BuildIdCache::kernel_reads`].
+    kernel_reads: bool,
     mounts: Mounts,
     unverified: AtomicUsize,
     on_fuse: AtomicUsize,
@@ -55,6 +57,7 @@ impl BuildIdCache {
     pub fn new(proc_root: &Path) -> Self {
         BuildIdCache {
             map: Mutex::default(),
+            kernel_reads: !can_open_map_files(proc_root),
             mounts: Mounts::new(proc_root),
             unverified: AtomicUsize::new(0),
             on_fuse: AtomicUsize::new(0),
@@ -72,6 +75,13 @@ impl BuildIdCache {
     /// Records the answer for a file (the first answer wins).
     pub fn insert(&self, key: FileKey, id: Option<BuildId>) -> Option<BuildId> {
         *self.lock().entry(key).or_insert(id)
+    }
+
+    /// Whether build ids are asked of the kernel (PROCMAP_QUERY), which
+    /// reads whatever is mapped at a place when asked: only when we cannot
+    /// open mapped files through `map_files` to read them ourselves.
+    pub fn kernel_reads(&self) -> bool {
+        self.kernel_reads
     }
 
     /// Counts an id whose file could be matched by inode only.
@@ -127,6 +137,16 @@ pub struct LocalBuildIds {
 
 /// Slots of [`LocalBuildIds::recent`].
 const ID_SLOTS: usize = 128;
+
+/// Whether we may open other processes' `map_files` links: the kernel asks
+/// for CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE (bits 21, 40 of `CapEff`).
+fn can_open_map_files(proc_root: &Path) -> bool {
+    let status = std::fs::read(proc_root.join("self/status")).unwrap_or_default();
+    let caps = super::parse::parse_status(&status)
+        .ok()
+        .and_then(|s| s.cap_eff);
+    caps.is_some_and(|c| c >> 21 & 1 == 1 || c >> 40 & 1 == 1)
+}
 
 impl LocalBuildIds {
     /// The answer for `key`: from this copy, else from `cache` (and kept).

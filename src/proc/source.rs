@@ -209,8 +209,6 @@ pub fn walk_ioctl(
 /// The build id the kernel read for `vma`'s file (PROCMAP_QUERY asked
 /// again for it), if the VMA there is still `vma`.
 fn kernel_build_id(fd: std::os::fd::BorrowedFd<'_>, vma: &Vma) -> Option<BuildId> {
-    // a test maps another file here: between the two queries
-    crate::testhook::hold_once("MMAP2_SYNTH_TEST_HOLD_BEFORE_BUILD_ID");
     let mut bid = [0u8; MAX_BUILD_ID];
     let mut q = ProcmapQuery {
         query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
@@ -261,8 +259,18 @@ fn resolve(
     if !cache.may_read(key, &dir) {
         return local.insert(cache, key, None);
     }
-    if let Some(id) = kernel() {
-        return local.insert(cache, key, Some(id));
+    // a test maps another file here: between the walk and the read
+    crate::testhook::hold_once("MMAP2_SYNTH_TEST_HOLD_BEFORE_BUILD_ID");
+    // The kernel reads whatever is mapped at the VMA's place when asked,
+    // which may no longer be the file just judged: a process swapping a
+    // FUSE file in and out there would hang the query. So the kernel is
+    // asked only when the mapped file cannot be opened (`map_files` needs
+    // CAP_SYS_ADMIN); we read it ourselves, its mount judged on the very
+    // file opened.
+    if cache.kernel_reads() {
+        if let Some(id) = kernel() {
+            return local.insert(cache, key, Some(id));
+        }
     }
     match buildid::read_mapped_build_id(&dir, vma) {
         Some((raw, buildid::Trust::Verified)) => {

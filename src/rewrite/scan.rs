@@ -29,8 +29,8 @@ pub struct RecordingFacts {
     pub sampled: Sampled,
     /// Pids whose maps the recording gives perf whole: it has one
     /// synthesized for them (time 0, or records without times), or saw
-    /// them born (a FORK of a new process; an exec COMM of one not named
-    /// before: samples before an exec need the first image's maps). A process that
+    /// them born (a FORK of a new process; an exec COMM of one with no
+    /// user-mode sample before: those need the first image's maps). A process that
     /// only mapped something during the recording is not among them: its
     /// maps from before are missing.
     pub covered: HashSet<u32>,
@@ -223,12 +223,13 @@ impl RecordingFacts {
                 let pid = Rd(e).u32(body, 0).ok_or_else(bad)?;
                 if real(pid) {
                     // perf records every map of the new image: the
-                    // recording gives the process whole, unless it was
-                    // named before (its samples, a FORK of it) by the
-                    // image before, whose maps it does not give
-                    let seen = self.pids.contains_key(&pid);
-                    self.add_pid(pid);
-                    if h.misc & misc::COMM_EXEC != 0 && !seen {
+                    // recording gives the process whole, unless user-mode
+                    // samples of the image before came first (kept
+                    // addresses: while the recording has few enough),
+                    // which need that image's maps. (perf's own COMM of
+                    // a workload before its exec, `perf-exec`, is not one.)
+                    let at = self.add_pid(pid);
+                    if h.misc & misc::COMM_EXEC != 0 && self.kept[at] == 0 {
                         self.covered.insert(pid);
                     }
                 }
