@@ -242,3 +242,100 @@ fn users_resolve_through_the_c_library() {
     let o = synth(["-q", "-u", "no-such-user-xyz", "-o", "/dev/null"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Unmounts (lazily) what is mounted at its path when dropped.
+struct Mounted(PathBuf);
+
+impl Mounted {
+    /// `mount ARGS... PATH`, which must succeed.
+    fn new(args: &[&str], path: &Path) -> Mounted {
+        let st = Command::new("mount").args(args).arg(path).status();
+        assert!(st.unwrap().success(), "mount {args:?} {}", path.display());
+        Mounted(path.to_path_buf())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = (Command::new("umount").arg("-l").arg(&self.0))
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// The `dev inode` the maps of `pid` give the map at 0x10000.
+fn dev_and_inode_at_10000(pid: u32) -> String {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let line = maps.lines().find(|l| l.starts_with("00010000-")).unwrap();
+    let f: Vec<&str> = line.split_whitespace().collect();
+    format!("{} {}", f[3], f[4])
+}
+
+// Two files an overlay shows with one device and inode (its layers on two
+// tmpfs, no xino: each numbers its inodes afresh; btrfs subvolumes alike),
+// mapped by two processes, each get their own build id: keyed by device
+// and inode alone, the first id read went to both (any user may make
+// files in an upper layer until one gets a library's inode number).
+#[test]
+#[ignore = "needs root (tmpfs and overlay mounts, map_files)"]
+fn files_sharing_a_device_and_inode_keep_their_own_ids() {
+    use std::os::unix::fs::MetadataExt;
+    needs_root("mounting tmpfs and overlayfs");
+    let dir = scratch("shared-inode");
+    let f = fixtures();
+    let (low, up, merged) = (dir.join("low"), dir.join("up"), dir.join("merged"));
+    for d in [&low, &up, &merged] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let _low = Mounted::new(&["-t", "tmpfs", "none"], &low);
+    let _up = Mounted::new(&["-t", "tmpfs", "none"], &up);
+    std::fs::create_dir(low.join("l")).unwrap();
+    std::fs::copy(&f.lib_sha1, low.join("l/a.so")).unwrap();
+    let want = std::fs::metadata(low.join("l/a.so")).unwrap().ino();
+    std::fs::create_dir(up.join("u")).unwrap();
+    // files in the upper layer until one has a.so's inode number
+    let made = (0..1000).find_map(|i| {
+        let p = up.join(format!("u/f{i}"));
+        std::fs::write(&p, b"").unwrap();
+        (std::fs::metadata(&p).unwrap().ino() == want).then_some(p)
+    });
+    let made = made.expect("an upper file with the lower file's inode number");
+    std::fs::copy(&f.lib_md5, &made).unwrap();
+    std::fs::rename(&made, up.join("u/b.so")).unwrap();
+    std::fs::create_dir(up.join("w")).unwrap();
+    let layers = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        low.join("l").display(),
+        up.join("u").display(),
+        up.join("w").display()
+    );
+    let _merged = Mounted::new(&["-t", "overlay", "overlay", "-o", &layers], &merged);
+    let prog = build_fixture("fixedmap", &dir, &[]);
+    let (mut a, mut b) = (Mapper::start_as(&prog, &[]), Mapper::start_as(&prog, &[]));
+    let (la, lb) = (merged.join("a.so"), merged.join("b.so"));
+    a.order(&dir, &format!("map {} 10000 1000 0", la.display()));
+    b.order(&dir, &format!("map {} 10000 1000 0", lb.display()));
+    assert_eq!(
+        dev_and_inode_at_10000(a.pid),
+        dev_and_inode_at_10000(b.pid),
+        "the maps show the two files apart (xino?): nothing to test"
+    );
+    let out = dir.join("out.data");
+    for order in [
+        format!("{},{}", a.pid, b.pid),
+        format!("{},{}", b.pid, a.pid),
+    ] {
+        synth_ok(["-j", "1", "-p", &order, "-o", out.to_str().unwrap()]);
+        let dump = Command::new(bin()).arg("dump").arg(&out).output().unwrap();
+        let text = String::from_utf8_lossy(&dump.stdout);
+        for (lib, of) in [(&la, &f.lib_sha1), (&lb, &f.lib_md5)] {
+            let id = readelf_build_id(of).unwrap();
+            let end = format!(" path={}", lib.display());
+            let map = text
+                .lines()
+                .find(|l| l.starts_with("mmap2 ") && l.ends_with(&end));
+            let map = map.unwrap_or_else(|| panic!("no map of {}: {text}", lib.display()));
+            assert!(map.contains(&format!("build_id={id}")), "{map}");
+        }
+    }
+}

@@ -69,6 +69,15 @@ fn is_fuse(fstype: &[u8]) -> bool {
     fstype == b"fuse" || fstype == b"fuseblk" || fstype.starts_with(b"fuse.")
 }
 
+/// A filesystem type whose files the maps can show with one device and
+/// inode: btrfs and bcachefs show the filesystem's device for every
+/// subvolume, each numbering its inodes afresh; an overlay shows its own
+/// device with each layer's inode numbers (unless `xino`). So a build id
+/// cannot be cached by those two alone.
+fn shares_inodes(fstype: &[u8]) -> bool {
+    matches!(fstype, b"btrfs" | b"bcachefs" | b"overlay")
+}
+
 /// One line of a `mountinfo` text: what the scan needs of a mount.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
@@ -81,6 +90,9 @@ pub struct Mount {
     pub point: Vec<u8>,
     /// Its type (the field after the ` - ` separator) is FUSE's.
     pub fuse: bool,
+    /// Its type gives several files one device and inode in the maps
+    /// (see [`shares_inodes`]).
+    pub shares_inodes: bool,
     /// For an overlay, the directories of its layers (`lowerdir`,
     /// `upperdir`, `workdir`, `datadir` options), as given.
     pub layers: Vec<Vec<u8>>,
@@ -131,6 +143,7 @@ pub fn parse_mountinfo(text: &[u8]) -> impl Iterator<Item = Mount> + '_ {
             dev,
             point,
             fuse: is_fuse(fstype),
+            shares_inodes: shares_inodes(fstype),
             layers,
         })
     })
@@ -224,6 +237,8 @@ struct Known {
     devs: HashMap<(u32, u32), FsTrust>,
     /// Each mount seen, by id.
     ids: HashMap<u32, FsTrust>,
+    /// Devices of a type that [`shares_inodes`], in any table read.
+    shared_inodes: HashSet<(u32, u32)>,
     /// The /proc directories whose table was read.
     read: HashSet<PathBuf>,
     /// Mount ids our own table was read again for (made since it was).
@@ -257,6 +272,8 @@ impl Known {
         };
         let mounts: Vec<Mount> = parse_mountinfo(&text).collect();
         let fuse = fuse_or_on_it(&mounts);
+        let shared = mounts.iter().filter(|m| m.shares_inodes);
+        self.shared_inodes.extend(shared.map(|m| m.dev));
         for (m, &f) in mounts.iter().zip(&fuse) {
             let judged = match (f, roots) {
                 (true, _) => FsTrust::Fuse,
@@ -371,6 +388,19 @@ impl Mounts {
         known.devs.get(&dev).copied().unwrap_or(FsTrust::Unmounted)
     }
 
+    /// Whether device `dev` (as the maps of the process whose /proc
+    /// directory is `dir` show it) may give one device and inode to several
+    /// files (see [`shares_inodes`]); false when no table can be read.
+    pub fn shares_inodes(&self, dev: (u32, u32), dir: &Path) -> bool {
+        let Some(mut known) = self.known() else {
+            return false;
+        };
+        if !known.devs.contains_key(&dev) {
+            known.read_once(dir);
+        }
+        known.shared_inodes.contains(&dev)
+    }
+
     /// Whether a file on mount `id` (`statx`'s `STATX_MNT_ID`), found
     /// through `dir` (a process's /proc directory, or none: our own
     /// namespace), may be read. A mount made since the tables were read is
@@ -455,6 +485,7 @@ mod tests {
                 dev: (0, i),
                 point: format!("/p/{i}").into_bytes(),
                 fuse: false,
+                shares_inodes: true,
                 layers: vec![format!("/p/{}/l", i - 1).into_bytes()],
             })
             .collect();
@@ -463,6 +494,7 @@ mod tests {
             dev: (0, 0),
             point: b"/p/0".to_vec(),
             fuse: true,
+            shares_inodes: false,
             layers: Vec::new(),
         });
         mounts.push(Mount {
@@ -470,6 +502,7 @@ mod tests {
             dev: (0, n + 1),
             point: b"/q".to_vec(),
             fuse: false,
+            shares_inodes: true,
             layers: vec![b"/p/x/l".to_vec()],
         });
         let fuse = fuse_or_on_it(&mounts);

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use super::buildid;
-use super::idcache::{BuildIdCache, LocalBuildIds};
+pub use super::idcache::BuildIdPolicy;
+use super::idcache::{resolve, LocalBuildIds};
 use crate::memo::Slots;
 use crate::model::{
     BuildId, Name, Perms, Selection, Source, Vma, MAX_BUILD_ID, PATH_MAX, TOOLONG_NAME,
@@ -27,20 +27,6 @@ pub enum SourceChoice {
     Ioctl,
     /// Only text maps.
     Text,
-}
-
-/// How build ids are resolved while walking.
-#[derive(Clone, Copy)]
-pub struct BuildIdPolicy<'a> {
-    /// The shared cache; `None` disables build ids.
-    pub cache: Option<&'a BuildIdCache>,
-    /// Pid whose `/proc/PID/map_files` and `/proc/PID/root` serve the fallback.
-    pub pid: u32,
-    /// The thread whose maps are read: a live one when the leader is a
-    /// zombie, whose `task/TID/` then serves the fallback.
-    pub tid: u32,
-    /// Root of the proc filesystem those paths are under.
-    pub proc_root: &'a Path,
 }
 
 /// What one scan worker keeps from one maps file to the next: its copy of
@@ -227,60 +213,6 @@ fn kernel_build_id(fd: std::os::fd::BorrowedFd<'_>, vma: &Vma) -> Option<BuildId
             BuildId::new(&bid[..(q.build_id_size as usize).min(MAX_BUILD_ID)])
         }
         _ => None,
-    }
-}
-
-/// Resolves a VMA's build id through the cache; on a miss asks `kernel`
-/// first, then reads the ELF note of the mapped file. Only answers about the
-/// mapped file itself (the kernel's, or a file verified by device and inode)
-/// are cached for every process: one process's view of a path (an
-/// inode-only match, or nothing usable) stays its own, so it cannot poison
-/// the answer for the others.
-fn resolve(
-    vma: &Vma,
-    cache: &BuildIdCache,
-    local: &mut LocalBuildIds,
-    ids: BuildIdPolicy<'_>,
-    kernel: impl FnOnce() -> Option<BuildId>,
-) -> Option<BuildId> {
-    if vma.is_vdso() {
-        return buildid::vdso_build_id();
-    }
-    let key = vma.file_key()?;
-    if let Some(known) = local.get(cache, &key) {
-        return known;
-    }
-    let mut dir = ids.proc_root.join(ids.pid.to_string());
-    if ids.tid != ids.pid {
-        dir = dir.join("task").join(ids.tid.to_string());
-    }
-    // not even the kernel reads a file on FUSE for us: it would wait on
-    // the daemon (see `mounts`)
-    if !cache.may_read(key, &dir) {
-        return local.insert(cache, key, None);
-    }
-    // a test maps another file here: between the walk and the read
-    crate::testhook::hold_once("MMAP2_SYNTH_TEST_HOLD_BEFORE_BUILD_ID");
-    // The kernel reads whatever is mapped at the VMA's place when asked,
-    // which may no longer be the file just judged: a process swapping a
-    // FUSE file in and out there would hang the query. So the kernel is
-    // asked only when the mapped file cannot be opened (`map_files` needs
-    // CAP_SYS_ADMIN); we read it ourselves, its mount judged on the very
-    // file opened.
-    if cache.kernel_reads() {
-        if let Some(id) = kernel() {
-            return local.insert(cache, key, Some(id));
-        }
-    }
-    match buildid::read_mapped_build_id(&dir, vma) {
-        Some((raw, buildid::Trust::Verified)) => {
-            local.insert(cache, key, raw.and_then(|r| BuildId::new(&r)))
-        }
-        Some((raw, buildid::Trust::Unverified)) => {
-            cache.count_unverified();
-            raw.and_then(|r| BuildId::new(&r))
-        }
-        None => None,
     }
 }
 
