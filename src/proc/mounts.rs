@@ -477,7 +477,7 @@ mod tests {
     // pass over the table now; the search per round was cubic, 30 s for
     // 2,000 mounts.)
     #[test]
-    fn a_chain_of_overlays_on_fuse_is_fuse_in_linear_time() {
+    fn a_chain_of_overlays_on_fuse_is_fuse_all_along() {
         let n = 20_000;
         let mut mounts: Vec<Mount> = (1..=n)
             .map(|i| Mount {
