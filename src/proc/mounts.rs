@@ -91,7 +91,7 @@ pub struct Mount {
     /// Its type (the field after the ` - ` separator) is FUSE's.
     pub fuse: bool,
     /// Its type gives several files one device and inode in the maps
-    /// (see [`shares_inodes`]).
+    /// (btrfs, bcachefs, overlay: see [`Mounts::shares_inodes`]).
     pub shares_inodes: bool,
     /// For an overlay, the directories of its layers (`lowerdir`,
     /// `upperdir`, `workdir`, `datadir` options), as given.
@@ -390,7 +390,9 @@ impl Mounts {
 
     /// Whether device `dev` (as the maps of the process whose /proc
     /// directory is `dir` show it) may give one device and inode to several
-    /// files (see [`shares_inodes`]); false when no table can be read.
+    /// files: btrfs and bcachefs show the filesystem's device for every
+    /// subvolume, each numbering its inodes afresh; an overlay its own device
+    /// with its layers' inode numbers. False when no table can be read.
     pub fn shares_inodes(&self, dev: (u32, u32), dir: &Path) -> bool {
         let Some(mut known) = self.known() else {
             return false;
