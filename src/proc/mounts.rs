@@ -237,6 +237,10 @@ struct Known {
     devs: HashMap<(u32, u32), FsTrust>,
     /// Each mount seen, by id.
     ids: HashMap<u32, FsTrust>,
+    /// The devices of our own table as last read (a table of a user
+    /// namespace's showing one of them shows a copy of root's mount; one
+    /// unmounted since may have gone to another filesystem).
+    own_devs: HashSet<(u32, u32)>,
     /// Devices of a type that [`shares_inodes`], in any table read.
     shared_inodes: HashSet<(u32, u32)>,
     /// The /proc directories whose table was read.
@@ -246,8 +250,12 @@ struct Known {
     /// Our own table, held open to be told of mounts and unmounts since
     /// it was read ([`crate::sys::mounts_changed`]).
     watch: Option<std::fs::File>,
-    /// Times our own table was read again because it changed.
+    /// Times our own table was read again because it changed, or tables
+    /// were for a mount id seen on another mount ([`Mounts::trust_fd`]).
     changes: usize,
+    /// The unique id (Linux 6.8+) of the mount each id was last judged
+    /// for from tables read while a descriptor on it was held.
+    unique: HashMap<u32, u64>,
 }
 
 impl Known {
@@ -272,15 +280,19 @@ impl Known {
         };
         let mounts: Vec<Mount> = parse_mountinfo(&text).collect();
         let fuse = fuse_or_on_it(&mounts);
+        if own {
+            self.own_devs = (mounts.iter().zip(&fuse))
+                .filter(|(_, &f)| !f)
+                .map(|(m, _)| m.dev)
+                .collect();
+        }
         let shared = mounts.iter().filter(|m| m.shares_inodes);
         self.shared_inodes.extend(shared.map(|m| m.dev));
         for (m, &f) in mounts.iter().zip(&fuse) {
             let judged = match (f, roots) {
                 (true, _) => FsTrust::Fuse,
                 (false, Some(true)) => FsTrust::Readable,
-                (false, Some(false)) if self.devs.get(&m.dev) == Some(&FsTrust::Readable) => {
-                    FsTrust::Readable
-                }
+                (false, Some(false)) if self.own_devs.contains(&m.dev) => FsTrust::Readable,
                 (false, Some(false)) => FsTrust::UserNs,
                 (false, None) => continue,
             };
@@ -425,14 +437,45 @@ impl Mounts {
         known.ids.get(&id).copied().unwrap_or(FsTrust::Unmounted)
     }
 
+    /// Forgets the verdict on mount `id` and reads our table and `dir`'s
+    /// again, unless `id` was judged for the mount of unique id `unique`
+    /// (see [`Mounts::trust_fd`]; at most [`MAX_READS`] times).
+    fn judge_again_unless(&self, id: u32, unique: u64, dir: Option<&Path>) {
+        let Some(mut known) = self.known() else {
+            return;
+        };
+        if known.unique.get(&id) == Some(&unique) || known.changes >= MAX_READS {
+            return;
+        }
+        known.changes += 1;
+        known.ids.remove(&id);
+        known.add(&self.own, true);
+        if let Some(dir) = dir {
+            known.add(dir, false);
+        }
+        known.unique.insert(id, unique);
+    }
+
     /// Whether what `fd` (an `O_PATH` descriptor, say) is open on, found
     /// through `dir` (see [`Mounts::trust_mount`]), may be read: its mount
     /// judged without asking its filesystem anything. A kernel that cannot
     /// tell the mount (before 5.8) has it read; any other failure to tell
     /// has it not read.
+    ///
+    /// Mount ids are reused (lowest free first): a verdict kept for an id
+    /// may be of a mount since gone, its id now a FUSE mount's (a user's
+    /// `allow_other` sshfs, or one in a user namespace). So where the
+    /// kernel gives mounts unique ids too (6.8+), an id met on a mount
+    /// other than the one it was judged for is judged afresh, from the
+    /// tables read while `fd` holds its mount.
     pub fn trust_fd(&self, fd: std::os::fd::BorrowedFd<'_>, dir: Option<&Path>) -> FsTrust {
         match crate::sys::mount_id(fd) {
-            Ok(id) => self.trust_mount(id, dir),
+            Ok(id) => {
+                if let Ok(unique) = crate::sys::mount_id_unique(fd) {
+                    self.judge_again_unless(id, unique, dir);
+                }
+                self.trust_mount(id, dir)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Unsupported => FsTrust::Readable,
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => FsTrust::Readable,
             Err(_) => FsTrust::Unmounted,
@@ -472,6 +515,69 @@ fn whole_lines(text: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A mount id judged readable (root's tmpfs), freed by an unmount and
+    // taken by a tmpfs a user namespace mounts, is judged again when a
+    // descriptor shows it on another mount (unique ids, 6.8+): it kept
+    // "readable", so a FUSE mount taking it would have been read.
+    #[test]
+    #[ignore = "needs root (mounts, user namespaces), Linux 6.8+"]
+    fn a_reused_mount_id_is_judged_again() {
+        use std::os::fd::AsFd;
+        use std::process::Command;
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let (t, go, done) = (d.join("t"), d.join("go"), d.join("done"));
+        std::fs::create_dir(&t).unwrap();
+        let script = format!(
+            "n=0; while [ ! -e {go} ]; do n=$((n+1)); [ $n -lt 3000 ] || exit 1; sleep 0.01; done; \
+             mount -t tmpfs none {t} && touch {t}/f {done} && exec sleep 60",
+            go = go.display(),
+            t = t.display(),
+            done = done.display()
+        );
+        let mut ns = Command::new("unshare")
+            .args(["-Urm", "sh", "-c", &script])
+            .spawn()
+            .unwrap();
+        let theirs = PathBuf::from(format!("/proc/{}", ns.id()));
+        let ours = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+        let until = |what: &str, cond: &dyn Fn() -> bool| {
+            let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while !cond() {
+                assert!(
+                    std::time::Instant::now() < end,
+                    "timed out waiting for {what}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        };
+        until("the namespace", &|| {
+            std::fs::read_link(theirs.join("ns/mnt")).is_ok_and(|n| n != ours)
+        });
+        let mount = Command::new("mount")
+            .args(["-t", "tmpfs", "none"])
+            .arg(&t)
+            .status();
+        assert!(mount.unwrap().success());
+        std::fs::write(t.join("f"), b"").unwrap();
+        let m = Mounts::new(Path::new("/proc"));
+        let mine = crate::sys::open_path(&t.join("f")).unwrap();
+        assert_eq!(m.trust_fd(mine.as_fd(), None), FsTrust::Readable);
+        let id = crate::sys::mount_id(mine.as_fd()).unwrap();
+        drop(mine);
+        assert!(Command::new("umount").arg(&t).status().unwrap().success());
+        std::fs::write(&go, b"").unwrap();
+        until("their tmpfs", &|| done.exists());
+        let mut inside = theirs.join("root").into_os_string();
+        inside.push(t.join("f"));
+        let f = crate::sys::open_path(Path::new(&inside)).unwrap();
+        let now = crate::sys::mount_id(f.as_fd()).unwrap();
+        assert_eq!(now, id, "their tmpfs got another mount id: nothing to test");
+        assert_eq!(m.trust_fd(f.as_fd(), Some(&theirs)), FsTrust::UserNs);
+        let _ = ns.kill();
+        let _ = ns.wait();
+    }
 
     // A chain of overlays, each with a layer under the next one's mount
     // point and the last on FUSE, is FUSE all along; an overlay whose

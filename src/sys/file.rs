@@ -61,6 +61,39 @@ pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u32> {
     }
 }
 
+/// statx's mask bit for the mount's unique id (Linux 6.8+), which the
+/// kernel never gives another mount (the ids of [`mount_id`] it reuses,
+/// lowest free first).
+const STATX_MNT_ID_UNIQUE: u32 = 0x4000;
+
+/// The unique id of the mount `fd` is on (Linux 6.8+; Unsupported before),
+/// asking no filesystem (as [`mount_id`]).
+pub fn mount_id_unique(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    // SAFETY: plain-data out struct, written by statx only.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated empty name with AT_EMPTY_PATH, `fd` open for
+    // the call; statx writes only into `st`.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
+            STATX_MNT_ID_UNIQUE,
+            &mut st,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if st.stx_mask & STATX_MNT_ID_UNIQUE == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "statx gave no unique mount id (Linux 6.8+)",
+        ));
+    }
+    Ok(st.stx_mnt_id)
+}
+
 /// The `mnt_id:` line of `fd`'s `/proc/thread-self/fdinfo`.
 fn fdinfo_mount_id(fd: BorrowedFd<'_>) -> io::Result<Option<u32>> {
     let info = std::fs::read(format!("/proc/thread-self/fdinfo/{}", fd.as_raw_fd()))?;
