@@ -113,6 +113,9 @@ pub(crate) fn run_merge(m: &MergeArgs) -> Result<(), CliError> {
     let opts = MergeOptions {
         which: if m.all {
             Which::All
+        } else if !m.pid.is_empty() && m.maps.is_none() {
+            // live: a thread's id stands for its process
+            Which::Pids(mmap2_synth::proc::processes_of(Path::new("/proc"), &m.pid))
         } else if !m.pid.is_empty() {
             Which::Pids(m.pid.clone())
         } else {

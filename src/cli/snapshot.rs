@@ -166,7 +166,10 @@ pub(crate) fn run(cli: &Cli) -> Result<(), CliError> {
     } else if let Some(u) = &cli.uid {
         Target::Uid(resolve_uid(u)?)
     } else {
-        Target::Pids(cli.pid.clone())
+        Target::Pids(mmap2_synth::proc::processes_of(
+            Path::new("/proc"),
+            &cli.pid,
+        ))
     };
     if cli.json {
         return run_json(cli, &target);
@@ -266,7 +269,7 @@ pub(crate) fn run_archive(a: &super::args::ArchiveArgs) -> Result<(), CliError> 
     } else if let Some(u) = &a.uid {
         Target::Uid(resolve_uid(u)?)
     } else {
-        Target::Pids(a.pid.clone())
+        Target::Pids(mmap2_synth::proc::processes_of(Path::new("/proc"), &a.pid))
     };
     let opts = mmap2_synth::archive::ArchiveOptions {
         dir: a.output.clone(),

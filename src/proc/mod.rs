@@ -34,6 +34,6 @@ mod window;
 
 pub use host::HostFacts;
 pub use scan::{
-    scan_each, scan_each_with, scan_late_with, snapshot, Options, ScanError, Scanned, Skip,
-    SkipReason, Snapshot, SourceChoice, Target, TaskSource,
+    processes_of, scan_each, scan_each_with, scan_late_with, snapshot, Options, ScanError, Scanned,
+    Skip, SkipReason, Snapshot, SourceChoice, Target, TaskSource,
 };

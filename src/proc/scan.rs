@@ -447,10 +447,7 @@ fn pids_of(target: &Target, opts: &Options) -> Result<Vec<u32>, ScanError> {
     let me = std::process::id();
     Ok(match target {
         Target::Pids(p) => {
-            // a thread's id stands for its process, as with `perf record -p`
-            let mut p: Vec<u32> = (p.iter())
-                .map(|&id| leader_of(&opts.proc_root, id).unwrap_or(id))
-                .collect();
+            let mut p = p.clone();
             p.sort_unstable();
             p.dedup();
             p
@@ -466,8 +463,21 @@ fn pids_of(target: &Target, opts: &Options) -> Result<Vec<u32>, ScanError> {
     })
 }
 
+/// The processes of the threads `ids` a user named (`-p`: a thread's id
+/// stands for its process, as with `perf record -p`), in their order, each
+/// once; an id whose `status` cannot be read (gone) stays itself (reported
+/// as not found). Not for pids a recording names: those are processes, and
+/// a pid reused since by another process's thread must not become it.
+pub fn processes_of(proc_root: &std::path::Path, ids: &[u32]) -> Vec<u32> {
+    let mut seen = std::collections::HashSet::new();
+    (ids.iter())
+        .map(|&id| leader_of(proc_root, id).unwrap_or(id))
+        .filter(|&p| seen.insert(p))
+        .collect()
+}
+
 /// The process (thread group) the thread `id` belongs to, from its
-/// `status`; `None` if it cannot be read (gone: reported as not found).
+/// `status`; `None` if it cannot be read.
 fn leader_of(proc_root: &std::path::Path, id: u32) -> Option<u32> {
     use std::io::Read;
     let path = proc_root.join(id.to_string()).join("status");

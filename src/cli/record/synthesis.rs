@@ -8,7 +8,7 @@ use std::path::Path;
 
 use mmap2_synth::perf::consts::{PERF_COUNT_SW_DUMMY, PERF_TYPE_SOFTWARE};
 use mmap2_synth::perf::{Attr, Input, Layout};
-use mmap2_synth::proc::Target;
+use mmap2_synth::proc::{self, Target};
 use mmap2_synth::rewrite::Which;
 
 use super::perf_args::PerfTarget;
@@ -57,12 +57,12 @@ impl PerfTarget {
 /// process), else those perf's arguments name (every one for `-a`, `-C`,
 /// `-u`), else perf's `workload`.
 pub(super) fn snapshot_target(pt: &PerfTarget, workload: &[u32]) -> Target {
-    if let Some(tids) = &pt.tids {
-        return Target::Pids(tids.clone());
-    }
-    match &pt.target {
-        Some(t) => t.clone(),
-        None => Target::Pids(workload.to_vec()),
+    let processes = |ids: &[u32]| Target::Pids(proc::processes_of(Path::new("/proc"), ids));
+    match (&pt.tids, &pt.target) {
+        (Some(tids), _) => processes(tids),
+        (None, Some(Target::Pids(pids))) => processes(pids),
+        (None, Some(t)) => t.clone(),
+        (None, None) => Target::Pids(workload.to_vec()),
     }
 }
 
