@@ -339,3 +339,56 @@ fn files_sharing_a_device_and_inode_keep_their_own_ids() {
         }
     }
 }
+
+// A library's mapping swapped, between the walk and its build-id read (the
+// scan held there), for a file of the same inode number on another
+// filesystem (any user can make tmpfs files until one has it): that file's
+// id may go to the swapping process's own map, but is not cached for the
+// library: another process mapping the library gets the library's id.
+#[test]
+#[ignore = "needs root (tmpfs mounts, map_files)"]
+fn a_file_swapped_in_with_the_same_inode_poisons_no_id() {
+    use std::os::unix::fs::MetadataExt;
+    needs_root("mounting tmpfs");
+    let dir = scratch("swap-same-inode");
+    let f = fixtures();
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    std::fs::create_dir(&a).unwrap();
+    std::fs::create_dir(&b).unwrap();
+    let _a = Mounted::new(&["-t", "tmpfs", "none"], &a);
+    let _b = Mounted::new(&["-t", "tmpfs", "none"], &b);
+    let (lib, other) = (a.join("lib.so"), b.join("other.so"));
+    std::fs::copy(&f.lib_sha1, &lib).unwrap();
+    std::fs::copy(&f.lib_md5, &other).unwrap();
+    let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+    assert_eq!(ino(&lib), ino(&other), "tmpfs numbers inodes per mount");
+    let prog = build_fixture("fixedmap", &dir, &[]);
+    let (mut p, mut q) = (Mapper::start_as(&prog, &[]), Mapper::start_as(&prog, &[]));
+    assert!(p.pid < q.pid, "pids wrapped between two starts");
+    // below the program: the first file whose id p's walk asks for
+    p.order(&dir, &format!("map {} 10000 1000 0", lib.display()));
+    q.order(&dir, &format!("map {} 10000 1000 0", lib.display()));
+    let (hold, out) = (dir.join("hold"), dir.join("out.data"));
+    let snap = Command::new(bin())
+        .args(["-j", "1", "-p", &format!("{},{}", p.pid, q.pid)])
+        .args(["-o", out.to_str().unwrap()])
+        .env("MMAP2_SYNTH_TEST_HOLD_BEFORE_BUILD_ID", &hold)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the scan held before a build id", || hold.exists());
+    p.order(&dir, &format!("map {} 10000 1000 0", other.display()));
+    std::fs::remove_file(&hold).unwrap();
+    let o = snap.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = readelf_build_id(&f.lib_sha1).unwrap();
+    let dump = Command::new(bin()).arg("dump").arg(&out).output().unwrap();
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let of_q = format!("mmap2 pid={} ", q.pid);
+    let end = format!(" path={}", lib.display());
+    let map = text
+        .lines()
+        .find(|l| l.starts_with(&of_q) && l.ends_with(&end));
+    let map = map.unwrap_or_else(|| panic!("no map of the library in {}: {text}", q.pid));
+    assert!(map.contains(&format!("build_id={want}")), "{map}");
+}

@@ -317,44 +317,48 @@ pub fn notes_build_id(path: &Path) -> Option<BuildId> {
     BuildId::new(id)
 }
 
-/// `map_files/START-END` of a VMA under `dir`: the mapped file itself
-/// (needs CAP_SYS_ADMIN; there is none under `/proc/PID/task/TID`), if it is
-/// still the VMA's inode (the process may have mapped another file there
-/// since the VMA was read). Its device is not compared: overlayfs and
-/// btrfs give `stat` another device than the maps show, for the same file.
-/// A VMA with a build id and no inode (from a build-id MMAP2 record, which
-/// carries none) is matched by id instead: the file's own id, read with
-/// [`read_build_id_from_file`], must be the recorded one. One with neither
-/// (an MMAP v1 record) only when the file mapped there is the VMA's path:
-/// the file the process sees there, or (deleted) the name the kernel gives
-/// the mapped file.
-fn open_map_file(dir: &Path, vma: &Vma) -> Option<File> {
+/// `map_files/START-END` of a VMA under `dir` (needs CAP_SYS_ADMIN), if it
+/// is still the VMA's inode (another file may be mapped there since):
+/// [`Trust::Verified`] when its device is the VMA's too, or (overlayfs and
+/// btrfs `stat` another device than the maps show) it is the file at the
+/// VMA's path in the process's view; else one of that inode number on
+/// another filesystem may be it: [`Trust::Unverified`]. A VMA with a build
+/// id and no inode (a build-id MMAP2 record) is matched by id instead; one
+/// with neither (MMAP v1) only when the file mapped there is the VMA's
+/// path (seen there, or named so by the kernel when deleted).
+fn open_map_file(dir: &Path, vma: &Vma) -> Option<(File, Trust)> {
     use std::os::unix::fs::MetadataExt;
     let map_file = dir.join(format!("map_files/{:x}-{:x}", vma.start, vma.end));
     let f = open_if_regular(&map_file)?;
     if vma.inode != 0 {
-        return (f.metadata().ok()?.ino() == vma.inode).then_some(f);
+        let m = f.metadata().ok()?;
+        let dev = (libc::major(m.dev()), libc::minor(m.dev()));
+        let same = dev == (vma.dev_major, vma.dev_minor) || is_at_path(dir, vma, &m);
+        let trust = [Trust::Unverified, Trust::Verified][usize::from(same)];
+        return (m.ino() == vma.inode).then_some((f, trust));
     }
     let Some(want) = vma.build_id else {
-        return is_mapped_path(dir, vma, &f).then_some(f);
+        return is_mapped_path(dir, vma, &f).then_some((f, Trust::Verified));
     };
     let got = read_build_id_from_file(&f).ok()??;
-    (got.as_slice() == want.as_bytes()).then_some(f)
+    (got.as_slice() == want.as_bytes()).then_some((f, Trust::Verified))
+}
+
+/// Whether the process of `dir` sees at the VMA's path the file `m` is the
+/// status of (stat only, nothing opened; walked without asking a
+/// filesystem not read, see `unasked`).
+fn is_at_path(dir: &Path, vma: &Vma, m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let at = super::unasked::open_path(&vma.name, Some(dir)).and_then(|f| f.metadata().ok());
+    at.is_some_and(|a| (a.dev(), a.ino()) == (m.dev(), m.ino()))
 }
 
 /// Whether `f`, a file mapped by the process of `dir`, is the one at the
-/// VMA's path: the process's view of the path is that inode (stat only,
-/// nothing opened), or the kernel's name of the open file is the VMA's
-/// (a mapped file deleted since: "PATH (deleted)" both).
+/// VMA's path: [`is_at_path`], or the kernel's name of the open file is
+/// the VMA's (a mapped file deleted since: "PATH (deleted)" both).
 fn is_mapped_path(dir: &Path, vma: &Vma, f: &File) -> bool {
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::MetadataExt;
-    let Ok(m) = f.metadata() else {
-        return false;
-    };
-    // (walked without asking a filesystem not read, see `unasked`)
-    let at = super::unasked::open_path(&vma.name, Some(dir)).and_then(|f| f.metadata().ok());
-    if at.is_some_and(|a| (a.dev(), a.ino()) == (m.dev(), m.ino())) {
+    if f.metadata().is_ok_and(|m| is_at_path(dir, vma, &m)) {
         return true;
     }
     let name = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()));
@@ -370,9 +374,9 @@ fn is_mapped_path(dir: &Path, vma: &Vma, f: &File) -> bool {
 /// `None` for an ELF without one) and how far it is trusted; `None` when no
 /// usable file could be read.
 pub fn read_mapped_build_id(dir: &Path, vma: &Vma) -> Option<(Option<Vec<u8>>, Trust)> {
-    if let Some(f) = open_map_file(dir, vma) {
+    if let Some((f, trust)) = open_map_file(dir, vma) {
         if let Ok(id) = read_build_id_from_file(&f) {
-            return Some((id, Trust::Verified));
+            return Some((id, trust));
         }
     }
     let path = &vma.name;
@@ -474,7 +478,7 @@ pub fn vdso_image() -> Option<(BuildId, Vec<u8>)> {
 /// filesystem.
 pub fn open_mapped_file(dir: &Path, vma: &Vma) -> Option<File> {
     let f = match open_map_file(dir, vma) {
-        Some(f) => f,
+        Some((f, _)) => f,
         None => {
             let path = &vma.name;
             let unverifiable = vma.file_key().is_none() && vma.build_id.is_none();

@@ -162,20 +162,25 @@ impl BuildIdPolicy<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct IdKey {
     file: FileKey,
-    scope: u64,
+    scope: u128,
 }
 
 impl SlotHash for IdKey {
     fn slot_hash(&self) -> u64 {
-        self.file.slot_hash() ^ self.scope
+        self.file.slot_hash() ^ self.scope as u64
     }
 }
 
-/// The scope of an [`IdKey`] of a file at `path` in mount namespace `ns`.
-fn scope_of(path: &[u8], ns: u64) -> u64 {
+/// The scope of an [`IdKey`] of a file at `path` in mount namespace `ns`:
+/// two 64-bit hashes of differently seeded hashers (foldhash is no keyed
+/// PRF: 128 bits leave a path made to collide with another's nothing to
+/// aim at). Never 0, the scope of an unambiguous device's key.
+fn scope_of(path: &[u8], ns: u64) -> u128 {
     use std::hash::BuildHasher;
-    static SEED: std::sync::OnceLock<foldhash::fast::RandomState> = std::sync::OnceLock::new();
-    SEED.get_or_init(Default::default).hash_one((path, ns)) | 1
+    type Seeds = [foldhash::fast::RandomState; 2];
+    static SEEDS: std::sync::OnceLock<Seeds> = std::sync::OnceLock::new();
+    let [a, b] = SEEDS.get_or_init(Default::default);
+    (u128::from(a.hash_one((path, ns))) << 64 | u128::from(b.hash_one((path, ns)))) | 1
 }
 
 /// The mount namespace of the process whose /proc directory is `dir`
@@ -257,14 +262,27 @@ pub struct LocalBuildIds {
 /// Slots of [`LocalBuildIds::recent`].
 const ID_SLOTS: usize = 128;
 
-/// Whether we may open other processes' `map_files` links: the kernel asks
-/// for CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE (bits 21, 40 of `CapEff`).
+/// Whether we may open processes' `map_files` links (the kernel asks for
+/// CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE in the initial user namespace:
+/// root in a container's has them in `CapEff` but may not), tried on our
+/// own first mapping.
 fn can_open_map_files(proc_root: &Path) -> bool {
-    let status = std::fs::read(proc_root.join("self/status")).unwrap_or_default();
-    let caps = super::parse::parse_status(&status)
-        .ok()
-        .and_then(|s| s.cap_eff);
-    caps.is_some_and(|c| c >> 21 & 1 == 1 || c >> 40 & 1 == 1)
+    use std::io::Read;
+    let own = proc_root.join("self");
+    let mut head = [0u8; 64];
+    let n = std::fs::File::open(own.join("maps")).and_then(|mut f| f.read(&mut head));
+    let head = &head[..n.unwrap_or(0)];
+    let Some(range) = head
+        .split(|&b| b == b' ')
+        .next()
+        .filter(|r| r.contains(&b'-'))
+    else {
+        return false;
+    };
+    let link = own
+        .join("map_files")
+        .join(String::from_utf8_lossy(range).as_ref());
+    crate::sys::open_path(&link).is_ok()
 }
 
 impl LocalBuildIds {

@@ -379,6 +379,7 @@ impl Mounts {
                 known.devs.entry(dev).or_insert(FsTrust::Readable);
                 if let Some(id) = id {
                     known.ids.entry(id).or_insert(FsTrust::Readable);
+                    known.unique.insert(id, u64::MAX);
                 }
             }
         }
@@ -404,7 +405,8 @@ impl Mounts {
     /// directory is `dir` show it) may give one device and inode to several
     /// files: btrfs and bcachefs show the filesystem's device for every
     /// subvolume, each numbering its inodes afresh; an overlay its own device
-    /// with its layers' inode numbers. False when no table can be read.
+    /// with its layers' inode numbers. True for a device no table shows;
+    /// false when no table can be read at all.
     pub fn shares_inodes(&self, dev: (u32, u32), dir: &Path) -> bool {
         let Some(mut known) = self.known() else {
             return false;
@@ -412,7 +414,8 @@ impl Mounts {
         if !known.devs.contains_key(&dev) {
             known.read_once(dir);
         }
-        known.shared_inodes.contains(&dev)
+        // a device no table shows may be of any type: taken as sharing
+        known.shared_inodes.contains(&dev) || !known.devs.contains_key(&dev)
     }
 
     /// Whether a file on mount `id` (`statx`'s `STATX_MNT_ID`), found
@@ -444,7 +447,9 @@ impl Mounts {
         let Some(mut known) = self.known() else {
             return;
         };
-        if known.unique.get(&id) == Some(&unique) || known.changes >= MAX_READS {
+        // (the kernel's internal tmpfs, in no table, is never unmounted)
+        let stays = |u: &u64| *u == unique || *u == u64::MAX;
+        if known.unique.get(&id).is_some_and(stays) || known.changes >= MAX_READS {
             return;
         }
         known.changes += 1;

@@ -225,11 +225,15 @@ impl RecordingFacts {
                     // perf records every map of the new image: the
                     // recording gives the process whole, unless user-mode
                     // samples of the image before came first (kept
-                    // addresses: while the recording has few enough),
-                    // which need that image's maps. (perf's own COMM of
-                    // a workload before its exec, `perf-exec`, is not one.)
+                    // addresses; past the bound on them, none can be told
+                    // apart: not covered), which need that image's maps.
+                    // (perf's own COMM of a workload before its exec,
+                    // `perf-exec`, is not one.) Samples written after the
+                    // COMM though taken before it (another CPU's buffer)
+                    // are not seen.
                     let at = self.add_pid(pid);
-                    if h.misc & misc::COMM_EXEC != 0 && self.kept[at] == 0 {
+                    let none_before = self.kept[at] == 0 && self.sampled.keeps(0);
+                    if h.misc & misc::COMM_EXEC != 0 && none_before {
                         self.covered.insert(pid);
                     }
                 }
