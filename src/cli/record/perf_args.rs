@@ -779,7 +779,8 @@ mod tests {
             ok(&["-e", "cpu-clock", "-F", "999", "-g", "-o", "OUT", "--", "w"]),
             pt("OUT", None)
         );
-        // every option that takes a separate value, then -o
+        // every option that takes a separate value, then -o (`--synth` too,
+        // but record refuses it: `options_record_owns_refused`)
         for (short, long) in [
             ("-c", "--count"),
             ("-C", "--cpu"),
@@ -802,7 +803,6 @@ mod tests {
             ("", "--num-thread-synthesize"),
             ("", "--proc-map-timeout"),
             ("", "--switch-max-files"),
-            ("", "--synth"),
             ("", "--vmlinux"),
         ] {
             for opt in [short, long].into_iter().filter(|o| !o.is_empty()) {
