@@ -43,13 +43,7 @@ fn a_thread_id_given_to_p_is_its_process() {
     let run = synth_ok(["-p", both.as_str(), "-o", out.to_str().unwrap()]);
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(err.contains("1 processes"), "{err}");
-    let script = perf(&[
-        "script".as_ref(),
-        "--show-mmap-events".as_ref(),
-        "--show-task-events".as_ref(),
-        "-i".as_ref(),
-        out.as_os_str(),
-    ]);
+    let script = perf_script_side_band(&out);
     let maps = perf_script_mmaps(&script);
     assert!(!maps.is_empty(), "{script}");
     let as_process = format!(" {tid}/");
@@ -102,13 +96,7 @@ fn perf_sees_every_exec_vma_with_build_ids() {
         out.as_os_str(),
     ]);
     let mut want = expected(&m, &dir);
-    let script = perf(&[
-        "script".as_ref(),
-        "--show-mmap-events".as_ref(),
-        "--show-task-events".as_ref(),
-        "-i".as_ref(),
-        out.as_os_str(),
-    ]);
+    let script = perf_script_side_band(&out);
     let mut got = perf_script_mmaps(&script);
     want.sort();
     got.sort();
@@ -481,13 +469,7 @@ fn huge_process_is_written_in_bounded_memory() {
 
     let mut want = expected(&m, &dir);
     assert!(want.len() > 20_000, "{} maps", want.len());
-    let script = perf(&[
-        "script".as_ref(),
-        "--show-mmap-events".as_ref(),
-        "--show-task-events".as_ref(),
-        "-i".as_ref(),
-        out.as_os_str(),
-    ]);
+    let script = perf_script_side_band(&out);
     // Each output is ~80 MB: removed once read, so the suite's peak disk use
     // stays small beside the other tests.
     std::fs::remove_file(&out).unwrap();

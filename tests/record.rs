@@ -1358,13 +1358,7 @@ fn record_gives_unsampled_processes_their_maps() {
         let o = out.to_str().unwrap();
         let args = [&["-e", "dummy"], how, &["-o", o, "--", "sleep", "0.5"]].concat();
         assert_eq!(record(&args), 0, "{how:?}");
-        let script = perf(&[
-            "script".as_ref(),
-            "--show-mmap-events".as_ref(),
-            "--show-task-events".as_ref(),
-            "-i".as_ref(),
-            out.as_os_str(),
-        ]);
+        let script = perf_script_side_band(&out);
         let comm = format!("PERF_RECORD_COMM: burn:{pid}/{pid}");
         assert!(script.contains(&comm), "{how:?}: no {comm} in {script}");
         let maps = format!("PERF_RECORD_MMAP2 {pid}/{pid}: ");

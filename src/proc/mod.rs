@@ -19,6 +19,7 @@ pub mod idcache;
 pub mod kernel;
 pub mod maps_text;
 pub mod minidebug;
+pub mod mountinfo;
 pub mod mounts;
 mod options;
 pub mod parse;

@@ -515,6 +515,18 @@ pub fn sigint(recorder: Child) {
     assert!(p.status.code().is_none_or(|c| c == 0), "{p:?}");
 }
 
+/// `perf script --show-mmap-events --show-task-events -i DATA`: the maps,
+/// COMMs, FORKs and EXITs perf reads from a file (asserting success).
+pub fn perf_script_side_band(data: &Path) -> String {
+    perf(&[
+        "script".as_ref(),
+        "--show-mmap-events".as_ref(),
+        "--show-task-events".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ])
+}
+
 /// Runs perf with the arguments and returns stdout (asserting success).
 pub fn perf(args: &[&std::ffi::OsStr]) -> String {
     let out = Command::new("perf").args(args).output().expect("run perf");
