@@ -89,17 +89,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Unmounts (lazily) what is mounted at its path when dropped.
-struct Mounted(PathBuf);
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = (Command::new("umount").arg("-l").arg(&self.0))
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
 /// Runs `cmd` and waits for it at most `READY_TIMEOUT` (see [`ended`]).
 fn bounded(cmd: Command) -> (i32, String) {
     ended(started(cmd))
@@ -507,13 +496,8 @@ fn a_device_number_given_to_fuse_mid_scan_is_judged_again() {
     let _serial = serial();
     let dir = scratch("fuse-recycled");
     let f = fixtures();
-    let tmpfs = Mounted(dir.join("t"));
-    std::fs::create_dir(&tmpfs.0).unwrap();
-    let mount = Command::new("mount")
-        .args(["-t", "tmpfs", "none"])
-        .arg(&tmpfs.0)
-        .status();
-    assert!(mount.unwrap().success(), "mount tmpfs");
+    std::fs::create_dir(dir.join("t")).unwrap();
+    let tmpfs = Mounted::new(&["-t", "tmpfs", "none"], &dir.join("t"));
     let dev = |p: &Path| std::fs::metadata(p).unwrap().dev();
     let was = dev(&tmpfs.0);
     let program = build_fixture("fixedmap", &dir, &[]);

@@ -243,26 +243,6 @@ fn users_resolve_through_the_c_library() {
     assert_eq!(o.status.code(), Some(2));
 }
 
-/// Unmounts (lazily) what is mounted at its path when dropped.
-struct Mounted(PathBuf);
-
-impl Mounted {
-    /// `mount ARGS... PATH`, which must succeed.
-    fn new(args: &[&str], path: &Path) -> Mounted {
-        let st = Command::new("mount").args(args).arg(path).status();
-        assert!(st.unwrap().success(), "mount {args:?} {}", path.display());
-        Mounted(path.to_path_buf())
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = (Command::new("umount").arg("-l").arg(&self.0))
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
 /// The `dev inode` the maps of `pid` give the map at 0x10000.
 fn dev_and_inode_at_10000(pid: u32) -> String {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();

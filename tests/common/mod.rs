@@ -1095,3 +1095,23 @@ pub fn data_maps_of(data: &Path, pid: u32) -> Vec<(u64, String)> {
     out.sort();
     out
 }
+
+/// Unmounts (lazily) what is mounted at its path when dropped.
+pub struct Mounted(pub PathBuf);
+
+impl Mounted {
+    /// `mount ARGS... PATH`, which must succeed.
+    pub fn new(args: &[&str], path: &Path) -> Mounted {
+        let st = Command::new("mount").args(args).arg(path).status();
+        assert!(st.unwrap().success(), "mount {args:?} {}", path.display());
+        Mounted(path.to_path_buf())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = (Command::new("umount").arg("-l").arg(&self.0))
+            .stderr(Stdio::null())
+            .status();
+    }
+}
