@@ -1135,3 +1135,26 @@ fn samples_before_an_exec_keep_the_first_images_maps() {
         "no sample after the exec:\n{report}"
     );
 }
+
+// A live merge two seconds or more after the recording's last sample says
+// its maps are of now (a library swapped in since would take its samples);
+// not for a recording on a clock of the user's choice (`-k`), whose times
+// say nothing of now.
+#[test]
+#[ignore = "needs perf and permission to record"]
+fn a_late_live_merge_says_its_maps_are_of_now() {
+    let (b, dir) = burner_and_dir("merge-late");
+    for (name, extra) in [("default", &[][..]), ("k", &["-k", "mono"][..])] {
+        let rec = dir.join(format!("{name}.data"));
+        let mut args = vec!["--synth=no"];
+        args.extend_from_slice(extra);
+        perf_record_pid(b.pid, &rec, &args, "0.5");
+        assert!(record_count(&rec) > 10, "{name}: no samples");
+        // (at least this long after the last sample, however slow the run)
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        let out = dir.join(format!("{name}.merged.data"));
+        let err = merge(&[rec.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+        let noted = err.contains("note: maps read from the live processes");
+        assert_eq!(noted, name == "default", "{name}: {err}");
+    }
+}

@@ -238,6 +238,8 @@ pub mod attr_flags {
     pub const MMAP2: u64 = 1 << 23;
     /// COMM records tell exec from rename.
     pub const COMM_EXEC: u64 = 1 << 24;
+    /// Times are of `clockid` (`perf record -k`), not perf's default clock.
+    pub const USE_CLOCKID: u64 = 1 << 25;
     /// MMAP2 records carry build ids.
     pub const BUILD_ID: u64 = 1 << 34;
 }
@@ -394,6 +396,7 @@ mod tests {
             (attr_flags::SAMPLE_ID_ALL, k::ATTR_FLAG_BIT_SAMPLE_ID_ALL),
             (attr_flags::MMAP2, k::ATTR_FLAG_BIT_MMAP2),
             (attr_flags::COMM_EXEC, k::ATTR_FLAG_BIT_COMM_EXEC),
+            (attr_flags::USE_CLOCKID, k::ATTR_FLAG_BIT_USE_CLOCKID),
             (attr_flags::BUILD_ID, k::ATTR_FLAG_BIT_BUILD_ID),
             (PERF_TYPE_SOFTWARE.into(), k::PERF_TYPE_SOFTWARE.into()),
             (PERF_COUNT_SW_DUMMY, k::PERF_COUNT_SW_DUMMY),

@@ -22,7 +22,7 @@ use super::windows::{FromFile, SnapFile, Want, Windows};
 use super::write;
 use crate::model::Process;
 use crate::output::AtomicFile;
-use crate::perf::consts::{feature, types};
+use crate::perf::consts::{attr_flags, feature, types};
 use crate::perf::copy::walk_beside;
 use crate::perf::features::encode_build_id_entries;
 use crate::perf::{Attrs, FileHeader, Input, Layout};
@@ -72,7 +72,7 @@ pub struct MergeReport {
     /// Pids skipped because the live process started after the recording.
     pub stale: Vec<u32>,
     /// Maps read from live processes: how long after the recording's last
-    /// sample (perf's clock), when it has one.
+    /// sample, when it has one on perf's default clock (none with `-k`).
     pub live_after_ns: Option<u64>,
     /// Processes skipped, by pid, because they are not the ones the
     /// recording sampled: too few of its sampled addresses in their maps
@@ -271,6 +271,8 @@ pub fn merge(
         ..Default::default()
     };
     facts.maps = report.data_maps.selection();
+    // times on a clock of the user's choice (`-k`) say nothing of now
+    let own_clock = (attrs.list.iter()).any(|(a, _)| a.flags & attr_flags::USE_CLOCKID != 0);
     let (from_file, file_kernel) = match &mut snap {
         Some(s) => {
             let release = s.release.clone();
@@ -282,6 +284,9 @@ pub fn merge(
     report.features_unreadable = bad.sections.clone();
     report.build_ids_too_long = bad.build_ids.as_ref().map_or(0, |(_, n)| *n);
     let processes = processes_to_insert(opts, &facts, from_file, &mut report)?;
+    if own_clock {
+        report.live_after_ns = None;
+    }
     let (kernel, mut bpf) = match opts.kernel {
         true => {
             let root = &opts.snapshot.proc_root;
