@@ -396,7 +396,6 @@ mod tests {
             (attr_flags::SAMPLE_ID_ALL, k::ATTR_FLAG_BIT_SAMPLE_ID_ALL),
             (attr_flags::MMAP2, k::ATTR_FLAG_BIT_MMAP2),
             (attr_flags::COMM_EXEC, k::ATTR_FLAG_BIT_COMM_EXEC),
-            (attr_flags::USE_CLOCKID, k::ATTR_FLAG_BIT_USE_CLOCKID),
             (attr_flags::BUILD_ID, k::ATTR_FLAG_BIT_BUILD_ID),
             (PERF_TYPE_SOFTWARE.into(), k::PERF_TYPE_SOFTWARE.into()),
             (PERF_COUNT_SW_DUMMY, k::PERF_COUNT_SW_DUMMY),
@@ -480,6 +479,7 @@ mod tests {
             (context::GUEST_USER, k::PERF_CONTEXT_GUEST_USER),
             (context::MAX, k::PERF_CONTEXT_MAX),
             (attr_flags::FREQ, k::ATTR_FLAG_BIT_FREQ),
+            (attr_flags::USE_CLOCKID, k::ATTR_FLAG_BIT_USE_CLOCKID),
             (
                 types::EVENT_UPDATE.into(),
                 linux_perf_data::UserRecordType::PERF_EVENT_UPDATE
