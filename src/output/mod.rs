@@ -46,8 +46,23 @@ pub fn names_a_directory(path: &Path) -> bool {
 }
 
 /// Classifies an output path, following symlinks to an existing file (a
-/// link to nothing is refused).
+/// link to nothing is refused). The path is looked at twice (walked, then
+/// followed by the kernel); a file renamed over it in between (another
+/// `--in-place` merge of it finishing) reads as a different file: looked
+/// at again, up to three times, before it is taken for a link naming no
+/// path to its file.
 pub fn classify(path: &Path) -> Result<Target, OutputError> {
+    let mut tries = 0;
+    loop {
+        match classify_once(path) {
+            Err(OutputError::Unreachable { .. }) if tries < 2 => tries += 1,
+            other => return other,
+        }
+    }
+}
+
+/// [`classify`], one look.
+fn classify_once(path: &Path) -> Result<Target, OutputError> {
     if names_a_directory(path) {
         return Err(OutputError::Unsupported {
             path: path.to_path_buf(),
