@@ -190,12 +190,14 @@ fn mount_ns(dir: &Path) -> u64 {
     std::fs::metadata(dir.join("ns/mnt")).map_or(u64::MAX, |m| m.ino())
 }
 
-/// Resolves a VMA's build id through the cache; on a miss asks `kernel`
-/// first, then reads the ELF note of the mapped file. Only answers about the
-/// mapped file itself (the kernel's, or a file verified by device and inode)
-/// are cached for every process: one process's view of a path (an
-/// inode-only match, or nothing usable) stays its own, so it cannot poison
-/// the answer for the others.
+/// Resolves a VMA's build id through the cache; on a miss reads the ELF
+/// note of the mapped file (asking `kernel` first only where `map_files`
+/// cannot be opened: [`BuildIdCache::kernel_reads`]). Only answers about
+/// the mapped file itself (the kernel's, or a file verified by device and
+/// inode, or by its path on filesystems that share inode numbers) are
+/// cached for every process: one process's view of a path (an inode-only
+/// match, or nothing usable) stays its own, so it cannot poison the answer
+/// for the others.
 pub(super) fn resolve(
     vma: &Vma,
     cache: &BuildIdCache,
