@@ -84,31 +84,10 @@ impl<'a> Btf<'a> {
         let (types_start, types_end) = section(type_off, type_len)?;
         let (s0, s1) = section(str_off, str_len)?;
         btf.strings = &data[s0..s1];
-        let mut at = types_start;
-        let mut starts = Vec::with_capacity(type_len / 24);
-        while at < types_end {
-            let id = starts.len() as u32 + 1;
-            if at + 12 > types_end {
-                return Err(BtfError::Bounds(at));
-            }
-            let info = btf.u32_at(at + 4).ok_or(BtfError::Bounds(at))?;
-            let (k, vlen) = ((info >> 24) & 0x1f, (info & 0xffff) as usize);
-            let extra = match k {
-                kind::INT | kind::VAR | kind::DECL_TAG => 4,
-                kind::ARRAY => 12,
-                kind::STRUCT | kind::UNION | kind::DATASEC | kind::ENUM64 => 12 * vlen,
-                kind::ENUM | kind::FUNC_PROTO => 8 * vlen,
-                // FWD 7, FLOAT 16: nothing after the header
-                kind::PTR | 7 | kind::TYPEDEF..=kind::FUNC | 16 | kind::TYPE_TAG => 0,
-                _ => return Err(BtfError::Kind(id, k)),
-            };
-            starts.push(at as u32);
-            at += 12 + extra;
-        }
-        if at != types_end {
-            return Err(BtfError::Bounds(at));
-        }
-        btf.starts = starts;
+        btf.starts = match big_endian {
+            true => index_types::<true>(data, types_start, types_end)?,
+            false => index_types::<false>(data, types_start, types_end)?,
+        };
         Ok(btf)
     }
 
@@ -153,7 +132,15 @@ impl<'a> Btf<'a> {
     /// the types (vmlinux has ~150,000: a pass per name cost 0.1 ms each).
     pub fn find_all(&self, wanted: &[(&str, bool)]) -> Vec<Option<u32>> {
         let mut found = vec![None; wanted.len()];
-        let mut left = wanted.len();
+        // which of the first 64 wanted names start with each byte: most
+        // types are ruled out by one lookup
+        let mut by_first = [0u64; 256];
+        for (w, (name, _)) in wanted.iter().enumerate().take(64) {
+            if let Some(&b) = name.as_bytes().first() {
+                by_first[usize::from(b)] |= 1 << w;
+            }
+        }
+        let mut left = by_first.iter().fold(0u64, |a, m| a | m);
         for (i, &at) in self.starts.iter().enumerate() {
             if left == 0 {
                 break;
@@ -171,14 +158,16 @@ impl<'a> Btf<'a> {
             let Some(&first) = rest.first() else {
                 continue;
             };
-            for (w, &(name, func)) in wanted.iter().enumerate() {
-                // the first byte rules out most names without a memcmp
-                let named = name.as_bytes().first() == Some(&first)
-                    && rest.get(..name.len()) == Some(name.as_bytes())
+            let mut candidates = by_first[usize::from(first)] & left;
+            while candidates != 0 {
+                let w = candidates.trailing_zeros() as usize;
+                candidates &= candidates - 1;
+                let (name, func) = wanted[w];
+                let named = rest.get(..name.len()) == Some(name.as_bytes())
                     && rest.get(name.len()).is_none_or(|&b| b == 0);
-                if named && found[w].is_none() && (k == kind::FUNC) == func {
+                if named && (k == kind::FUNC) == func {
                     found[w] = Some(i as u32 + 1);
-                    left -= 1;
+                    left &= !(1 << w);
                 }
             }
         }
@@ -257,6 +246,50 @@ impl<'a> Btf<'a> {
         }
         None
     }
+}
+
+/// Where each type of the section `data[start..end]` begins (type id
+/// `i + 1` at the `i`-th), in the byte order `BE` (one copy of the loop
+/// per order: vmlinux has ~150,000 types, and a branch on the order per
+/// read was a third of the parse).
+fn index_types<const BE: bool>(
+    data: &[u8],
+    start: usize,
+    end: usize,
+) -> Result<Vec<u32>, BtfError> {
+    let u32_at = |at: usize| -> u32 {
+        let b: [u8; 4] = data[at..at + 4].try_into().expect("4 bytes");
+        match BE {
+            true => u32::from_be_bytes(b),
+            false => u32::from_le_bytes(b),
+        }
+    };
+    let mut at = start;
+    let mut starts = Vec::with_capacity((end - start) / 24);
+    while at < end {
+        let id = starts.len() as u32 + 1;
+        // (`end` is within `data`: the header's sections were checked)
+        if at + 12 > end {
+            return Err(BtfError::Bounds(at));
+        }
+        let info = u32_at(at + 4);
+        let (k, vlen) = ((info >> 24) & 0x1f, (info & 0xffff) as usize);
+        let extra = match k {
+            kind::INT | kind::VAR | kind::DECL_TAG => 4,
+            kind::ARRAY => 12,
+            kind::STRUCT | kind::UNION | kind::DATASEC | kind::ENUM64 => 12 * vlen,
+            kind::ENUM | kind::FUNC_PROTO => 8 * vlen,
+            // FWD 7, FLOAT 16: nothing after the header
+            kind::PTR | 7 | kind::TYPEDEF..=kind::FUNC | 16 | kind::TYPE_TAG => 0,
+            _ => return Err(BtfError::Kind(id, k)),
+        };
+        starts.push(at as u32);
+        at += 12 + extra;
+    }
+    if at != end {
+        return Err(BtfError::Bounds(at));
+    }
+    Ok(starts)
 }
 
 #[cfg(test)]
@@ -361,6 +394,42 @@ pub(crate) mod tests {
         assert_eq!(btf.resolve(5), 3);
         assert_eq!(btf.member(3, "nope"), None);
         assert_eq!(btf.array(7), Some((16, 1)));
+    }
+
+    // A blob in big-endian order (the magic tells) reads as its
+    // little-endian twin: the same types, names and sizes.
+    #[test]
+    fn a_big_endian_blob_reads_as_its_little_endian_twin() {
+        let types = vec![
+            (kind::INT, 0, 4, "int", vec![32]),
+            // one member, `t` (the third name), an int at 4 bytes
+            (
+                kind::STRUCT,
+                1,
+                8,
+                "task",
+                vec![off(&["int", "task"], "t"), 1, 32],
+            ),
+            (kind::FUNC, 0, 0, "t", vec![]),
+        ];
+        let le = blob(&types, &[]);
+        let strings_at = 24 + u32::from_le_bytes(le[12..16].try_into().unwrap()) as usize;
+        let mut be = le.clone();
+        be[..2].copy_from_slice(&[0xeb, 0x9f]);
+        for w in be[4..strings_at].chunks_exact_mut(4) {
+            w.reverse();
+        }
+        let (a, b) = (Btf::parse(&le).unwrap(), Btf::parse(&be).unwrap());
+        let wanted = [("task", false), ("t", true), ("int", false)];
+        assert_eq!(a.find_all(&wanted), vec![Some(2), Some(3), None]);
+        assert_eq!(b.find_all(&wanted), a.find_all(&wanted));
+        assert_eq!(b.size_of(2), Some(8));
+        let t = Member {
+            offset: 4,
+            type_id: 1,
+        };
+        assert_eq!((a.member(2, "t"), b.member(2, "t")), (Some(t), Some(t)));
+        assert_eq!(b.name_of(3), b"t");
     }
 
     // Truncated, mis-sized or unknown-kind blobs are errors, never panics.

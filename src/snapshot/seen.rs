@@ -27,10 +27,13 @@ pub struct ScanRead {
 impl ScanRead {
     /// What the filter needs of the piece `p` (its VMAs as encoded).
     pub fn of(p: &Process) -> ScanRead {
+        // room for every VMA up front: a filtered collect grows from empty
+        let mut files = Vec::with_capacity(p.vmas.len());
         let by_id = p.vmas.iter().filter(|v| v.build_id.is_some());
+        files.extend(by_id.map(|v| (v.dev_major, v.dev_minor, v.inode)));
         ScanRead {
             times: p.read_times.clone(),
-            files: by_id.map(|v| (v.dev_major, v.dev_minor, v.inode)).collect(),
+            files,
         }
     }
 

@@ -150,17 +150,17 @@ impl StartClock {
 /// visible in the namespace (pid 0) and kernel threads are left out (the
 /// scan reads those from /proc).
 pub fn heads_of(records: &[TaskRecord], clock: StartClock) -> BTreeMap<u32, Head> {
-    let mut by_tgid: BTreeMap<u32, Vec<&TaskRecord>> = BTreeMap::new();
-    for r in records {
-        if r.tid != 0 && r.tgid != 0 && u64::from(r.flags) & PF_KTHREAD == 0 {
-            by_tgid.entry(r.tgid).or_default().push(r);
-        }
-    }
-    let mut heads = BTreeMap::new();
-    for (tgid, mut tasks) in by_tgid {
-        tasks.sort_by_key(|t| (t.tid != tgid, t.tid));
-        tasks.dedup_by_key(|t| t.tid);
-        let leader = tasks[0];
+    // one sort of every task (process, leader first, then by tid), then a
+    // pass over each process's run: no list per process
+    let mut tasks: Vec<&TaskRecord> = records
+        .iter()
+        .filter(|r| r.tid != 0 && r.tgid != 0 && u64::from(r.flags) & PF_KTHREAD == 0)
+        .collect();
+    tasks.sort_unstable_by_key(|t| (t.tgid, t.tid != t.tgid, t.tid));
+    tasks.dedup_by_key(|t| (t.tgid, t.tid));
+    let mut heads = Vec::new();
+    for run in tasks.chunk_by(|a, b| a.tgid == b.tgid) {
+        let (tgid, leader) = (run[0].tgid, run[0]);
         if leader.tid != tgid {
             continue;
         }
@@ -169,7 +169,7 @@ pub fn heads_of(records: &[TaskRecord], clock: StartClock) -> BTreeMap<u32, Head
             ppid: leader.ppid,
             kernel_thread: false,
             start_time: clock.ticks(leader.start_boottime),
-            threads: tasks
+            threads: run
                 .iter()
                 .map(|t| Thread {
                     tid: t.tid,
@@ -181,10 +181,11 @@ pub fn heads_of(records: &[TaskRecord], clock: StartClock) -> BTreeMap<u32, Head
             read_times: Default::default(),
         };
         // a zombie leader has no mm left: its threads share the one it had
-        let exe = tasks.iter().find_map(|t| t.exe);
-        heads.insert(tgid, Head { process, exe });
+        let exe = run.iter().find_map(|t| t.exe);
+        heads.push((tgid, Head { process, exe }));
     }
-    heads
+    // in key order already: built in one pass
+    heads.into_iter().collect()
 }
 
 #[cfg(test)]
