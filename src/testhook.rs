@@ -68,6 +68,16 @@ fn hold_after_vma_set(count: usize) -> bool {
     !at.is_empty()
 }
 
+/// With `MMAP2_SYNTH_TEST_STREAM_STALL_MS` set to a number: how long a
+/// stream may send nothing after a signal was put off, instead of
+/// `default` (so a test of it takes a moment, not the real stall).
+pub fn stream_stall(default: Duration) -> Duration {
+    std::env::var("MMAP2_SYNTH_TEST_STREAM_STALL_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(default, Duration::from_millis)
+}
+
 /// With `MMAP2_SYNTH_TEST_WINDOW_BYTES` set to a number: what a merge's
 /// window of a snapshot file's processes may weigh, instead of `default`
 /// (so a test makes many windows of a small file).

@@ -27,6 +27,17 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(20);
 /// reading `-`, with TMPDIR `dir/tmp`, stdout to `dir/stdout` and stderr
 /// to `dir/err`.
 fn pipeline(dir: &Path, script: &str, rec: &Path, args: &[&str]) -> (Child, Child) {
+    pipeline_with(dir, script, rec, args, &[])
+}
+
+/// [`pipeline`] with `env` set for the reader.
+fn pipeline_with(
+    dir: &Path,
+    script: &str,
+    rec: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Child, Child) {
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let mut writer = Command::new("sh")
@@ -39,6 +50,7 @@ fn pipeline(dir: &Path, script: &str, rec: &Path, args: &[&str]) -> (Child, Chil
         .unwrap();
     let reader = Command::new(bin())
         .args(args)
+        .envs(env.iter().copied())
         .env("TMPDIR", &tmp)
         .current_dir(dir)
         .stdin(writer.stdout.take().unwrap())
@@ -200,6 +212,49 @@ fn a_signal_put_off_ends_the_run_once_the_stream_turns_to_zeros() {
     std::fs::write(dir.join("go"), b"").unwrap();
     let (o, err) = finish(&dir, w, r);
     assert_eq!(o.status.code(), Some(143), "{err}");
+    assert!(!dir.join("out.data").exists());
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+// A SIGTERM put off while a stream is read ends the run once the stream
+// sends nothing for the stall (here 0.5 s): exit 143, no output, nothing
+// left behind (the run waited on a silent writer until it ended, then
+// completed, exit 0).
+#[test]
+fn a_signal_put_off_ends_the_run_when_the_stream_goes_silent() {
+    let dir = scratch("streams-silent");
+    // the recording, then silence with the pipe held open (20 s at most)
+    let script = r#"cat "$1"; i=0
+        while [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done"#;
+    let args = ["convert", "-", "--to", "file", "-o", "out.data"];
+    let stall = [("MMAP2_SYNTH_TEST_STREAM_STALL_MS", "500")];
+    let (w, r) = pipeline_with(&dir, script, &pin("rec-pipe.data"), &args, &stall);
+    let err = || std::fs::read_to_string(dir.join("err")).unwrap_or_default();
+    // the records are in the pipe: the reader is copying them
+    std::thread::sleep(Duration::from_millis(200));
+    let st = Command::new("kill")
+        .args(["-s", "TERM", &r.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    wait_until("the signal put off", || {
+        err().contains("SIGTERM: reading the input stream to its end")
+    });
+    let started = Instant::now();
+    let (o, err) = finish(&dir, w, r);
+    assert_eq!(o.status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("the input stream sent nothing for 0.5 s: aborting"),
+        "{err}"
+    );
+    // ended by the stall, not by the writer's end 20 s later
+    assert!(started.elapsed() < Duration::from_secs(15), "{err}");
     assert!(!dir.join("out.data").exists());
     let left: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()

@@ -99,10 +99,19 @@ fn remove_temporaries_on_signals() {
             }
             if mmap2_synth::interrupt::put_off(sig) {
                 let name = signal_hook::low_level::signal_name(sig).unwrap_or("signal");
+                let stall = mmap2_synth::testhook::stream_stall(mmap2_synth::interrupt::STALL);
                 eprintln!(
                     "mmap2-synth: {name}: reading the input stream to its end \
-                     (signal again to abort)"
+                     (signal again to abort; aborting if it sends nothing for {} s)",
+                    stall.as_secs_f64()
                 );
+                mmap2_synth::interrupt::watch_for_stall(stall, move || {
+                    eprintln!(
+                        "mmap2-synth: {name}: the input stream sent nothing for {} s: aborting",
+                        stall.as_secs_f64()
+                    );
+                    abort(sig);
+                });
                 continue;
             }
             abort(sig);

@@ -421,7 +421,7 @@ fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool),
         }
     };
     let copy = tempfile::tempfile_in(&dir).map_err(spool_err("creating"))?;
-    let mut src = io::BufReader::with_capacity(SPOOL_CHUNK, &file);
+    let mut src = io::BufReader::with_capacity(SPOOL_CHUNK, super::spool::Counted(&file));
     let mut dst = io::BufWriter::with_capacity(SPOOL_CHUNK, Roomy::new(copy));
     let spooled = spool(&mut src, &mut dst);
     // a stream that stopped being perf.data (or could not be read on) is

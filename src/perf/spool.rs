@@ -141,6 +141,18 @@ fn copy_exact(
     Ok(got)
 }
 
+/// A stream input whose reads are told to [`crate::interrupt`]: the sign
+/// of life that keeps a signal put off while the stream is read.
+pub(super) struct Counted<'a>(pub(super) &'a std::fs::File);
+
+impl io::Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = (&mut &*self.0).read(buf)?;
+        crate::interrupt::stream_progress(n);
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
