@@ -27,6 +27,7 @@ pub struct BuildIdCache {
     on_fuse: AtomicUsize,
     user_ns: AtomicUsize,
     unmounted: AtomicUsize,
+    unsettled: AtomicUsize,
 }
 
 /// What a scan says of the build ids it did not simply read.
@@ -41,6 +42,9 @@ pub struct IdNotes {
     pub user_ns: usize,
     /// Distinct files on a filesystem no mount table shows, not read.
     pub unmounted: usize,
+    /// Distinct files met after our mount table changed too often, not
+    /// read (see [`super::mounts::FsTrust::Unsettled`]).
+    pub unsettled: usize,
 }
 
 impl IdNotes {
@@ -50,6 +54,7 @@ impl IdNotes {
         self.on_fuse += other.on_fuse;
         self.user_ns += other.user_ns;
         self.unmounted += other.unmounted;
+        self.unsettled += other.unsettled;
     }
 }
 
@@ -64,6 +69,7 @@ impl BuildIdCache {
             on_fuse: AtomicUsize::new(0),
             user_ns: AtomicUsize::new(0),
             unmounted: AtomicUsize::new(0),
+            unsettled: AtomicUsize::new(0),
         }
     }
 
@@ -102,6 +108,7 @@ impl BuildIdCache {
             FsTrust::Fuse => &self.on_fuse,
             FsTrust::UserNs => &self.user_ns,
             FsTrust::Unmounted => &self.unmounted,
+            FsTrust::Unsettled => &self.unsettled,
         };
         if let std::collections::hash_map::Entry::Vacant(e) = self.lock().entry(key) {
             e.insert(None);
@@ -117,6 +124,7 @@ impl BuildIdCache {
             on_fuse: self.on_fuse.load(Ordering::Relaxed),
             user_ns: self.user_ns.load(Ordering::Relaxed),
             unmounted: self.unmounted.load(Ordering::Relaxed),
+            unsettled: self.unsettled.load(Ordering::Relaxed),
         }
     }
 

@@ -92,6 +92,7 @@ fn id_notes(n: &crate::proc::idcache::IdNotes) -> String {
         (n.on_fuse, unread(FsTrust::Fuse)),
         (n.user_ns, unread(FsTrust::UserNs)),
         (n.unmounted, unread(FsTrust::Unmounted)),
+        (n.unsettled, unread(FsTrust::Unsettled)),
     ]
     .iter()
     .filter(|(count, _)| *count > 0)
