@@ -1158,3 +1158,106 @@ fn a_late_live_merge_says_its_maps_are_of_now() {
         assert_eq!(noted, name == "default", "{name}: {err}");
     }
 }
+
+/// Checks that `merged` (from `rec`, merge summary `err`) attributes the
+/// burner's samples (`pid`) to libburn.so with its build id, perf's own
+/// records untouched; `what` names the case in messages.
+fn check_task_merge(rec: &Path, merged: &Path, pid: u32, err: &str, what: &str) {
+    assert!(
+        unknown_share(rec, pid) > 0.9,
+        "{what}: not [unknown] before"
+    );
+    check_merged(rec, merged, pid, err);
+    let ids = perf_buildid_list(&perf(&[
+        "buildid-list".as_ref(),
+        "-i".as_ref(),
+        merged.as_os_str(),
+    ]));
+    let lib = fixtures().libburn.to_str().unwrap();
+    let want = readelf_build_id(&fixtures().libburn);
+    assert_eq!(ids.get(lib), want.as_ref(), "{what}: {ids:?}");
+}
+
+// A `perf record --synth=task -p` recording (perf's COMM of each thread,
+// no FORK, no maps) gets the burner's maps with build ids.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_synth_task_recording_of_a_pid_is_merged() {
+    let (b, dir) = burner_and_dir("merge-task-p");
+    let rec = dir.join("rec.data");
+    perf_record_pid(b.pid, &rec, &["--synth=task", "-g"], "1");
+    let merged = dir.join("merged.data");
+    let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+    check_task_merge(&rec, &merged, b.pid, &err, "-p");
+}
+
+// `perf record --synth=task -a` (a FORK and COMM of every task at time 0,
+// no maps) in a private pid namespace, file and pipe mode, merged live
+// there: the running burner's samples resolve to libburn.so (they stayed
+// [unknown]: its synthesized FORK was taken for a birth in the recording),
+// its maps inserted after perf's FORK of it, which would drop them.
+#[test]
+#[ignore = "needs root (unshare -p) and perf record"]
+fn a_synth_task_system_wide_recording_is_merged() {
+    needs_root("unshare -fp --mount-proc");
+    needs_perf_record();
+    let dir = scratch("merge-task-a");
+    let (ready, fifo) = (dir.join("ready"), dir.join("stdin"));
+    mkfifo(&fifo);
+    let d = |name: &str| q(&dir.join(name));
+    // the burner's stdin is the FIFO, held open by the script (fd 3): it
+    // stops when the namespace ends
+    let script = format!(
+        "set -e\nexec 3<>{fifo}\n{burn} 60 <{fifo} >{ready} &\n{wait}\
+         perf record -q --synth=task -g -a -o {rec} -- sleep 1\n\
+         perf record -q --synth=task -g -a -o - -- sleep 1 >{pipe}\n\
+         {bin} merge {rec} -o {rec_m} 2>{rec_err}\n\
+         {bin} merge {pipe} -o {pipe_m} 2>{pipe_err}\n",
+        fifo = q(&fifo),
+        burn = q(&fixtures().burn),
+        ready = q(&ready),
+        wait = sh_poll("the burner", &format!("! grep -q ready {}", q(&ready))),
+        rec = d("rec.data"),
+        pipe = d("pipe.data"),
+        bin = bin(),
+        rec_m = d("rec.merged.data"),
+        rec_err = d("rec.err"),
+        pipe_m = d("pipe.merged.data"),
+        pipe_err = d("pipe.err"),
+    );
+    let o = Command::new("unshare")
+        .args(["-fp", "--mount-proc", "--kill-child", "sh", "-c", &script])
+        .output()
+        .expect("run unshare");
+    let text = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    assert!(
+        o.status.success(),
+        "{}\n{}{}",
+        String::from_utf8_lossy(&o.stderr),
+        text("rec.err"),
+        text("pipe.err")
+    );
+    let pid: u32 = text("ready")
+        .trim()
+        .strip_prefix("ready ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    for mode in ["rec", "pipe"] {
+        let rec = dir.join(format!("{mode}.data"));
+        let merged = dir.join(format!("{mode}.merged.data"));
+        check_task_merge(&rec, &merged, pid, &text(&format!("{mode}.err")), mode);
+    }
+    // perf's FORK of the burner, then its maps (the kernel's records of
+    // perf's workload come after)
+    let dump = synth_ok(["dump".as_ref(), dir.join("rec.merged.data").as_os_str()]).stdout;
+    let dump = String::from_utf8_lossy(&dump);
+    let at = |what: &str| {
+        dump.find(&format!("{what} pid={pid} "))
+            .unwrap_or(usize::MAX)
+    };
+    assert!(
+        at("fork") < at("mmap2") && at("mmap2") < dump.len(),
+        "{dump}"
+    );
+}

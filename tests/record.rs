@@ -1342,6 +1342,73 @@ fn record_keeps_cgroups_and_namespaces_of_running_processes() {
     drop(cg);
 }
 
+// record --namespaces -a (perf's task synthesis: a FORK of every task, no
+// maps) in a private pid namespace: the running burner has its NAMESPACES
+// record (it had none: record ran perf with --synth=no, and warned) and
+// its samples their maps, inserted after perf's FORK of it.
+#[test]
+#[ignore = "needs root (unshare -p) and perf record"]
+fn record_namespaces_system_wide_keeps_running_processes() {
+    needs_root("unshare -fp --mount-proc");
+    needs_perf_record();
+    let dir = scratch("record-ns-all");
+    let (ready, fifo, out) = (dir.join("ready"), dir.join("stdin"), dir.join("ns.data"));
+    mkfifo(&fifo);
+    // the burner's stdin is the FIFO, held open by the script (fd 3): it
+    // stops when the namespace ends
+    let script = format!(
+        "set -e\nexec 3<>{fifo}\n{burn} 60 <{fifo} >{ready} &\n{wait}\
+         {bin} record -- -a --namespaces -o {out} -- sleep 2\n",
+        fifo = q(&fifo),
+        burn = q(&fixtures().burn),
+        ready = q(&ready),
+        wait = sh_poll("the burner", &format!("! grep -q ready {}", q(&ready))),
+        bin = bin(),
+        out = q(&out),
+    );
+    let o = Command::new("unshare")
+        .args(["-fp", "--mount-proc", "--kill-child", "sh", "-c", &script])
+        .output()
+        .expect("run unshare");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let pid = std::fs::read_to_string(&ready).unwrap();
+    let pid = pid.trim().strip_prefix("ready ").unwrap();
+    let script = perf(&[
+        "script".as_ref(),
+        "--show-namespace-events".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let ns = format!("PERF_RECORD_NAMESPACES {pid}/{pid} ");
+    assert!(script.contains(&ns), "no {ns}in: {script}");
+    // the burner's user-space samples (by pid: the host's are pid 0 here)
+    let samples = perf(&[
+        "script".as_ref(),
+        "-F".as_ref(),
+        "pid,ip,dso".as_ref(),
+        "-G".as_ref(),
+        "-i".as_ref(),
+        out.as_os_str(),
+    ]);
+    let mine: Vec<&str> = (samples.lines())
+        .filter(|l| l.split_whitespace().next() == Some(pid))
+        .filter(|l| !l.ends_with("([kernel.kallsyms])"))
+        .collect();
+    let lib = mine.iter().filter(|l| l.contains("libburn.so")).count();
+    assert!(
+        mine.len() > 100,
+        "{} samples of the burner: {err}",
+        mine.len()
+    );
+    assert!(
+        lib * 100 >= mine.len() * 95,
+        "{lib} of {} in libburn.so: {err}",
+        mine.len()
+    );
+}
+
 // A process perf records but never samples still gets its COMM and maps,
 // as perf's synthesis gives them: named with -p or -t (`-e dummy`: record
 // inserted nothing, "nothing to add"). (`-a` with no sampling event takes

@@ -259,7 +259,7 @@ pub fn merge(
     let bad = read_sections(&input, &mut facts)?;
     let mut out = prepare_output(&input, output, opts.in_place)?;
     let (walk, tail) = walk_and_copy(&input, &before, (&mut out, output), &mut facts)?;
-    facts.sampled.finish();
+    facts.finish();
     let attrs = walk.attrs;
     let mut report = MergeReport {
         data_maps: DataMaps::of(&attrs, opts.snapshot.selection),
@@ -457,7 +457,10 @@ fn finish_output(
         Layout::File { header, features } => {
             let ids = encode_build_id_entries(e, 0, new_ids)?;
             let header = kept(header, from);
-            let data = (inserted as &dyn write::Inserted, tail.as_ref());
+            // perf's synthesized records that go before the inserted ones
+            let prefix =
+                (facts.file_insert_at()).map_or(0, |at| at.saturating_sub(header.data.offset));
+            let data = (inserted as &dyn write::Inserted, tail.as_ref(), prefix);
             let sections = write::Sections::of(features, bad);
             write::finish_file_mode(input, &header, &sections, out, data, &ids).map_err(werr)
         }

@@ -34,6 +34,8 @@ pub mod write;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_synth_task;
 
 pub use buildids::ConvertReport;
 pub use convert::{convert, convert_to_stream, ConvertError, ConvertOptions};

@@ -32,8 +32,23 @@ pub struct RecordingFacts {
     /// them born (a FORK of a new process; an exec COMM of one with no
     /// user-mode sample before: those need the first image's maps). A process that
     /// only mapped something during the recording is not among them: its
-    /// maps from before are missing.
+    /// maps from before are missing. Complete once [`RecordingFacts::finish`]
+    /// has run.
     pub covered: HashSet<u32>,
+    /// Processes named by a FORK perf synthesized (time 0): perf's task
+    /// synthesis of those running when it started, not births. Covered
+    /// (as before) when perf synthesized maps too, so that a process with
+    /// none there (a kernel thread) is given whole; not when it wrote none
+    /// (`perf record --synth=task`, `--namespaces` with `-a`): then every
+    /// one lacks its maps.
+    synth_forked: HashSet<u32>,
+    /// The recording has a user-space map perf synthesized (time 0).
+    synth_maps: bool,
+    /// The end of the last FORK perf synthesized before the first sample,
+    /// round or compressed record: perf takes a FORK as a new thread,
+    /// dropping the maps inserted before it, so a file-mode merge inserts
+    /// after perf's synthesized records (see [`RecordingFacts::file_insert_at`]).
+    head_fork_end: Option<u64>,
     /// The recording has a map of the host kernel (`[kernel.kallsyms]...`,
     /// pid -1, cpumode kernel).
     pub has_kernel_map: bool,
@@ -92,6 +107,9 @@ impl RecordingFacts {
             kept: Vec::new(),
             sampled: Sampled::default(),
             covered: HashSet::new(),
+            synth_forked: HashSet::new(),
+            synth_maps: false,
+            head_fork_end: None,
             has_kernel_map: false,
             existing_bpf: HashSet::new(),
             existing: HashSet::new(),
@@ -105,6 +123,30 @@ impl RecordingFacts {
             endian: e,
             last_pid: None,
         }
+    }
+
+    /// Completes the facts once the scan is over: the processes perf's
+    /// synthesis forked are covered when it synthesized maps (see
+    /// `synth_forked`), and the sampled addresses are sorted.
+    pub fn finish(&mut self) {
+        if self.synth_maps {
+            self.covered.extend(self.synth_forked.drain());
+        }
+        self.sampled.finish();
+    }
+
+    /// File mode: where the inserted records go, when not at the start of
+    /// the data section: after perf's synthesized records (after
+    /// FINISHED_INIT, else before the first sample, round or compressed
+    /// record, as in pipe mode, and after the last synthesized FORK) when
+    /// they hold a FORK, which would drop the maps inserted before it.
+    pub fn file_insert_at(&self) -> Option<u64> {
+        let fork_end = self.head_fork_end?;
+        Some(
+            self.insert_at
+                .or(self.after_init)
+                .map_or(fork_end, |at| at.max(fork_end)),
+        )
     }
 
     /// Pids the recording names but does not give the maps of, ascending.
@@ -244,24 +286,7 @@ impl RecordingFacts {
                     self.existing_bpf.insert(r);
                 }
             }
-            types::FORK => {
-                let r = Rd(e);
-                let (pid, ppid, tid) = (r.u32(body, 0), r.u32(body, 4), r.u32(body, 8));
-                let (Some(pid), Some(ppid), Some(tid)) = (pid, ppid, tid) else {
-                    return Err(bad());
-                };
-                if real(pid) {
-                    self.add_pid(pid);
-                }
-                // A new process: perf gives it its parent's maps, so the
-                // parent's are needed, and its own after that are recorded.
-                if real(pid) && pid == tid && pid != ppid {
-                    self.covered.insert(pid);
-                    if real(ppid) {
-                        self.add_pid(ppid);
-                    }
-                }
-            }
+            types::FORK => self.fork(at, &h, body).ok_or_else(bad)?,
             types::MMAP | types::MMAP2 => {
                 let m = parse_map(&h, body, e).ok_or_else(|| {
                     FormatError::at(at, FormatErrorKind::MalformedRecord(h.type_))
@@ -273,6 +298,7 @@ impl RecordingFacts {
                         .map_or(0, |sid| sid.time);
                     if time == 0 {
                         self.covered.insert(m.key.pid);
+                        self.synth_maps |= real(m.key.pid);
                     }
                 } else if is_kernel_map(&m) && m.key.filename.starts_with(KERNEL_DSO) {
                     self.has_kernel_map = true;
@@ -301,5 +327,34 @@ impl RecordingFacts {
             _ => {}
         }
         Ok(())
+    }
+
+    /// A FORK record (at `at`); `None` when too short for its fields.
+    fn fork(&mut self, at: u64, h: &RecordHeader, body: &[u8]) -> Option<()> {
+        let r = Rd(self.endian);
+        let (pid, ppid, tid) = (r.u32(body, 0)?, r.u32(body, 4)?, r.u32(body, 8)?);
+        let real = |p: u32| p != 0 && p != u32::MAX;
+        if real(pid) {
+            self.add_pid(pid);
+        }
+        // perf's synthesis of a running task: time 0 (the kernel's carry
+        // the fork's time)
+        let synthesized = r.u64(body, 16) == Some(0);
+        if synthesized && self.insert_at.is_none() {
+            self.head_fork_end = Some(at + u64::from(h.size));
+        }
+        if real(pid) && pid == tid && pid != ppid {
+            if synthesized {
+                self.synth_forked.insert(pid);
+            } else {
+                // A new process: perf gives it its parent's maps, so the
+                // parent's are needed, and its own after that are recorded.
+                self.covered.insert(pid);
+                if real(ppid) {
+                    self.add_pid(ppid);
+                }
+            }
+        }
+        Some(())
     }
 }

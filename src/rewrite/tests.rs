@@ -39,7 +39,7 @@ fn recording(e: Endian) -> (Vec<u8>, Vec<u8>) {
     (f, data)
 }
 
-fn process(pid: u32, name: &[u8]) -> Process {
+pub(super) fn process(pid: u32, name: &[u8]) -> Process {
     Process {
         pid,
         ppid: 1,

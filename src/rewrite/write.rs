@@ -167,18 +167,18 @@ impl<'a> Sections<'a> {
 }
 
 /// Completes a file-mode output whose data section (`h.data`) was copied by
-/// the scan: the inserted records and `tail` placed around it (see
-/// `place_data`), then the feature table and sections, and the header
-/// last.
+/// the scan: the inserted records, after its first `prefix` bytes, and
+/// `tail` placed around it (see `place_data`), then the feature table and
+/// sections, and the header last.
 pub fn finish_file_mode(
     input: &Input,
     h: &FileHeader,
     features: &Sections,
     out: &mut File,
-    (inserted, tail): (&dyn Inserted, Option<&Tail>),
+    (inserted, tail, prefix): (&dyn Inserted, Option<&Tail>, u64),
     extra_ids: &[u8],
 ) -> io::Result<()> {
-    let (data, ins) = place_data(input, h, out, inserted, tail)?;
+    let (data, ins, prefix) = place_data(input, h, out, (inserted, prefix), tail)?;
     let data_offset = data.offset;
     out.seek(SeekFrom::Start(data.end()))?;
 
@@ -230,11 +230,16 @@ pub fn finish_file_mode(
         data.end() + 16 * sources.len() as u64,
     );
     out.write_all(&table.encode(h.endian))?;
-    // where a byte of the old data section is now
-    let shift = data_offset + ins - h.data.offset;
+    // where a byte of the old data section is now: the prefix moved in
+    // front of the inserted records, the rest behind them
+    let old = h.data.offset;
+    let moved = |off: u64| match off < old + prefix {
+        true => off - old + data_offset,
+        false => off - old + data_offset + ins,
+    };
     for (bit, sec) in &sources {
         if *bit == feature::AUXTRACE {
-            copy_auxtrace_index(input, *sec, out, (h.data.offset, h.data.end()), shift)?;
+            copy_auxtrace_index(input, *sec, out, (old, h.data.end()), &moved)?;
         } else if let Some(p) = made_for(*bit) {
             out.write_all(p)?;
         } else {
@@ -261,17 +266,18 @@ pub fn finish_file_mode(
 
 /// Places the inserted records right before the data section copied by
 /// the scan (or, if they do not fit, copies the data again behind them),
-/// and appends `tail` to it (a salvaged input's damaged tail rewritten,
-/// see the `tail` module); returns the data section so made and the bytes
-/// inserted. A data section left empty gets a FINISHED_ROUND: perf takes
-/// data size 0 for a recording not terminated.
+/// its first `prefix` bytes (perf's synthesized records) written again in
+/// front of them, and appends `tail` to it (a salvaged input's damaged
+/// tail rewritten, see the `tail` module); returns the data section so
+/// made, the bytes inserted and the prefix. A data section left empty gets
+/// a FINISHED_ROUND: perf takes data size 0 for a recording not terminated.
 fn place_data(
     input: &Input,
     h: &FileHeader,
     out: &mut File,
-    inserted: &dyn Inserted,
+    (inserted, prefix): (&dyn Inserted, u64),
     tail: Option<&Tail>,
-) -> io::Result<(Section, u64)> {
+) -> io::Result<(Section, u64, u64)> {
     let tail_len = tail.map_or(0, |t| t.len);
     let mut round = Vec::new();
     if inserted.size() == 0 && h.data.size + tail_len == 0 {
@@ -279,12 +285,14 @@ fn place_data(
     }
     let inserted: &dyn Inserted = if round.is_empty() { inserted } else { &round };
     let ins = inserted.size();
+    let prefix = if ins == 0 { 0 } else { prefix.min(h.data.size) };
     // nothing to add: the records stay behind the unused room (a second
     // copy to make the output the input byte for byte cost more than the
     // merge itself)
     let data_offset = if ins <= RESERVE {
         let at = h.data.offset + RESERVE - ins;
         out.seek(SeekFrom::Start(at))?;
+        copy_range(&input.file, h.data.offset, prefix, out)?;
         write_inserted(inserted, out)?;
         out.seek(SeekFrom::Start(h.data.offset + RESERVE + h.data.size))?;
         at
@@ -294,9 +302,10 @@ fn place_data(
         let room = ins.div_ceil(PAGE) * PAGE;
         out.set_len(h.data.offset)?;
         out.seek(SeekFrom::Start(h.data.offset + room - ins))?;
+        copy_range(&input.file, h.data.offset, prefix, out)?;
         write_inserted(inserted, out)?;
-        out.seek(SeekFrom::Start(h.data.offset + room))?;
-        copy_range(&input.file, h.data.offset, h.data.size, out)?;
+        let rest = h.data.offset + prefix;
+        copy_range(&input.file, rest, h.data.size - prefix, out)?;
         h.data.offset + room - ins
     };
     if let Some(t) = tail {
@@ -306,7 +315,7 @@ fn place_data(
         offset: data_offset,
         size: h.data.size + tail_len + ins,
     };
-    Ok((data, ins))
+    Ok((data, ins, prefix))
 }
 
 /// One change to a file-mode input's records: the `old` bytes at `at`
@@ -431,14 +440,14 @@ pub fn finish_edited(
 
 /// Copies a HEADER_AUXTRACE index (u64 nr, then {u64 file_offset, u64
 /// size} per AUXTRACE record), moving the offsets that point into the old
-/// data section by `shift`, as the records moved: without it perf would look
-/// for the trace data in the wrong place. Streamed in 64 KiB chunks.
+/// data section as `moved` says the records moved: without it perf would
+/// look for the trace data in the wrong place. Streamed in 64 KiB chunks.
 fn copy_auxtrace_index(
     input: &Input,
     sec: Section,
     out: &mut File,
     old_data: (u64, u64),
-    shift: u64,
+    moved: &dyn Fn(u64) -> u64,
 ) -> io::Result<()> {
     let e = input.endian();
     let mut buf = vec![0u8; 64 << 10];
@@ -453,7 +462,7 @@ fn copy_auxtrace_index(
         for ent in chunk.chunks_exact_mut(16) {
             let off = crate::bytes::Rd(e).u64(ent, 0).unwrap_or(0);
             if (old_data.0..old_data.1).contains(&off) {
-                ent[..8].copy_from_slice(&e.u64_bytes(off + shift));
+                ent[..8].copy_from_slice(&e.u64_bytes(moved(off)));
             }
         }
         out.write_all(chunk)?;

@@ -107,7 +107,6 @@ pub(crate) fn run_record(r: &RecordArgs) -> Result<(), CliError> {
         m.file_type().is_fifo()
     });
     let pt = perf_target(&r.perf_args, stdout_is_pipe)?;
-    pt.warn_lost();
     // where perf's recording goes: a regular file or nothing yet (a FIFO,
     // `/dev/stdout` or a directory could not be merged into), as the
     // kernel follows links (a link to nothing: the file it names is made)

@@ -31,9 +31,6 @@ pub(crate) struct PerfTarget {
     /// [`PerfTarget::synth`]).
     pub(crate) cgroups: bool,
     pub(crate) namespaces: bool,
-    /// perf's target is a list of threads (`-p`, `-t`, `-u`): its task
-    /// synthesis goes through them (COMM and NAMESPACES, no FORK).
-    pub(crate) threads: bool,
     /// `-t`'s threads, when they are what perf records (no `-a`, no `-p`).
     pub(crate) tids: Option<Vec<u32>>,
 }
@@ -473,7 +470,6 @@ fn perf_target_with(
         data_maps,
         cgroups,
         namespaces,
-        threads: pid.or(tid).or(uid).is_some(),
         tids,
     })
 }
@@ -490,13 +486,11 @@ mod tests {
         perf_target_with(&args, false, &mut || HELP_6_1.to_string()).map(unplaced)
     }
 
-    /// `t` without where its options end, nor whether its target is
-    /// threads (`synth_as_the_options_ask` checks that) and which, to compare with
-    /// [`pt`]'s.
+    /// `t` without where its options end, nor `-t`'s threads, to compare
+    /// with [`pt`]'s.
     fn unplaced(t: PerfTarget) -> PerfTarget {
         PerfTarget {
             options_end: 0,
-            threads: false,
             tids: None,
             ..t
         }
@@ -609,15 +603,14 @@ mod tests {
             data_maps: false,
             cgroups: false,
             namespaces: false,
-            threads: false,
             tids: None,
         }
     }
 
     // perf synthesizes what the options ask that record does not insert:
     // CGROUP records for --all-cgroups, task (and so NAMESPACES) records
-    // for --namespaces of -p/-t/-u; nothing else, negations and
-    // abbreviations read; --namespaces system-wide is said to be lost.
+    // for --namespaces of -p/-t/-u/-a/-C; nothing else, negations and
+    // abbreviations read.
     #[test]
     fn synth_as_the_options_ask() {
         let placed = |v: &[&str]| {
@@ -634,17 +627,13 @@ mod tests {
             synth(&["--namespaces", "-u", "0", "--all-cgroups"]),
             "task,cgroup"
         );
-        // a workload's are perf's own; system-wide they are lost
+        // a workload's are perf's own
         assert_eq!(synth(&["--namespaces", "--all-cgroups", "x"]), "cgroup");
-        assert_eq!(synth(&["--namespaces", "-a"]), "no");
+        assert_eq!(synth(&["--namespaces", "-a"]), "task");
+        assert_eq!(synth(&["--namespaces", "-C", "0"]), "task");
+        assert_eq!(synth(&["-C", "0"]), "no");
         assert_eq!(synth(&["--all-cgroups", "--no-all-cgroups", "x"]), "no");
         assert_eq!(synth(&["--namespaces", "--no-namespaces", "-p", "1"]), "no");
-        let lost = |v: &[&str]| placed(v).namespaces_lost();
-        assert!(lost(&["--namespaces", "-a"]));
-        assert!(lost(&["--namespaces", "-C", "0"]));
-        assert!(!lost(&["--namespaces", "-p", "1"]));
-        assert!(!lost(&["--namespaces", "x"]));
-        assert!(!lost(&["-a"]));
     }
 
     // perf asks for data maps as its sample_address says: -d (in a

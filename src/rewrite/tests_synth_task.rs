@@ -1,0 +1,183 @@
+//! Unit tests of merges into recordings whose synthesized records hold
+//! FORKs (perf's task synthesis: `perf record -a`, and `--synth=task`
+//! with no maps), over files built in memory.
+
+use super::merge::{merge, MergeOptions};
+use super::plan::Which;
+use super::tests::process;
+use crate::bytes::{Endian, PutExt, Rd};
+use crate::model::{Process, Vma};
+use crate::perf::consts::{attr_flags, sample_type as st, types};
+use crate::perf::events::parse_comm;
+use crate::perf::record::{encode_empty, RecordHeader};
+use crate::perf::writer::{tests::metadata, write_file};
+use crate::perf::{Attr, FileHeader};
+use crate::proc::{self, HostFacts, Snapshot};
+use crate::snapshot::{encode_process, write_snapshot, Encoding, Out, WriteOptions};
+
+const E: Endian = Endian::Little;
+
+/// One attr: IP|TID|TIME|ID, sample_id_all (a 24-byte trailer).
+fn attr() -> Attr {
+    Attr {
+        type_: 1,
+        sample_type: st::IP | st::TID | st::TIME | st::ID,
+        flags: attr_flags::SAMPLE_ID_ALL | attr_flags::MMAP2,
+        ..Default::default()
+    }
+}
+
+/// What perf's task synthesis writes for `procs` (FORK, COMM and their
+/// maps, at time 0), then FINISHED_INIT.
+fn synthesized(procs: &[Process]) -> Vec<u8> {
+    let enc = Encoding {
+        endian: E,
+        layout: attr().layout(),
+        id: 0,
+        forks: true,
+        fill_tid: false,
+    };
+    let mut out = Vec::new();
+    for p in procs {
+        encode_process(p, &enc, &mut out).unwrap();
+    }
+    encode_empty(&mut out, E, types::FINISHED_INIT);
+    out
+}
+
+/// The kernel's FORK of a new process `pid` by `ppid` at `time`, then a
+/// user-mode sample of each of `sampled` (times from `time` on), then a
+/// FINISHED_ROUND.
+fn during(pid: u32, ppid: u32, time: u64, sampled: &[u32]) -> Vec<u8> {
+    let mut d = Vec::new();
+    d.put_u32(E, types::FORK);
+    d.put_u16(E, 0);
+    d.put_u16(E, 8 + 24 + 24);
+    for v in [pid, ppid, pid, ppid] {
+        d.put_u32(E, v);
+    }
+    d.put_u64(E, time);
+    d.put_u32(E, pid);
+    d.put_u32(E, pid);
+    d.put_u64(E, time);
+    d.put_u64(E, 7);
+    for (i, &p) in sampled.iter().enumerate() {
+        d.put_u32(E, types::SAMPLE);
+        d.put_u16(E, crate::perf::consts::misc::USER);
+        d.put_u16(E, 8 + 32);
+        d.put_u64(E, 0x7f00_0000_1000);
+        d.put_u32(E, p);
+        d.put_u32(E, p);
+        d.put_u64(E, time + 1 + i as u64);
+        d.put_u64(E, 7);
+    }
+    encode_empty(&mut d, E, types::FINISHED_ROUND);
+    d
+}
+
+/// Merges the recording of `data` with a snapshot of `snap`'s processes
+/// (by default: those it needs); returns the report and the output's data
+/// section.
+fn merged(data: &[u8], snap: Vec<Process>) -> (super::MergeReport, Vec<u8>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let mut rec = Vec::new();
+    write_file(&mut rec, &metadata(E, attr()), data).unwrap();
+    std::fs::write(dir.join("rec.data"), rec).unwrap();
+    let snap = Snapshot {
+        processes: snap,
+        ..Snapshot::default()
+    };
+    let wopts = WriteOptions {
+        endian: E,
+        forks: true,
+        cmdline: vec![],
+        host: HostFacts::read(),
+        kernel: None,
+        watch: false,
+        watch_pages: None,
+    };
+    let mut sb = std::io::Cursor::new(Vec::new());
+    write_snapshot(Out::File(&mut sb), &snap, &wopts).unwrap();
+    std::fs::write(dir.join("snap.data"), sb.into_inner()).unwrap();
+    let opts = MergeOptions {
+        which: Which::Needed,
+        maps: Some(dir.join("snap.data")),
+        snapshot: proc::Options::default(),
+        in_place: false,
+        kernel: false,
+        salvage: false,
+    };
+    let out = dir.join("out.data");
+    let report = merge(&dir.join("rec.data"), &out, &opts).unwrap();
+    let o = std::fs::read(&out).unwrap();
+    let h = FileHeader::parse(&o[..104], o.len() as u64).unwrap();
+    (
+        report,
+        o[h.data.offset as usize..h.data.end() as usize].to_vec(),
+    )
+}
+
+/// `process(pid, comm)` without maps.
+fn mapless(pid: u32, comm: &[u8]) -> Process {
+    let mut p = process(pid, comm);
+    p.vmas.clear();
+    p
+}
+
+/// The pid of the COMM record at the start of `d`.
+fn comm_pid(d: &[u8]) -> u32 {
+    let h = RecordHeader::parse(d, E).unwrap();
+    assert_eq!(h.type_, types::COMM);
+    parse_comm(&d[8..h.size as usize], E).unwrap().0
+}
+
+// perf's FORKs of the running processes (time 0, no maps: --synth=task)
+// are no births: the process gets its maps, inserted after them (a FORK
+// drops the maps perf holds for its pid), also when they outgrow the room
+// reserved for them; a process forked during the recording (the kernel's
+// FORK) still gets none.
+#[test]
+fn synthesized_forks_are_no_births() {
+    for n in [1u64, 3000] {
+        let mut old = process(42, b"old");
+        let vma = old.vmas[0].clone();
+        old.vmas = (0..n)
+            .map(|i| Vma {
+                start: vma.start + i * 0x10000,
+                end: vma.end + i * 0x10000,
+                ..vma.clone()
+            })
+            .collect();
+        let head = synthesized(&[mapless(42, b"old")]);
+        let rest = during(50, 42, 1_000, &[42, 50]);
+        let data = [&head[..], &rest[..]].concat();
+        let (report, out) = merged(&data, vec![old, process(50, b"born")]);
+        assert_eq!((report.processes, report.inserted_records), (1, 1 + n));
+        assert_eq!(&out[..head.len()], &head[..], "perf's records first");
+        assert_eq!(comm_pid(&out[head.len()..]), 42);
+        let inserted = out.len() - data.len();
+        assert!(
+            n == 1 || inserted as u64 > super::write::RESERVE,
+            "{inserted}"
+        );
+        assert_eq!(&out[head.len() + inserted..], &rest[..]);
+    }
+}
+
+// With maps synthesized too (perf record -a), a process perf forked
+// without maps (a kernel thread) is given whole, as before; a process
+// the recording names otherwise gets its maps after perf's records.
+#[test]
+fn synthesized_forks_with_maps_cover_their_processes() {
+    let head = synthesized(&[mapless(42, b"kthread"), process(60, b"mapped")]);
+    let rest = during(50, 60, 1_000, &[42, 70]);
+    let data = [&head[..], &rest[..]].concat();
+    let snap = [42, 50, 60, 70].map(|p| process(p, b"p")).to_vec();
+    let (report, out) = merged(&data, snap);
+    assert_eq!(report.processes, 1, "{report:?}");
+    assert_eq!(comm_pid(&out[head.len()..]), 70);
+    // perf's FINISHED_INIT right before them
+    let init = &out[head.len() - 8..head.len()];
+    assert_eq!(Rd(E).u32(init, 0), Some(types::FINISHED_INIT));
+}
