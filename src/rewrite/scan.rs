@@ -4,7 +4,7 @@
 //! the one sampled (see [`super::coverage`]) and, in pipe mode, where
 //! synthesized records belong.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::coverage::Sampled;
 
@@ -44,6 +44,10 @@ pub struct RecordingFacts {
     synth_forked: HashSet<u32>,
     /// The recording has a user-space map perf synthesized (time 0).
     synth_maps: bool,
+    /// Processes covered by an exec COMM alone, with its time: a user-mode
+    /// sample taken before it (written after it from another CPU's buffer)
+    /// needs the first image's maps after all.
+    exec_covered: HashMap<u32, u64>,
     /// The end of the last FORK perf synthesized before the first sample,
     /// round or compressed record: perf takes a FORK as a new thread,
     /// dropping the maps inserted before it, so a file-mode merge inserts
@@ -108,6 +112,7 @@ impl RecordingFacts {
             sampled: Sampled::default(),
             covered: HashSet::new(),
             synth_forked: HashSet::new(),
+            exec_covered: HashMap::new(),
             synth_maps: false,
             head_fork_end: None,
             has_kernel_map: false,
@@ -196,9 +201,11 @@ impl RecordingFacts {
                     keeping
                 }
             };
-            if let (Some(at), Some(ip), misc::USER) =
-                (keeping, s.ip, header_misc & misc::CPUMODE_MASK)
-            {
+            let user = header_misc & misc::CPUMODE_MASK == misc::USER;
+            if user && !self.exec_covered.is_empty() {
+                self.before_exec(p, s.time);
+            }
+            if let (Some(at), Some(ip), true) = (keeping, s.ip, user) {
                 if !self.sampled.keep(&mut self.kept[at], p, ip) {
                     self.last_pid = Some((p, None));
                 }
@@ -272,11 +279,16 @@ impl RecordingFacts {
                     // (perf's own COMM of a workload before its exec,
                     // `perf-exec`, is not one.) Samples written after the
                     // COMM though taken before it (another CPU's buffer)
-                    // are not seen.
+                    // are told by their time (see `before_exec`).
                     let at = self.add_pid(pid);
                     let none_before = self.kept[at] == 0 && self.sampled.keeps(0);
-                    if h.misc & misc::COMM_EXEC != 0 && none_before {
-                        self.covered.insert(pid);
+                    if h.misc & misc::COMM_EXEC != 0 && none_before && self.covered.insert(pid) {
+                        let time = (attrs.of_trailer(body, e))
+                            .and_then(|a| a.layout().read(body, e))
+                            .map_or(0, |sid| sid.time);
+                        if time != 0 {
+                            self.exec_covered.insert(pid, time);
+                        }
                     }
                 }
             }
@@ -327,6 +339,20 @@ impl RecordingFacts {
             _ => {}
         }
         Ok(())
+    }
+
+    /// A user-mode sample of `pid` at `time`: taken before the exec COMM
+    /// that alone covered its process, it needs the first image's maps
+    /// (perf orders by time: the sample comes before the exec there).
+    #[inline(never)]
+    fn before_exec(&mut self, pid: u32, time: Option<u64>) {
+        let exec = self.exec_covered.get(&pid).copied();
+        if let (Some(exec), Some(t)) = (exec, time.filter(|&t| t != 0)) {
+            if t < exec {
+                self.exec_covered.remove(&pid);
+                self.covered.remove(&pid);
+            }
+        }
     }
 
     /// A FORK record (at `at`); `None` when too short for its fields.

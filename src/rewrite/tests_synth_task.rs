@@ -1,6 +1,7 @@
 //! Unit tests of merges into recordings whose synthesized records hold
 //! FORKs (perf's task synthesis: `perf record -a`, and `--synth=task`
-//! with no maps), over files built in memory.
+//! with no maps), and into recordings with an exec COMM, over files built
+//! in memory.
 
 use super::merge::{merge, MergeOptions};
 use super::plan::Which;
@@ -180,4 +181,48 @@ fn synthesized_forks_with_maps_cover_their_processes() {
     // perf's FINISHED_INIT right before them
     let init = &out[head.len() - 8..head.len()];
     assert_eq!(Rd(E).u32(init, 0), Some(types::FINISHED_INIT));
+}
+
+/// The kernel's exec COMM of `pid` at `time`, then a user-mode sample of it
+/// taken at `sampled` (written after the COMM, as another CPU's buffer
+/// may be), then a FINISHED_ROUND.
+fn exec_then_sample(pid: u32, time: u64, sampled: u64) -> Vec<u8> {
+    let mut d = Vec::new();
+    d.put_u32(E, types::COMM);
+    d.put_u16(E, crate::perf::consts::misc::COMM_EXEC);
+    d.put_u16(E, 8 + 8 + 16 + 24);
+    d.put_u32(E, pid);
+    d.put_u32(E, pid);
+    d.extend_from_slice(b"new\0\0\0\0\0\0\0\0\0\0\0\0\0");
+    for v in [pid, pid] {
+        d.put_u32(E, v);
+    }
+    d.put_u64(E, time);
+    d.put_u64(E, 7);
+    d.put_u32(E, types::SAMPLE);
+    d.put_u16(E, crate::perf::consts::misc::USER);
+    d.put_u16(E, 8 + 32);
+    d.put_u64(E, 0x7f00_0000_1000);
+    d.put_u32(E, pid);
+    d.put_u32(E, pid);
+    d.put_u64(E, sampled);
+    d.put_u64(E, 7);
+    encode_empty(&mut d, E, types::FINISHED_ROUND);
+    d
+}
+
+// A user-mode sample written after a process's exec COMM but taken before
+// it (perf orders by time) needs the first image's maps: the process gets
+// them (it was taken as given whole by the exec); one taken after it
+// does not.
+#[test]
+fn a_sample_taken_before_an_exec_but_written_after_it_needs_the_first_image() {
+    for (sampled, inserted) in [(999, 1), (1_001, 0)] {
+        let data = exec_then_sample(42, 1_000, sampled);
+        let (report, _) = merged(&data, vec![process(42, b"old")]);
+        assert_eq!(
+            report.processes, inserted,
+            "sample at {sampled}: {report:?}"
+        );
+    }
 }
