@@ -273,6 +273,45 @@ fn a_process_mapping_during_the_recording_is_merged() {
     check_merged(&rec, &merged, b.pid, &err);
 }
 
+// A process whose first samples were in a library it dlclose'd since, its
+// latest in its own code, is the recorded one: merged, its own code's
+// samples attributed (it was left out whole as "not the recorded
+// process", 0 of 16 first addresses in its maps, and they were [unknown]).
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_process_that_unloaded_its_first_sampled_library_is_merged() {
+    needs_perf_record();
+    let dir = scratch("merge-dlclosed");
+    let (_, lib) = build_burner(&dir, &[]);
+    let prog = build_fixture("dlclosed", &dir, &["-ldl"]);
+    let (unload, rec) = (dir.join("unload"), dir.join("rec.data"));
+    let p = Mapper::start_as(&prog, &[lib.as_os_str(), unload.as_os_str()]);
+    let recorder = perf_record_enabled(p.pid, &rec, &dir, &["--synth=no"]);
+    // samples in the library, then in its own code only
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    std::fs::write(&unload, b"").unwrap();
+    wait_until("the library's unloading", || {
+        dir.join("unload.done").exists()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    sigint(recorder);
+    let merged = dir.join("merged.data");
+    let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+    assert!(err.contains("(1 processes,"), "{err}");
+    assert!(!err.contains("not the recorded process: 1"), "{err}");
+    let script = perf(&[
+        "script".as_ref(),
+        "-F".as_ref(),
+        "pid,ip,dso".as_ref(),
+        "-G".as_ref(),
+        "-i".as_ref(),
+        merged.as_os_str(),
+    ]);
+    let own = format!("({})", prog.display());
+    let mine = script.lines().filter(|l| l.ends_with(&own)).count();
+    assert!(mine > 100, "{mine} samples in {own}: {err}");
+}
+
 /// Starts the burner, records it (`--synth=no -g`) while it maps
 /// libmd5.so, checks the recording has that map; returns the burner, the
 /// scratch directory (`name`) and the recording.

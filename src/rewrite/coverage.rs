@@ -7,11 +7,14 @@
 //! `[unknown]`.
 //!
 //! The scan keeps the first [`KEPT_PER_PID`] user-mode sample addresses of
-//! each pid and the recording's own executable maps ([`Sampled`]). Before a
-//! process is inserted, the addresses its recording's maps do not cover
-//! (those the insert is for) are looked up in the process's executable
-//! maps ([`Coverage`]): the recorded process covers all of them, another
-//! nearly none, its code being elsewhere (ASLR). Pure code.
+//! each pid, the latest as many, and the recording's own executable maps
+//! ([`Sampled`]). Before a process is inserted, the addresses its
+//! recording's maps do not cover (those the insert is for) are looked up in
+//! the process's executable maps ([`Coverage`]): the recorded process covers
+//! all of them, another nearly none, its code being elsewhere (ASLR). The
+//! first and the latest are judged apart, and either passing passes: code
+//! sampled first may be unmapped since (a `dlclose`d library, freed JIT
+//! code), while another process matches neither. Pure code.
 
 /// User-mode sample addresses kept per pid: the first ones.
 pub const KEPT_PER_PID: u8 = 16;
@@ -22,6 +25,23 @@ pub const MIN_SAMPLED: usize = 8;
 
 /// Addresses kept in all (16 bytes each): pids past it get no verdict.
 pub const MAX_KEPT: usize = 1 << 18;
+
+/// Pids whose latest addresses are kept too (144 bytes each), at most:
+/// past it a pid is judged by its first alone.
+pub const MAX_RINGS: usize = 1 << 14;
+
+/// The latest user-mode addresses of a pid whose first are all kept.
+#[derive(Debug)]
+struct Ring {
+    pid: u32,
+    /// Addresses kept in all (the latest at `(n - 1) % KEPT_PER_PID`).
+    n: u32,
+    ips: [u64; KEPT_PER_PID as usize],
+}
+
+/// Where a pid's latest addresses are kept, as [`Sampled::ring_for`] hands it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingId(u32);
 
 /// The recording's executable maps kept in all (24 bytes each): past it
 /// no process is judged (the samples' own maps would be missing).
@@ -39,6 +59,9 @@ pub struct Sampled {
     maps: Vec<(u32, u64, u64)>,
     /// More maps than [`MAX_MAPS`]: nothing is judged.
     overflowed: bool,
+    /// The latest addresses of pids past their first (by pid once
+    /// [`Sampled::finish`] ran).
+    rings: Vec<Ring>,
 }
 
 impl Sampled {
@@ -60,6 +83,28 @@ impl Sampled {
         self.keeps(*kept)
     }
 
+    /// A ring for the latest addresses of `pid`, whose first are kept;
+    /// `None` past [`MAX_RINGS`]. Asked once per pid.
+    pub fn ring_for(&mut self, pid: u32) -> Option<RingId> {
+        if self.rings.len() >= MAX_RINGS {
+            return None;
+        }
+        self.rings.push(Ring {
+            pid,
+            n: 0,
+            ips: [0; KEPT_PER_PID as usize],
+        });
+        Some(RingId(self.rings.len() as u32 - 1))
+    }
+
+    /// Keeps `ip` as the latest user-mode address in `ring`.
+    #[inline]
+    pub fn keep_last(&mut self, ring: RingId, ip: u64) {
+        let r = &mut self.rings[ring.0 as usize];
+        r.ips[r.n as usize % usize::from(KEPT_PER_PID)] = ip;
+        r.n = r.n.saturating_add(1);
+    }
+
     /// Adds an executable map of `pid` the recording has.
     pub fn exec_map(&mut self, pid: u32, addr: u64, len: u64) {
         if self.maps.len() >= MAX_MAPS {
@@ -73,26 +118,47 @@ impl Sampled {
     pub fn finish(&mut self) {
         self.ips.sort_unstable();
         self.maps.sort_unstable();
+        self.rings.sort_unstable_by_key(|r| r.pid);
     }
 
     /// The coverage of `pid`'s kept addresses that the recording's own maps
     /// leave out by the maps `theirs` gives (the process's executable
     /// ranges, asked for only when there are enough such addresses); `None`
     /// when there are fewer than [`MIN_SAMPLED`] (or the maps overflowed).
+    /// The first and the latest addresses are judged apart: the verdict is
+    /// the first's unless it finds another process and the latest's does
+    /// not (see the module doc).
     pub fn judge(&self, pid: u32, theirs: impl FnOnce() -> Vec<(u64, u64)>) -> Option<Coverage> {
-        let ips = of_pid(&self.ips, pid, |&(p, _)| p);
-        if ips.len() < MIN_SAMPLED || self.overflowed {
+        if self.overflowed {
             return None;
         }
         let own = of_pid(&self.maps, pid, |&(p, ..)| p);
         let own = Ranges::new(own.iter().map(|&(_, s, e)| (s, e)).collect());
-        let outside: Vec<u64> = (ips.iter().map(|&(_, ip)| ip))
-            .filter(|&ip| !own.contains(ip))
-            .collect();
-        if outside.len() < MIN_SAMPLED {
+        let outside = |ips: &mut dyn Iterator<Item = u64>| -> Option<Vec<u64>> {
+            let out: Vec<u64> = ips.filter(|&ip| !own.contains(ip)).collect();
+            (out.len() >= MIN_SAMPLED).then_some(out)
+        };
+        let first = outside(
+            &mut of_pid(&self.ips, pid, |&(p, _)| p)
+                .iter()
+                .map(|&(_, ip)| ip),
+        );
+        let ring = of_pid(&self.rings, pid, |r| r.pid).first();
+        let latest = ring.and_then(|r| {
+            let n = (r.n as usize).min(r.ips.len());
+            outside(&mut r.ips[..n].iter().copied())
+        });
+        if first.is_none() && latest.is_none() {
             return None;
         }
-        Some(Coverage::of(&outside, &Ranges::new(theirs())))
+        let theirs = Ranges::new(theirs());
+        let first = first.map(|ips| Coverage::of(&ips, &theirs));
+        let latest = latest.map(|ips| Coverage::of(&ips, &theirs));
+        match (first, latest) {
+            (Some(f), Some(l)) if f.is_other() && !l.is_other() => Some(l),
+            (Some(f), _) => Some(f),
+            (None, l) => l,
+        }
     }
 }
 
@@ -262,5 +328,49 @@ mod tests {
         assert_eq!(t.judge(8, || unreachable!()), None);
         // too few addresses
         assert_eq!(s.judge(9, || unreachable!()), None);
+    }
+
+    // A process whose first sampled code is gone (a dlclose'd library) but
+    // whose latest samples are in its maps is the recorded one; another
+    // process, matching neither, is not; the latest alone judge a pid
+    // whose first were not kept.
+    #[test]
+    fn the_latest_addresses_pass_a_process_whose_first_code_is_gone() {
+        let mut s = Sampled::default();
+        let mut kept = 0u8;
+        for i in 0..16 {
+            s.keep(&mut kept, 7, 0x50_000 + i);
+        }
+        let ring = s.ring_for(7).unwrap();
+        // more than a ring holds: only the latest 16 stay
+        for i in 0..40 {
+            s.keep_last(ring, if i < 24 { 0x50_000 } else { 0x10_000 + i });
+        }
+        let ring = s.ring_for(9).unwrap();
+        for i in 0..10 {
+            s.keep_last(ring, 0x10_000 + i);
+        }
+        s.finish();
+        let now = || vec![(0x10_000, 0x20_000)];
+        let seven = s.judge(7, now).unwrap();
+        assert_eq!(
+            seven,
+            Coverage {
+                covered: 16,
+                sampled: 16
+            }
+        );
+        // maps matching neither: another process
+        assert!(s.judge(7, Vec::new).unwrap().is_other());
+        assert!(!s.judge(9, now).unwrap().is_other());
+        assert!(s
+            .judge(9, || vec![(0x90_000, 0x91_000)])
+            .unwrap()
+            .is_other());
+        // the rings run out
+        let mut t = Sampled::default();
+        let all: Vec<_> = (0..=MAX_RINGS as u32).map(|p| t.ring_for(p)).collect();
+        assert!(all[..MAX_RINGS].iter().all(Option::is_some));
+        assert_eq!(all[MAX_RINGS], None);
     }
 }

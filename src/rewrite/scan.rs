@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::coverage::Sampled;
+use super::coverage::{RingId, Sampled};
 
 use crate::bytes::{Endian, Rd};
 use crate::model::{BuildId, Selection};
@@ -24,6 +24,9 @@ pub struct RecordingFacts {
     pids: BTreeMap<u32, usize>,
     /// How many sample addresses of each pid `sampled` has, by its place.
     kept: Vec<u8>,
+    /// Where `sampled` keeps each pid's latest addresses, by its place:
+    /// asked for once its first are kept ([`Latest`]).
+    latest: Vec<Latest>,
     /// User-mode sample addresses and executable maps, by pid: whether a
     /// process to insert is the one sampled.
     pub sampled: Sampled,
@@ -81,10 +84,21 @@ pub struct RecordingFacts {
     pub after_init: Option<u64>,
     /// Byte order of the records.
     pub endian: Endian,
-    /// The pid of the last sample, already in `pids`, and its place in
-    /// `kept` while addresses of it are still kept: runs of samples of one
-    /// process (a CPU's buffer) then cost no lookup.
-    last_pid: Option<(u32, Option<usize>)>,
+    /// The pid of the last sample, already in `pids`, its place in `kept`
+    /// and whether its first addresses are still being kept: runs of
+    /// samples of one process (a CPU's buffer) then cost no lookup.
+    last_pid: Option<(u32, usize, bool)>,
+}
+
+/// Where a pid's latest user-mode addresses are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Latest {
+    /// Not asked for yet (its first are still being kept).
+    Unasked,
+    /// In this ring of `sampled`.
+    In(RingId),
+    /// Nowhere: the rings ran out.
+    Nowhere,
 }
 
 /// Whose maps a scan remembers, for a merge not to insert them again.
@@ -109,6 +123,7 @@ impl RecordingFacts {
         RecordingFacts {
             pids: BTreeMap::new(),
             kept: Vec::new(),
+            latest: Vec::new(),
             sampled: Sampled::default(),
             covered: HashSet::new(),
             synth_forked: HashSet::new(),
@@ -169,6 +184,7 @@ impl RecordingFacts {
         let at = *self.pids.entry(pid).or_insert(next);
         if at == next {
             self.kept.push(0);
+            self.latest.push(Latest::Unasked);
         }
         at
     }
@@ -190,24 +206,26 @@ impl RecordingFacts {
         };
         let s = sample_head(body, a.sample_type, e);
         if let Some(p) = s.pid.filter(|&p| p != 0 && p != u32::MAX) {
-            // a run of samples of one pid whose addresses are all kept
-            // costs one compare per sample
-            let keeping = match self.last_pid {
-                Some((last, keeping)) if last == p => keeping,
+            // a run of samples of one pid costs one compare per sample,
+            // and a store into its ring of latest addresses
+            let (at, keeping) = match self.last_pid {
+                Some((last, at, keeping)) if last == p => (at, keeping),
                 _ => {
                     let at = self.add_pid(p);
-                    let keeping = self.sampled.keeps(self.kept[at]).then_some(at);
-                    self.last_pid = Some((p, keeping));
-                    keeping
+                    let keeping = self.sampled.keeps(self.kept[at]);
+                    self.last_pid = Some((p, at, keeping));
+                    (at, keeping)
                 }
             };
             let user = header_misc & misc::CPUMODE_MASK == misc::USER;
             if user && !self.exec_covered.is_empty() {
                 self.before_exec(p, s.time);
             }
-            if let (Some(at), Some(ip), true) = (keeping, s.ip, user) {
-                if !self.sampled.keep(&mut self.kept[at], p, ip) {
-                    self.last_pid = Some((p, None));
+            if let (Some(ip), true) = (s.ip, user) {
+                if !keeping {
+                    self.keep_latest(at, p, ip);
+                } else if !self.sampled.keep(&mut self.kept[at], p, ip) {
+                    self.last_pid = Some((p, at, false));
                 }
             }
         }
@@ -339,6 +357,25 @@ impl RecordingFacts {
             _ => {}
         }
         Ok(())
+    }
+
+    /// Keeps `ip` as the latest user-mode address of `pid` (at `at`),
+    /// whose first are kept.
+    #[inline]
+    fn keep_latest(&mut self, at: usize, pid: u32, ip: u64) {
+        let ring = match self.latest[at] {
+            Latest::In(ring) => ring,
+            Latest::Nowhere => return,
+            Latest::Unasked => {
+                let ring = self.sampled.ring_for(pid);
+                self.latest[at] = ring.map_or(Latest::Nowhere, Latest::In);
+                match ring {
+                    Some(ring) => ring,
+                    None => return,
+                }
+            }
+        };
+        self.sampled.keep_last(ring, ip);
     }
 
     /// A user-mode sample of `pid` at `time`: taken before the exec COMM

@@ -96,7 +96,7 @@ const NOT_RECORDED_SHOWN: usize = 10;
 fn not_recorded_lines(all: &[crate::rewrite::coverage::NotRecorded]) -> Vec<String> {
     let mut lines: Vec<String> = (all.iter().take(NOT_RECORDED_SHOWN))
         .map(|n| format!(
-            "mmap2-synth: warning: pid {} ({}) is not the recorded process: {} of {} sampled user-mode addresses are in its executable maps; its COMM and maps are not inserted (recorded in another pid namespace, e.g. by perf in a container, or the pid reused since)",
+            "mmap2-synth: warning: pid {} ({}) is not the recorded process: {} of {} sampled user-mode addresses are in its executable maps; its COMM and maps are not inserted (recorded in another pid namespace, e.g. by perf in a container, the pid reused since, or every sampled address in code it has unmapped since: --maps of a snapshot taken while recording has it)",
             n.pid,
             escape(&n.comm),
             n.coverage.covered,
