@@ -117,10 +117,12 @@ impl Collector {
 
     /// Takes a user-space map record: the index of its file among those
     /// gathered (see [`Collector::finish`]), None for a name that is not a
-    /// path (its process is counted).
+    /// path (`[vdso]`, perf's `//anon`: its process is counted).
     pub(super) fn map(&mut self, m: &MapRecord) -> Option<usize> {
         self.pids.insert(m.key.pid);
-        if m.key.filename.first() != Some(&b'/') {
+        // perf's names of memory without a file (`//anon`, `//toolong`)
+        // are no paths
+        if m.key.filename.first() != Some(&b'/') || m.key.filename.starts_with(b"//") {
             return None;
         }
         self.n += 1;
@@ -240,7 +242,8 @@ mod tests {
     // One entry per distinct file (name, id, device and inode), whatever
     // process maps it, in the order of its first place; each place (pid,
     // address) once with its map count, by pid and address; names that are
-    // not paths count their process only.
+    // not paths (`[heap]`, perf's `//anon`, which `archive --from --strict`
+    // failed as a file it could not read) count their process only.
     #[test]
     fn one_entry_per_distinct_mapped_file() {
         let t = recording(&[
@@ -252,9 +255,11 @@ mod tests {
             (7, 0x1000, 1, "/a"),
             (7, 0x2000, 1, "/b"),
             (9, 0x1000, 0, "[heap]"),
+            // perf's anonymous executable memory (a JIT's): no file
+            (11, 0x1000, 0, "//anon"),
         ]);
         let got = mapped_files(&Input::open(t.path()).unwrap()).unwrap();
-        assert_eq!(got.processes, 3);
+        assert_eq!(got.processes, 4);
         let files: Vec<_> = got
             .files
             .iter()

@@ -54,8 +54,9 @@ pub(crate) enum CliError {
     #[error("perf record failed (exit status {0})")]
     Child(u8),
     /// `perf record` ended of the SIGINT or SIGTERM the user sent (Ctrl-C,
-    /// the usual way to end `-p`): its exit status is ours, as perf's own
-    /// would be, and no error is printed (`record` notes the signal).
+    /// the usual way to end `-p`), or with its workload's failing status
+    /// after a whole recording: its exit status is ours, as perf's own
+    /// would be, and no error is printed (`record` notes why).
     #[error("perf record stopped by a signal (exit status {0})")]
     Stopped(u8),
     /// `--strict` and something was skipped.

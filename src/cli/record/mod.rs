@@ -337,7 +337,20 @@ fn merge_into(
         print(&lines);
     }
     if let Some(perf) = perf_failed {
-        return Err(perf);
+        // the recording is whole and merged: perf's status is most likely
+        // its workload's, which perf passes on (`sh -c 'exit 3'`), no failure
+        // of perf's to call an error
+        return Err(match perf {
+            CliError::Child(code) => {
+                eprintln!(
+                    "mmap2-synth record: perf exited with status {code} (a workload's \
+                     exit status, which perf passes on); the recording is merged at {}",
+                    pt.output.display()
+                );
+                CliError::Stopped(code)
+            }
+            other => other,
+        });
     }
     let named = matches!(pt.target, Some(Target::Pids(_)));
     summary::strict(r.scan.strict, &skipped, named)?;
