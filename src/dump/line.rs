@@ -154,7 +154,9 @@ impl Line {
                     ppid: f.ppid,
                     tid: f.tid,
                     ptid: f.ptid,
-                    time: f.time,
+                    // the trailer's, as perf shows it (and every other
+                    // line's: one clock for `--sort`); the body's without
+                    time: time.unwrap_or(f.time),
                 })
             }
             types::KSYMBOL => {
@@ -210,6 +212,45 @@ impl Line {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // A FORK's line has its trailer's time, as perf shows it (the body's
+    // differs by the fork's own clock reading: two clocks mixed in
+    // `--sort`), and the body's without a time in the trailer.
+    #[test]
+    fn a_fork_line_has_its_trailers_time() {
+        use crate::perf::events::{encode_fork, Fork};
+        use crate::perf::SampleId;
+        let e = Endian::Little;
+        let f = Fork {
+            pid: 7,
+            ppid: 1,
+            tid: 7,
+            ptid: 1,
+            time: 5,
+        };
+        let sid = SampleId {
+            pid: 7,
+            tid: 7,
+            time: 9,
+            ..Default::default()
+        };
+        for (sample_type, want) in [(crate::perf::consts::sample_type::TIME, 9), (0, 5)] {
+            let layout = SampleIdLayout {
+                sample_type: crate::perf::consts::sample_type::TID | sample_type,
+                sample_id_all: true,
+            };
+            let mut out = Vec::new();
+            encode_fork(&mut out, e, &f, &layout, &sid).unwrap();
+            let h = RecordHeader::parse(&out, e).unwrap();
+            let line = Line::of_record(&h, &out[8..], e, layout).unwrap();
+            assert_eq!(line.time(), want);
+            assert!(
+                line.text().contains(&format!("time={want}")),
+                "{}",
+                line.text()
+            );
+        }
+    }
 
     #[test]
     fn mmap2_line() {
