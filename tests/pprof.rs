@@ -618,7 +618,8 @@ fn stdout_and_bad_input() {
     assert!(err.contains("no samples"), "{err}");
 }
 
-/// Little-endian records for `maps_change_per_process`: sample_type
+/// Little-endian records for `maps_change_per_process` and
+/// `children_get_their_parents_maps_as_of_the_fork`: sample_type
 /// IP|TID|TIME with sample_id_all, so every other record ends in pid, tid,
 /// time.
 mod synthetic {
@@ -682,6 +683,16 @@ mod synthetic {
 
     /// `pid` exec()s, named `comm`.
     pub fn exec(out: &mut Vec<u8>, pid: u32, comm: &str, time: u64) {
+        named(out, pid, comm, time, misc::COMM_EXEC);
+    }
+
+    /// `pid` is named `comm` (perf synthesizes one at time 0 for the
+    /// command it records).
+    pub fn comm(out: &mut Vec<u8>, pid: u32, comm: &str, time: u64) {
+        named(out, pid, comm, time, 0);
+    }
+
+    fn named(out: &mut Vec<u8>, pid: u32, comm: &str, time: u64, flags: u16) {
         let mut b = Vec::new();
         b.put_u32(E, pid);
         b.put_u32(E, pid);
@@ -689,7 +700,62 @@ mod synthetic {
         b.push(0);
         b.pad_to(8);
         trailer(&mut b, pid, time);
-        record(out, types::COMM, misc::USER | misc::COMM_EXEC, &b);
+        record(out, types::COMM, misc::USER | flags, &b);
+    }
+
+    /// A FINISHED_ROUND.
+    pub fn round(out: &mut Vec<u8>) {
+        record(out, types::FINISHED_ROUND, 0, &[]);
+    }
+
+    /// `data` written as a recording in `dir`, and its profile
+    /// (unsymbolized): per (pid, file of its one frame or "unmapped"), the
+    /// samples.
+    pub fn files_by_pid(dir: &std::path::Path, data: &[u8]) -> super::BTreeMap<(i64, String), i64> {
+        use mmap2_synth::perf::consts::{attr_flags, sample_type as st};
+        let rec = dir.join("rec.data");
+        let attr = mmap2_synth::perf::Attr {
+            type_: 1,
+            sample_type: st::IP | st::TID | st::TIME,
+            flags: attr_flags::SAMPLE_ID_ALL,
+            sample_period: 1,
+            ..Default::default()
+        };
+        super::write_recording(&rec, attr, vec![], data);
+        let out = dir.join("p.pb.gz");
+        super::synth_ok([
+            "pprof".as_ref(),
+            rec.as_os_str(),
+            "--no-symbolize".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        let p = super::read_profile(&out);
+        let s = |i: i64| p.string_table[usize::try_from(i).unwrap()].clone();
+        let pid_key = p.string_table.iter().position(|x| x == "pid").unwrap() as i64;
+        let mut got = super::BTreeMap::new();
+        for sample in &p.sample {
+            let pid = sample.label.iter().find(|l| l.key == pid_key).unwrap().num;
+            let file = match sample.location_id.as_slice() {
+                [loc] => {
+                    let loc = p.location.iter().find(|l| l.id == *loc).unwrap();
+                    match p.mapping.iter().find(|m| m.id == loc.mapping_id) {
+                        Some(m) => s(m.filename),
+                        None => "unmapped".into(),
+                    }
+                }
+                other => panic!("one frame expected: {other:?}"),
+            };
+            *got.entry((pid, file)).or_insert(0) += sample.value[0];
+        }
+        got
+    }
+
+    /// `want` as [`files_by_pid`] gives it.
+    pub fn tally(want: &[(i64, &str, i64)]) -> super::BTreeMap<(i64, String), i64> {
+        want.iter()
+            .map(|&(p, f, n)| ((p, f.to_string()), n))
+            .collect()
     }
 }
 
@@ -698,7 +764,6 @@ mod synthetic {
 // a fork and an exec (whatever the stack cache keeps or drops).
 #[test]
 fn maps_change_per_process() {
-    use mmap2_synth::perf::consts::{attr_flags, sample_type as st};
     use synthetic::*;
     let d = scratch("pprof-generations");
     let mut data = Vec::new();
@@ -722,53 +787,43 @@ fn maps_change_per_process() {
     mmap2(&mut data, 30, "/e.so", 5, at());
     sample(&mut data, 30, at()); // e.so
     sample(&mut data, 10, at()); // b.so
-    let rec = d.join("rec.data");
-    let attr = mmap2_synth::perf::Attr {
-        type_: 1,
-        sample_type: st::IP | st::TID | st::TIME,
-        flags: attr_flags::SAMPLE_ID_ALL,
-        sample_period: 1,
-        ..Default::default()
-    };
-    write_recording(&rec, attr, vec![], &data);
-    let out = d.join("p.pb.gz");
-    synth_ok([
-        "pprof".as_ref(),
-        rec.as_os_str(),
-        "--no-symbolize".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
+    let want = tally(&[
+        (10, "/a.so", 2),
+        (10, "/b.so", 2),
+        (20, "/d.so", 1),
+        (30, "/b.so", 1),
+        (30, "unmapped", 1),
+        (30, "/e.so", 1),
     ]);
-    let p = read_profile(&out);
-    let s = |i: i64| p.string_table[usize::try_from(i).unwrap()].clone();
-    let pid_key = p.string_table.iter().position(|x| x == "pid").unwrap() as i64;
-    let mut got = std::collections::BTreeMap::new();
-    for sample in &p.sample {
-        let pid = sample.label.iter().find(|l| l.key == pid_key).unwrap().num;
-        let file = match sample.location_id.as_slice() {
-            [loc] => {
-                let loc = p.location.iter().find(|l| l.id == *loc).unwrap();
-                match p.mapping.iter().find(|m| m.id == loc.mapping_id) {
-                    Some(m) => s(m.filename),
-                    None => "unmapped".into(),
-                }
-            }
-            other => panic!("one frame expected: {other:?}"),
-        };
-        *got.entry((pid, file)).or_insert(0) += sample.value[0];
-    }
-    let want: std::collections::BTreeMap<(i64, String), i64> = [
-        ((10, "/a.so"), 2),
-        ((10, "/b.so"), 2),
-        ((20, "/d.so"), 1),
-        ((30, "/b.so"), 1),
-        ((30, "unmapped"), 1),
-        ((30, "/e.so"), 1),
-    ]
-    .into_iter()
-    .map(|((p, f), n)| ((p, f.to_string()), n))
-    .collect();
-    assert_eq!(got, want);
+    assert_eq!(files_by_pid(&d, &data), want);
+}
+
+// A child gets its parent's maps as of its FORK's time, as perf does, whichever CPU's buffer came first.
+// Failed before the fix: 30's sample was "in no map" (the fork-heavy flake), 40's in /c.so.
+#[test]
+fn children_get_their_parents_maps_as_of_the_fork() {
+    use synthetic::*;
+    let d = scratch("pprof-fork-order");
+    // 10 maps a.so (time 2) and forks 30 (3), which runs in it (4); the
+    // buffer of the CPU that forked is written first
+    let mut early = Vec::new();
+    comm(&mut early, 10, "parent", 0); // perf's synthesized comm
+    fork(&mut early, 10, 30, 3);
+    sample(&mut early, 30, 4);
+    round(&mut early);
+    mmap2(&mut early, 10, "/a.so", 1, 2);
+    round(&mut early);
+    assert_eq!(files_by_pid(&d, &early), tally(&[(30, "/a.so", 1)]));
+    // 20 maps b.so (1), forks 40 (5), which runs in it (7), and maps c.so
+    // over it (6); the buffer that has the map is written first
+    let mut late = Vec::new();
+    comm(&mut late, 20, "parent", 0);
+    mmap2(&mut late, 20, "/b.so", 2, 1);
+    mmap2(&mut late, 20, "/c.so", 3, 6);
+    fork(&mut late, 20, 40, 5);
+    sample(&mut late, 40, 7);
+    round(&mut late);
+    assert_eq!(files_by_pid(&d, &late), tally(&[(40, "/b.so", 1)]));
 }
 
 /// The profile in a gzipped pprof file, decoded with our own schema.

@@ -6,10 +6,11 @@
 //!
 //! Stages: `read` replays the recording (maps per process in `maps`, the
 //! kernel's, comms; records that come before their process's FORK held in
-//! `park`) and aggregates samples in `profile`'s builder; `symbolize` (the
-//! only part that opens files, with `perfmap` for JIT code's
-//! `/tmp/perf-PID.map`) names the locations, `demangle` their names;
-//! `proto` is the schema.
+//! `park`; again in perf's time order, `order`, when the file's order gave
+//! a frame's process other maps there: `inversions`) and aggregates
+//! samples in `profile`'s builder; `symbolize` (the only part that opens
+//! files, with `perfmap` for JIT code's `/tmp/perf-PID.map`) names the
+//! locations, `demangle` their names; `proto` is the schema.
 //!
 //! May import: `archive` (the build-id cache layout), `bytes`, `model`,
 //! `perf`, `proc`, `rewrite`, `sys`.
@@ -17,8 +18,10 @@
 mod cache;
 mod demangle;
 mod find;
+mod inversions;
 mod isolate;
 pub mod maps;
+mod order;
 mod park;
 mod perfmap;
 pub mod profile;
@@ -233,23 +236,39 @@ pub fn pprof(
     Ok(report)
 }
 
-/// The recording's samples and maps, read by a walk: made again knowing
-/// the files the maps name when the first used a table id for a path whose
-/// maps name several files (replaced while recorded, or other mount
-/// namespaces'; see [`crate::rewrite::attribution`]).
+/// The recording's samples and maps, read by a walk in file order: made
+/// again knowing the files the maps name when the first used a table id
+/// for a path whose maps name several files (replaced while recorded, or
+/// other mount namespaces'; see [`crate::rewrite::attribution`]), and in
+/// perf's time order ([`order`]) when a frame is where the file's order
+/// gave its process other maps than that order does ([`inversions`]).
 fn read_all(input: &Input, meta: &RawMeta) -> Result<(read::Reader, Walk), InputError> {
     let limit = maps::map_limit(input.len);
-    let read = |ids| -> Result<(read::Reader, Walk), InputError> {
+    let read = |ids, in_time_order: bool| -> Result<(read::Reader, Walk), InputError> {
         let mut reader = read::Reader::new(input.endian(), ids, limit);
-        let walk = input.walk(&mut reader)?;
+        let walk = if in_time_order {
+            let mut ordered = order::Ordered::new(&mut reader, input.endian());
+            let walk = input.walk(&mut ordered)?;
+            ordered.finish(&walk.attrs).map_err(|e| input.format(e))?;
+            walk
+        } else {
+            input.walk(&mut reader)?
+        };
         reader.finish(&walk.attrs).map_err(|e| input.format(e))?;
         Ok((reader, walk))
     };
-    let (mut reader, walk) = read(map_ids(input, meta, false)?)?;
-    let Some(files) = reader.take_second_pass() else {
+    let (mut reader, walk) = read(map_ids(input, meta, false)?, false)?;
+    let files = reader.take_second_pass();
+    let in_time_order = reader.inversions.matter(reader.builder.user_frames());
+    if files.is_none() && !in_time_order {
         return Ok((reader, walk));
+    }
+    let ids = map_ids(input, meta, false)?;
+    let ids = match files {
+        Some(files) => ids.knowing(files),
+        None => ids,
     };
-    read(map_ids(input, meta, false)?.knowing(files))
+    read(ids, in_time_order)
 }
 
 /// The features pprof reads (BUILD_ID, OSRELEASE, EVENT_DESC): from their

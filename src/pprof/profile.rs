@@ -166,6 +166,19 @@ impl Builder {
         })
     }
 
+    /// Each distinct sample's pid with each of its user frames' address.
+    pub fn user_frames(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let at = move |&l: &u64| self.locations[l as usize - 1];
+        let user = move |&(m, _, pid): &(u64, u64, Option<u32>)| match m {
+            0 => pid.is_some(),
+            m => self.mappings[m as usize - 1].space == Space::User,
+        };
+        self.samples.iter().flat_map(move |(k, _)| {
+            let frames = k.locations.iter().map(at).filter(user);
+            frames.map(move |(_, addr, _)| (k.pid, addr))
+        })
+    }
+
     /// Adds one sample of event slot `slot` with `period`; returns the
     /// index of its aggregate (for [`Builder::add_to`]).
     pub fn add(

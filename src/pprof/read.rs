@@ -2,7 +2,9 @@
 //! record order (but the records of a process not known yet, held for its
 //! FORK and read in time order: `park`) and turns each sample into a stack
 //! of locations in the builder (through `cache`'s memo of raw stacks; a
-//! stack not seen yet is located by `stack`).
+//! stack not seen yet is located by `stack`). It notes where FORKs and
+//! changes to their parents' maps came in the opposite order of their
+//! times (`inversions`).
 
 use std::hash::BuildHasher;
 use std::rc::Rc;
@@ -10,6 +12,7 @@ use std::rc::Rc;
 use foldhash::HashMap;
 
 use super::cache::StackCache;
+use super::inversions::Inversions;
 use super::maps::{AddressSpaces, Map, TooManyMaps};
 use super::park::{Held, Parked};
 use super::profile::Builder;
@@ -54,6 +57,9 @@ pub(super) struct Reader {
     last_known: u32,
     /// The child the last FORK read made.
     forked: Option<u32>,
+    /// Where FORKs and changes to their parents' maps were read in the
+    /// opposite order of their times.
+    pub(super) inversions: Inversions,
 }
 
 impl Reader {
@@ -96,10 +102,17 @@ impl Reader {
             replaying: false,
             last_known: 0,
             forked: None,
+            inversions: Inversions::default(),
         }
     }
 
-    fn map(&mut self, at: u64, h: &RecordHeader, body: &[u8]) -> Result<(), FormatError> {
+    fn map(
+        &mut self,
+        at: u64,
+        h: &RecordHeader,
+        body: &[u8],
+        time: Option<u64>,
+    ) -> Result<(), FormatError> {
         let m = parse_map(h, body, self.e).ok_or_else(|| {
             FormatError::at(at, crate::perf::FormatErrorKind::MalformedRecord(h.type_))
         })?;
@@ -145,6 +158,10 @@ impl Reader {
         self.report.maps += 1;
         self.cache.clear();
         let pid = (!kernel).then_some(m.key.pid);
+        if let Some(pid) = pid {
+            self.inversions
+                .change(pid, time.unwrap_or(0), map.start..map.end);
+        }
         self.spaces.insert(pid, map).map_err(|e| too_many(at, e))
     }
 
@@ -340,16 +357,19 @@ impl Reader {
     ) -> Result<(), FormatError> {
         let e = self.e;
         let malformed = || FormatError::at(at, K::MalformedRecord(h.type_));
-        if let Some((pid, time)) = holder(&h, body, attrs, e) {
+        let held = holder(&h, body, attrs, e);
+        if let Some((pid, time)) = held {
             if self.hold(pid, time, (at, &h, body), attrs)? {
                 return Ok(());
             }
         }
+        let time = held.and_then(|(_, t)| t);
         match h.type_ {
-            types::MMAP | types::MMAP2 => self.map(at, &h, body)?,
+            types::MMAP | types::MMAP2 => self.map(at, &h, body, time)?,
             types::COMM => {
                 let (pid, tid, name) = parse_comm(body, e).ok_or_else(malformed)?;
                 if h.misc & misc::COMM_EXEC != 0 {
+                    self.inversions.change(pid, time.unwrap_or(0), 0..u64::MAX);
                     self.spaces.exec(pid);
                     self.cache.clear();
                 }
@@ -361,6 +381,7 @@ impl Reader {
             types::FORK => {
                 let f = parse_fork(body, e).ok_or_else(malformed)?;
                 if f.pid != f.ppid {
+                    self.inversions.fork(f.ppid, f.pid, f.time);
                     self.spaces.fork(f.ppid, f.pid);
                     self.cache.clear();
                     self.forked = Some(f.pid);
@@ -376,6 +397,7 @@ impl Reader {
                 self.spaces.exit(f.pid, f.tid);
             }
             types::FINISHED_ROUND => {
+                self.inversions.round();
                 let due = self.parked.round();
                 self.replay(due, attrs)?;
                 if self.spaces.round() {
