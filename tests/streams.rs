@@ -198,28 +198,11 @@ fn a_signal_put_off_ends_the_run_once_the_stream_turns_to_zeros() {
         "out.data",
     ];
     let (w, r) = pipeline(&dir, script, &pin("rec-pipe.data"), &args);
-    let err = || std::fs::read_to_string(dir.join("err")).unwrap_or_default();
-    // the records are in the pipe: the reader is copying them
-    std::thread::sleep(Duration::from_millis(200));
-    let st = Command::new("kill")
-        .args(["-s", "TERM", &r.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    wait_until("the signal put off", || {
-        err().contains("SIGTERM: reading the input stream to its end")
-    });
+    term_put_off(&dir, &r);
     std::fs::write(dir.join("go"), b"").unwrap();
     let (o, err) = finish(&dir, w, r);
     assert_eq!(o.status.code(), Some(143), "{err}");
-    assert!(!dir.join("out.data").exists());
-    let left: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name())
-        .filter(|n| n.to_string_lossy().ends_with(".tmp"))
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    assert_nothing_written(&dir);
 }
 
 // A SIGTERM put off while a stream is read ends the run once the stream
@@ -235,17 +218,7 @@ fn a_signal_put_off_ends_the_run_when_the_stream_goes_silent() {
     let args = ["convert", "-", "--to", "file", "-o", "out.data"];
     let stall = [("MMAP2_SYNTH_TEST_STREAM_STALL_MS", "500")];
     let (w, r) = pipeline_with(&dir, script, &pin("rec-pipe.data"), &args, &stall);
-    let err = || std::fs::read_to_string(dir.join("err")).unwrap_or_default();
-    // the records are in the pipe: the reader is copying them
-    std::thread::sleep(Duration::from_millis(200));
-    let st = Command::new("kill")
-        .args(["-s", "TERM", &r.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    wait_until("the signal put off", || {
-        err().contains("SIGTERM: reading the input stream to its end")
-    });
+    term_put_off(&dir, &r);
     let started = Instant::now();
     let (o, err) = finish(&dir, w, r);
     assert_eq!(o.status.code(), Some(143), "{err}");
@@ -255,8 +228,28 @@ fn a_signal_put_off_ends_the_run_when_the_stream_goes_silent() {
     );
     // ended by the stall, not by the writer's end 20 s later
     assert!(started.elapsed() < Duration::from_secs(15), "{err}");
+    assert_nothing_written(&dir);
+}
+
+/// Once the stream's records are in the pipe (the reader is copying them),
+/// sends `reader` SIGTERM and waits until it says it put it off.
+fn term_put_off(dir: &Path, reader: &Child) {
+    std::thread::sleep(Duration::from_millis(200));
+    let st = Command::new("kill")
+        .args(["-s", "TERM", &reader.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let err = || std::fs::read_to_string(dir.join("err")).unwrap_or_default();
+    wait_until("the signal put off", || {
+        err().contains("SIGTERM: reading the input stream to its end")
+    });
+}
+
+/// No `dir/out.data` and no temporary file left in `dir`.
+fn assert_nothing_written(dir: &Path) {
     assert!(!dir.join("out.data").exists());
-    let left: Vec<_> = std::fs::read_dir(&dir)
+    let left: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| e.file_name())
