@@ -618,8 +618,8 @@ fn stdout_and_bad_input() {
     assert!(err.contains("no samples"), "{err}");
 }
 
-/// Little-endian records for `maps_change_per_process` and
-/// `children_get_their_parents_maps_as_of_the_fork`: sample_type
+/// Little-endian records for the crafted recordings (`maps_change_per_process`,
+/// `children_get_their_parents_maps_as_of_the_fork` and others): sample_type
 /// IP|TID|TIME with sample_id_all, so every other record ends in pid, tid,
 /// time.
 mod synthetic {
@@ -712,25 +712,7 @@ mod synthetic {
     /// (unsymbolized): per (pid, file of its one frame or "unmapped"), the
     /// samples.
     pub fn files_by_pid(dir: &std::path::Path, data: &[u8]) -> super::BTreeMap<(i64, String), i64> {
-        use mmap2_synth::perf::consts::{attr_flags, sample_type as st};
-        let rec = dir.join("rec.data");
-        let attr = mmap2_synth::perf::Attr {
-            type_: 1,
-            sample_type: st::IP | st::TID | st::TIME,
-            flags: attr_flags::SAMPLE_ID_ALL,
-            sample_period: 1,
-            ..Default::default()
-        };
-        super::write_recording(&rec, attr, vec![], data);
-        let out = dir.join("p.pb.gz");
-        super::synth_ok([
-            "pprof".as_ref(),
-            rec.as_os_str(),
-            "--no-symbolize".as_ref(),
-            "-o".as_ref(),
-            out.as_os_str(),
-        ]);
-        let p = super::read_profile(&out);
+        let p = profile_of(dir, data);
         let s = |i: i64| p.string_table[usize::try_from(i).unwrap()].clone();
         let pid_key = p.string_table.iter().position(|x| x == "pid").unwrap() as i64;
         let mut got = super::BTreeMap::new();
@@ -749,6 +731,46 @@ mod synthetic {
             *got.entry((pid, file)).or_insert(0) += sample.value[0];
         }
         got
+    }
+
+    /// `data` written as a recording in `dir`, and its profile: per (pid,
+    /// `comm` label), the samples.
+    pub fn comms_by_pid(dir: &std::path::Path, data: &[u8]) -> super::BTreeMap<(i64, String), i64> {
+        let p = profile_of(dir, data);
+        let key = |k: &str| p.string_table.iter().position(|x| x == k).unwrap() as i64;
+        let (pid_key, comm_key) = (key("pid"), key("comm"));
+        let mut got = super::BTreeMap::new();
+        for sample in &p.sample {
+            let pid = sample.label.iter().find(|l| l.key == pid_key).unwrap().num;
+            let comm = sample.label.iter().find(|l| l.key == comm_key).unwrap().str;
+            let comm = p.string_table[usize::try_from(comm).unwrap()].clone();
+            *got.entry((pid, comm)).or_insert(0) += sample.value[0];
+        }
+        got
+    }
+
+    /// `data` written as a recording in `dir`, and its profile
+    /// (unsymbolized).
+    fn profile_of(dir: &std::path::Path, data: &[u8]) -> mmap2_synth::pprof::proto::Profile {
+        use mmap2_synth::perf::consts::{attr_flags, sample_type as st};
+        let rec = dir.join("rec.data");
+        let attr = mmap2_synth::perf::Attr {
+            type_: 1,
+            sample_type: st::IP | st::TID | st::TIME,
+            flags: attr_flags::SAMPLE_ID_ALL,
+            sample_period: 1,
+            ..Default::default()
+        };
+        super::write_recording(&rec, attr, vec![], data);
+        let out = dir.join("p.pb.gz");
+        super::synth_ok([
+            "pprof".as_ref(),
+            rec.as_os_str(),
+            "--no-symbolize".as_ref(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        super::read_profile(&out)
     }
 
     /// `want` as [`files_by_pid`] gives it.
@@ -824,6 +846,145 @@ fn children_get_their_parents_maps_as_of_the_fork() {
     sample(&mut late, 40, 7);
     round(&mut late);
     assert_eq!(files_by_pid(&d, &late), tally(&[(40, "/b.so", 1)]));
+}
+
+// A process's samples read before its own earlier MMAP2 (a thread's dlopen() on one CPU, another thread's samples in the library on another, written first) or after its later one go to the file mapped at their time, as perf does.
+// Failed before the fix: 10's samples were "in no map", 20's in /c.so.
+#[test]
+fn samples_get_their_own_processes_maps_as_of_their_time() {
+    use synthetic::*;
+    let d = scratch("pprof-own-map-order");
+    // 10 maps a.so (time 2) and runs in it (3, 4); the buffer with the
+    // samples is written first
+    let mut early = Vec::new();
+    comm(&mut early, 10, "prog", 0);
+    sample(&mut early, 10, 3);
+    round(&mut early);
+    sample(&mut early, 10, 4);
+    mmap2(&mut early, 10, "/a.so", 1, 2);
+    round(&mut early);
+    assert_eq!(files_by_pid(&d, &early), tally(&[(10, "/a.so", 2)]));
+    // 20 runs in b.so (5) and maps c.so over it (6); the buffer that has
+    // the map is written first
+    let mut late = Vec::new();
+    comm(&mut late, 20, "prog", 0);
+    mmap2(&mut late, 20, "/b.so", 2, 1);
+    mmap2(&mut late, 20, "/c.so", 3, 6);
+    sample(&mut late, 20, 5);
+    round(&mut late);
+    assert_eq!(files_by_pid(&d, &late), tally(&[(20, "/b.so", 1)]));
+}
+
+// Samples read before their process's earlier COMM (an exec's, or a rename) carry the comm perf gives them, not the one before.
+// Failed before the fix: 10's sample was labelled perf-exec (and "in no map"), 20's old.
+#[test]
+fn samples_get_their_processes_comm_as_of_their_time() {
+    use synthetic::*;
+    let d = scratch("pprof-own-comm-order");
+    // 10 (perf's synthesized comm perf-exec) exec()s prog (2), maps a.so
+    // (3) and runs in it (5); 20 is renamed new (2) and runs (5); the
+    // buffer with the samples is written first
+    let mut data = Vec::new();
+    comm(&mut data, 10, "perf-exec", 0);
+    comm(&mut data, 20, "old", 0);
+    sample(&mut data, 10, 5);
+    sample(&mut data, 20, 5);
+    exec(&mut data, 10, "prog", 2);
+    mmap2(&mut data, 10, "/a.so", 1, 3);
+    comm(&mut data, 20, "new", 2);
+    round(&mut data);
+    let want = tally(&[(10, "prog", 1), (20, "new", 1)]);
+    assert_eq!(comms_by_pid(&d, &data), want);
+    assert_eq!(files_by_pid(&d, &data)[&(10, "/a.so".into())], 1);
+}
+
+// A real recording of the defect, deterministic with pinned threads (dlthread: the dlopen() on CPU 1, the calls on CPU 0, whose buffer perf writes first; 2%+ of the samples in libburn.so read before its MMAP2, else recorded again): pprof's shares are perf report's within 1 point.
+// Failed before the fix: burn_work's samples read early were `<unknown>` (17% of all), or main_spin 49.5% vs 66.3% (an exec's maps read late).
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2), go and 2 CPUs"]
+fn a_library_dlopened_on_another_cpu_gets_the_samples_read_before_its_map() {
+    needs_perf_record();
+    needs_go();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(cpus >= 2, "this test needs 2 CPUs, there are {cpus}");
+    let dir = scratch("pprof-dlthread");
+    let (_, lib) = build_burner(&dir, &[]);
+    let prog = build_fixture("dlthread", &dir, &["-ldl", "-lpthread"]);
+    let rec = dir.join("rec.data");
+    let (p, l) = (prog.to_str().unwrap(), lib.to_str().unwrap());
+    let mut tries = Vec::new();
+    for _ in 0..3 {
+        perf_record_to(&rec, &["-g"], &["--", p, l]);
+        let (early, all) = read_before_the_map(&rec, l);
+        tries.push((early, all));
+        if early * 50 >= all {
+            break;
+        }
+    }
+    let &(early, all) = tries.last().unwrap();
+    assert!(
+        early * 50 >= all,
+        "(early, all samples) per recording: {tries:?}"
+    );
+    let out = dir.join("p.pb.gz");
+    let summary = pprof(&rec, &out, &[]);
+    let ours = pprof_shares(&out, &[]);
+    let theirs = perf_shares(&rec);
+    assert!(
+        theirs
+            .iter()
+            .any(|(n, pct)| n == "burn_work" && *pct > 10.0),
+        "{theirs:?}"
+    );
+    for (name, pct) in theirs.iter().take(3) {
+        let got = ours.get(name).copied().unwrap_or(0.0);
+        assert!(
+            (got - pct).abs() <= 1.0,
+            "{name}: pprof {got}% vs perf report {pct}%\npprof: {ours:?}\nperf: {theirs:?}\n{summary}"
+        );
+    }
+}
+
+/// In `rec`, per `perf report -D` (records as perf delivers them, with
+/// their time and offset): the samples whose ip lies in `lib`'s MMAP2 and
+/// that come before it in the file though made after it, and all samples.
+fn read_before_the_map(rec: &Path, lib: &str) -> (usize, usize) {
+    let dump = perf(&[
+        "report".as_ref(),
+        "-D".as_ref(),
+        "-i".as_ref(),
+        rec.as_os_str(),
+    ]);
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    let mut map = None;
+    let mut samples = Vec::new();
+    for l in dump.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 7 || !f[1].starts_with("0x") {
+            continue;
+        }
+        let Ok(time) = f[0].parse::<u64>() else {
+            continue;
+        };
+        if f[3] == "PERF_RECORD_MMAP2" && f.last() == Some(&lib) {
+            // [0xSTART(0xLEN) @ ...
+            let (start, len) = f[5].trim_start_matches('[').split_once('(').unwrap();
+            let start = hex(start);
+            map = Some((
+                time,
+                hex(f[1]),
+                start..start + hex(len.trim_end_matches(')')),
+            ));
+        } else if f[3].starts_with("PERF_RECORD_SAMPLE") {
+            samples.push((time, hex(f[1]), hex(f[6])));
+        }
+    }
+    let (time, at, range) = map.expect("libburn.so's MMAP2 in the recording");
+    let early = samples
+        .iter()
+        .filter(|&&(t, a, ip)| t > time && a < at && range.contains(&ip))
+        .count();
+    (early, samples.len())
 }
 
 /// The profile in a gzipped pprof file, decoded with our own schema.

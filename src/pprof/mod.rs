@@ -7,10 +7,11 @@
 //! Stages: `read` replays the recording (maps per process in `maps`, the
 //! kernel's, comms; records that come before their process's FORK held in
 //! `park`; again in perf's time order, `order`, when the file's order gave
-//! a frame's process other maps there: `inversions`) and aggregates
-//! samples in `profile`'s builder; `symbolize` (the only part that opens
-//! files, with `perfmap` for JIT code's `/tmp/perf-PID.map`) names the
-//! locations, `demangle` their names; `proto` is the schema.
+//! a frame's process other maps there, or a sample another comm:
+//! `inversions`) and aggregates samples in `profile`'s builder; `symbolize`
+//! (the only part that opens files, with `perfmap` for JIT code's
+//! `/tmp/perf-PID.map`) names the locations, `demangle` their names;
+//! `proto` is the schema.
 //!
 //! May import: `archive` (the build-id cache layout), `bytes`, `model`,
 //! `perf`, `proc`, `rewrite`, `sys`.
@@ -241,7 +242,8 @@ pub fn pprof(
 /// for a path whose maps name several files (replaced while recorded, or
 /// other mount namespaces'; see [`crate::rewrite::attribution`]), and in
 /// perf's time order ([`order`]) when a frame is where the file's order
-/// gave its process other maps than that order does ([`inversions`]).
+/// gave its process other maps than that order does, or some sample
+/// another comm ([`inversions`]).
 fn read_all(input: &Input, meta: &RawMeta) -> Result<(read::Reader, Walk), InputError> {
     let limit = maps::map_limit(input.len);
     let read = |ids, in_time_order: bool| -> Result<(read::Reader, Walk), InputError> {

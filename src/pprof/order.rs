@@ -1,7 +1,9 @@
 //! perf's ordered events, for a recording whose file order gave a process
-//! other maps than perf gives it where its samples are (`inversions`: a
-//! FORK and a change to its parent's maps read in the opposite order of
-//! their times). perf writes its per-CPU buffers one after another each
+//! other maps than perf gives it where its samples are, or other comms
+//! (`inversions`: a FORK or a sample and a change to its process's maps or
+//! its thread's comm read in the opposite order of their times: a thread's
+//! dlopen() written after another's samples in the library, made later on
+//! another CPU). perf writes its per-CPU buffers one after another each
 //! round, so a parent's MMAP2s written on one CPU can come after the FORKs
 //! it made later on another: a fork-heavy recording made under load had
 //! 16 children forked, in file order, from a parent with no maps yet,

@@ -2,9 +2,9 @@
 //! record order (but the records of a process not known yet, held for its
 //! FORK and read in time order: `park`) and turns each sample into a stack
 //! of locations in the builder (through `cache`'s memo of raw stacks; a
-//! stack not seen yet is located by `stack`). It notes where FORKs and
-//! changes to their parents' maps came in the opposite order of their
-//! times (`inversions`).
+//! stack not seen yet is located by `stack`). It notes where FORKs,
+//! samples and changes to their processes' maps or threads' comms came in
+//! the opposite order of their times (`inversions`).
 
 use std::hash::BuildHasher;
 use std::rc::Rc;
@@ -185,6 +185,7 @@ impl Reader {
         }
         self.report.samples += 1;
         if let Some(t) = s.time {
+            self.inversions.sample(pid, tid, t);
             let (first, last) = self.times.get_or_insert((t, t));
             *first = (*first).min(t);
             *last = (*last).max(t);
@@ -373,6 +374,7 @@ impl Reader {
                     self.spaces.exec(pid);
                     self.cache.clear();
                 }
+                self.inversions.comm(tid, time.unwrap_or(0));
                 self.spaces.thread(pid, tid);
                 let id = self.builder.strings.id_bytes(&name);
                 self.comms.insert(tid, id);
@@ -387,6 +389,10 @@ impl Reader {
                     self.forked = Some(f.pid);
                 }
                 self.spaces.thread(f.pid, f.tid);
+                // the thread's samples read before it had its process's
+                let apart = !self.comms.contains_key(&f.tid)
+                    && (self.comms.get(&f.ptid)).is_some_and(|c| Some(c) != self.comms.get(&f.pid));
+                self.inversions.spawn(f.ptid, f.tid, f.time, apart);
                 if let Some(&c) = self.comms.get(&f.ptid) {
                     self.comms.entry(f.tid).or_insert(c);
                 }
