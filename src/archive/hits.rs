@@ -117,9 +117,7 @@ impl Walker {
             return Ok(());
         }
         // synthesized: time 0 (perf's own maps carry their times)
-        let time = (attrs.of_trailer(body, e))
-            .and_then(|a| a.layout().read(body, e))
-            .map_or(0, |sid| sid.time);
+        let time = attrs.trailer_time(body, e).unwrap_or(0);
         if time != 0 {
             return Ok(());
         }

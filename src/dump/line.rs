@@ -96,10 +96,7 @@ impl Line {
     /// The time a record's sample_id trailer (laid out as `trailer`) gives
     /// its line: None without PERF_SAMPLE_TIME.
     pub fn trailer_time(body: &[u8], e: Endian, trailer: SampleIdLayout) -> Option<u64> {
-        trailer
-            .read(body, e)
-            .map(|s| s.time)
-            .filter(|_| trailer.sample_type & crate::perf::consts::sample_type::TIME != 0)
+        trailer.time(body, e)
     }
 
     /// [`Line::of_record`] with the trailer's time already read

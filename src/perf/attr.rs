@@ -180,6 +180,13 @@ impl Attrs {
         self.by_id.get(&id).copied()
     }
 
+    /// The time in a non-sample record's `sample_id` trailer, read by the
+    /// layout of the attr it belongs to ([`Attrs::of_trailer`],
+    /// [`SampleIdLayout::time`]).
+    pub fn trailer_time(&self, body: &[u8], e: Endian) -> Option<u64> {
+        self.of_trailer(body, e)?.layout().time(body, e)
+    }
+
     /// The attr a non-sample record's `sample_id` trailer belongs to (by
     /// the id at the end of the body; the first when there is one attr or
     /// the id is unknown).

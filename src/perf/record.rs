@@ -137,6 +137,13 @@ impl SampleIdLayout {
         self.len() == 0
     }
 
+    /// The time in the trailer of a non-sample record's body; `None`
+    /// without PERF_SAMPLE_TIME in it, or without a whole trailer.
+    pub fn time(&self, body: &[u8], e: Endian) -> Option<u64> {
+        let timed = self.sample_type & st::TIME != 0;
+        self.read(body, e).filter(|_| timed).map(|s| s.time)
+    }
+
     /// Reads the trailer at the end of a non-sample record's body; `None`
     /// when there is none or the body is too short to hold it.
     pub fn read(&self, body: &[u8], e: Endian) -> Option<SampleId> {

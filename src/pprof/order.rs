@@ -15,7 +15,7 @@
 //! pass at once, as in perf. Pure.
 
 use crate::bytes::Endian;
-use crate::perf::consts::{sample_type, types};
+use crate::perf::consts::types;
 use crate::perf::events::sample_head;
 use crate::perf::{Attrs, FormatError, RecordHeader, Visitor};
 
@@ -123,9 +123,7 @@ fn time_of(h: &RecordHeader, body: &[u8], attrs: &Attrs, e: Endian) -> Option<u6
     let time = if h.type_ == types::SAMPLE {
         sample_head(body, attrs.of_sample(body, e)?.sample_type, e).time
     } else {
-        let layout = attrs.of_trailer(body, e)?.layout();
-        let timed = layout.sample_type & sample_type::TIME != 0;
-        layout.read(body, e).filter(|_| timed).map(|s| s.time)
+        attrs.trailer_time(body, e)
     };
     time.filter(|&t| t != 0 && t != u64::MAX)
 }
@@ -134,7 +132,7 @@ fn time_of(h: &RecordHeader, body: &[u8], attrs: &Attrs, e: Endian) -> Option<u6
 mod tests {
     use super::*;
     use crate::bytes::{PutExt, Rd};
-    use crate::perf::consts::attr_flags;
+    use crate::perf::consts::{attr_flags, sample_type};
     use crate::perf::Attr;
 
     /// Records in the order the inner visitor got them: (type, time).

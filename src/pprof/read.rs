@@ -436,10 +436,7 @@ fn holder(h: &RecordHeader, body: &[u8], attrs: &Attrs, e: Endian) -> Option<(u3
         }
         types::EXIT => Some((r.u32(body, 0)?, r.u64(body, 16))),
         types::MMAP | types::MMAP2 | types::COMM => {
-            let layout = attrs.of_trailer(body, e)?.layout();
-            let timed = layout.sample_type & crate::perf::consts::sample_type::TIME != 0;
-            let time = layout.read(body, e).filter(|_| timed).map(|t| t.time);
-            Some((r.u32(body, 0)?, time))
+            Some((r.u32(body, 0)?, attrs.trailer_time(body, e)))
         }
         _ => None,
     }

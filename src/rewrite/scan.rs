@@ -301,9 +301,7 @@ impl RecordingFacts {
                     let at = self.add_pid(pid);
                     let none_before = self.kept[at] == 0 && self.sampled.keeps(0);
                     if h.misc & misc::COMM_EXEC != 0 && none_before && self.covered.insert(pid) {
-                        let time = (attrs.of_trailer(body, e))
-                            .and_then(|a| a.layout().read(body, e))
-                            .map_or(0, |sid| sid.time);
+                        let time = attrs.trailer_time(body, e).unwrap_or(0);
                         if time != 0 {
                             self.exec_covered.insert(pid, time);
                         }
@@ -323,9 +321,7 @@ impl RecordingFacts {
                 })?;
                 if m.key.pid != u32::MAX {
                     // synthesized: perf writes them with time 0
-                    let time = (attrs.of_trailer(body, e))
-                        .and_then(|a| a.layout().read(body, e))
-                        .map_or(0, |sid| sid.time);
+                    let time = attrs.trailer_time(body, e).unwrap_or(0);
                     if time == 0 {
                         self.covered.insert(m.key.pid);
                         self.synth_maps |= real(m.key.pid);
