@@ -160,18 +160,30 @@ impl Attrs {
 
     /// The attr a sample belongs to (by its id; the first when there is one
     /// attr or the id is unknown).
+    #[inline]
     pub fn of_sample(&self, body: &[u8], e: Endian) -> Option<&Attr> {
         self.index_of_sample(body, e).map(|i| &self.list[i].0)
     }
 
     /// The position in [`Attrs::list`] of the attr a sample belongs to, by
-    /// the same rule as [`Attrs::of_sample`].
+    /// the same rule as [`Attrs::of_sample`]. One attr is decided inline
+    /// (every sample of most recordings asks).
+    #[inline]
     pub fn index_of_sample(&self, body: &[u8], e: Endian) -> Option<usize> {
-        let first = self.first()?;
-        if self.list.len() == 1 {
-            return Some(0);
+        match self.list.len() {
+            0 => None,
+            1 => Some(0),
+            _ => self.index_of_sample_by_id(body, e),
         }
-        let id = first.id_pos().sample.and_then(|pos| Rd(e).u64(body, pos));
+    }
+
+    #[inline(never)]
+    fn index_of_sample_by_id(&self, body: &[u8], e: Endian) -> Option<usize> {
+        let id = self
+            .first()?
+            .id_pos()
+            .sample
+            .and_then(|pos| Rd(e).u64(body, pos));
         self.index_by_id_or_first(id)
     }
 

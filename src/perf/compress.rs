@@ -423,8 +423,9 @@ pub(crate) fn encode_compressed(out: &mut Vec<u8>, e: Endian, record_type: u32, 
     out.resize(out.len() + padded - payload.len(), 0);
 }
 
-/// The zstd payload of a COMPRESSED or COMPRESSED2 record, None for others.
-#[inline]
+/// The zstd payload of a COMPRESSED or COMPRESSED2 record, None for others
+/// (the type test inlined into every walk; the decoding out of line).
+#[inline(always)]
 pub(crate) fn compressed_payload<'b>(
     at: u64,
     h: &RecordHeader,
@@ -433,23 +434,27 @@ pub(crate) fn compressed_payload<'b>(
 ) -> Result<Option<&'b [u8]>, FormatError> {
     match h.type_ {
         types::COMPRESSED => Ok(Some(body)),
-        types::COMPRESSED2 => {
-            let n = Rd(e)
-                .u64(body, 0)
-                .ok_or(FormatError::at(at, K::Truncated("COMPRESSED2 record")))?;
-            let too_large = FormatError::at(
-                at,
-                K::Implausible {
-                    what: "COMPRESSED2 data_size",
-                    value: n,
-                },
-            );
-            let n = usize::try_from(n).map_err(|_| too_large.clone())?;
-            let end = n.checked_add(8).ok_or(too_large.clone())?;
-            Ok(Some(body.get(8..end).ok_or(too_large)?))
-        }
+        types::COMPRESSED2 => compressed2_payload(at, body, e).map(Some),
         _ => Ok(None),
     }
+}
+
+/// The zstd payload of a COMPRESSED2 record: `data_size` bytes after it.
+#[inline(never)]
+fn compressed2_payload(at: u64, body: &[u8], e: Endian) -> Result<&[u8], FormatError> {
+    let n = Rd(e)
+        .u64(body, 0)
+        .ok_or(FormatError::at(at, K::Truncated("COMPRESSED2 record")))?;
+    let too_large = FormatError::at(
+        at,
+        K::Implausible {
+            what: "COMPRESSED2 data_size",
+            value: n,
+        },
+    );
+    let n = usize::try_from(n).map_err(|_| too_large.clone())?;
+    let end = n.checked_add(8).ok_or(too_large.clone())?;
+    body.get(8..end).ok_or(too_large)
 }
 
 #[cfg(test)]

@@ -199,7 +199,7 @@ impl RecordingFacts {
 
     /// A sample: its pid, time and, while its pid has few, its address
     /// when taken in user mode (`header_misc`'s cpumode).
-    #[inline]
+    #[inline(always)]
     fn sample(&mut self, header_misc: u16, body: &[u8], attrs: &Attrs, e: Endian) {
         let Some(a) = attrs.of_sample(body, e) else {
             return;
@@ -254,7 +254,7 @@ impl Visitor for RecordingFacts {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn record(
         &mut self,
         at: u64,
