@@ -195,14 +195,17 @@ impl Known {
         self.changes < MAX_READS && self.bytes < MAX_BYTES
     }
 
+    /// Whether another table may be read for the first time, or ours for a
+    /// mount made since it was: the same bounds, counting the tables read
+    /// (not the re-reads, which [`Known::may_read_again`] counts).
+    fn may_read_another(&self) -> bool {
+        self.read.len() + self.again.len() < MAX_READS && self.bytes < MAX_BYTES
+    }
+
     /// Reads `dir`'s table unless it was, or too many were (one that could
     /// not be judged may be read again).
     fn read_once(&mut self, dir: &Path) {
-        if self.read.len() + self.again.len() < MAX_READS
-            && self.bytes < MAX_BYTES
-            && self.read.insert(dir.to_path_buf())
-            && !self.add(dir, false)
-        {
+        if self.may_read_another() && self.read.insert(dir.to_path_buf()) && !self.add(dir, false) {
             self.read.remove(dir);
         }
     }
@@ -306,11 +309,7 @@ impl Mounts {
             let dir = dir.map_or_else(|| self.own.clone(), Path::to_path_buf);
             known.read_once(&dir);
         }
-        if !known.ids.contains_key(&id)
-            && known.read.len() + known.again.len() < MAX_READS
-            && known.bytes < MAX_BYTES
-            && known.again.insert(id)
-        {
+        if !known.ids.contains_key(&id) && known.may_read_another() && known.again.insert(id) {
             // a mount made since: the table again, once for this mount
             known.add(&self.own, true);
         }
@@ -397,12 +396,21 @@ fn read_mountinfo(dir: &Path) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// Held by each test that mounts: one's mounts would take the mount id
+    /// another waits to see reused, or add changes another counts.
+    static MOUNTING: Mutex<()> = Mutex::new(());
+
+    fn mounting() -> std::sync::MutexGuard<'static, ()> {
+        MOUNTING.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     // Past the re-reads a scan allows, a change of our mount table leaves no
     // verdict standing: a device judged readable before is "unsettled", not
     // read (it kept "readable", though its number may have gone to FUSE).
     #[test]
     #[ignore = "needs root (mounts)"]
     fn verdicts_past_the_rereads_are_unsettled() {
+        let _one_at_a_time = mounting();
         use std::os::unix::fs::MetadataExt;
         use std::process::Command;
         let tmp = tempfile::tempdir().unwrap();
@@ -462,6 +470,54 @@ mod tests {
         );
     }
 
+    // The byte budget ends the re-reads as the count does: with the bytes
+    // read brought to just under 256 MiB (as ~32 re-reads of a table padded
+    // to 8 MiB would), one change is still read, the next leaves no verdict
+    // standing, long before 1,024 re-reads.
+    #[test]
+    #[ignore = "needs root (mounts)"]
+    fn verdicts_past_the_byte_budget_are_unsettled() {
+        let _one_at_a_time = mounting();
+        use std::os::unix::fs::MetadataExt;
+        use std::process::Command;
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let mount = |at: &Path| {
+            let st = Command::new("mount")
+                .args(["-t", "tmpfs", "none"])
+                .arg(at)
+                .status();
+            assert!(st.unwrap().success(), "mount {at:?}");
+        };
+        /// Unmounts its path when dropped.
+        struct Mounted<'a>(&'a Path);
+        impl Drop for Mounted<'_> {
+            fn drop(&mut self) {
+                let _ = Command::new("umount").arg(self.0).status();
+            }
+        }
+        mount(&a);
+        let _a = Mounted(&a);
+        let dev = std::fs::metadata(&a).unwrap().dev();
+        let dev = (libc::major(dev), libc::minor(dev));
+        let m = Mounts::new(Path::new("/proc"));
+        let own = Path::new("/proc/self");
+        assert_eq!(m.trust(dev, own), FsTrust::Readable);
+        let lock = || m.known.lock().unwrap();
+        let read_first = lock().bytes;
+        assert!(read_first > 0, "our table's bytes are counted");
+        lock().bytes = MAX_BYTES - 1;
+        mount(&b);
+        let b = Mounted(&b);
+        assert_eq!(m.trust(dev, own), FsTrust::Readable, "read again once");
+        assert!(lock().bytes >= MAX_BYTES, "the re-read is counted");
+        assert!(lock().changes <= 2, "the count of re-reads is far off");
+        drop(b);
+        assert_eq!(m.trust(dev, own), FsTrust::Unsettled);
+    }
+
     // A mount id judged readable (root's tmpfs), freed by an unmount and
     // taken by a tmpfs a user namespace mounts, is judged again when a
     // descriptor shows it on another mount (unique ids, 6.8+): it kept
@@ -469,6 +525,7 @@ mod tests {
     #[test]
     #[ignore = "needs root (mounts, user namespaces), Linux 6.8+"]
     fn a_reused_mount_id_is_judged_again() {
+        let _one_at_a_time = mounting();
         use std::os::fd::AsFd;
         use std::process::Command;
         let tmp = tempfile::tempdir().unwrap();
