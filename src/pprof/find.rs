@@ -13,13 +13,14 @@ use std::fs::File;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::OnceLock;
 
 use super::maps::Map;
 use crate::archive::cache_entry;
 use crate::model::{BuildId, VDSO_NAME};
 use crate::perf::copy::copy_range;
 use crate::proc::buildid::{
-    in_root, map_file, open_if_build_id, open_if_regular, read_build_id_at_path,
+    in_root, kernel_build_id, map_file, open_if_build_id, open_if_regular, read_build_id_at_path,
     read_build_id_from_file, read_live_build_id, vdso_image,
 };
 use crate::sys::data_bytes;
@@ -108,6 +109,33 @@ pub fn find_elf(
         }
     }
     Err("not found".into())
+}
+
+/// The running vDSO's build id for a `[vdso]` map recorded without one
+/// (perf 6.1's pipe-mode and `-z` recordings give it none), when the
+/// recording's kernel (`kernel`: its map's build id) is the running build:
+/// perf names such frames from its own vDSO alike ([`vdso_of`]).
+pub fn this_kernels_vdso(map: &Map, kernel: Option<BuildId>) -> Option<BuildId> {
+    static RUNNING: OnceLock<Running> = OnceLock::new();
+    let running = RUNNING.get_or_init(|| {
+        let vdso = vdso_image().map(|(id, image)| (id, image.len() as u64));
+        (kernel_build_id(), vdso)
+    });
+    vdso_of(map, kernel, *running)
+}
+
+/// The running kernel's build id, and its vDSO's id and length.
+type Running = (Option<BuildId>, Option<(BuildId, u64)>);
+
+/// [`this_kernels_vdso`]'s rule, given what is [`Running`]: the map must be
+/// as long as the running vDSO too (a 32-bit process's is another image,
+/// of another size).
+fn vdso_of(map: &Map, kernel: Option<BuildId>, running: Running) -> Option<BuildId> {
+    let (Some(kernel), (Some(now), Some((vdso, len)))) = (kernel, running) else {
+        return None;
+    };
+    let same = kernel == now && map.end.wrapping_sub(map.start) == len;
+    (map.build_id.is_none() && *map.filename == *VDSO_NAME && same).then_some(vdso)
 }
 
 /// The build id of the file a map without one maps (a map recorded with
@@ -205,6 +233,40 @@ mod tests {
         assert_eq!(e, format!("another build at {} ({other})", at.display()));
         let e = find_elf(&want, &mapped(&dir.path().join("gone")), None).unwrap_err();
         assert_eq!(e, "not found");
+    }
+
+    // A [vdso] map recorded without an id is taken as the running vDSO only
+    // for the running kernel's build and the running vDSO's length; never a
+    // map with an id of its own, another name, or when either is unknown.
+    #[test]
+    fn a_vdso_without_an_id_is_the_running_one_of_the_same_build_only() {
+        let id = |b| BuildId::new(&[b; 20]);
+        let (kernel, vdso) = (id(1), id(2).unwrap());
+        let map = |name: &[u8], len: u64, build_id| Map {
+            start: 0x7000,
+            end: 0x7000 + len,
+            pgoff: 0,
+            filename: Rc::from(name),
+            build_id,
+            file: None,
+        };
+        let running = (kernel, Some((vdso, 0x2000)));
+        let ours = map(b"[vdso]", 0x2000, None);
+        assert_eq!(vdso_of(&ours, kernel, running), Some(vdso));
+        assert_eq!(vdso_of(&ours, id(3), running), None, "another build");
+        assert_eq!(vdso_of(&ours, None, running), None, "kernel unknown");
+        assert_eq!(vdso_of(&ours, kernel, (None, running.1)), None);
+        assert_eq!(vdso_of(&ours, kernel, (kernel, None)), None);
+        let short = map(b"[vdso]", 0x1000, None);
+        assert_eq!(vdso_of(&short, kernel, running), None, "another image");
+        assert_eq!(
+            vdso_of(&map(b"[vdso]", 0x2000, id(4)), kernel, running),
+            None
+        );
+        assert_eq!(
+            vdso_of(&map(b"[vvar]", 0x2000, None), kernel, running),
+            None
+        );
     }
 
     // A [vdso] mapping whose id is not the running kernel's is found in the

@@ -385,6 +385,14 @@ impl AddressSpaces {
         find(&self.kernel, addr)
     }
 
+    /// The kernel's own map (`[kernel.kallsyms]...`) as last recorded.
+    pub fn kernel_image(&self) -> Option<&Rc<Map>> {
+        let kernel = crate::proc::kernel::KERNEL_DSO;
+        self.kernel
+            .values()
+            .find(|m| m.filename.starts_with(kernel))
+    }
+
     /// Tree nodes that may be alive now (what the bound counts).
     pub fn held(&self) -> usize {
         self.held

@@ -85,6 +85,9 @@ pub struct PprofReport {
     /// User locations in mappings without a build id (not symbolized:
     /// nothing proves which file they were).
     pub no_build_id: usize,
+    /// A `[vdso]` recorded without a build id was taken as the running
+    /// kernel's (the recording's kernel is the running build).
+    pub vdso_running: bool,
     /// Paths of maps whose id is not known because the file is not the one
     /// at the path now (replaced since or while recorded, or another mount
     /// namespace's whose process is gone: convert's stale and ambiguous
@@ -215,7 +218,8 @@ pub fn pprof(
         return Err(input.format(FormatError::at(at, kind)).into());
     }
     let symbols = if opts.symbolize {
-        symbolize::symbolize(&builder, opts.buildid_dir.as_deref(), &mut report)
+        let kernel = reader.spaces.kernel_image().map(|m| &**m);
+        symbolize::symbolize(&builder, (kernel, opts.buildid_dir.as_deref()), &mut report)
     } else {
         symbolize::Symbols::default()
     };

@@ -19,7 +19,7 @@ use blazesym::symbolize::{Input, Sym, Symbolized, Symbolizer};
 use blazesym::MaybeDefault;
 
 use super::demangle::Demangler;
-use super::find::{bounded_copy, find_elf, live_id, private_copy, Mapped};
+use super::find::{bounded_copy, find_elf, live_id, private_copy, this_kernels_vdso, Mapped};
 use super::isolate::{isolated, Panicked};
 use super::perfmap::PerfMaps;
 use super::profile::{Builder, Frame, Mapping, MappingSymbols, Space};
@@ -63,9 +63,11 @@ struct Sorted {
 }
 
 /// Sorts the locations of `b`: by build id (a map without one takes that
-/// of its live process's file, [`live_id`], else is counted), by process
-/// for anonymous memory and user frames no map covers, the kernel's.
-fn sort_locations(b: &Builder, report: &mut PprofReport) -> Sorted {
+/// of its live process's file, [`live_id`], or a `[vdso]` the running one's
+/// ([`this_kernels_vdso`], the recording's kernel `kernel`), else is
+/// counted), by process for anonymous memory and user frames no map
+/// covers, the kernel's.
+fn sort_locations(b: &Builder, kernel: Option<BuildId>, report: &mut PprofReport) -> Sorted {
     let mut s = Sorted::default();
     // a map without a build id: its live process's file, once per mapping
     let mut live: BTreeMap<usize, Option<BuildId>> = BTreeMap::new();
@@ -91,9 +93,13 @@ fn sort_locations(b: &Builder, report: &mut PprofReport) -> Sorted {
             }
             continue;
         }
-        let id = map
-            .build_id
-            .or_else(|| *live.entry(m).or_insert_with(|| live_id(mapped.pid, map)));
+        let id = map.build_id.or_else(|| {
+            *live.entry(m).or_insert_with(|| {
+                let vdso = this_kernels_vdso(map, kernel);
+                report.vdso_running |= vdso.is_some();
+                vdso.or_else(|| live_id(mapped.pid, map))
+            })
+        });
         let Some(id) = id else {
             report.no_build_id += 1;
             continue;
@@ -115,7 +121,12 @@ fn sort_locations(b: &Builder, report: &mut PprofReport) -> Sorted {
 }
 
 /// Symbolizes every location of `b` that a checked file covers.
-pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofReport) -> Symbols {
+/// `kernel`: the recording's kernel map, for a `[vdso]` without a build id.
+pub fn symbolize(
+    b: &Builder,
+    (kernel, buildid_dir): (Option<&super::maps::Map>, Option<&Path>),
+    report: &mut PprofReport,
+) -> Symbols {
     let mut out = Symbols {
         frames: vec![Vec::new(); b.locations.len()],
         mappings: vec![MappingSymbols::default(); b.mappings.len()],
@@ -126,7 +137,7 @@ pub fn symbolize(b: &Builder, buildid_dir: Option<&Path>, report: &mut PprofRepo
         by_pid,
         kernel,
         kernel_map,
-    } = sort_locations(b, report);
+    } = sort_locations(b, kernel.and_then(|m| m.build_id), report);
     for (id, (wants, places)) in by_id {
         let file = find_elf(&id, &places, buildid_dir).and_then(|f| private_copy(&f, &id));
         let name = String::from_utf8_lossy(&places[0].path).into_owned();

@@ -75,19 +75,7 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
             r.unmapped_frames, r.guest_frames
         ));
     }
-    if r.files_missing > 0 {
-        lines.push(format!(
-            "mmap2-synth: no file with the right build id for {} binaries (addresses kept; --buildid-dir with an `archive` of them): {}",
-            r.files_missing,
-            list(&r.missing)
-        ));
-    }
-    if r.no_build_id > 0 {
-        lines.push(format!(
-            "mmap2-synth: {} locations in maps without a build id not symbolized (nothing proves which file they were)",
-            r.no_build_id
-        ));
-    }
+    lines.extend(build_id_lines(r));
     if r.no_dwarf > 0 {
         lines.push(format!(
             "mmap2-synth: DWARF not read for {} binaries (named from their symbol tables, without lines): {}",
@@ -125,6 +113,31 @@ pub fn pprof(r: &crate::pprof::PprofReport, took: Duration, dest: &str) -> Vec<S
             "mmap2-synth: {} files could not be symbolized: {}",
             r.symbolize_errors,
             shown(e)
+        ));
+    }
+    lines
+}
+
+/// What the summary says of the files found by build id: those missing,
+/// maps without an id.
+fn build_id_lines(r: &crate::pprof::PprofReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    if r.files_missing > 0 {
+        lines.push(format!(
+            "mmap2-synth: no file with the right build id for {} binaries (addresses kept; --buildid-dir with an `archive` of them): {}",
+            r.files_missing,
+            list(&r.missing)
+        ));
+    }
+    if r.vdso_running {
+        lines.push(
+            "mmap2-synth: [vdso] recorded without a build id named from the running kernel's (the recording's kernel is this build, as perf assumes)".to_string(),
+        );
+    }
+    if r.no_build_id > 0 {
+        lines.push(format!(
+            "mmap2-synth: {} locations in maps without a build id not symbolized (nothing proves which file they were)",
+            r.no_build_id
         ));
     }
     lines
