@@ -78,6 +78,9 @@ pub struct MergeReport {
     /// recording sampled: too few of its sampled addresses in their maps
     /// (recorded in another pid namespace, or the pid reused).
     pub not_recorded: Vec<NotRecorded>,
+    /// Threads of live processes whose COMM was left out: renamed during the
+    /// recording, their names of now not those of its start.
+    pub renamed_comms: usize,
     /// Pids the recording needed that neither the system nor the snapshot had.
     pub missing: Vec<u32>,
     /// Where the recording, cut short, was read up to (`salvage`).
@@ -219,6 +222,8 @@ fn processes_to_insert<'a>(
             let mut procs = live_processes(opts, facts, &needed, report)?;
             report.not_recorded = plan::drop_not_recorded(&mut procs, facts);
             deduped(plan::dedupe(&mut procs, facts, &needed), report);
+            // comms of now: not before a rename (a snapshot's are of its time)
+            report.renamed_comms = plan::leave_out_renamed(&mut procs, &facts.renamed);
             Processes::Live(procs)
         }
     })

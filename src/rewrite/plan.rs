@@ -203,6 +203,27 @@ pub fn dedupe<P: Maps>(processes: &mut Vec<P>, facts: &RecordingFacts, needed: &
     d
 }
 
+/// Leaves out the COMMs of the live processes' threads that `renamed` names
+/// (renamed during the recording: [`RecordingFacts::renamed`]): a name of
+/// now, written at time 0, would also name the samples from before the
+/// rename, and the name before it is unknown (perf shows such a thread as
+/// `:TID` until the recording's COMM of the rename). A renamed leader's
+/// process keeps its maps; one left with nothing to insert (no maps, no
+/// COMM) is dropped. Returns how many threads' COMMs were left out. For
+/// maps of now only: a snapshot's comms are of its time.
+pub fn leave_out_renamed(processes: &mut Vec<Process>, renamed: &HashSet<u32>) -> usize {
+    let mut left_out = 0;
+    for t in processes.iter_mut().flat_map(|p| p.threads.iter_mut()) {
+        if !t.comm.is_empty() && renamed.contains(&t.tid) {
+            // an empty comm is written as no COMM (snapshot::encode)
+            t.comm.clear();
+            left_out += 1;
+        }
+    }
+    processes.retain(|p| !p.vmas.is_empty() || p.threads.iter().any(|t| !t.comm.is_empty()));
+    left_out
+}
+
 /// What [`dedupe_bpf`] does with a snapshot's KSYMBOL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fate {

@@ -47,6 +47,12 @@ pub struct RecordingFacts {
     synth_forked: HashSet<u32>,
     /// The recording has a user-space map perf synthesized (time 0).
     synth_maps: bool,
+    /// Threads renamed during the recording: tids of the kernel's non-exec
+    /// COMMs with a time (`prctl(PR_SET_NAME)`, a write to `comm`; perf's
+    /// own are at time 0), at most [`MAX_RENAMED`] (past that, none is
+    /// added). A live merge writes no COMM of theirs: their names of now,
+    /// at time 0, would name their samples from before the rename too.
+    pub renamed: HashSet<u32>,
     /// Processes covered by an exec COMM alone, with its time: a user-mode
     /// sample taken before it (written after it from another CPU's buffer)
     /// needs the first image's maps after all.
@@ -90,6 +96,11 @@ pub struct RecordingFacts {
     last_pid: Option<(u32, usize, bool)>,
 }
 
+/// Renamed threads a scan keeps at most (`RecordingFacts::renamed`), in
+/// under 1 MiB; the threads a recording renames after those keep the
+/// COMM of their name of now in a live merge.
+pub const MAX_RENAMED: usize = 1 << 16;
+
 /// Where a pid's latest user-mode addresses are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Latest {
@@ -128,6 +139,7 @@ impl RecordingFacts {
             covered: HashSet::new(),
             synth_forked: HashSet::new(),
             exec_covered: HashMap::new(),
+            renamed: HashSet::new(),
             synth_maps: false,
             head_fork_end: None,
             has_kernel_map: false,
@@ -288,6 +300,9 @@ impl RecordingFacts {
         match h.type_ {
             types::COMM => {
                 let pid = Rd(e).u32(body, 0).ok_or_else(bad)?;
+                if h.misc & misc::COMM_EXEC == 0 {
+                    self.rename(body, attrs);
+                }
                 if real(pid) {
                     // perf records every map of the new image: the
                     // recording gives the process whole, unless user-mode
@@ -353,6 +368,23 @@ impl RecordingFacts {
             _ => {}
         }
         Ok(())
+    }
+
+    /// A COMM not of an exec (`body`): the kernel's of a rename when it has
+    /// a time (perf writes its own, of its task synthesis and its
+    /// workload's `perf-exec`, at time 0; one without a time cannot be told
+    /// from those and is not taken). A COMM too short for its tid, or of
+    /// no real one, names none.
+    #[inline(never)]
+    fn rename(&mut self, body: &[u8], attrs: &Attrs) {
+        let e = self.endian;
+        let tid = Rd(e).u32(body, 4).filter(|&t| t != 0 && t != u32::MAX);
+        let time = attrs.trailer_time(body, e).filter(|&t| t != 0);
+        if let (Some(tid), Some(_)) = (tid, time) {
+            if self.renamed.len() < MAX_RENAMED {
+                self.renamed.insert(tid);
+            }
+        }
     }
 
     /// Keeps `ip` as the latest user-mode address of `pid` (at `at`),

@@ -1,7 +1,7 @@
 //! Unit tests of merges into recordings whose synthesized records hold
 //! FORKs (perf's task synthesis: `perf record -a`, and `--synth=task`
-//! with no maps), and into recordings with an exec COMM, over files built
-//! in memory.
+//! with no maps), and into recordings with an exec COMM or a rename, over
+//! files built in memory.
 
 use super::merge::{merge, MergeOptions};
 use super::plan::Which;
@@ -224,5 +224,110 @@ fn a_sample_taken_before_an_exec_but_written_after_it_needs_the_first_image() {
             report.processes, inserted,
             "sample at {sampled}: {report:?}"
         );
+    }
+}
+
+/// A fake /proc holding process 100 (started at boot: never stale) with
+/// threads 100 (`lead`) and 101 (`work`), mapping `/bin/x` executable.
+fn fake_proc() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("100");
+    for tid in [100, 101] {
+        std::fs::create_dir_all(d.join(format!("task/{tid}"))).unwrap();
+    }
+    std::fs::write(d.join("task/101/comm"), "work\n").unwrap();
+    let stat = "100 (lead) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 2 0 0 0 0\n";
+    std::fs::write(d.join("stat"), stat).unwrap();
+    let maps = "7f0000000000-7f0000010000 r-xp 00000000 08:01 7 /bin/x\n";
+    std::fs::write(d.join("maps"), maps).unwrap();
+    dir
+}
+
+/// A user-mode sample of thread `tid` of process 100 at time 1000, then
+/// a COMM of `tid` at `time` with `misc` (a rename, an exec, or perf's own
+/// at time 0).
+fn sample_then_comm(tid: u32, misc: u16, time: u64) -> Vec<u8> {
+    let mut d = Vec::new();
+    d.put_u32(E, types::SAMPLE);
+    d.put_u16(E, crate::perf::consts::misc::USER);
+    d.put_u16(E, 8 + 32);
+    d.put_u64(E, 0x7f00_0000_1000);
+    d.put_u32(E, 100);
+    d.put_u32(E, tid);
+    d.put_u64(E, 1_000);
+    d.put_u64(E, 7);
+    d.put_u32(E, types::COMM);
+    d.put_u16(E, misc);
+    d.put_u16(E, 8 + 8 + 16 + 24);
+    d.put_u32(E, 100);
+    d.put_u32(E, tid);
+    d.extend_from_slice(b"new\0\0\0\0\0\0\0\0\0\0\0\0\0");
+    for v in [100, tid] {
+        d.put_u32(E, v);
+    }
+    d.put_u64(E, time);
+    d.put_u64(E, 7);
+    d
+}
+
+/// The (tid, record type) of each record a live merge of `data`, reading
+/// the fake /proc `root`, inserts (file mode: before `data`), and its report.
+fn live_inserted(data: &[u8], root: &std::path::Path) -> (super::MergeReport, Vec<(u32, u32)>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rec = Vec::new();
+    write_file(&mut rec, &metadata(E, attr()), data).unwrap();
+    let (rec_path, out) = (tmp.path().join("rec.data"), tmp.path().join("out.data"));
+    std::fs::write(&rec_path, rec).unwrap();
+    let opts = MergeOptions {
+        which: Which::Needed,
+        maps: None,
+        snapshot: proc::Options {
+            source: proc::SourceChoice::Text,
+            tasks: proc::TaskSource::Proc,
+            build_ids: false,
+            proc_root: root.to_path_buf(),
+            ..proc::Options::default()
+        },
+        in_place: false,
+        kernel: false,
+        salvage: false,
+    };
+    let report = merge(&rec_path, &out, &opts).unwrap();
+    let o = std::fs::read(&out).unwrap();
+    let h = FileHeader::parse(&o[..104], o.len() as u64).unwrap();
+    let d = &o[h.data.offset as usize..h.data.end() as usize];
+    assert_eq!(&d[d.len() - data.len()..], data, "the recording follows");
+    let mut records = Vec::new();
+    let mut at = 0;
+    while at < d.len() - data.len() {
+        let h = RecordHeader::parse(&d[at..], E).unwrap();
+        // COMM: pid, tid; MMAP2: pid, tid
+        records.push((Rd(E).u32(&d[at + 8..], 4).unwrap(), h.type_));
+        at += h.size as usize;
+    }
+    (report, records)
+}
+
+// A live merge writes no COMM of its own for a thread the recording
+// renamed (the kernel's non-exec COMM: the worker's, or the leader's, whose
+// process keeps its maps); one with only an exec COMM, or perf's own
+// non-exec COMM at time 0 (`perf-exec`), still gets ours.
+#[test]
+fn a_live_merge_leaves_out_the_comm_of_a_renamed_thread() {
+    use crate::perf::consts::misc::COMM_EXEC;
+    let root = fake_proc();
+    let (comm, mmap2) = (types::COMM, types::MMAP2);
+    let all = vec![(100, comm), (100, mmap2), (101, comm)];
+    let cases = [
+        (101, 0, 1_001, vec![(100, comm), (100, mmap2)], 1),
+        (100, 0, 1_001, vec![(100, mmap2), (101, comm)], 1),
+        (100, COMM_EXEC, 1_001, all.clone(), 0),
+        (101, 0, 0, all, 0),
+    ];
+    for (tid, misc, time, want, left_out) in cases {
+        let data = sample_then_comm(tid, misc, time);
+        let (report, got) = live_inserted(&data, root.path());
+        assert_eq!(got, want, "COMM of {tid}, misc {misc:#x}: {report:?}");
+        assert_eq!(report.renamed_comms, left_out, "{tid} {misc:#x}");
     }
 }

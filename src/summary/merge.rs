@@ -42,6 +42,12 @@ pub fn merge(report: &MergeReport, took: Duration, dest: &str) -> Vec<String> {
         lines.push(format!("mmap2-synth: stale pids: {:?}", report.stale));
     }
     lines.extend(live_line(report));
+    if report.renamed_comms > 0 {
+        lines.push(format!(
+            "mmap2-synth merge: note: {} threads' COMMs left out: renamed during the recording, their names of now would name their samples from before (perf shows them as :TID until the rename); `record`, or `--maps` of a snapshot taken at the start, gives the first names",
+            report.renamed_comms
+        ));
+    }
     lines.extend(not_recorded_lines(&report.not_recorded));
     if report.kernel_maps > 0 {
         lines.push(format!(
@@ -153,5 +159,25 @@ mod tests {
         assert_eq!(live_line(&report(Some(1_900_000_000), 1)), None);
         assert_eq!(live_line(&report(Some(5_200_000_000), 0)), None);
         assert_eq!(live_line(&report(None, 3)), None);
+    }
+
+    // The threads whose COMMs a live merge left out as renamed are counted
+    // in one line, and only when there are some.
+    #[test]
+    fn renamed_threads_left_out_are_counted_only_when_some_are() {
+        let lines = |n| {
+            let r = MergeReport {
+                renamed_comms: n,
+                ..MergeReport::default()
+            };
+            merge(&r, Duration::ZERO, "o")
+        };
+        let said = |l: &Vec<String>| l.iter().filter(|l| l.contains("COMMs left out")).count();
+        assert_eq!(said(&lines(0)), 0);
+        let two = lines(2);
+        assert_eq!(said(&two), 1, "{two:?}");
+        assert!(two
+            .iter()
+            .any(|l| l.contains("note: 2 threads' COMMs left out: renamed")));
     }
 }
