@@ -102,8 +102,8 @@ fn devices_and_fifos_are_written_into_never_replaced() {
 }
 
 // -o through a symlink writes the file it points to and keeps the link
-// (a link to nothing is refused: see cli.rs); new outputs are 0600; a
-// 255-byte name works.
+// (a link to nothing is refused: see cli.rs); new outputs are 0600, a
+// merge's without a hole; a 255-byte name works.
 #[test]
 fn symlinks_modes_and_long_names() {
     let dir = scratch("out-link");
@@ -145,6 +145,13 @@ fn symlinks_modes_and_long_names() {
         merged.as_os_str(),
     ]);
     assert_eq!(std::fs::metadata(&merged).unwrap().mode() & 0o777, 0o600);
+    // and has no hole where the room before the records was (`cp` copies a
+    // file with one through user space)
+    let f = std::fs::File::open(&merged).unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: lseek on a descriptor this test owns; no memory is passed.
+    let hole = unsafe { libc::lseek(f.as_raw_fd(), 0, libc::SEEK_HOLE) };
+    assert_eq!(hole as u64, f.metadata().unwrap().len(), "a hole at {hole}");
     assert!(leftovers(&dir).is_empty());
 }
 

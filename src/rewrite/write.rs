@@ -70,8 +70,11 @@ fn write_inserted(inserted: &dyn Inserted, out: &mut File) -> io::Result<()> {
 }
 
 /// Prepares a file-mode output for the data section's copy: a zeroed header, the
-/// input's bytes up to its data section, and the position `RESERVE` bytes past
-/// the data offset where the copied records go.
+/// input's bytes up to its data section, and `RESERVE` bytes of zeros after
+/// them, where the copied records go. The zeros are written, not skipped: a
+/// file with a hole is one `cp` copies through user space (`SEEK_HOLE`,
+/// then `read`/`write`: 1.3-1.7x its `copy_file_range` time), and the next
+/// tool given our output may well be `cp`.
 pub fn start_file_mode(input: &Input, h: &FileHeader, out: &mut File) -> io::Result<()> {
     out.write_all(&[0u8; FILE_HEADER_SIZE as usize])?;
     copy_range(
@@ -80,7 +83,10 @@ pub fn start_file_mode(input: &Input, h: &FileHeader, out: &mut File) -> io::Res
         h.data.offset - FILE_HEADER_SIZE,
         out,
     )?;
-    out.seek(SeekFrom::Start(h.data.offset + RESERVE))?;
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    for _ in 0..RESERVE / ZEROS.len() as u64 {
+        out.write_all(&ZEROS)?;
+    }
     Ok(())
 }
 
