@@ -404,6 +404,38 @@ mod tests {
         MOUNTING.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Mounts a tmpfs at `at`.
+    fn mount_tmpfs(at: &Path) {
+        let st = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "none"])
+            .arg(at)
+            .status();
+        assert!(st.unwrap().success(), "mount {at:?}");
+    }
+
+    /// Unmounts its path when dropped.
+    struct Mounted<'a>(&'a Path);
+
+    impl Drop for Mounted<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0).status();
+        }
+    }
+
+    /// Two empty directories `a` and `b` in a new temporary one, a tmpfs
+    /// mounted on `a` (unmount it by dropping the [`Mounted`] made of the
+    /// returned `a`), and that tmpfs's device.
+    fn tmpfs_on_a() -> (tempfile::TempDir, PathBuf, PathBuf, (u32, u32)) {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        mount_tmpfs(&a);
+        let dev = std::fs::metadata(&a).unwrap().dev();
+        (tmp, a, b, (libc::major(dev), libc::minor(dev)))
+    }
+
     // Past the re-reads a scan allows, a change of our mount table leaves no
     // verdict standing: a device judged readable before is "unsettled", not
     // read (it kept "readable", though its number may have gone to FUSE).
@@ -411,33 +443,8 @@ mod tests {
     #[ignore = "needs root (mounts)"]
     fn verdicts_past_the_rereads_are_unsettled() {
         let _one_at_a_time = mounting();
-        use std::os::unix::fs::MetadataExt;
-        use std::process::Command;
-        let tmp = tempfile::tempdir().unwrap();
-        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-        std::fs::create_dir(&a).unwrap();
-        std::fs::create_dir(&b).unwrap();
-        let run = |args: &[&std::ffi::OsStr]| {
-            let st = Command::new(args[0]).args(&args[1..]).status().unwrap();
-            assert!(st.success(), "{args:?}");
-        };
-        let tmpfs = [
-            "mount".as_ref(),
-            "-t".as_ref(),
-            "tmpfs".as_ref(),
-            "none".as_ref(),
-        ];
-        run(&[&tmpfs[..], &[a.as_os_str()]].concat());
-        /// Unmounts its path when dropped.
-        struct Mounted<'a>(&'a Path);
-        impl Drop for Mounted<'_> {
-            fn drop(&mut self) {
-                let _ = Command::new("umount").arg(self.0).status();
-            }
-        }
+        let (_tmp, a, b, dev) = tmpfs_on_a();
         let _a = Mounted(&a);
-        let dev = std::fs::metadata(&a).unwrap().dev();
-        let dev = (libc::major(dev), libc::minor(dev));
         let m = Mounts::new(Path::new("/proc"));
         let own = Path::new("/proc/self");
         assert_eq!(m.trust(dev, own), FsTrust::Readable);
@@ -450,7 +457,7 @@ mod tests {
                 changes <= 2 * MAX_READS,
                 "still judged after {changes} changes"
             );
-            run(&[&tmpfs[..], &[b.as_os_str()]].concat());
+            mount_tmpfs(&b);
             let b = Mounted(&b);
             changes += 1;
             verdict = m.trust(dev, own);
@@ -478,30 +485,8 @@ mod tests {
     #[ignore = "needs root (mounts)"]
     fn verdicts_past_the_byte_budget_are_unsettled() {
         let _one_at_a_time = mounting();
-        use std::os::unix::fs::MetadataExt;
-        use std::process::Command;
-        let tmp = tempfile::tempdir().unwrap();
-        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-        std::fs::create_dir(&a).unwrap();
-        std::fs::create_dir(&b).unwrap();
-        let mount = |at: &Path| {
-            let st = Command::new("mount")
-                .args(["-t", "tmpfs", "none"])
-                .arg(at)
-                .status();
-            assert!(st.unwrap().success(), "mount {at:?}");
-        };
-        /// Unmounts its path when dropped.
-        struct Mounted<'a>(&'a Path);
-        impl Drop for Mounted<'_> {
-            fn drop(&mut self) {
-                let _ = Command::new("umount").arg(self.0).status();
-            }
-        }
-        mount(&a);
+        let (_tmp, a, b, dev) = tmpfs_on_a();
         let _a = Mounted(&a);
-        let dev = std::fs::metadata(&a).unwrap().dev();
-        let dev = (libc::major(dev), libc::minor(dev));
         let m = Mounts::new(Path::new("/proc"));
         let own = Path::new("/proc/self");
         assert_eq!(m.trust(dev, own), FsTrust::Readable);
@@ -509,7 +494,7 @@ mod tests {
         let read_first = lock().bytes;
         assert!(read_first > 0, "our table's bytes are counted");
         lock().bytes = MAX_BYTES - 1;
-        mount(&b);
+        mount_tmpfs(&b);
         let b = Mounted(&b);
         assert_eq!(m.trust(dev, own), FsTrust::Readable, "read again once");
         assert!(lock().bytes >= MAX_BYTES, "the re-read is counted");
