@@ -1175,6 +1175,91 @@ fn samples_before_an_exec_keep_the_first_images_maps() {
     );
 }
 
+/// Of `pid`'s samples in `data` (`perf script` with callchains): how many
+/// there are, and how many are shown under `comm` with a user frame in
+/// `main` of the program `prog`.
+fn samples_in_main(data: &Path, pid: u32, comm: &str, prog: &Path) -> (usize, usize) {
+    let text = perf(&[
+        "script".as_ref(),
+        "-F".as_ref(),
+        "comm,pid,ip,sym,dso".as_ref(),
+        "-i".as_ref(),
+        data.as_os_str(),
+    ]);
+    let (pid, dso) = (pid.to_string(), format!("({})", prog.display()));
+    let (mut all, mut in_main) = (0, 0);
+    // a sample: a header line (comm, pid), then its frames, then a blank line
+    for sample in text.split("\n\n") {
+        let mut lines = sample.trim_start_matches('\n').lines();
+        let head: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+        if head.get(1) != Some(&pid.as_str()) {
+            continue;
+        }
+        all += 1;
+        let main = |l: &str| l.split_whitespace().nth(1) == Some("main") && l.ends_with(&dso);
+        if head[0] == comm && lines.any(main) {
+            in_main += 1;
+        }
+    }
+    (all, in_main)
+}
+
+// A process sampled in the kernel alone (`-e cpu-clock:k -g`: its user
+// code only in the callchains) before it execs keeps its first image: the
+// merge inserts it from a snapshot taken before, and its pre-exec samples'
+// user frames resolve to that program's `main` under its name (they were
+// left `[unknown]`, named after the new image: the exec COMM covered it).
+#[test]
+#[ignore = "needs root and perf"]
+fn kernel_mode_samples_before_an_exec_keep_the_first_images_maps() {
+    needs_perf_record();
+    let dir = scratch("merge-kexec");
+    let prog = build_fixture("syscallexec", &dir, &["-fno-omit-frame-pointer"]);
+    let trigger = dir.join("exec");
+    let burn = &fixtures().burn;
+    let args = [trigger.as_os_str(), burn.as_os_str(), "30".as_ref()];
+    let m = Mapper::start_as(&prog, &args);
+    let snap = dir.join("snap.data");
+    synth_ok(["-p", &m.pid.to_string(), "-o", snap.to_str().unwrap()]);
+    let rec = dir.join("rec.data");
+    let perf_args = ["--synth=no", "-e", "cpu-clock:k", "-g", "-F", "999"];
+    let recorder = perf_record_enabled(m.pid, &rec, &dir, &perf_args);
+    // a second of read()s of /dev/zero, then the exec
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    std::fs::write(&trigger, b"").unwrap();
+    let exe = format!("/proc/{}/exe", m.pid);
+    wait_until("the exec", || {
+        std::fs::read_link(&exe).is_ok_and(|p| p == *burn)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    sigint(recorder);
+    let merged = dir.join("merged.data");
+    let err = merge(&[
+        rec.as_os_str(),
+        "--maps".as_ref(),
+        snap.as_os_str(),
+        "-o".as_ref(),
+        merged.as_os_str(),
+    ]);
+    assert!(err.contains("(1 processes,"), "{err}");
+    let maps = perf_mmaps_of(&merged);
+    let path = prog.to_str().unwrap();
+    assert!(
+        maps.iter().any(|m2| m2.pid == m.pid && m2.path == path),
+        "no map of {path} inserted: {err}"
+    );
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let (all, in_main) = samples_in_main(&merged, m.pid, comm, &prog);
+    assert!(all > 100, "too few samples: {all}");
+    // the samples after the exec (the burner in user space: interrupts
+    // alone) are a few percent
+    assert!(
+        in_main * 10 >= all * 8,
+        "{in_main} of {all} samples in main of {comm} ({err})"
+    );
+    assert_eq!(samples_in_main(&rec, m.pid, comm, &prog).1, 0);
+}
+
 // A live merge two seconds or more after the recording's last sample says
 // its maps are of now (a library swapped in since would take its samples);
 // not for a recording on a clock of the user's choice (`-k`), whose times

@@ -42,6 +42,18 @@ impl<'a> Callchain<'a> {
     pub fn as_bytes(&self) -> &'a [u8] {
         self.bytes
     }
+
+    /// The first user-space frame: the entry right after the first
+    /// PERF_CONTEXT_USER marker, when it is an address (the user-mode ip
+    /// of a sample taken in the kernel). Reads no further than that entry;
+    /// the marker is looked for by its bytes (a compare an entry).
+    pub fn first_user(&self) -> Option<u64> {
+        let marker = self.e.u64_bytes(context::USER);
+        let mut entries = self.bytes.chunks_exact(8);
+        entries.position(|c| c == marker)?;
+        let frame = Rd(self.e).u64(entries.next()?, 0)?;
+        (frame < context::MAX).then_some(frame)
+    }
 }
 
 /// Decodes `body` (after the record header) of a sample of `attr`.
@@ -86,21 +98,74 @@ pub fn parse_sample<'a>(body: &'a [u8], attr: &Attr, e: Endian) -> Result<Sample
     if t & st::PERIOD != 0 {
         s.period = Some(u64_at(&mut at, "period")?);
     }
+    debug_assert_eq!(at, fixed_len(t));
+    s.callchain = callchain_at(body, at, attr, e)?;
+    Ok(s)
+}
+
+/// The fields before READ, one 8-byte word each (TID: pid and tid): their
+/// order in a body is `parse_sample`'s, their length this mask's bits.
+const FIXED: u64 = st::IDENTIFIER
+    | st::IP
+    | st::TID
+    | st::TIME
+    | st::ADDR
+    | st::ID
+    | st::STREAM_ID
+    | st::CPU
+    | st::PERIOD;
+
+/// Bytes of the fields before READ in a body of `sample_type`.
+#[inline]
+fn fixed_len(sample_type: u64) -> usize {
+    8 * (sample_type & FIXED).count_ones() as usize
+}
+
+/// The callchain of `body` (after the record header) of a sample of `attr`,
+/// without decoding the fields before it: `None` when `attr` samples none.
+/// An error when the body is too short for the fields before it or for the
+/// count it claims.
+#[inline]
+pub fn callchain<'a>(
+    body: &'a [u8],
+    attr: &Attr,
+    e: Endian,
+) -> Result<Option<Callchain<'a>>, SampleError> {
+    let at = fixed_len(attr.sample_type);
+    if at > body.len() {
+        return Err(SampleError::Truncated("fields before the callchain"));
+    }
+    callchain_at(body, at, attr, e)
+}
+
+/// The READ values (stepped over) and the callchain of `body`, from `at`
+/// (the end of the fields before READ).
+#[inline]
+fn callchain_at<'a>(
+    body: &'a [u8],
+    mut at: usize,
+    attr: &Attr,
+    e: Endian,
+) -> Result<Option<Callchain<'a>>, SampleError> {
+    let t = attr.sample_type;
     if t & st::READ != 0 {
         at += read_len(body, at, attr.read_format, e)?;
     }
-    if t & st::CALLCHAIN != 0 {
-        let nr = u64_at(&mut at, "callchain nr")?;
-        let room = (body.len().saturating_sub(at) / 8) as u64;
-        if nr > room {
-            return Err(SampleError::Implausible("callchain nr", nr));
-        }
-        s.callchain = Some(Callchain {
-            bytes: &body[at..at + 8 * nr as usize],
-            e,
-        });
+    if t & st::CALLCHAIN == 0 {
+        return Ok(None);
     }
-    Ok(s)
+    let nr = Rd(e)
+        .u64(body, at)
+        .ok_or(SampleError::Truncated("callchain nr"))?;
+    at += 8;
+    let room = (body.len().saturating_sub(at) / 8) as u64;
+    if nr > room {
+        return Err(SampleError::Implausible("callchain nr", nr));
+    }
+    Ok(Some(Callchain {
+        bytes: &body[at..at + 8 * nr as usize],
+        e,
+    }))
 }
 
 /// Bytes of the READ values at `at`, per `read_format`.
@@ -219,6 +284,7 @@ mod tests {
             assert_eq!(s.pid_tid, Some((7, 8)));
             assert_eq!(s.time, Some(123));
             assert_eq!(s.period, Some(4000));
+            assert_eq!(callchain(&b, &a, e), Ok(s.callchain));
             let chain: Vec<u64> = s.callchain.unwrap().iter().collect();
             assert_eq!(chain, vec![context::USER, 0x1000, 0x2000]);
         }
@@ -249,6 +315,42 @@ mod tests {
             parse_sample(&[0; 8], &attr(st::READ, rf::ID), e),
             Err(SampleError::Truncated("read values"))
         );
+    }
+
+    // The callchain alone is found past the fields before it, READ values
+    // included, as parse_sample finds it; a body too short for those, or
+    // a count past its end, is an error; the first user frame is the entry
+    // after the USER marker, when that is an address.
+    #[test]
+    fn the_callchain_alone_and_its_first_user_frame() {
+        let e = Endian::Big;
+        let a = attr(st::IP | st::TID | st::READ | st::CALLCHAIN, rf::ID);
+        let mut b = Vec::new();
+        b.put_u64(e, 0xffff_1000); // ip
+        b.put_u64(e, 7); // pid, tid
+        b.put_u64(e, 1); // value
+        b.put_u64(e, 9); // id
+        b.put_u64(e, 4); // nr
+        for v in [context::KERNEL, 0xffff_1000, context::USER, 0x5000] {
+            b.put_u64(e, v);
+        }
+        let chain = callchain(&b, &a, e).unwrap().unwrap();
+        assert_eq!(Some(chain), parse_sample(&b, &a, e).unwrap().callchain);
+        assert_eq!(chain.first_user(), Some(0x5000));
+        assert_eq!(callchain(&b, &attr(st::IP, 0), e), Ok(None));
+        assert!(callchain(&b[..8], &a, e).is_err());
+        assert!(callchain(&b[..b.len() - 8], &a, e).is_err());
+        let first_user = |chain: &[u64]| {
+            let mut b = Vec::new();
+            b.put_u64(e, chain.len() as u64);
+            chain.iter().for_each(|&v| b.put_u64(e, v));
+            let a = attr(st::CALLCHAIN, 0);
+            callchain(&b, &a, e).unwrap().unwrap().first_user()
+        };
+        assert_eq!(first_user(&[context::KERNEL, 1, 2]), None);
+        assert_eq!(first_user(&[context::KERNEL, 1, context::USER]), None);
+        assert_eq!(first_user(&[context::USER, context::GUEST, 3]), None);
+        assert_eq!(first_user(&[3, context::USER, 4, 5]), Some(4));
     }
 
     // Markers switch the mode of the frames after them and are dropped.

@@ -7,8 +7,9 @@
 //! `[unknown]`.
 //!
 //! The scan keeps the first [`KEPT_PER_PID`] user-mode sample addresses of
-//! each pid, the latest as many, and the recording's own executable maps
-//! ([`Sampled`]). Before a process is inserted, the addresses its
+//! each pid (of a sample taken in the kernel: its callchain's first user
+//! frame, the process's ip when it entered the kernel), the latest as
+//! many, and the recording's own executable maps ([`Sampled`]). Before a process is inserted, the addresses its
 //! recording's maps do not cover (those the insert is for) are looked up in
 //! the process's executable maps ([`Coverage`]): the recorded process covers
 //! all of them, another nearly none, its code being elsewhere (ASLR). The

@@ -6,16 +6,19 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::coverage::{RingId, Sampled};
+use super::coverage::Sampled;
+use samples::Latest;
 
 use crate::bytes::{Endian, Rd};
 use crate::model::{BuildId, Selection};
 use crate::perf::consts::{feature, misc, types};
-use crate::perf::events::{parse_map, sample_head, MapKey};
+use crate::perf::events::{parse_map, MapKey};
 use crate::perf::features::{parse_build_id_table, parse_string_feature};
 use crate::perf::{Attrs, FormatError, FormatErrorKind, RecordHeader, Visitor};
 use crate::proc::kernel::KERNEL_DSO;
 use crate::snapshot::{is_kernel_map, BpfRecord};
+
+mod samples;
 
 /// The facts of a recording that plan a merge.
 pub struct RecordingFacts {
@@ -27,13 +30,14 @@ pub struct RecordingFacts {
     /// Where `sampled` keeps each pid's latest addresses, by its place:
     /// asked for once its first are kept ([`Latest`]).
     latest: Vec<Latest>,
-    /// User-mode sample addresses and executable maps, by pid: whether a
-    /// process to insert is the one sampled.
+    /// Samples' user-mode addresses (module `samples`) and executable
+    /// maps, by pid: whether a process to insert is the one sampled.
     pub sampled: Sampled,
     /// Pids whose maps the recording gives perf whole: it has one
     /// synthesized for them (time 0, or records without times), or saw
     /// them born (a FORK of a new process; an exec COMM of one with no
-    /// user-mode sample before: those need the first image's maps). A process that
+    /// sample before that ran its image, in user mode or in the kernel
+    /// with user frames: those need the first image's maps). A process that
     /// only mapped something during the recording is not among them: its
     /// maps from before are missing. Complete once [`RecordingFacts::finish`]
     /// has run.
@@ -53,9 +57,9 @@ pub struct RecordingFacts {
     /// added). A live merge writes no COMM of theirs: their names of now,
     /// at time 0, would name their samples from before the rename too.
     pub renamed: HashSet<u32>,
-    /// Processes covered by an exec COMM alone, with its time: a user-mode
-    /// sample taken before it (written after it from another CPU's buffer)
-    /// needs the first image's maps after all.
+    /// Processes covered by an exec COMM alone, with its time: a sample
+    /// with a user-mode address taken before it (written after it from
+    /// another CPU's buffer) needs the first image's maps after all.
     exec_covered: HashMap<u32, u64>,
     /// The end of the last FORK perf synthesized before the first sample,
     /// round or compressed record: perf takes a FORK as a new thread,
@@ -100,17 +104,6 @@ pub struct RecordingFacts {
 /// under 1 MiB; the threads a recording renames after those keep the
 /// COMM of their name of now in a live merge.
 pub const MAX_RENAMED: usize = 1 << 16;
-
-/// Where a pid's latest user-mode addresses are kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Latest {
-    /// Not asked for yet (its first are still being kept).
-    Unasked,
-    /// In this ring of `sampled`.
-    In(RingId),
-    /// Nowhere: the rings ran out.
-    Nowhere,
-}
 
 /// Whose maps a scan remembers, for a merge not to insert them again.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,46 +201,6 @@ impl RecordingFacts {
         }
         Ok(())
     }
-
-    /// A sample: its pid, time and, while its pid has few, its address
-    /// when taken in user mode (`header_misc`'s cpumode).
-    #[inline(always)]
-    fn sample(&mut self, header_misc: u16, body: &[u8], attrs: &Attrs, e: Endian) {
-        let Some(a) = attrs.of_sample(body, e) else {
-            return;
-        };
-        let s = sample_head(body, a.sample_type, e);
-        if let Some(p) = s.pid.filter(|&p| p != 0 && p != u32::MAX) {
-            // a run of samples of one pid costs one compare per sample,
-            // and a store into its ring of latest addresses
-            let (at, keeping) = match self.last_pid {
-                Some((last, at, keeping)) if last == p => (at, keeping),
-                _ => {
-                    let at = self.add_pid(p);
-                    let keeping = self.sampled.keeps(self.kept[at]);
-                    self.last_pid = Some((p, at, keeping));
-                    (at, keeping)
-                }
-            };
-            let user = header_misc & misc::CPUMODE_MASK == misc::USER;
-            if user && !self.exec_covered.is_empty() {
-                self.before_exec(p, s.time);
-            }
-            if let (Some(ip), true) = (s.ip, user) {
-                if !keeping {
-                    self.keep_latest(at, p, ip);
-                } else if !self.sampled.keep(&mut self.kept[at], p, ip) {
-                    self.last_pid = Some((p, at, false));
-                }
-            }
-        }
-        if let Some(t) = s.time.filter(|&t| t != 0) {
-            self.time = Some(match self.time {
-                Some((lo, hi)) => (lo.min(t), hi.max(t)),
-                None => (t, t),
-            });
-        }
-    }
 }
 
 impl Visitor for RecordingFacts {
@@ -274,10 +227,15 @@ impl Visitor for RecordingFacts {
         body: &[u8],
         attrs: &Attrs,
     ) -> Result<(), FormatError> {
-        // samples are nearly every record of a dense recording: their path
-        // stays small and inlined into the walk
+        // samples are nearly every record of a dense recording: the path
+        // of user-mode ones stays small and inlined into the walk; the
+        // others (which may read their callchain) go out of line
         if h.type_ == types::SAMPLE {
-            self.sample(h.misc, body, attrs, self.endian);
+            if h.misc & misc::CPUMODE_MASK == misc::USER {
+                self.sample::<true>(h.misc, body, attrs, self.endian);
+            } else {
+                self.other_sample(h.misc, body, attrs);
+            }
             return Ok(());
         }
         self.other(at, h, body, attrs)
@@ -305,9 +263,10 @@ impl RecordingFacts {
                 }
                 if real(pid) {
                     // perf records every map of the new image: the
-                    // recording gives the process whole, unless user-mode
-                    // samples of the image before came first (kept
-                    // addresses; past the bound on them, none can be told
+                    // recording gives the process whole, unless samples
+                    // that ran the image before came first (kept user-mode
+                    // addresses: a user-mode ip, or a kernel-mode sample's
+                    // user frame; past the bound on them, none can be told
                     // apart: not covered), which need that image's maps.
                     // (perf's own COMM of a workload before its exec,
                     // `perf-exec`, is not one.) Samples written after the
@@ -383,39 +342,6 @@ impl RecordingFacts {
         if let (Some(tid), Some(_)) = (tid, time) {
             if self.renamed.len() < MAX_RENAMED {
                 self.renamed.insert(tid);
-            }
-        }
-    }
-
-    /// Keeps `ip` as the latest user-mode address of `pid` (at `at`),
-    /// whose first are kept.
-    #[inline]
-    fn keep_latest(&mut self, at: usize, pid: u32, ip: u64) {
-        let ring = match self.latest[at] {
-            Latest::In(ring) => ring,
-            Latest::Nowhere => return,
-            Latest::Unasked => {
-                let ring = self.sampled.ring_for(pid);
-                self.latest[at] = ring.map_or(Latest::Nowhere, Latest::In);
-                match ring {
-                    Some(ring) => ring,
-                    None => return,
-                }
-            }
-        };
-        self.sampled.keep_last(ring, ip);
-    }
-
-    /// A user-mode sample of `pid` at `time`: taken before the exec COMM
-    /// that alone covered its process, it needs the first image's maps
-    /// (perf orders by time: the sample comes before the exec there).
-    #[inline(never)]
-    fn before_exec(&mut self, pid: u32, time: Option<u64>) {
-        let exec = self.exec_covered.get(&pid).copied();
-        if let (Some(exec), Some(t)) = (exec, time.filter(|&t| t != 0)) {
-            if t < exec {
-                self.exec_covered.remove(&pid);
-                self.covered.remove(&pid);
             }
         }
     }
