@@ -10,9 +10,13 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use mmap2_synth::bytes::{Endian, PutExt};
+use mmap2_synth::perf::consts::{attr_flags, misc, sample_type as st, types};
 
 use common::*;
 
@@ -47,6 +51,11 @@ struct Run {
 /// `mmap2-synth pprof REC -o OUT` under `prlimit --as` and `/usr/bin/time`,
 /// killed (failing the test) after [`DEADLINE`].
 fn bounded_pprof(rec: &Path, out: &Path) -> Run {
+    bounded_pprof_with(rec, out, &[], DEADLINE)
+}
+
+/// [`bounded_pprof`] with more arguments, killed after `deadline`.
+fn bounded_pprof_with(rec: &Path, out: &Path, args: &[&str], deadline: Duration) -> Run {
     let mut child = Command::new("prlimit")
         .arg(AS_LIMIT)
         .args(["/usr/bin/time", "-f", "maxrss=%M"])
@@ -55,9 +64,11 @@ fn bounded_pprof(rec: &Path, out: &Path) -> Run {
         .arg(rec)
         .arg("-o")
         .arg(out)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .expect("prlimit (util-linux) and GNU time (/usr/bin/time)");
     let mut stderr = child.stderr.take().unwrap();
@@ -71,10 +82,14 @@ fn bounded_pprof(rec: &Path, out: &Path) -> Run {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        if started.elapsed() > DEADLINE {
-            let _ = child.kill();
+        if started.elapsed() > deadline {
+            // the whole group: killing `time` alone left pprof running
+            let group = format!("-{}", child.id());
+            let _ = Command::new("kill")
+                .args(["-s", "KILL", "--", &group])
+                .status();
             let _ = child.wait();
-            panic!("pprof still running after {DEADLINE:?}");
+            panic!("pprof still running after {deadline:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -622,4 +637,164 @@ fn hostile_perf_maps_are_refused_or_read_in_bounds() {
         let named = locs.iter().any(|l| l.function == "real_jit_fn");
         assert_eq!(named, what == "junk", "{what}: {locs:?}");
     }
+}
+
+/// Records of one process (never a live one's pid) for the crafted inversions: sample_type
+/// IP|TID|TIME with sample_id_all, so every other record ends in pid, tid,
+/// time. The walks these shapes made were quadratic: K later changes read
+/// first, then K records each earlier than the last, each walking all K.
+mod inverted {
+    use super::*;
+
+    const E: Endian = Endian::Little;
+    /// The process (past any pid_max: no live process's files are looked
+    /// for), and when its late changes begin.
+    pub const P: u32 = 2_000_000_000;
+    pub const T0: u64 = 1_000_000_000_000;
+    /// Records of each kind: a quadratic walk (K * K / 2 steps, minutes at
+    /// this size; 80,000 took 30-95 s) is far past [`DEADLINE`],
+    /// a linear one takes seconds (most of them asking /proc, twice a map,
+    /// for the files of a process that is not there).
+    pub const K: u64 = 240_000;
+
+    fn record(out: &mut Vec<u8>, type_: u32, misc: u16, body: &[u8]) {
+        out.put_u32(E, type_);
+        out.put_u16(E, misc);
+        out.put_u16(E, u16::try_from(8 + body.len()).unwrap());
+        out.extend_from_slice(body);
+    }
+
+    fn trailer(b: &mut Vec<u8>, pid: u32, tid: u32, time: u64) {
+        b.put_u32(E, pid);
+        b.put_u32(E, tid);
+        b.put_u64(E, time);
+    }
+
+    /// A MMAP2 of `/tmp/x` over one page at `addr` in [`P`].
+    pub fn mmap2(out: &mut Vec<u8>, addr: u64, time: u64) {
+        let mut b = Vec::new();
+        b.put_u32(E, P);
+        b.put_u32(E, P);
+        for v in [addr, 0x1000, 0] {
+            b.put_u64(E, v);
+        }
+        b.put_u32(E, 8);
+        b.put_u32(E, 1);
+        b.put_u64(E, 1234);
+        b.put_u64(E, 0);
+        b.put_u32(E, 5); // PROT_READ | PROT_EXEC
+        b.put_u32(E, 2); // MAP_PRIVATE
+        b.extend_from_slice(b"/tmp/x\0");
+        b.pad_to(8);
+        trailer(&mut b, P, P, time);
+        record(out, types::MMAP2, misc::USER, &b);
+    }
+
+    /// A user sample of [`P`] at 0x1100.
+    pub fn sample(out: &mut Vec<u8>, time: u64) {
+        let mut b = Vec::new();
+        b.put_u64(E, 0x1100);
+        trailer(&mut b, P, P, time);
+        record(out, types::SAMPLE, misc::USER, &b);
+    }
+
+    /// [`P`] makes thread or process `pid`, thread `tid`.
+    pub fn fork(out: &mut Vec<u8>, pid: u32, tid: u32, time: u64) {
+        let mut b = Vec::new();
+        for v in [pid, P, tid, P] {
+            b.put_u32(E, v);
+        }
+        b.put_u64(E, time);
+        trailer(&mut b, pid, tid, time);
+        record(out, types::FORK, 0, &b);
+    }
+
+    /// [`P`] is named `name`.
+    pub fn comm(out: &mut Vec<u8>, name: &str, time: u64) {
+        let mut b = Vec::new();
+        b.put_u32(E, P);
+        b.put_u32(E, P);
+        b.extend_from_slice(name.as_bytes());
+        b.push(0);
+        b.pad_to(8);
+        trailer(&mut b, P, P, time);
+        record(out, types::COMM, misc::USER, &b);
+    }
+
+    /// [`P`] named, its binary mapped at 0x1000 (perf's synthesized
+    /// records, time 0), then `rest`.
+    pub fn recording(rest: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut data = Vec::new();
+        comm(&mut data, "victim", 0);
+        mmap2(&mut data, 0x1000, 0);
+        rest(&mut data);
+        data
+    }
+
+    /// `data` converted (unsymbolized) within bounds and
+    /// [`DEADLINE`]: exit 0 with `samples` samples.
+    pub fn converts_in_bounds(name: &str, data: &[u8], samples: u64) {
+        let dir = scratch(name);
+        let rec = dir.join("rec.data");
+        let attr = mmap2_synth::perf::Attr {
+            type_: 1,
+            sample_type: st::IP | st::TID | st::TIME,
+            flags: attr_flags::SAMPLE_ID_ALL,
+            sample_period: 1,
+            ..Default::default()
+        };
+        write_recording(&rec, attr, vec![], data);
+        let out = dir.join("p.pb.gz");
+        let run = bounded_pprof_with(&rec, &out, &["--no-symbolize"], DEADLINE);
+        assert_bounded(&run);
+        let said = format!("pprof: {samples} samples ->");
+        assert!(run.stderr.contains(&said), "{}", run.stderr);
+    }
+}
+
+// K samples read after K later map changes of their process, each sample
+// earlier than the last, convert in linear time (each walked every change:
+// 80,000 of each took 95 s).
+#[test]
+fn late_samples_after_many_later_maps_are_linear() {
+    use inverted::*;
+    let data = recording(|d| {
+        (0..K).for_each(|i| mmap2(d, 0x1000_0000 + i * 0x1000, T0 + i));
+        (0..K).for_each(|j| sample(d, T0 - 1 - j));
+    });
+    converts_in_bounds("pprof-late-samples", &data, K);
+}
+
+// K thread FORKs read after K later map changes of their process, each
+// earlier than the last, convert in linear time (each walked every
+// change: 80,000 of each took 82 s).
+#[test]
+fn late_thread_forks_after_many_later_maps_are_linear() {
+    use inverted::*;
+    let data = recording(|d| {
+        (0..K).for_each(|i| mmap2(d, 0x1000_0000 + i * 0x1000, T0 + i));
+        for j in 0..K {
+            let tid = 1000 + u32::try_from(j).unwrap();
+            fork(d, P, tid, T0 - 1 - j);
+        }
+        sample(d, T0 + K + 5);
+    });
+    converts_in_bounds("pprof-late-spawns", &data, 1);
+}
+
+// K child FORKs read after K later COMMs of their parent, each earlier than
+// the last, convert in linear time (each walked every COMM: 80,000 of each
+// took 30 s).
+#[test]
+fn late_forks_after_many_later_comms_are_linear() {
+    use inverted::*;
+    let data = recording(|d| {
+        (0..K).for_each(|i| comm(d, &format!("n{}", i % 10), T0 + i));
+        for j in 0..K {
+            let child = 200_000 + u32::try_from(j).unwrap();
+            fork(d, child, child, T0 - 1 - j);
+        }
+        sample(d, T0 + K + 5);
+    });
+    converts_in_bounds("pprof-late-forks", &data, 1);
 }

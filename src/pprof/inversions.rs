@@ -14,7 +14,11 @@
 //! may then differ, whatever the frames. Only records read within two
 //! rounds of each other are compared: by then perf has read every record
 //! made before them (its own rule for flushing), and it takes a later one
-//! as it comes. Pure.
+//! as it comes. The work is linear in the records (crafted inversions made
+//! it quadratic): a sample walks only the changes its id's samples were not
+//! found on the other side of yet, each once; a FORK the changes to maps
+//! only, a thread's FORK or COMM asks only whether one comm or FORK came
+//! later; every other step makes an entry counted against the bound. Pure.
 
 use std::collections::BTreeMap;
 use std::ops::{Bound, Range};
@@ -51,54 +55,63 @@ impl Seen {
     }
 }
 
-/// What was read of a pid or tid in the last two rounds.
+/// What was read of a pid or tid in the last two rounds (its samples
+/// apart: most ids have only those).
 #[derive(Debug, Default)]
 struct Recent {
     /// A process's FORKs: the children.
     forks: ByTime<u32>,
     /// A thread's FORKs (processes' and threads'): they take its comm.
     spawns: ByTime<()>,
-    /// Changes to a process's maps and to a thread's comm, and whether
-    /// samples of the id itself were already found on their other side.
-    changes: ByTime<(Change, bool)>,
-    /// Its samples (a process's: all its threads').
-    seen: Option<Seen>,
+    /// Changes to a process's maps.
+    maps: ByTime<Range<u64>>,
+    /// Changes to a thread's comm.
+    comms: ByTime<()>,
+    /// The keys of those of `maps` and `comms` that no sample of the id
+    /// itself was found on the other side of yet: one found leaves, so no
+    /// later sample walks it again.
+    unfound: ByTime<()>,
 }
 
 impl Recent {
     fn is_empty(&self) -> bool {
-        self.forks.is_empty() && self.spawns.is_empty() && self.changes.is_empty()
+        self.len() == 0
     }
 
     fn len(&self) -> usize {
-        self.forks.len() + self.spawns.len() + self.changes.len() + usize::from(self.seen.is_some())
-    }
-
-    /// Whether a sample of the id made after `time` was read.
-    fn sampled_after(&self, time: u64) -> bool {
-        self.seen.is_some_and(|s| s.latest() > time)
+        self.forks.len() + self.spawns.len() + self.maps.len() + self.comms.len()
     }
 }
 
-/// Those of `by_time` made after `time`.
-fn after<T>(by_time: &ByTime<T>, time: u64) -> impl Iterator<Item = &T> {
+/// Those of `by_time` made after `time`, each counted in `steps`.
+fn after<'a, T>(
+    by_time: &'a ByTime<T>,
+    time: u64,
+    steps: &'a mut u64,
+) -> impl Iterator<Item = &'a T> {
     let from = Bound::Excluded((time, u64::MAX));
-    by_time.range((from, Bound::Unbounded)).map(|(_, v)| &v.0)
+    let later = by_time.range((from, Bound::Unbounded));
+    later.map(move |(_, v)| {
+        *steps += 1;
+        &v.0
+    })
 }
 
 /// The records read, and where processes' maps or comms may differ.
 #[derive(Debug, Default)]
 pub(super) struct Inversions {
-    /// By pid (forks, maps, a process's samples) or tid (spawns, comms, a
-    /// thread's samples): a leader's are its process's.
+    /// By pid (forks, maps) or tid (spawns, comms): a leader's are its
+    /// process's.
     recent: HashMap<u32, Recent>,
+    /// By pid (a process's samples: all its threads') or tid (a thread's).
+    seen: HashMap<u32, Seen>,
     /// Per process: ranges its maps may differ in from perf's.
     differ: HashMap<u32, Vec<Range<u64>>>,
     /// Some comm may differ from perf's.
     relabel: bool,
     /// The last sample's process and thread, and the latest time of the
     /// samples of theirs read since (nothing else read since): not noted
-    /// in `recent` yet.
+    /// in `seen` yet.
     run: Option<(u32, u32, u64)>,
     rounds: u64,
     /// FORKs and changes read so far.
@@ -106,6 +119,10 @@ pub(super) struct Inversions {
     entries: usize,
     /// Too many to follow: every process's maps may differ.
     overflow: bool,
+    /// Entries walked and entries made so far: linear in the records (the
+    /// tests' measure of the work).
+    #[cfg_attr(not(test), allow(dead_code))]
+    steps: u64,
 }
 
 impl Inversions {
@@ -118,10 +135,7 @@ impl Inversions {
         }
         let mut ranges = self.differ.get(&parent).cloned().unwrap_or_default();
         let recent = self.recent.entry(parent).or_default();
-        ranges.extend(after(&recent.changes, time).filter_map(|c| match &c.0 {
-            Change::Maps(r) => Some(r.clone()),
-            Change::Comm => None,
-        }));
+        ranges.extend(after(&recent.maps, time, &mut self.steps).cloned());
         self.read += 1;
         recent.forks.insert((time, self.read), (child, self.rounds));
         self.count(1);
@@ -139,9 +153,9 @@ impl Inversions {
         if time == 0 || self.overflow {
             return;
         }
-        let early = self.recent.get(&tid).is_some_and(|r| r.sampled_after(time));
+        let early = self.sampled_after(tid, time);
         let recent = self.recent.entry(ptid).or_default();
-        let renamed = after(&recent.changes, time).any(|c| c.0 == Change::Comm);
+        let renamed = after(&recent.comms, time, &mut self.steps).next().is_some();
         self.read += 1;
         recent.spawns.insert((time, self.read), ((), self.rounds));
         self.count(1);
@@ -157,12 +171,17 @@ impl Inversions {
         if time == 0 || self.overflow {
             return;
         }
+        let own = self.sampled_after(pid, time);
         let recent = self.recent.entry(pid).or_default();
-        let later: Vec<u32> = after(&recent.forks, time).copied().collect();
-        let own = recent.sampled_after(time);
+        let later: Vec<u32> = after(&recent.forks, time, &mut self.steps)
+            .copied()
+            .collect();
         self.read += 1;
-        let value = ((Change::Maps(range.clone()), own), self.rounds);
-        recent.changes.insert((time, self.read), value);
+        let key = (time, self.read);
+        recent.maps.insert(key, (range.clone(), self.rounds));
+        if !own {
+            recent.unfound.insert(key, ((), self.rounds));
+        }
         self.count(1);
         for child in later {
             self.differs(child, Change::Maps(range.clone()));
@@ -179,16 +198,26 @@ impl Inversions {
         if time == 0 || self.overflow {
             return;
         }
+        let own = self.sampled_after(tid, time);
         let recent = self.recent.entry(tid).or_default();
-        let own = recent.sampled_after(time);
-        let spawned = after(&recent.spawns, time).next().is_some();
+        let spawned = after(&recent.spawns, time, &mut self.steps)
+            .next()
+            .is_some();
         self.read += 1;
-        let value = ((Change::Comm, own), self.rounds);
-        recent.changes.insert((time, self.read), value);
+        let key = (time, self.read);
+        recent.comms.insert(key, ((), self.rounds));
+        if !own {
+            recent.unfound.insert(key, ((), self.rounds));
+        }
         self.count(1);
         if own || spawned {
             self.differs(tid, Change::Comm);
         }
+    }
+
+    /// Whether a sample of `id` made after `time` was read.
+    fn sampled_after(&self, id: u32, time: u64) -> bool {
+        self.seen.get(&id).is_some_and(|s| s.latest() > time)
     }
 
     /// A sample of thread `tid` of process `pid` at `time`: its maps or
@@ -220,45 +249,47 @@ impl Inversions {
             return;
         };
         for id in [pid, tid] {
-            if let Some(s) = self.recent.get_mut(&id).and_then(|r| r.seen.as_mut()) {
+            if let Some(s) = self.seen.get_mut(&id) {
                 s.now = s.now.max(latest);
             }
         }
     }
 
+    /// A sample of `id` (its process or its thread) at `time`: the changes
+    /// to it made later but read before, and not found yet, are found
+    /// (each leaves `unfound`, walked once).
     fn sampled(&mut self, id: u32, time: u64) {
-        let recent = self.recent.entry(id).or_default();
-        let first = match &mut recent.seen {
-            Some(s) => {
-                s.now = s.now.max(time);
-                false
-            }
-            None => {
-                recent.seen = Some(Seen {
-                    now: time,
-                    before: 0,
-                });
-                true
-            }
-        };
-        let late = recent
-            .changes
-            .last_key_value()
-            .is_some_and(|(k, _)| k.0 > time);
-        let mut found = Vec::new();
-        if late {
-            let from = Bound::Excluded((time, u64::MAX));
-            for (_, ((c, own), _)) in recent.changes.range_mut((from, Bound::Unbounded)) {
-                if !std::mem::replace(own, true) {
-                    found.push(c.clone());
-                }
-            }
-        }
-        for c in found {
-            self.differs(id, c);
-        }
+        let mut first = false;
+        let seen = self.seen.entry(id).or_insert_with(|| {
+            first = true;
+            Seen { now: 0, before: 0 }
+        });
+        seen.now = seen.now.max(time);
         if first {
             self.count(1);
+        }
+        let Some(recent) = self.recent.get_mut(&id) else {
+            return;
+        };
+        let late = recent
+            .unfound
+            .last_key_value()
+            .is_some_and(|(k, _)| k.0 > time);
+        if !late {
+            return;
+        }
+        // (time < u64::MAX: a change was made after it)
+        let found = recent.unfound.split_off(&(time + 1, 0));
+        self.steps += found.len() as u64;
+        let found: Vec<Change> = found
+            .into_keys()
+            .map(|k| match recent.maps.get(&k) {
+                Some((r, _)) => Change::Maps(r.clone()),
+                None => Change::Comm,
+            })
+            .collect();
+        for c in found {
+            self.differs(id, c);
         }
     }
 
@@ -279,6 +310,7 @@ impl Inversions {
             if let Some(r) = self.recent.get(&p) {
                 todo.extend(r.forks.values().map(|f| f.0));
             }
+            self.steps += 1;
             self.count(1);
         }
     }
@@ -293,15 +325,30 @@ impl Inversions {
             let before = r.len();
             r.forks.retain(|_, f| f.1 + 2 > rounds);
             r.spawns.retain(|_, f| f.1 + 2 > rounds);
-            r.changes.retain(|_, c| c.1 + 2 > rounds);
-            r.seen = r.seen.filter(|s| s.now > 0).map(|s| Seen {
+            r.maps.retain(|_, c| c.1 + 2 > rounds);
+            r.comms.retain(|_, c| c.1 + 2 > rounds);
+            r.unfound.retain(|_, c| c.1 + 2 > rounds);
+            gone += before - r.len();
+            !r.is_empty()
+        });
+        let before = self.seen.len();
+        self.seen.retain(|_, s| {
+            *s = Seen {
                 now: 0,
                 before: s.now,
-            });
-            gone += before - r.len();
-            !(r.is_empty() && r.seen.is_none())
+            };
+            s.before > 0
         });
+        gone += before - self.seen.len();
         self.entries -= gone;
+        // tables emptied after a burst of ids would be walked whole every
+        // round
+        if self.recent.capacity() > 4 * self.recent.len() + 64 {
+            self.recent.shrink_to(2 * self.recent.len());
+        }
+        if self.seen.capacity() > 4 * self.seen.len() + 64 {
+            self.seen.shrink_to(2 * self.seen.len());
+        }
     }
 
     /// Counts `n` entries more; past the bound, gives up following them.
@@ -310,6 +357,7 @@ impl Inversions {
         if self.entries > MAX_ENTRIES {
             self.overflow = true;
             self.recent = HashMap::default();
+            self.seen = HashMap::default();
             self.differ = HashMap::default();
         }
     }
@@ -477,9 +525,81 @@ mod tests {
         assert_eq!(i.entries, 2);
         i.round();
         i.round();
-        assert!(i.entries == 0 && i.recent.is_empty());
+        assert!(i.entries == 0 && i.recent.is_empty() && i.seen.is_empty());
         i.entries = MAX_ENTRIES;
         i.sample(5, 5, 10);
         assert!(i.overflow && i.matter(std::iter::empty()));
+    }
+
+    /// Records of each crafted shape: enough that walking every entry again
+    /// each time (n * n steps) is far over the bound of a few per record.
+    const N: u64 = 2000;
+    const T0: u64 = 1_000_000;
+
+    /// A map change of process 100 at `T0 + k`, one page of its own.
+    fn change_k(i: &mut Inversions, k: u64) {
+        let at = 0x1000_0000 + k * 0x1000;
+        i.change(100, T0 + k, at..at + 0x1000);
+    }
+
+    // Samples read after many later changes to their maps, each earlier
+    // than the last (no run): each change is walked once (was N * N).
+    #[test]
+    fn late_samples_walk_each_change_once() {
+        let mut i = Inversions::default();
+        (0..N).for_each(|k| change_k(&mut i, k));
+        (0..N).for_each(|j| i.sample(100, 100, T0 - 1 - j));
+        assert!(i.steps <= 3 * N, "{} steps for {N} changes", i.steps);
+        assert_eq!(i.differ[&100].len(), N as usize);
+        // a change read later is found by the next sample before it
+        i.change(100, T0 + N, 0x9000_0000..0x9000_1000);
+        i.sample(100, 100, T0);
+        assert!(i.matter([(100, 0x9000_0000)].into_iter()));
+    }
+
+    // Thread FORKs read after many later changes to their maker's maps
+    // walk none of them (was N * N steps).
+    #[test]
+    fn late_spawns_walk_no_map_changes() {
+        let mut i = Inversions::default();
+        (0..N).for_each(|k| change_k(&mut i, k));
+        for j in 0..N {
+            i.spawn(100, 1000 + j as u32, T0 - 1 - j, false);
+        }
+        assert!(i.steps <= 3 * N, "{} steps for {N} spawns", i.steps);
+        assert!(!i.relabel);
+    }
+
+    // FORKs read after many later COMMs of their parent walk none of them
+    // (was N * N steps), and still find the comm may differ.
+    #[test]
+    fn late_forks_walk_no_comms() {
+        let mut i = Inversions::default();
+        (0..N).for_each(|k| i.comm(100, T0 + k));
+        for j in 0..N {
+            let child = 200_000 + j as u32;
+            i.fork(100, child, T0 - 1 - j);
+            i.spawn(100, child, T0 - 1 - j, false);
+        }
+        assert!(i.steps <= 3 * N, "{} steps for {N} forks", i.steps);
+        assert!(i.relabel);
+    }
+
+    // Tables emptied after a burst of ids shrink: each round walks what
+    // is left, not the burst's room (one id kept sampled in 1M rounds after
+    // 300,000 took 18 s).
+    #[test]
+    fn tables_shrink_after_a_burst() {
+        let mut i = Inversions::default();
+        for id in 1..10_000 {
+            i.sample(id, id, 10);
+            i.comm(id, 5);
+        }
+        for t in 0..3 {
+            i.sample(1, 1, 20 + t);
+            i.comm(1, 20 + t);
+            i.round();
+        }
+        assert!(i.seen.capacity() < 1000 && i.recent.capacity() < 1000);
     }
 }

@@ -19,9 +19,16 @@ use crate::perf::consts::types;
 use crate::perf::events::sample_head;
 use crate::perf::{Attrs, FormatError, RecordHeader, Visitor};
 
-/// Most bytes of records queued at once: past it, every record queued is
-/// read, in time order, so memory stays bounded.
+/// Most bytes of records queued at once, each counted as its body and
+/// [`QUEUED_COST`]: past it, every record queued is read, in time order,
+/// so memory stays bounded (up to the queue's unused room besides: as many
+/// entries again, at most).
 const MAX_BYTES: usize = 64 << 20;
+
+/// What a record queued costs besides its body: its entry in the queue
+/// and its allocation's header and rounding (a 16-byte sample queued
+/// costs five times its bytes).
+const QUEUED_COST: usize = std::mem::size_of::<Queued>() + 16;
 
 /// One record queued.
 struct Queued {
@@ -64,7 +71,7 @@ impl<'a, V: Visitor> Ordered<'a, V> {
         self.queue.sort_unstable_by_key(|q| (q.time, q.seq));
         let due = self.queue.partition_point(|q| q.time <= to);
         for q in self.queue.drain(..due) {
-            self.bytes -= q.body.len();
+            self.bytes -= q.body.len() + QUEUED_COST;
             self.inner.record(q.at, q.header, &q.body, attrs)?;
         }
         Ok(())
@@ -96,11 +103,12 @@ impl<V: Visitor> Visitor for Ordered<'_, V> {
         let Some(time) = time_of(&h, body, attrs, self.e) else {
             return self.inner.record(at, h, body, attrs);
         };
-        if self.bytes + body.len() > MAX_BYTES {
+        let cost = body.len() + QUEUED_COST;
+        if self.bytes + cost > MAX_BYTES {
             self.flush(u64::MAX, attrs)?;
         }
         self.latest = self.latest.max(time);
-        self.bytes += body.len();
+        self.bytes += cost;
         self.seq += 1;
         self.queue.push(Queued {
             time,
@@ -210,5 +218,22 @@ mod tests {
             (s, 9),
         ];
         assert_eq!(seen.0, want);
+    }
+
+    // The cap counts each queued record's entry and allocation, not its
+    // body alone: 16-byte bodies are all read once their count reaches
+    // MAX_BYTES / (16 + QUEUED_COST), not MAX_BYTES / 16.
+    #[test]
+    fn the_cap_counts_what_each_record_costs() {
+        let a = attrs();
+        let mut seen = Seen::default();
+        let mut o = Ordered::new(&mut seen, Endian::Little);
+        let (h, b) = rec(types::SAMPLE, 5);
+        let mut fed = 0;
+        while o.inner.0.is_empty() {
+            o.record(0, h, &b, &a).unwrap();
+            fed += 1;
+        }
+        assert_eq!(fed, MAX_BYTES / (b.len() + QUEUED_COST) + 1);
     }
 }
