@@ -1120,6 +1120,44 @@ fn a_snapshots_data_maps_go_in_only_when_asked() {
     assert!(err.contains("inserted (-d)"), "{err}");
 }
 
+/// Starts `prog` (a fixture that execs burn once its trigger file appears),
+/// snapshots it, records it with `perf_args` for a second before the exec
+/// and `after_ms` after it into `dir/rec.data`, and merges the snapshot in:
+/// (the process, the merged recording, merge's summary).
+fn merged_across_an_exec(
+    dir: &Path,
+    prog: &Path,
+    perf_args: &[&str],
+    after_ms: u64,
+) -> (Mapper, PathBuf, String) {
+    let trigger = dir.join("exec");
+    let burn = &fixtures().burn;
+    let args = [trigger.as_os_str(), burn.as_os_str(), "30".as_ref()];
+    let m = Mapper::start_as(prog, &args);
+    let snap = dir.join("snap.data");
+    synth_ok(["-p", &m.pid.to_string(), "-o", snap.to_str().unwrap()]);
+    let rec = dir.join("rec.data");
+    let recorder = perf_record_enabled(m.pid, &rec, dir, perf_args);
+    // a second of the first image's samples, then the exec
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    std::fs::write(&trigger, b"").unwrap();
+    let exe = format!("/proc/{}/exe", m.pid);
+    wait_until("the exec", || {
+        std::fs::read_link(&exe).is_ok_and(|p| p == *burn)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(after_ms));
+    sigint(recorder);
+    let merged = dir.join("merged.data");
+    let err = merge(&[
+        rec.as_os_str(),
+        "--maps".as_ref(),
+        snap.as_os_str(),
+        "-o".as_ref(),
+        merged.as_os_str(),
+    ]);
+    (m, merged, err)
+}
+
 // A process that execs during a `--synth=no` recording keeps its samples
 // from before the exec: a snapshot taken before it, merged in, attributes
 // them to the first image (as perf's own synthesis does), not `[unknown]`;
@@ -1130,31 +1168,8 @@ fn samples_before_an_exec_keep_the_first_images_maps() {
     needs_perf_record();
     let dir = scratch("merge-exec");
     let prog = build_fixture("burnexec", &dir, &[]);
-    let trigger = dir.join("exec");
-    let burn = &fixtures().burn;
-    let args = [trigger.as_os_str(), burn.as_os_str(), "30".as_ref()];
-    let m = Mapper::start_as(&prog, &args);
-    let snap = dir.join("snap.data");
-    synth_ok(["-p", &m.pid.to_string(), "-o", snap.to_str().unwrap()]);
-    let rec = dir.join("rec.data");
-    let recorder = perf_record_enabled(m.pid, &rec, &dir, &["--synth=no", "-F", "499"]);
-    // a second of the first image's samples, then the exec
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    std::fs::write(&trigger, b"").unwrap();
-    let exe = format!("/proc/{}/exe", m.pid);
-    wait_until("the exec", || {
-        std::fs::read_link(&exe).is_ok_and(|p| p == *burn)
-    });
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    sigint(recorder);
-    let merged = dir.join("merged.data");
-    let err = merge(&[
-        rec.as_os_str(),
-        "--maps".as_ref(),
-        snap.as_os_str(),
-        "-o".as_ref(),
-        merged.as_os_str(),
-    ]);
+    let perf_args = ["--synth=no", "-F", "499"];
+    let (_m, merged, err) = merged_across_an_exec(&dir, &prog, &perf_args, 500);
     let report = perf(&[
         "report".as_ref(),
         "--stdio".as_ref(),
@@ -1215,32 +1230,9 @@ fn kernel_mode_samples_before_an_exec_keep_the_first_images_maps() {
     needs_perf_record();
     let dir = scratch("merge-kexec");
     let prog = build_fixture("syscallexec", &dir, &["-fno-omit-frame-pointer"]);
-    let trigger = dir.join("exec");
-    let burn = &fixtures().burn;
-    let args = [trigger.as_os_str(), burn.as_os_str(), "30".as_ref()];
-    let m = Mapper::start_as(&prog, &args);
-    let snap = dir.join("snap.data");
-    synth_ok(["-p", &m.pid.to_string(), "-o", snap.to_str().unwrap()]);
-    let rec = dir.join("rec.data");
     let perf_args = ["--synth=no", "-e", "cpu-clock:k", "-g", "-F", "999"];
-    let recorder = perf_record_enabled(m.pid, &rec, &dir, &perf_args);
-    // a second of read()s of /dev/zero, then the exec
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    std::fs::write(&trigger, b"").unwrap();
-    let exe = format!("/proc/{}/exe", m.pid);
-    wait_until("the exec", || {
-        std::fs::read_link(&exe).is_ok_and(|p| p == *burn)
-    });
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    sigint(recorder);
-    let merged = dir.join("merged.data");
-    let err = merge(&[
-        rec.as_os_str(),
-        "--maps".as_ref(),
-        snap.as_os_str(),
-        "-o".as_ref(),
-        merged.as_os_str(),
-    ]);
+    let (m, merged, err) = merged_across_an_exec(&dir, &prog, &perf_args, 300);
+    let rec = dir.join("rec.data");
     assert!(err.contains("(1 processes,"), "{err}");
     let maps = perf_mmaps_of(&merged);
     let path = prog.to_str().unwrap();

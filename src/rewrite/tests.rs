@@ -39,6 +39,27 @@ fn recording(e: Endian) -> (Vec<u8>, Vec<u8>) {
     (f, data)
 }
 
+/// Writes a file-mode snapshot of `processes` (byte order `e`, FORKs
+/// included) to `path`, as `mmap2-synth --all -o` would.
+pub(super) fn snapshot_file(path: &std::path::Path, processes: Vec<Process>, e: Endian) {
+    let snap = Snapshot {
+        processes,
+        ..Snapshot::default()
+    };
+    let wopts = WriteOptions {
+        endian: e,
+        forks: true,
+        cmdline: vec![],
+        host: HostFacts::read(),
+        kernel: None,
+        watch: false,
+        watch_pages: None,
+    };
+    let mut sb = std::io::Cursor::new(Vec::new());
+    write_snapshot(Out::File(&mut sb), &snap, &wopts).unwrap();
+    std::fs::write(path, sb.into_inner()).unwrap();
+}
+
 pub(super) fn process(pid: u32, name: &[u8]) -> Process {
     Process {
         pid,
@@ -77,23 +98,9 @@ fn merge_from_snapshot_both_byte_orders() {
         let (rec, data) = recording(e);
         let rec_path = dir.join("rec.data");
         std::fs::write(&rec_path, &rec).unwrap();
-        let snap = Snapshot {
-            processes: vec![process(42, b"target"), process(50, b"other")],
-            ..Snapshot::default()
-        };
-        let mut sb = std::io::Cursor::new(Vec::new());
-        let wopts = WriteOptions {
-            endian: Endian::Little,
-            forks: true,
-            cmdline: vec![],
-            host: HostFacts::read(),
-            kernel: None,
-            watch: false,
-            watch_pages: None,
-        };
-        write_snapshot(Out::File(&mut sb), &snap, &wopts).unwrap();
         let snap_path = dir.join("snap.data");
-        std::fs::write(&snap_path, sb.into_inner()).unwrap();
+        let procs = vec![process(42, b"target"), process(50, b"other")];
+        snapshot_file(&snap_path, procs, Endian::Little);
         let out = dir.join("out.data");
         let opts = MergeOptions {
             which: Which::Needed,
@@ -542,22 +549,7 @@ fn recording_with_chains(data: &[u8]) -> super::MergeReport {
     let mut rec = Vec::new();
     write_file(&mut rec, &metadata(e, attr), data).unwrap();
     std::fs::write(dir.join("rec.data"), rec).unwrap();
-    let snap = Snapshot {
-        processes: vec![process(42, b"old")],
-        ..Snapshot::default()
-    };
-    let wopts = WriteOptions {
-        endian: e,
-        forks: true,
-        cmdline: vec![],
-        host: HostFacts::read(),
-        kernel: None,
-        watch: false,
-        watch_pages: None,
-    };
-    let mut sb = std::io::Cursor::new(Vec::new());
-    write_snapshot(Out::File(&mut sb), &snap, &wopts).unwrap();
-    std::fs::write(dir.join("snap.data"), sb.into_inner()).unwrap();
+    snapshot_file(&dir.join("snap.data"), vec![process(42, b"old")], e);
     let opts = MergeOptions {
         maps: Some(dir.join("snap.data")),
         ..merge_opts(false)

@@ -5,7 +5,7 @@
 
 use super::merge::{merge, MergeOptions};
 use super::plan::Which;
-use super::tests::process;
+use super::tests::{process, snapshot_file};
 use crate::bytes::{Endian, PutExt, Rd};
 use crate::model::{Process, Vma};
 use crate::perf::consts::{attr_flags, sample_type as st, types};
@@ -13,8 +13,8 @@ use crate::perf::events::parse_comm;
 use crate::perf::record::{encode_empty, RecordHeader};
 use crate::perf::writer::{tests::metadata, write_file};
 use crate::perf::{Attr, FileHeader};
-use crate::proc::{self, HostFacts, Snapshot};
-use crate::snapshot::{encode_process, write_snapshot, Encoding, Out, WriteOptions};
+use crate::proc;
+use crate::snapshot::{encode_process, Encoding};
 
 const E: Endian = Endian::Little;
 
@@ -85,22 +85,7 @@ fn merged(data: &[u8], snap: Vec<Process>) -> (super::MergeReport, Vec<u8>) {
     let mut rec = Vec::new();
     write_file(&mut rec, &metadata(E, attr()), data).unwrap();
     std::fs::write(dir.join("rec.data"), rec).unwrap();
-    let snap = Snapshot {
-        processes: snap,
-        ..Snapshot::default()
-    };
-    let wopts = WriteOptions {
-        endian: E,
-        forks: true,
-        cmdline: vec![],
-        host: HostFacts::read(),
-        kernel: None,
-        watch: false,
-        watch_pages: None,
-    };
-    let mut sb = std::io::Cursor::new(Vec::new());
-    write_snapshot(Out::File(&mut sb), &snap, &wopts).unwrap();
-    std::fs::write(dir.join("snap.data"), sb.into_inner()).unwrap();
+    snapshot_file(&dir.join("snap.data"), snap, E);
     let opts = MergeOptions {
         which: Which::Needed,
         maps: Some(dir.join("snap.data")),
