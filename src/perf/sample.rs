@@ -57,7 +57,7 @@ impl<'a> Callchain<'a> {
 }
 
 /// Decodes `body` (after the record header) of a sample of `attr`.
-#[inline]
+#[inline(always)]
 pub fn parse_sample<'a>(body: &'a [u8], attr: &Attr, e: Endian) -> Result<Sample<'a>, SampleError> {
     let r = Rd(e);
     let t = attr.sample_type;

@@ -220,6 +220,7 @@ impl Builder {
 
     /// Adds one sample of event slot `slot` with `period` to aggregate `i`
     /// (an index [`Builder::add`] returned).
+    #[inline]
     pub fn add_to(&mut self, i: usize, slot: usize, period: u64) {
         let values = &mut self.samples[i].1;
         let at = if values.len() <= LINEAR_COUNTS {
