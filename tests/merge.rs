@@ -287,13 +287,15 @@ fn a_process_that_unloaded_its_first_sampled_library_is_merged() {
     let (unload, rec) = (dir.join("unload"), dir.join("rec.data"));
     let p = Mapper::start_as(&prog, &[lib.as_os_str(), unload.as_os_str()]);
     let recorder = perf_record_enabled(p.pid, &rec, &dir, &["--synth=no"]);
-    // samples in the library, then in its own code only
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    // samples in the library, then in its own code only: 0.3 s of CPU
+    // each, however busy the machine (a fixed 0.7 s once gave the second
+    // phase too few samples in CI)
+    wait_cpu(p.pid, cpu_ticks(p.pid), 30);
     std::fs::write(&unload, b"").unwrap();
     wait_until("the library's unloading", || {
         dir.join("unload.done").exists()
     });
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    wait_cpu(p.pid, cpu_ticks(p.pid), 30);
     sigint(recorder);
     let merged = dir.join("merged.data");
     let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);

@@ -159,6 +159,23 @@ pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// User + system CPU time of process `pid` so far, in clock ticks
+/// (`/proc/PID/stat` fields 14 and 15).
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = after_comm.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// Waits until process `pid` has run `ticks` clock ticks (10 ms each
+/// here) of CPU more than `from`, however busy the machine: a fixed sleep
+/// under load may give a sampled phase no samples (bounded like
+/// [`wait_until`]).
+pub fn wait_cpu(pid: u32, from: u64, ticks: u64) {
+    wait_until("the process's CPU time", || cpu_ticks(pid) >= from + ticks);
+}
+
 /// Built fixtures: the mapper program and shared libraries with every kind
 /// of build id.
 pub struct Fixtures {
