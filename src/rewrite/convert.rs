@@ -20,14 +20,14 @@ use std::path::{Path, PathBuf};
 
 use super::attribution::MappedFiles;
 use super::buildids::{ConvertReport, MapIds};
+use super::edited::{
+    finish_edited, gap_for, growth, patch_in_place, write_edited, write_head_and_prefix, Edit,
+};
 use super::error::MergeError;
 use super::meta::file_unreadable;
 use super::open::open_input;
 use super::transcode::{transcode_knowing, TranscodeError, TranscodeOptions};
-use super::write::{
-    finish_edited, gap_for, growth, patch_in_place, write_edited, write_head_and_prefix, Edit,
-    Sections,
-};
+use super::write::Sections;
 use crate::bytes::Endian;
 use crate::output::AtomicFile;
 use crate::perf::consts::{feature, types};

@@ -16,6 +16,7 @@ pub mod buildids;
 pub mod convert;
 pub mod coverage;
 mod datamaps;
+pub mod edited;
 mod emit;
 mod error;
 mod insert;
@@ -34,6 +35,10 @@ pub mod write;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_in_place;
+#[cfg(test)]
+mod tests_kernel_samples;
 #[cfg(test)]
 mod tests_synth_task;
 

@@ -15,7 +15,7 @@ use crate::snapshot::{write_snapshot, Out, WriteOptions};
 
 /// A recording with one attr (IP|TID|TIME|ID, sample_id_all) and two
 /// samples of pid 42, then a FINISHED_ROUND.
-fn recording(e: Endian) -> (Vec<u8>, Vec<u8>) {
+pub(super) fn recording(e: Endian) -> (Vec<u8>, Vec<u8>) {
     let attr = Attr {
         type_: 1,
         sample_type: st::IP | st::TID | st::TIME | st::ID,
@@ -234,8 +234,9 @@ fn decompressor_handles_records_across_payloads() {
 // output parses with the new record in place.
 #[test]
 fn write_edited_keeps_the_tail_page_congruent() {
+    use super::edited::{write_edited, Edit};
     use super::meta::Unreadable;
-    use super::write::{write_edited, Edit, Sections};
+    use super::write::Sections;
     use crate::perf::{Input, Layout};
     let e = Endian::Little;
     let tmp = tempfile::tempdir().unwrap();
@@ -281,7 +282,7 @@ fn write_edited_keeps_the_tail_page_congruent() {
 
 /// A recording of one sample and one MMAP (v1) of a file the BUILD_ID
 /// table knows, the map `before` or after the sample.
-fn v1_recording(e: Endian, before: bool) -> Vec<u8> {
+pub(super) fn v1_recording(e: Endian, before: bool) -> Vec<u8> {
     use crate::perf::features::BuildIdEntry;
     let attr = Attr {
         type_: 1,
@@ -374,22 +375,9 @@ fn v1_maps_convert_before_and_after_the_first_sample() {
     }
 }
 
-/// Runs `f` on its own thread and returns what it returned or its panic,
-/// failing the test if it has not ended within 30 s (a hang).
-fn without_hanging<R: Send + 'static>(
-    f: impl FnOnce() -> R + Send + 'static,
-) -> std::thread::Result<R> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
-    });
-    rx.recv_timeout(std::time::Duration::from_secs(30))
-        .expect("hung")
-}
-
 /// Merge options of these tests: the maps of the pids the recording needs,
 /// live, no kernel map.
-fn merge_opts(in_place: bool) -> MergeOptions {
+pub(super) fn merge_opts(in_place: bool) -> MergeOptions {
     MergeOptions {
         which: Which::Needed,
         maps: None,
@@ -397,236 +385,5 @@ fn merge_opts(in_place: bool) -> MergeOptions {
         in_place,
         kernel: false,
         salvage: false,
-    }
-}
-
-/// `convert --buildid-mmap2`, in place or not.
-fn convert_opts(in_place: bool) -> super::convert::ConvertOptions {
-    super::convert::ConvertOptions {
-        buildid_mmap2: true,
-        in_place,
-        ..Default::default()
-    }
-}
-
-// A walk that panics ends convert (before the synthesized prefix is known:
-// the copy waiting for it is released) and merge (beside its data copy)
-// with that panic: no hang, and no output left behind.
-#[test]
-fn walk_panic_is_not_a_hang() {
-    use super::convert::convert;
-    use crate::perf::walk::tests::PANICKING_WALK;
-    for tool in ["convert", "merge"] {
-        let tmp = tempfile::tempdir().unwrap();
-        let (inp, out) = (tmp.path().join(PANICKING_WALK), tmp.path().join("out.data"));
-        let run: Box<dyn FnOnce() + Send> = if tool == "convert" {
-            std::fs::write(&inp, v1_recording(Endian::Little, true)).unwrap();
-            Box::new(move || drop(convert(&inp, &out, &convert_opts(false))))
-        } else {
-            std::fs::write(&inp, recording(Endian::Little).0).unwrap();
-            Box::new(move || drop(merge(&inp, &out, &merge_opts(false))))
-        };
-        assert!(without_hanging(run).is_err(), "{tool}: no panic");
-        let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
-        assert_eq!(left.len(), 1, "{tool}: only the input remains: {left:?}");
-    }
-}
-
-// An input rewritten in place must be a regular file: merge and convert
-// (as `record` calls them, past the CLI's output checks) refuse a FIFO
-// without reading it, as bad input (`record -o /dev/stdout` with stdout a
-// pipe once waited on its own pipe forever).
-#[test]
-fn in_place_refuses_a_fifo_unread() {
-    use super::convert::convert;
-    let tmp = tempfile::tempdir().unwrap();
-    let fifo = tmp.path().join("in.fifo");
-    crate::sys::mkfifo(&fifo).unwrap();
-    let f = fifo.clone();
-    let (merged, converted) = without_hanging(move || {
-        let merged = merge(&f, &f, &merge_opts(true)).map(|_| ());
-        let converted = convert(&f, &f, &convert_opts(true)).map(|_| ());
-        (
-            merged.map_err(|e| e.to_string()),
-            converted.map_err(|e| e.to_string()),
-        )
-    })
-    .expect("no panic");
-    for r in [merged, converted] {
-        let e = r.unwrap_err();
-        assert!(e.contains("not a regular file"), "{e}");
-    }
-}
-
-// --in-place refuses to write when the input is no longer in the directory
-// the output's path leads to now (a directory on it swapped for a link
-// after the input was opened): nothing is written in either directory.
-#[test]
-fn in_place_output_must_sit_beside_the_input_opened() {
-    use crate::perf::Input;
-    let tmp = tempfile::tempdir().unwrap();
-    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
-    std::fs::create_dir(&a).unwrap();
-    std::fs::create_dir(&b).unwrap();
-    std::fs::write(a.join("perf.data"), recording(Endian::Little).0).unwrap();
-    std::fs::write(b.join("perf.data"), b"root's").unwrap();
-    let link = tmp.path().join("proj");
-    std::os::unix::fs::symlink(&a, &link).unwrap();
-    let path = link.join("perf.data");
-    let input = Input::open_regular(&path).unwrap();
-    assert!(super::write::create_output(&input, &path, true).is_ok());
-    std::fs::remove_file(&link).unwrap();
-    std::os::unix::fs::symlink(&b, &link).unwrap();
-    let e = super::write::create_output(&input, &path, true).unwrap_err();
-    assert!(e.to_string().contains("no longer at that path"), "{e}");
-    assert_eq!(std::fs::read(b.join("perf.data")).unwrap(), b"root's");
-    assert_eq!(std::fs::read_dir(&b).unwrap().count(), 1);
-    assert_eq!(std::fs::read_dir(&a).unwrap().count(), 1);
-}
-
-// An --in-place lock held by someone else is waited for a bounded time,
-// then reported (the file's owner can hold a lock for ever).
-#[test]
-fn lock_wait_is_bounded() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join("f");
-    std::fs::write(&path, b"x").unwrap();
-    let holder = std::fs::File::open(&path).unwrap();
-    holder.lock().unwrap();
-    let other = std::fs::File::open(&path).unwrap();
-    let soon = || std::time::Instant::now() + std::time::Duration::from_millis(100);
-    let e = super::open::lock_by(&other, soon()).unwrap_err();
-    assert!(e.to_string().contains("held by another process"), "{e}");
-    drop(holder);
-    super::open::lock_by(&other, soon()).unwrap();
-}
-
-/// A sample of pid 42 at `time` with `misc`'s cpumode (IP|TID|TIME|ID|
-/// CALLCHAIN, as [`recording_with_chains`]' attr lays it out), at kernel
-/// ip 0xffff_ffff_8100_0000 with callchain `chain`.
-fn chain_sample(d: &mut Vec<u8>, misc: u16, time: u64, chain: &[u64]) {
-    let e = Endian::Little;
-    d.put_u32(e, types::SAMPLE);
-    d.put_u16(e, misc);
-    d.put_u16(e, 8 + 40 + 8 * chain.len() as u16);
-    d.put_u64(e, 0xffff_ffff_8100_0000);
-    d.put_u32(e, 42);
-    d.put_u32(e, 42);
-    d.put_u64(e, time);
-    d.put_u64(e, 7);
-    d.put_u64(e, chain.len() as u64);
-    chain.iter().for_each(|&a| d.put_u64(e, a));
-}
-
-/// The kernel's exec COMM of pid 42 at `time` (a TID|TIME|ID trailer).
-fn exec_comm(d: &mut Vec<u8>, time: u64) {
-    let e = Endian::Little;
-    d.put_u32(e, types::COMM);
-    d.put_u16(e, misc::COMM_EXEC);
-    d.put_u16(e, 8 + 8 + 16 + 24);
-    d.put_u32(e, 42);
-    d.put_u32(e, 42);
-    d.extend_from_slice(b"new\0\0\0\0\0\0\0\0\0\0\0\0\0");
-    d.put_u32(e, 42);
-    d.put_u32(e, 42);
-    d.put_u64(e, time);
-    d.put_u64(e, 7);
-}
-
-/// Merges `data` (records of an IP|TID|TIME|ID|CALLCHAIN attr, little
-/// endian) with a snapshot of `process(42, "old")` (maps 0x7f00_0000_0000
-/// to 0x7f00_0001_0000); its report.
-fn recording_with_chains(data: &[u8]) -> super::MergeReport {
-    let e = Endian::Little;
-    let attr = Attr {
-        type_: 1,
-        sample_type: st::IP | st::TID | st::TIME | st::ID | st::CALLCHAIN,
-        flags: attr_flags::SAMPLE_ID_ALL | attr_flags::MMAP2,
-        ..Default::default()
-    };
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let mut rec = Vec::new();
-    write_file(&mut rec, &metadata(e, attr), data).unwrap();
-    std::fs::write(dir.join("rec.data"), rec).unwrap();
-    snapshot_file(&dir.join("snap.data"), vec![process(42, b"old")], e);
-    let opts = MergeOptions {
-        maps: Some(dir.join("snap.data")),
-        ..merge_opts(false)
-    };
-    merge(&dir.join("rec.data"), &dir.join("out.data"), &opts).unwrap()
-}
-
-/// A callchain of a sample taken in the kernel: two kernel frames, then
-/// the user frames `user` (none: no USER marker).
-fn kernel_chain(user: &[u64]) -> Vec<u64> {
-    use crate::perf::consts::context;
-    let mut chain = vec![
-        context::KERNEL,
-        0xffff_ffff_8100_0000,
-        0xffff_ffff_8100_0100,
-    ];
-    if !user.is_empty() {
-        chain.push(context::USER);
-        chain.extend_from_slice(user);
-    }
-    chain
-}
-
-// A sample taken in the kernel (a syscall, a `:k` event) whose callchain
-// has user frames ran the first image before its exec COMM: the process
-// is not covered by the exec and gets its maps, whether the sample is
-// written before the COMM or after it though taken before; one without
-// user frames (kernel frames only), or taken after the exec, leaves it
-// covered; so does a guest-mode one.
-#[test]
-fn a_kernel_mode_sample_with_user_frames_before_an_exec_keeps_its_process_uncovered() {
-    let user = kernel_chain(&[0x7f00_0000_1000, 0x7f00_0000_2000]);
-    let cases = [
-        (misc::KERNEL, user.clone(), 900, true, 1),
-        (misc::HYPERVISOR, user.clone(), 900, true, 1),
-        (misc::KERNEL, user.clone(), 999, false, 1),
-        (misc::KERNEL, user.clone(), 1_001, false, 0),
-        (misc::KERNEL, kernel_chain(&[]), 900, true, 0),
-        (misc::GUEST_KERNEL, user, 900, true, 0),
-    ];
-    for (mode, chain, time, written_first, inserted) in cases {
-        let mut d = Vec::new();
-        if written_first {
-            chain_sample(&mut d, mode, time, &chain);
-        }
-        exec_comm(&mut d, 1_000);
-        if !written_first {
-            chain_sample(&mut d, mode, time, &chain);
-        }
-        encode_empty(&mut d, Endian::Little, types::FINISHED_ROUND);
-        let report = recording_with_chains(&d);
-        assert_eq!(
-            report.processes, inserted,
-            "mode {mode}, {chain:x?} at {time}: {report:?}"
-        );
-    }
-}
-
-// The addresses kept to tell whether a process is the recorded one come
-// from a kernel-mode sample's first user frame (not its kernel ip): the
-// snapshot's process, whose maps hold them, is inserted; with user frames
-// outside its maps, it is not the recorded process and left out. (Before,
-// kernel-mode samples kept nothing and either was inserted unjudged.)
-#[test]
-fn the_kept_addresses_of_kernel_mode_samples_are_their_user_frames() {
-    for (frame, inserted) in [(0x7f00_0000_1000u64, 1), (0x5555_0000_1000, 0)] {
-        let mut d = Vec::new();
-        for i in 0..40 {
-            let chain = kernel_chain(&[frame + 16 * i, 0x7f00_0000_8000]);
-            chain_sample(&mut d, misc::KERNEL, 1_000 + i, &chain);
-        }
-        encode_empty(&mut d, Endian::Little, types::FINISHED_ROUND);
-        let report = recording_with_chains(&d);
-        assert_eq!(report.processes, inserted, "{frame:#x}: {report:?}");
-        assert_eq!(report.not_recorded.len(), 1 - inserted, "{frame:#x}");
-        if let Some(n) = report.not_recorded.first() {
-            assert_eq!((n.pid, n.coverage.covered, n.coverage.sampled), (42, 0, 16));
-        }
     }
 }
