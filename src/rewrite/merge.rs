@@ -384,7 +384,12 @@ fn walk_and_copy(
 ) -> Result<(crate::perf::Walk, Option<(File, u64)>), MergeError> {
     let stop = std::sync::atomic::AtomicBool::new(false);
     let from = tail_of(input);
-    let (walk, copied) = std::thread::scope(|s| {
+    // the copy's room, zeroed by the walk's thread through a second handle
+    let room = match &input.layout {
+        Layout::File { header, .. } => Some((header, out.file().try_clone())),
+        Layout::Pipe(_) => None,
+    };
+    let (walk, copied, zeroed) = std::thread::scope(|s| {
         let copier = match &input.layout {
             Layout::File { header, .. } => {
                 let (f, stop) = (out.file(), &stop);
@@ -396,18 +401,20 @@ fn walk_and_copy(
         // The walk reads only with pread: the copier owns the file
         // cursors. A failed or panicking walk stops the copy (its error is
         // the one reported: the rest is not copied first).
+        let zeroed = room.map(|(h, f)| f.and_then(|f| write::zero_room(h, &f)));
         let walk = walk_beside(&stop, || walk_with_tail(input, facts, from, output));
         let copied = copier.map(|c| c.join());
         let copied = copied.map(|c| c.unwrap_or_else(|p| std::panic::resume_unwind(p)));
         (
             walk.unwrap_or_else(|p| std::panic::resume_unwind(p)),
             copied,
+            zeroed,
         )
     });
     write::check_unchanged(input, before, "changed while being merged")?;
     let walk = walk?;
-    if let Some(copied) = copied {
-        copied.map_err(out_err("writing", output))?;
+    for written in [copied, zeroed].into_iter().flatten() {
+        written.map_err(out_err("writing", output))?;
     }
     Ok(walk)
 }

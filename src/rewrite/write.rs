@@ -69,12 +69,11 @@ fn write_inserted(inserted: &dyn Inserted, out: &mut File) -> io::Result<()> {
     w.flush()
 }
 
-/// Prepares a file-mode output for the data section's copy: a zeroed header, the
-/// input's bytes up to its data section, and `RESERVE` bytes of zeros after
-/// them, where the copied records go. The zeros are written, not skipped: a
-/// file with a hole is one `cp` copies through user space (`SEEK_HOLE`,
-/// then `read`/`write`: 1.3-1.7x its `copy_file_range` time), and the next
-/// tool given our output may well be `cp`.
+/// Prepares a file-mode output for the data section's copy: a zeroed
+/// header and the input's bytes up to its data section, the cursor left
+/// `RESERVE` bytes after them, where the copied records go. The room in
+/// between is [`zero_room`]'s, written beside the copy (off its critical
+/// path: 256 KiB of fresh page cache cost ~0.3 ms here).
 pub fn start_file_mode(input: &Input, h: &FileHeader, out: &mut File) -> io::Result<()> {
     out.write_all(&[0u8; FILE_HEADER_SIZE as usize])?;
     copy_range(
@@ -83,9 +82,20 @@ pub fn start_file_mode(input: &Input, h: &FileHeader, out: &mut File) -> io::Res
         h.data.offset - FILE_HEADER_SIZE,
         out,
     )?;
+    out.seek(SeekFrom::Start(h.data.offset + RESERVE))?;
+    Ok(())
+}
+
+/// Writes the room [`start_file_mode`] left as zeros, through `out` (a
+/// second handle of the output: the copy owns the first and its cursor).
+/// The zeros are written, not left a hole: a file with a hole is one `cp`
+/// copies through user space (`SEEK_HOLE`, then `read`/`write`: 1.3-1.7x
+/// its `copy_file_range` time), and the next tool given our output may
+/// well be `cp`.
+pub fn zero_room(h: &FileHeader, out: &File) -> io::Result<()> {
     static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
-    for _ in 0..RESERVE / ZEROS.len() as u64 {
-        out.write_all(&ZEROS)?;
+    for i in 0..RESERVE / ZEROS.len() as u64 {
+        out.write_all_at(&ZEROS, h.data.offset + i * ZEROS.len() as u64)?;
     }
     Ok(())
 }
