@@ -297,7 +297,15 @@ impl Input {
 
     /// Reads the attrs (and their ids) of a file-mode input.
     pub fn file_attrs(&self, h: &FileHeader) -> Result<Attrs, InputError> {
+        self.file_attrs_and_end(h).map(|(attrs, _)| attrs)
+    }
+
+    /// [`Input::file_attrs`], and the end of the bytes they take before the
+    /// data section (the attr section and the id sections, which must lie
+    /// there): what a rewrite keeps of the bytes in front of the records.
+    pub fn file_attrs_and_end(&self, h: &FileHeader) -> Result<(Attrs, u64), InputError> {
         let e = h.endian;
+        let mut end = h.attrs.end();
         let raw = self.section(h.attrs)?;
         let mut attrs = Attrs::default();
         // The id sections together may not hold more than the file does
@@ -323,6 +331,9 @@ impl Input {
                 let err = K::Unsupported("an event id section after the data section");
                 return Err(self.format(FormatError::at(ids_at, err)));
             }
+            if ids.size > 0 {
+                end = end.max(ids.end());
+            }
             id_bytes += ids.size;
             if id_bytes > self.len {
                 let kind = K::Implausible {
@@ -342,7 +353,7 @@ impl Input {
             let err = K::Unsupported("an attr section after the data section");
             return Err(self.format(FormatError::at(24, err)));
         }
-        Ok(attrs)
+        Ok((attrs, end))
     }
 }
 

@@ -20,6 +20,7 @@ use super::scan::{RecordingFacts, Remember};
 use super::tail::{tail_of, walk_with_tail, Tail};
 use super::windows::{FromFile, SnapFile, Want, Windows};
 use super::write;
+use super::write::Room;
 use crate::model::Process;
 use crate::output::AtomicFile;
 use crate::perf::consts::{attr_flags, feature, types};
@@ -262,8 +263,8 @@ pub fn merge(
     let file_pids = snap.as_ref().and_then(SnapFile::pids);
     let mut facts = RecordingFacts::new(e, remember(opts, file_pids)?);
     let bad = read_sections(&input, &mut facts)?;
-    let mut out = prepare_output(&input, output, opts.in_place)?;
-    let (walk, tail) = walk_and_copy(&input, &before, (&mut out, output), &mut facts)?;
+    let (mut out, room) = prepare_output(&input, output, opts.in_place)?;
+    let (walk, tail) = walk_and_copy(&input, &before, (&mut out, output, room), &mut facts)?;
     facts.finish();
     let attrs = walk.attrs;
     let mut report = MergeReport {
@@ -324,7 +325,8 @@ pub fn merge(
     }
     let tail = tail.map(|(file, len)| (file, len, walk.trailing));
     let inserts = (&inserted, &new_ids[..]);
-    finish_output(&input, (out.file(), output), &facts, inserts, tail, &bad)?;
+    let out_at = (out.file(), output, room);
+    finish_output(&input, out_at, &facts, inserts, tail, &bad)?;
     // the features (and a moved data section) were read after the scan
     write::check_unchanged(&input, &before, "changed while being merged")?;
     if let Some(s) = &snap {
@@ -379,16 +381,13 @@ fn read_sections(input: &Input, facts: &mut RecordingFacts) -> Result<Unreadable
 fn walk_and_copy(
     input: &Input,
     before: &std::fs::Metadata,
-    (out, output): (&mut AtomicFile, &Path),
+    (out, output, room): (&mut AtomicFile, &Path, Option<Room>),
     facts: &mut RecordingFacts,
 ) -> Result<(crate::perf::Walk, Option<(File, u64)>), MergeError> {
     let stop = std::sync::atomic::AtomicBool::new(false);
     let from = tail_of(input);
     // the copy's room, zeroed by the walk's thread through a second handle
-    let room = match &input.layout {
-        Layout::File { header, .. } => Some((header, out.file().try_clone())),
-        Layout::Pipe(_) => None,
-    };
+    let room = room.map(|r| (r, out.file().try_clone()));
     let (walk, copied, zeroed) = std::thread::scope(|s| {
         let copier = match &input.layout {
             Layout::File { header, .. } => {
@@ -401,7 +400,7 @@ fn walk_and_copy(
         // The walk reads only with pread: the copier owns the file
         // cursors. A failed or panicking walk stops the copy (its error is
         // the one reported: the rest is not copied first).
-        let zeroed = room.map(|(h, f)| f.and_then(|f| write::zero_room(h, &f)));
+        let zeroed = room.map(|(r, f)| f.and_then(|f| write::zero_room(r, &f)));
         let walk = walk_beside(&stop, || walk_with_tail(input, facts, from, output));
         let copied = copier.map(|c| c.join());
         let copied = copied.map(|c| c.unwrap_or_else(|p| std::panic::resume_unwind(p)));
@@ -421,13 +420,21 @@ fn walk_and_copy(
 
 /// The temporary output, its mode and owner taken from the input for
 /// `--in-place`, prepared for the scan's copy in file mode.
-fn prepare_output(input: &Input, output: &Path, in_place: bool) -> Result<AtomicFile, MergeError> {
+fn prepare_output(
+    input: &Input,
+    output: &Path,
+    in_place: bool,
+) -> Result<(AtomicFile, Option<Room>), MergeError> {
+    let room = match &input.layout {
+        Layout::File { header, .. } => Some(Room::of(input, header)?),
+        Layout::Pipe(_) => None,
+    };
     let mut out = write::create_output(input, output, in_place)
         .map_err(out_err("creating a temporary file for", output))?;
-    if let Layout::File { header, .. } = &input.layout {
-        write::start_file_mode(input, header, out.file()).map_err(out_err("writing", output))?;
+    if let Some(room) = room {
+        write::start_file_mode(input, room, out.file()).map_err(out_err("writing", output))?;
     }
-    Ok(out)
+    Ok((out, room))
 }
 
 /// The header of the data section a merge copies as it is: all of it, or
@@ -447,7 +454,7 @@ fn kept(header: &FileHeader, from: Option<u64>) -> FileHeader {
 /// a file-mode output leaves out of the input's feature sections.
 fn finish_output(
     input: &Input,
-    (out, output): (&mut File, &Path),
+    (out, output, room): (&mut File, &Path, Option<Room>),
     facts: &RecordingFacts,
     (inserted, new_ids): (&Records, &[crate::perf::BuildIdEntry]),
     tail: Option<(File, u64, Option<u64>)>,
@@ -467,6 +474,7 @@ fn finish_output(
     };
     match &input.layout {
         Layout::File { header, features } => {
+            let room = room.map_or_else(|| Room::of(input, header), Ok)?;
             let ids = encode_build_id_entries(e, 0, new_ids)?;
             let header = kept(header, from);
             // perf's synthesized records that go before the inserted ones
@@ -474,7 +482,8 @@ fn finish_output(
                 (facts.file_insert_at()).map_or(0, |at| at.saturating_sub(header.data.offset));
             let data = (inserted as &dyn write::Inserted, tail.as_ref(), prefix);
             let sections = write::Sections::of(features, bad);
-            write::finish_file_mode(input, &header, &sections, out, data, &ids).map_err(werr)
+            let at = (&header, room);
+            write::finish_file_mode(input, at, &sections, out, data, &ids).map_err(werr)
         }
         Layout::Pipe(_) => {
             let at = facts.insert_at.or(facts.after_init).unwrap_or(input.len);

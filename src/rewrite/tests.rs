@@ -387,3 +387,47 @@ pub(super) fn merge_opts(in_place: bool) -> MergeOptions {
         salvage: false,
     }
 }
+
+// A merged recording merged again (nothing to insert) leaves the old room
+// behind: it does not grow by a room each time (at most a page, to keep
+// its records page-congruent), its records and attrs stay as they were,
+// and a third merge is the second's size.
+#[test]
+fn merging_a_merged_recording_again_does_not_grow_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let e = Endian::Little;
+    let (rec, _) = recording(e);
+    std::fs::write(dir.join("rec.data"), &rec).unwrap();
+    let snap = dir.join("snap.data");
+    snapshot_file(&snap, vec![process(42, b"target")], e);
+    let opts = MergeOptions {
+        maps: Some(snap),
+        ..merge_opts(false)
+    };
+    let mut sizes = Vec::new();
+    let mut records = Vec::new();
+    let mut from = dir.join("rec.data");
+    for i in 1..=3 {
+        let out = dir.join(format!("m{i}.data"));
+        let report = merge(&from, &out, &opts).unwrap();
+        assert_eq!(
+            report.inserted_records,
+            if i == 1 { 2 } else { 0 },
+            "merge {i}"
+        );
+        let o = std::fs::read(&out).unwrap();
+        let h = FileHeader::parse(&o[..104], o.len() as u64).unwrap();
+        let in_front = &o[h.attrs.end() as usize..h.data.offset as usize];
+        assert!(
+            in_front.iter().all(|&b| b == 0),
+            "merge {i}: room not zeros"
+        );
+        records.push(o[h.data.offset as usize..h.data.end() as usize].to_vec());
+        sizes.push(o.len() as u64);
+        from = out;
+    }
+    assert!(records.iter().all(|r| *r == records[0]), "records changed");
+    assert!(sizes[1] <= sizes[0] + crate::perf::copy::PAGE, "{sizes:?}");
+    assert_eq!(sizes[2], sizes[1], "{sizes:?}");
+}

@@ -39,9 +39,49 @@ pub fn create_output(
     Ok(out)
 }
 
-/// Room left before the copied data section for the inserted records. A
-/// merge that inserts more rewrites the data section once more.
+/// The least room left before the copied data section for the inserted
+/// records. A merge that inserts more rewrites the data section once more.
 pub const RESERVE: u64 = 256 << 10;
+
+/// Where a file-mode merge copies the data section: the input's bytes in
+/// use before it (header, attrs, their ids) are kept at their offsets up to
+/// `start`, and the records go at `end`, at least [`RESERVE`] bytes on and
+/// page-congruent with where they were; the room between takes the
+/// inserted records. Bytes of the input in front of its records that
+/// nothing points at (the room of a merge we wrote before) are left
+/// behind: merging a merged file again does not grow it.
+#[derive(Debug, Clone, Copy)]
+pub struct Room {
+    /// Where the input's bytes kept in front of the records end.
+    pub start: u64,
+    /// Where the copied records begin.
+    pub end: u64,
+}
+
+impl Room {
+    /// The room of a file-mode merge of `input` (header `h`).
+    pub fn of(input: &Input, h: &FileHeader) -> Result<Room, InputError> {
+        let (_, attrs_end) = input.file_attrs_and_end(h)?;
+        let mut start = attrs_end.max(FILE_HEADER_SIZE);
+        if h.event_types.size > 0 && h.event_types.end() <= h.data.offset {
+            start = start.max(h.event_types.end());
+        }
+        let start = start.min(h.data.offset);
+        let end = congruent_from(start + RESERVE, h.data.offset);
+        Ok(Room { start, end })
+    }
+
+    /// Its size: what may be inserted without moving the records again.
+    pub fn size(&self) -> u64 {
+        self.end - self.start
+    }
+}
+
+/// The first offset at or after `at` in the same place of its page as
+/// `like`.
+fn congruent_from(at: u64, like: u64) -> u64 {
+    at + (like % PAGE + PAGE - at % PAGE) % PAGE
+}
 
 /// The records a rewrite inserts: their size is known before they are
 /// written, and they are encoded as they are written (never all held).
@@ -70,19 +110,19 @@ fn write_inserted(inserted: &dyn Inserted, out: &mut File) -> io::Result<()> {
 }
 
 /// Prepares a file-mode output for the data section's copy: a zeroed
-/// header and the input's bytes up to its data section, the cursor left
-/// `RESERVE` bytes after them, where the copied records go. The room in
-/// between is [`zero_room`]'s, written beside the copy (off its critical
-/// path: 256 KiB of fresh page cache cost ~0.3 ms here).
-pub fn start_file_mode(input: &Input, h: &FileHeader, out: &mut File) -> io::Result<()> {
+/// header and the input's bytes up to the room, the cursor left at its end,
+/// where the copied records go. The room is [`zero_room`]'s, written
+/// beside the copy (off its critical path: 256 KiB of fresh page cache
+/// cost ~0.4 ms here).
+pub fn start_file_mode(input: &Input, room: Room, out: &mut File) -> io::Result<()> {
     out.write_all(&[0u8; FILE_HEADER_SIZE as usize])?;
     copy_range(
         &input.file,
         FILE_HEADER_SIZE,
-        h.data.offset - FILE_HEADER_SIZE,
+        room.start - FILE_HEADER_SIZE,
         out,
     )?;
-    out.seek(SeekFrom::Start(h.data.offset + RESERVE))?;
+    out.seek(SeekFrom::Start(room.end))?;
     Ok(())
 }
 
@@ -92,10 +132,13 @@ pub fn start_file_mode(input: &Input, h: &FileHeader, out: &mut File) -> io::Res
 /// copies through user space (`SEEK_HOLE`, then `read`/`write`: 1.3-1.7x
 /// its `copy_file_range` time), and the next tool given our output may
 /// well be `cp`.
-pub fn zero_room(h: &FileHeader, out: &File) -> io::Result<()> {
+pub fn zero_room(room: Room, out: &File) -> io::Result<()> {
     static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
-    for i in 0..RESERVE / ZEROS.len() as u64 {
-        out.write_all_at(&ZEROS, h.data.offset + i * ZEROS.len() as u64)?;
+    let mut at = room.start;
+    while at < room.end {
+        let n = (room.end - at).min(ZEROS.len() as u64);
+        out.write_all_at(&ZEROS[..n as usize], at)?;
+        at += n;
     }
     Ok(())
 }
@@ -188,13 +231,13 @@ impl<'a> Sections<'a> {
 /// sections, and the header last.
 pub fn finish_file_mode(
     input: &Input,
-    h: &FileHeader,
+    (h, room): (&FileHeader, Room),
     features: &Sections,
     out: &mut File,
     (inserted, tail, prefix): (&dyn Inserted, Option<&Tail>, u64),
     extra_ids: &[u8],
 ) -> io::Result<()> {
-    let (data, ins, prefix) = place_data(input, h, out, (inserted, prefix), tail)?;
+    let (data, ins, prefix) = place_data(input, (h, room), out, (inserted, prefix), tail)?;
     let data_offset = data.offset;
     out.seek(SeekFrom::Start(data.end()))?;
 
@@ -289,7 +332,7 @@ pub fn finish_file_mode(
 /// a FINISHED_ROUND: perf takes data size 0 for a recording not terminated.
 fn place_data(
     input: &Input,
-    h: &FileHeader,
+    (h, room): (&FileHeader, Room),
     out: &mut File,
     (inserted, prefix): (&dyn Inserted, u64),
     tail: Option<&Tail>,
@@ -305,24 +348,24 @@ fn place_data(
     // nothing to add: the records stay behind the unused room (a second
     // copy to make the output the input byte for byte cost more than the
     // merge itself)
-    let data_offset = if ins <= RESERVE {
-        let at = h.data.offset + RESERVE - ins;
+    let data_offset = if ins <= room.size() {
+        let at = room.end - ins;
         out.seek(SeekFrom::Start(at))?;
         copy_range(&input.file, h.data.offset, prefix, out)?;
         write_inserted(inserted, out)?;
-        out.seek(SeekFrom::Start(h.data.offset + RESERVE + h.data.size))?;
+        out.seek(SeekFrom::Start(room.end + h.data.size))?;
         at
     } else {
-        // Copied again behind page-rounded room, so the kernel copies it at
-        // `cp`'s speed (see `copy_range`).
-        let room = ins.div_ceil(PAGE) * PAGE;
-        out.set_len(h.data.offset)?;
-        out.seek(SeekFrom::Start(h.data.offset + room - ins))?;
+        // Copied again, page-congruent (so the kernel copies it at `cp`'s
+        // speed, see `copy_range`), behind the prefix and the records.
+        let rest = h.data.offset + prefix;
+        let at = congruent_from(room.start + prefix + ins, rest) - prefix - ins;
+        out.set_len(room.start)?;
+        out.seek(SeekFrom::Start(at))?;
         copy_range(&input.file, h.data.offset, prefix, out)?;
         write_inserted(inserted, out)?;
-        let rest = h.data.offset + prefix;
         copy_range(&input.file, rest, h.data.size - prefix, out)?;
-        h.data.offset + room - ins
+        at
     };
     if let Some(t) = tail {
         copy_range(t.file, 0, t.len, out)?;
