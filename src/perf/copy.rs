@@ -20,7 +20,21 @@ pub const PAGE: u64 = 4096;
 /// 10.5-11.2 ms at other pages (`cp` itself copies from offset 0 to 0).
 pub const ROUND: u64 = 16 * PAGE;
 
+/// The pipe a large copy goes through (see [`splice_part`]): the most an
+/// unprivileged user gets without raising `fs.pipe-max-size`.
+const PIPE_BYTES: usize = 1 << 20;
+
+/// Copies smaller than this take the kernel's own copy (a pipe costs three
+/// system calls to make).
+const SPLICE_FROM: u64 = 256 << 10;
+
 /// Copies `len` bytes at `off` of `from` to the current position of `to`.
+///
+/// Large copies to a regular file go through a 1 MiB pipe with `splice`
+/// ([`splice_part`]): 25.5 MB from offset 280 in 10.2 ms where
+/// `copy_file_range` (as `cp` copies) took 11.5 ms, 11.0 against 15.5 to a
+/// destination off a round (below) and 11.3 against 16.7 (and `pread`/`write`
+/// 12.8) to one not page-congruent. What that cannot copy goes as follows.
 ///
 /// When source and destination offsets are congruent modulo [`PAGE`],
 /// `copy_file_range` (what std's `io::copy` uses between files) is as fast as
@@ -102,6 +116,9 @@ fn copy_range_shown(
     } else {
         256 << 20
     };
+    if len >= SPLICE_FROM && to.metadata()?.is_file() {
+        done = splice_part(from, off, len, to, stop, &mut progress)?;
+    }
     while done < len {
         if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
             return Err(io::Error::other("copy stopped: the walk beside it failed"));
@@ -136,6 +153,85 @@ fn copy_range_shown(
     }
     progress.done();
     Ok(())
+}
+
+/// Copies what it can of `len` bytes at `off` of `from` to `to`'s position
+/// through a [`PIPE_BYTES`] pipe, in writes that end on the destination's
+/// multiples of the pipe's size (so its page cache gets large folios);
+/// returns the bytes copied: all of them, or as many as went before the
+/// pipe could not be made, the source could not be spliced (nothing is in
+/// the pipe then) or the destination refused (what the pipe held is
+/// written through user space first). The rest is the caller's to copy.
+fn splice_part(
+    from: &File,
+    off: u64,
+    len: u64,
+    to: &mut File,
+    stop: Option<&AtomicBool>,
+    progress: &mut Progress,
+) -> io::Result<u64> {
+    let Ok(pipe) = crate::sys::SplicePipe::new(PIPE_BYTES) else {
+        return Ok(0);
+    };
+    let cap = pipe.capacity() as u64;
+    let mut at = to.stream_position()?;
+    let mut done = 0;
+    while done < len {
+        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            return Err(io::Error::other("copy stopped: the walk beside it failed"));
+        }
+        let want = (len - done).min(cap - at % cap) as usize;
+        let n = match pipe.fill(from, off + done, want) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "input shrank while being copied",
+                ))
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if refused(&e) => return Ok(done),
+            Err(e) => return Err(e),
+        };
+        let mut left = n;
+        while left > 0 {
+            match pipe.drain(to, left) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(m) => left -= m,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if refused(&e) => {
+                    // the destination takes no splice: what the pipe holds
+                    // goes through user space, the rest by the caller
+                    let mut buf = vec![0u8; left];
+                    let mut got = 0;
+                    while got < left {
+                        match pipe.read(&mut buf[got..]) {
+                            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                            Ok(r) => got += r,
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    to.write_all(&buf)?;
+                    return Ok(done + n as u64);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        done += n as u64;
+        at += n as u64;
+        progress.at(done);
+    }
+    Ok(done)
+}
+
+/// Whether `e` says a file takes no `splice` (a file system without it, an
+/// append-only file): the copy goes another way.
+fn refused(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP)
+    )
 }
 
 #[cfg(test)]
@@ -174,6 +270,36 @@ mod tests {
             let mut back = vec![0u8; len as usize];
             out.read_exact_at(&mut back, dest).unwrap();
             assert!(back[..] == data[off as usize..], "{off} -> {dest}");
+        }
+    }
+
+    // A destination that takes no splice (opened to append) still gets
+    // every byte, in order, the pipe's first fill written through user
+    // space; so does a copy too small for the pipe.
+    #[test]
+    fn copies_to_a_file_refusing_splice_are_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let src_path = dir.path().join("src");
+        let data: Vec<u8> = (0..(3 * PIPE_BYTES + 12_345))
+            .map(|i| (i % 241) as u8)
+            .collect();
+        std::fs::write(&src_path, &data).unwrap();
+        let src = File::open(&src_path).unwrap();
+        for (off, len) in [(7u64, data.len() as u64 - 7), (100, 1000)] {
+            let out_path = dir.path().join(format!("out{off}"));
+            std::fs::write(&out_path, b"head").unwrap();
+            let mut out = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&out_path)
+                .unwrap();
+            out.seek(SeekFrom::End(0)).unwrap();
+            copy_range(&src, off, len, &mut out).unwrap();
+            let back = std::fs::read(&out_path).unwrap();
+            assert_eq!(&back[..4], b"head");
+            assert!(
+                back[4..] == data[off as usize..(off + len) as usize],
+                "{off}+{len}"
+            );
         }
     }
 

@@ -1,8 +1,8 @@
 //! Every call into the C library and the kernel that Rust's std does not
 //! make: the only module allowed `unsafe` (each block says why it is
 //! sound), by concern: the allocator's settings, the PROCMAP_QUERY ioctl, clocks and system
-//! constants, perf events, directory-relative file calls, open files, and
-//! processes.
+//! constants, perf events, directory-relative file calls, open files,
+//! processes, and a pipe to splice files through.
 
 mod alloc;
 mod bpf;
@@ -13,6 +13,7 @@ mod file;
 mod perf_event;
 mod process;
 mod procmap;
+mod splice;
 
 pub use alloc::*;
 pub use bpf::*;
@@ -23,3 +24,4 @@ pub use file::*;
 pub use perf_event::*;
 pub use process::*;
 pub use procmap::*;
+pub use splice::*;
