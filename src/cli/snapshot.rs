@@ -249,7 +249,9 @@ pub(crate) fn write_stream(path: &Path, f: WriteFn<'_>) -> Result<LiveReport, Cl
 pub(crate) fn write_file(path: &Path, f: WriteFn<'_>) -> Result<LiveReport, CliError> {
     let mut out = AtomicFile::create(path).map_err(|e| CliError::write(path, e))?;
     let report = {
-        let mut w = std::io::BufWriter::with_capacity(WRITE_BUFFER, out.file());
+        let file = out.file();
+        let mut w =
+            output::aligned::AlignedWriter::new(file).map_err(|e| CliError::write(path, e))?;
         let report = f(Out::File(&mut w)).map_err(live_error(path))?;
         w.flush().map_err(|e| CliError::write(path, e))?;
         report
@@ -257,10 +259,6 @@ pub(crate) fn write_file(path: &Path, f: WriteFn<'_>) -> Result<LiveReport, CliE
     out.commit().map_err(|e| CliError::write(path, e))?;
     Ok(report)
 }
-
-/// Bytes gathered per write into a snapshot file: a few large writes cost
-/// less than many small ones.
-pub(crate) const WRITE_BUFFER: usize = 256 << 10;
 
 pub(crate) fn run_archive(a: &super::args::ArchiveArgs) -> Result<(), CliError> {
     let started = Instant::now();

@@ -7,6 +7,7 @@
 //! ([`walk()`]): the link itself is never replaced; a symlink to nothing,
 //! or another user's anywhere on the path, is refused.
 
+pub mod aligned;
 pub mod stale;
 mod stream;
 mod walk;

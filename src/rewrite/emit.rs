@@ -9,6 +9,7 @@ use std::io::{self, Write};
 use super::buildids::{ConvertReport, MapIds};
 use super::meta::{is_pipe_metadata, tracing_size};
 use crate::bytes::{Endian, PutExt, Rd};
+use crate::output::aligned::CHUNK;
 use crate::perf::compress::Compressor;
 use crate::perf::consts::{feature, types};
 use crate::perf::copy::copy_range;
@@ -84,11 +85,30 @@ impl<'a> Emitter<'a> {
         self.buf.clear();
     }
 
+    /// Writes what is held up to the last multiple of the output's
+    /// [`CHUNK`] in it, the rest kept (moved to the buffer's front): the
+    /// writes end on those boundaries, where the page cache makes large
+    /// folios (see [`crate::output::aligned`]).
+    fn flush_full(&mut self) {
+        let end = self.pos + self.buf.len() as u64;
+        let cut = (end - end % CHUNK).saturating_sub(self.pos) as usize;
+        if cut == 0 {
+            return self.flush();
+        }
+        if self.failed.is_none() {
+            if let Err(e) = self.out.write_all(&self.buf[..cut]) {
+                self.failed = Some(e);
+            }
+        }
+        self.pos += cut as u64;
+        self.buf.drain(..cut);
+    }
+
     /// Appends a record, its header `h` (re-encoded in the output's order,
     /// which is the input's).
     fn put(&mut self, h: &RecordHeader, body: &[u8]) -> usize {
         if self.buf.len() + 8 + body.len() > 1 << 20 {
-            self.flush();
+            self.flush_full();
         }
         let at = self.buf.len();
         h.put(&mut self.buf, self.e);
@@ -99,7 +119,7 @@ impl<'a> Emitter<'a> {
     /// Appends whole records as they are.
     fn put_bytes(&mut self, recs: &[u8]) {
         if self.buf.len() + recs.len() > 1 << 20 {
-            self.flush();
+            self.flush_full();
         }
         self.buf.extend_from_slice(recs);
     }
