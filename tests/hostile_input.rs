@@ -643,6 +643,37 @@ fn id_sections_larger_than_the_file_are_refused() {
     assert!(started.elapsed().as_secs() < 30);
 }
 
+// An id section that runs into the data section is refused by every
+// command (a merge copied its ids up to the data section and left zeros
+// for the rest: ids changed without a word).
+#[test]
+fn an_id_section_running_into_the_data_section_is_refused() {
+    let dir = scratch("in-ids-data");
+    let e = Endian::Little;
+    let entry = 128 + 16;
+    let (attrs_at, ids_at, data_at) = (104u64, 264u64, 280u64);
+    let mut f = Vec::new();
+    f.extend_from_slice(b"PERFILE2");
+    for v in [104, entry, attrs_at, entry, data_at, 16, 0, 0, 0, 0, 0, 0] {
+        f.put_u64(e, v);
+    }
+    f.extend_from_slice(&Attr::default().encode(e));
+    f.put_u64(e, ids_at);
+    f.put_u64(e, 32);
+    f.resize(ids_at as usize, 0);
+    f.put_u64(e, 7);
+    f.put_u64(e, 8);
+    for _ in 0..2 {
+        f.put_u32(e, 12); // FINISHED_ROUND
+        f.put_u16(e, 0);
+        f.put_u16(e, 8);
+    }
+    assert_eq!(f.len() as u64, data_at + 16);
+    let rec = dir.join("ids.data");
+    std::fs::write(&rec, &f).unwrap();
+    refused_by_every_command(&rec, "an event id section in or after the data section");
+}
+
 // AUXTRACE records (their AUX data follows the record) pass through byte for
 // byte and the records after them are still found.
 #[test]

@@ -327,8 +327,8 @@ impl Input {
                     K::Inconsistent("bad event id section"),
                 )));
             }
-            if ids.size > 0 && ids.offset >= h.data.offset {
-                let err = K::Unsupported("an event id section after the data section");
+            if ids.size > 0 && ids.end() > h.data.offset {
+                let err = K::Unsupported("an event id section in or after the data section");
                 return Err(self.format(FormatError::at(ids_at, err)));
             }
             if ids.size > 0 {

@@ -49,7 +49,8 @@ pub const RESERVE: u64 = 256 << 10;
 /// page-congruent with where they were; the room between takes the
 /// inserted records. Bytes of the input in front of its records that
 /// nothing points at (the room of a merge we wrote before) are left
-/// behind: merging a merged file again does not grow it.
+/// behind: a merged file merged again grows by a page at most (to keep its
+/// records page-congruent), once, not by a room each time.
 #[derive(Debug, Clone, Copy)]
 pub struct Room {
     /// Where the input's bytes kept in front of the records end.
