@@ -27,7 +27,7 @@ pub const MIN_SAMPLED: usize = 8;
 /// Addresses kept in all (16 bytes each): pids past it get no verdict.
 pub const MAX_KEPT: usize = 1 << 18;
 
-/// Pids whose latest addresses are kept too (144 bytes each), at most:
+/// Pids whose latest addresses are kept too (152 bytes each), at most:
 /// past it a pid is judged by its first alone.
 pub const MAX_RINGS: usize = 1 << 14;
 
@@ -37,6 +37,12 @@ struct Ring {
     pid: u32,
     /// Addresses kept in all (the latest at `(n - 1) % KEPT_PER_PID`).
     n: u32,
+    /// The time of the latest kept: a sample older than it is not kept.
+    /// A file-mode recording holds each CPU's buffer in turn, so a process
+    /// that moved CPUs has older samples after newer ones in the file: the
+    /// latest in file order were a dlclose'd library's, taken before the
+    /// newer samples in its own code.
+    last: u64,
     ips: [u64; KEPT_PER_PID as usize],
 }
 
@@ -93,15 +99,23 @@ impl Sampled {
         self.rings.push(Ring {
             pid,
             n: 0,
+            last: 0,
             ips: [0; KEPT_PER_PID as usize],
         });
         Some(RingId(self.rings.len() as u32 - 1))
     }
 
-    /// Keeps `ip` as the latest user-mode address in `ring`.
+    /// Keeps `ip`, of a sample taken at `time`, as the latest user-mode
+    /// address in `ring`, unless it is older than the latest kept.
     #[inline]
-    pub fn keep_last(&mut self, ring: RingId, ip: u64) {
+    pub fn keep_last(&mut self, ring: RingId, ip: u64, time: Option<u64>) {
         let r = &mut self.rings[ring.0 as usize];
+        if let Some(t) = time {
+            if t < r.last {
+                return;
+            }
+            r.last = t;
+        }
         r.ips[r.n as usize % usize::from(KEPT_PER_PID)] = ip;
         r.n = r.n.saturating_add(1);
     }
@@ -345,11 +359,16 @@ mod tests {
         let ring = s.ring_for(7).unwrap();
         // more than a ring holds: only the latest 16 stay
         for i in 0..40 {
-            s.keep_last(ring, if i < 24 { 0x50_000 } else { 0x10_000 + i });
+            s.keep_last(ring, if i < 24 { 0x50_000 } else { 0x10_000 + i }, None);
         }
         let ring = s.ring_for(9).unwrap();
         for i in 0..10 {
-            s.keep_last(ring, 0x10_000 + i);
+            s.keep_last(ring, 0x10_000 + i, Some(100 + i));
+        }
+        // samples older than the latest kept (another CPU's buffer, written
+        // after) are not kept
+        for i in 0..30 {
+            s.keep_last(ring, 0x50_000, Some(i));
         }
         s.finish();
         let now = || vec![(0x10_000, 0x20_000)];

@@ -75,7 +75,7 @@ impl RecordingFacts {
             }
             if let Some(ip) = ip {
                 if !keeping {
-                    self.keep_latest::<USER>(at, p, ip);
+                    self.keep_latest::<USER>(at, p, ip, s.time);
                 } else if !self.sampled.keep(&mut self.kept[at], p, ip) {
                     self.last_pid = Some((p, at, false));
                 }
@@ -107,10 +107,11 @@ impl RecordingFacts {
             || !self.exec_covered.is_empty()
     }
 
-    /// Keeps `ip` as the latest user-mode address of `pid` (at `at`),
-    /// whose first are kept; `USER`: of a user-mode sample.
+    /// Keeps `ip`, of a sample taken at `time`, as the latest user-mode
+    /// address of `pid` (at `at`), whose first are kept; `USER`: of a
+    /// user-mode sample.
     #[inline(always)]
-    fn keep_latest<const USER: bool>(&mut self, at: usize, pid: u32, ip: u64) {
+    fn keep_latest<const USER: bool>(&mut self, at: usize, pid: u32, ip: u64, time: Option<u64>) {
         let ring = match self.latest[at] {
             Latest::In(ring) => ring,
             Latest::Nowhere => return,
@@ -130,7 +131,7 @@ impl RecordingFacts {
                 }
             }
         };
-        self.sampled.keep_last(ring, ip);
+        self.sampled.keep_last(ring, ip, time);
     }
 
     /// A sample of `pid` at `time` with a user-mode address (or taken in
