@@ -1,10 +1,10 @@
 //! A perf.data opened for reading (file or pipe mode, either byte order):
 //! the header, the feature table and the attr section checked, every read
-//! bounded by what the file holds. Walking its records is the
-//! `walk` module's.
+//! bounded by what the file holds. Opening the file (and copying a
+//! stream) is `input_open`'s, its errors `input_error`'s; walking its
+//! records is the `walk` module's.
 
 use std::fs::File;
-use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -12,105 +12,14 @@ use super::attr::{Attr, Attrs};
 use super::consts::{FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
 use super::error::{FormatError, FormatErrorKind as K};
 use super::header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
+pub(crate) use super::input_error::io_err;
+pub use super::input_error::InputError;
+use super::input_error::READING;
 use super::salvage::Salvaged;
-use super::spool::{spool, SpoolError, Spooled};
 use crate::bytes::{Endian, Rd};
-
-/// A failure reading an input, naming the file.
-#[derive(Debug, thiserror::Error)]
-pub enum InputError {
-    /// The file is malformed.
-    #[error("{}: {source}", path.display())]
-    Format {
-        path: PathBuf,
-        /// What and where.
-        #[source]
-        source: FormatError,
-    },
-    /// The path names a directory, device or other non-file.
-    #[error("{}: not a regular file, nor a FIFO or stdin holding a pipe-mode stream", path.display())]
-    NotAFile {
-        /// The input.
-        path: PathBuf,
-    },
-    /// An input to be replaced in place is not a regular file.
-    #[error("{}: not a regular file (an input rewritten in place must be one)", path.display())]
-    NotRegular {
-        /// The input.
-        path: PathBuf,
-    },
-    /// Reading failed.
-    #[error("{op} {}", path.display())]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: io::Error,
-    },
-    /// Creating or writing the unlinked temporary file a stream input
-    /// (stdin, a FIFO) is copied to and read from failed: `dir` (the
-    /// temporary directory, `TMPDIR`) full, most likely.
-    #[error("{op} the temporary copy of stream {} (an unlinked file in {})", path.display(), dir.display())]
-    Spool {
-        /// What failed: creating or writing it.
-        op: &'static str,
-        /// The stream.
-        path: PathBuf,
-        /// Where the copy was.
-        dir: PathBuf,
-        /// The cause.
-        #[source]
-        source: io::Error,
-    },
-}
-
-/// The `op` of an [`InputError::Io`] opening the input itself (a path that
-/// names nothing there is the user's mistake, not the system's).
-const OPENING: &str = "opening";
-
-/// The `op` of an [`InputError::Io`] reading the input.
-const READING: &str = "reading";
-
-/// The `op` of an [`InputError::Io`] when the input, found and checked,
-/// cannot be reopened (a system failure, not the input's).
-const REOPENING: &str = "reopening (through /proc/thread-self/fd: is /proc mounted?)";
 
 /// Where the file header holds the data section's size.
 pub(super) const DATA_SIZE_FIELD: u64 = 48;
-
-impl InputError {
-    /// Whether the input itself is at fault (malformed, not a file, or no
-    /// such file, or not ours to open or read), not the system: the CLI
-    /// exits 2 for these.
-    pub fn is_bad_input(&self) -> bool {
-        match self {
-            InputError::Format { .. }
-            | InputError::NotAFile { .. }
-            | InputError::NotRegular { .. } => true,
-            // one we may not open or read (EACCES, EPERM) is the user's
-            // to fix, as a missing one is
-            InputError::Io { op, source, .. }
-                if (*op == OPENING || *op == READING)
-                    && source.kind() == io::ErrorKind::PermissionDenied =>
-            {
-                true
-            }
-            InputError::Io { op, source, .. } => {
-                *op == OPENING
-                    && (matches!(
-                        source.kind(),
-                        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                    ) || matches!(
-                        source.raw_os_error(),
-                        Some(libc::ELOOP | libc::ENAMETOOLONG)
-                    ))
-            }
-            // the system's: the temporary directory full or unwritable
-            InputError::Spool { .. } => false,
-        }
-    }
-}
 
 /// How the input is laid out: a file-mode input always has its header.
 #[derive(Debug, Clone)]
@@ -171,7 +80,7 @@ impl Input {
     /// whole dropped), COMPRESSED records whose data ends inside a record
     /// (it is dropped). Only what cannot be a cut stays an error.
     pub fn open_as(path: &Path, regular_only: bool, salvage: bool) -> Result<Input, InputError> {
-        let (file, len, streamed) = open_input_file(path, regular_only)?;
+        let (file, len, streamed) = super::input_open::open_input_file(path, regular_only)?;
         let mut input = Input {
             path: path.to_path_buf(),
             file,
@@ -355,153 +264,4 @@ impl Input {
         }
         Ok((attrs, end))
     }
-}
-
-/// Opens an input: a regular file as it is; stdin (`-`) or a FIFO copied
-/// to an unlinked temporary file (returned with `true`), unless
-/// `regular_only`, up to where it stops holding records ([`spool`]).
-/// Opening never blocks; a FIFO is then waited on until its writer
-/// connects, and from then until the copy ends a first SIGINT or SIGTERM
-/// lets it be read to its end ([`crate::interrupt`]).
-fn open_input_file(path: &Path, regular_only: bool) -> Result<(File, u64, bool), InputError> {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::FileTypeExt;
-    let file = if path.as_os_str() == "-" {
-        let fd = io::stdin().as_fd().try_clone_to_owned();
-        File::from(fd.map_err(io_err(READING, path))?)
-    } else {
-        // Resolved once to a descriptor that opens nothing, looked at, and
-        // only a regular file or a FIFO is then opened, through that very
-        // descriptor: opening a device node has effects of its own (a
-        // watchdog starts), and a path looked at then opened again could
-        // have been swapped in between.
-        let (at, held) = crate::sys::locate(path).map_err(io_err(OPENING, path))?;
-        let ft = held.file_type();
-        if !(ft.is_file() || ft.is_fifo() && !regular_only) {
-            return Err(if regular_only {
-                InputError::NotRegular {
-                    path: path.to_path_buf(),
-                }
-            } else {
-                InputError::NotAFile {
-                    path: path.to_path_buf(),
-                }
-            });
-        }
-        crate::sys::reopen_for_reading(&at, &held).map_err(|e| {
-            // no /proc/thread-self/fd: ours to report; anything else (no read
-            // permission, found only now) is the open's
-            let op = if e.kind() == io::ErrorKind::NotFound {
-                REOPENING
-            } else {
-                OPENING
-            };
-            io_err(op, path)(e)
-        })?
-    };
-    let meta = file.metadata().map_err(io_err(READING, path))?;
-    let ft = meta.file_type();
-    if ft.is_file() {
-        return Ok((file, meta.len(), false));
-    }
-    if regular_only {
-        return Err(InputError::NotRegular {
-            path: path.to_path_buf(),
-        });
-    }
-    if !(ft.is_fifo() || ft.is_socket() && path.as_os_str() == "-") {
-        return Err(InputError::NotAFile {
-            path: path.to_path_buf(),
-        });
-    }
-    // A FIFO opened (non-blocking) before its writer reads as empty: wait
-    // for the writer, or anything to read, first.
-    crate::sys::wait_readable(file.as_fd()).map_err(io_err(READING, path))?;
-    crate::sys::set_blocking(file.as_fd()).map_err(io_err(READING, path))?;
-    crate::interrupt::reading_a_stream();
-    // where the copy goes, named in its errors (a full disk there is the
-    // likely one)
-    let dir = std::env::temp_dir();
-    let spool_err = |op| {
-        let (path, dir) = (path.to_path_buf(), dir.clone());
-        move |source| InputError::Spool {
-            op,
-            path,
-            dir,
-            source,
-        }
-    };
-    let copy = tempfile::tempfile_in(&dir).map_err(spool_err("creating"))?;
-    let mut src = io::BufReader::with_capacity(SPOOL_CHUNK, super::spool::Counted(&file));
-    let mut dst = io::BufWriter::with_capacity(SPOOL_CHUNK, Roomy::new(copy));
-    let spooled = spool(&mut src, &mut dst);
-    // a stream that stopped being perf.data (or could not be read on) is
-    // not one a writer is still finishing: a signal put off ends us now
-    crate::interrupt::stream_read(!matches!(spooled, Ok(Spooled::Ended(_))));
-    let len = match spooled {
-        Ok(Spooled::Ended(n) | Spooled::Stopped(n)) => n,
-        Err(SpoolError::Read(e)) => return Err(io_err(READING, path)(e)),
-        Err(SpoolError::Write(e)) => return Err(spool_err("writing")(e)),
-    };
-    let copy = dst
-        .into_inner()
-        .map_err(|e| spool_err("writing")(e.into_error()))?;
-    Ok((copy.file, len, true))
-}
-
-/// The copy of a stream, written only while its file system keeps
-/// [`MIN_LEFT_PERCENT`] of its size (at least [`MIN_LEFT`]) for others: a
-/// stream of valid-looking records that never ends (or one larger than the
-/// room) stops with an error instead of filling the disk.
-struct Roomy {
-    file: File,
-    /// Bytes written since the room was last looked at.
-    since: u64,
-}
-
-/// Bytes of a stream's copy written between two looks at the room left.
-const ROOM_EVERY: u64 = 8 << 20;
-/// What a stream's copy leaves of its file system, in percent of its size,
-const MIN_LEFT_PERCENT: u64 = 2;
-/// ... and at least this many bytes.
-const MIN_LEFT: u64 = 16 << 20;
-
-impl Roomy {
-    fn new(file: File) -> Roomy {
-        Roomy { file, since: 0 }
-    }
-}
-
-impl io::Write for Roomy {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if self.since >= ROOM_EVERY {
-            self.since = 0;
-            let (left, size) = crate::sys::space_left(&self.file)?;
-            let keep = (size / 100 * MIN_LEFT_PERCENT).max(MIN_LEFT);
-            if left < keep.saturating_add(buf.len() as u64) {
-                let mib = |b: u64| b >> 20;
-                return Err(io::Error::other(format!(
-                    "stopped with {} MiB of its file system left ({} MiB in all): a copy leaves {MIN_LEFT_PERCENT}% or {} MiB, whichever is more, for others (point TMPDIR at a larger one)",
-                    mib(left),
-                    mib(size),
-                    mib(MIN_LEFT)
-                )));
-            }
-        }
-        let n = self.file.write(buf)?;
-        self.since += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.file.flush()
-    }
-}
-
-/// Bytes read from a stream, and written to its copy, at a time.
-const SPOOL_CHUNK: usize = 128 << 10;
-
-pub(crate) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> InputError {
-    let path = path.to_path_buf();
-    move |source| InputError::Io { op, path, source }
 }

@@ -1,0 +1,105 @@
+//! Failures reading an input, each naming the file, and the operations
+//! an I/O failure names.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::error::FormatError;
+
+/// A failure reading an input, naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// The file is malformed.
+    #[error("{}: {source}", path.display())]
+    Format {
+        path: PathBuf,
+        /// What and where.
+        #[source]
+        source: FormatError,
+    },
+    /// The path names a directory, device or other non-file.
+    #[error("{}: not a regular file, nor a FIFO or stdin holding a pipe-mode stream", path.display())]
+    NotAFile {
+        /// The input.
+        path: PathBuf,
+    },
+    /// An input to be replaced in place is not a regular file.
+    #[error("{}: not a regular file (an input rewritten in place must be one)", path.display())]
+    NotRegular {
+        /// The input.
+        path: PathBuf,
+    },
+    /// Reading failed.
+    #[error("{op} {}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// Creating or writing the unlinked temporary file a stream input
+    /// (stdin, a FIFO) is copied to and read from failed: `dir` (the
+    /// temporary directory, `TMPDIR`) full, most likely.
+    #[error("{op} the temporary copy of stream {} (an unlinked file in {})", path.display(), dir.display())]
+    Spool {
+        /// What failed: creating or writing it.
+        op: &'static str,
+        /// The stream.
+        path: PathBuf,
+        /// Where the copy was.
+        dir: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The `op` of an [`InputError::Io`] opening the input itself (a path that
+/// names nothing there is the user's mistake, not the system's).
+pub(super) const OPENING: &str = "opening";
+
+/// The `op` of an [`InputError::Io`] reading the input.
+pub(super) const READING: &str = "reading";
+
+/// The `op` of an [`InputError::Io`] when the input, found and checked,
+/// cannot be reopened (a system failure, not the input's).
+pub(super) const REOPENING: &str = "reopening (through /proc/thread-self/fd: is /proc mounted?)";
+
+impl InputError {
+    /// Whether the input itself is at fault (malformed, not a file, or no
+    /// such file, or not ours to open or read), not the system: the CLI
+    /// exits 2 for these.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            InputError::Format { .. }
+            | InputError::NotAFile { .. }
+            | InputError::NotRegular { .. } => true,
+            // one we may not open or read (EACCES, EPERM) is the user's
+            // to fix, as a missing one is
+            InputError::Io { op, source, .. }
+                if (*op == OPENING || *op == READING)
+                    && source.kind() == io::ErrorKind::PermissionDenied =>
+            {
+                true
+            }
+            InputError::Io { op, source, .. } => {
+                *op == OPENING
+                    && (matches!(
+                        source.kind(),
+                        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                    ) || matches!(
+                        source.raw_os_error(),
+                        Some(libc::ELOOP | libc::ENAMETOOLONG)
+                    ))
+            }
+            // the system's: the temporary directory full or unwritable
+            InputError::Spool { .. } => false,
+        }
+    }
+}
+
+pub(crate) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> InputError {
+    let path = path.to_path_buf();
+    move |source| InputError::Io { op, path, source }
+}
