@@ -10,9 +10,11 @@ use std::io::{self, Seek, SeekFrom, Write};
 /// The file offsets every write but the last ends on.
 pub const CHUNK: u64 = 256 << 10;
 
-/// Bytes from file offset `pos` to the next multiple of [`CHUNK`] past it.
-pub fn to_boundary(pos: u64) -> u64 {
-    CHUNK - pos % CHUNK
+/// Of `len` bytes to write at file offset `pos`, those up to the last
+/// multiple of [`CHUNK`] among them: what to write now (0: none).
+pub fn whole_chunks(pos: u64, len: usize) -> usize {
+    let end = pos + len as u64;
+    (end - end % CHUNK).saturating_sub(pos) as usize
 }
 
 /// A buffered writer whose writes end on multiples of [`CHUNK`] of the
@@ -48,12 +50,11 @@ impl<W: Write + Seek> AlignedWriter<W> {
 impl<W: Write + Seek> Write for AlignedWriter<W> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         self.buf.extend_from_slice(data);
-        let mut upto = to_boundary(self.pos) as usize;
-        while self.buf.len() >= upto {
-            self.inner.write_all(&self.buf[..upto])?;
-            self.buf.drain(..upto);
-            self.pos += upto as u64;
-            upto = CHUNK as usize;
+        let n = whole_chunks(self.pos, self.buf.len());
+        if n > 0 {
+            self.inner.write_all(&self.buf[..n])?;
+            self.buf.drain(..n);
+            self.pos += n as u64;
         }
         Ok(data.len())
     }

@@ -120,9 +120,7 @@ fn copy_range_shown(
         done = splice_part(from, off, len, to, stop, &mut progress)?;
     }
     while done < len {
-        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
-            return Err(io::Error::other("copy stopped: the walk beside it failed"));
-        }
+        stopped(stop)?;
         let to_round = before_round(dest + done);
         let n = if congruent && (to_round == 0 || len - done < ROUND) {
             let mut f = from;
@@ -177,9 +175,7 @@ fn splice_part(
     let mut at = to.stream_position()?;
     let mut done = 0;
     while done < len {
-        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
-            return Err(io::Error::other("copy stopped: the walk beside it failed"));
-        }
+        stopped(stop)?;
         let want = (len - done).min(cap - at % cap) as usize;
         let n = match pipe.fill(from, off + done, want) {
             Ok(0) => {
@@ -225,6 +221,14 @@ fn splice_part(
     Ok(done)
 }
 
+/// An error once `stop` is set: the walk beside the copy failed.
+fn stopped(stop: Option<&AtomicBool>) -> io::Result<()> {
+    match stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+        true => Err(io::Error::other("copy stopped: the walk beside it failed")),
+        false => Ok(()),
+    }
+}
+
 /// Whether `e` says a file takes no `splice` (a file system without it, an
 /// append-only file): the copy goes another way.
 fn refused(e: &io::Error) -> bool {
@@ -251,15 +255,23 @@ mod tests {
         assert_eq!(before_round(ROUND * 3 - 1), 1);
     }
 
-    // A copy to a congruent place inside a round (its head through
-    // pread/write, the rest by the kernel) and one across, with progress
-    // shown, copy every byte where it belongs.
+    // Copies to a congruent place inside a round and to one not
+    // congruent, under the splice pipe's size (a congruent one's head
+    // through pread/write, the rest by the kernel's copy) and over it
+    // (through the pipe), copy every byte where it belongs.
     #[test]
     fn congruent_copies_off_a_round_copy_every_byte() {
-        use std::os::unix::fs::FileExt;
         let dir = tempfile::tempdir().unwrap();
-        let src_path = dir.path().join("src");
-        let data: Vec<u8> = (0..(5 * ROUND + 777)).map(|i| (i % 253) as u8).collect();
+        let (under, over) = (3 * ROUND + 777, 5 * ROUND + 777);
+        assert!(under < SPLICE_FROM && over - 5000 >= SPLICE_FROM);
+        copies_every_byte(dir.path(), under as usize);
+        copies_every_byte(dir.path(), over as usize);
+    }
+
+    fn copies_every_byte(dir: &std::path::Path, size: usize) {
+        use std::os::unix::fs::FileExt;
+        let src_path = dir.join("src");
+        let data: Vec<u8> = (0..size).map(|i| (i % 253) as u8).collect();
         std::fs::write(&src_path, &data).unwrap();
         let src = File::open(&src_path).unwrap();
         for (off, dest) in [(3144u64, 127 * PAGE + 3144), (100, 100), (5000, 7000)] {

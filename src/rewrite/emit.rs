@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use super::buildids::{ConvertReport, MapIds};
 use super::meta::{is_pipe_metadata, tracing_size};
 use crate::bytes::{Endian, PutExt, Rd};
-use crate::output::aligned::CHUNK;
+use crate::output::aligned::whole_chunks;
 use crate::perf::compress::Compressor;
 use crate::perf::consts::{feature, types};
 use crate::perf::copy::copy_range;
@@ -85,13 +85,12 @@ impl<'a> Emitter<'a> {
         self.buf.clear();
     }
 
-    /// Writes what is held up to the last multiple of the output's
-    /// [`CHUNK`] in it, the rest kept (moved to the buffer's front): the
-    /// writes end on those boundaries, where the page cache makes large
-    /// folios (see [`crate::output::aligned`]).
+    /// Writes what is held up to the last chunk boundary of the output in
+    /// it ([`whole_chunks`]), the rest kept (moved to the buffer's front):
+    /// the writes end on those boundaries, where the page cache makes
+    /// large folios (see [`crate::output::aligned`]).
     fn flush_full(&mut self) {
-        let end = self.pos + self.buf.len() as u64;
-        let cut = (end - end % CHUNK).saturating_sub(self.pos) as usize;
+        let cut = whole_chunks(self.pos, self.buf.len());
         if cut == 0 {
             return self.flush();
         }
