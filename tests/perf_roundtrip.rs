@@ -397,6 +397,57 @@ fn text_and_ioctl_sources_agree() {
     }
 }
 
+// -d reads the text by default, which cannot tell a newline in a name
+// (the kernel writes `\012`) from a name holding `\012` itself: those two
+// names are asked of the ioctl, so the default -d output is byte-identical
+// to the ioctl walk's, where `--source text` names both with a newline.
+#[test]
+#[ignore = "needs root and PROCMAP_QUERY (Linux 6.11+)"]
+fn the_default_d_walk_asks_the_ioctl_for_names_the_text_leaves_ambiguous() {
+    needs_procmap_query();
+    needs_root("map_files, for build ids");
+    use std::os::unix::ffi::OsStrExt;
+    let f = fixtures();
+    let dir = scratch("d-ambiguous");
+    let newline = dir.join(std::ffi::OsStr::from_bytes(b"lib\nx.so"));
+    let literal = dir.join(std::ffi::OsStr::from_bytes(b"lib\\012x.so"));
+    std::fs::copy(&f.lib_sha1, &newline).unwrap();
+    std::fs::copy(&f.lib_md5, &literal).unwrap();
+    let m = Mapper::start(&[newline.as_os_str(), literal.as_os_str()]);
+    let pid = m.pid.to_string();
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let mut args = vec!["-p", &pid, "-d", "-o", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = synth_ok(&args);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let bytes = std::fs::read(&out).unwrap();
+        let u = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap()) as usize;
+        let data = bytes[u(40)..u(40) + u(48)].to_vec();
+        let paths: BTreeSet<Vec<u8>> = read_file_mode(&out)
+            .into_iter()
+            .filter_map(|r| match r {
+                Rec::Mmap2(m) => Some(m.path.into_bytes()),
+                _ => None,
+            })
+            .collect();
+        (err, data, paths)
+    };
+    let (err, default, paths) = run("default.data", &[]);
+    assert!(err.contains("source: text (1)"), "{err}");
+    let (_, ioctl, _) = run("ioctl.data", &["--source", "ioctl"]);
+    assert!(default == ioctl, "the default -d and the ioctl walk differ");
+    let literal_b = literal.as_os_str().as_bytes().to_vec();
+    let newline_b = newline.as_os_str().as_bytes().to_vec();
+    assert!(
+        paths.contains(&literal_b) && paths.contains(&newline_b),
+        "{paths:?}"
+    );
+    // the text alone misnames the literal one
+    let (_, _, text_paths) = run("text.data", &["--source", "text"]);
+    assert!(!text_paths.contains(&literal_b), "{text_paths:?}");
+}
+
 // A comm with a backslash (and a tab) is written as the kernel holds it
 // (/proc/PID/comm, as the kernel's own COMM records carry it), not as
 // /proc/PID/status escapes it; linux-perf-data reads it back for the leader

@@ -283,7 +283,10 @@ pub(crate) struct MergeArgs {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub(crate) enum SourceArg {
-    /// PROCMAP_QUERY when the kernel has it (6.11+), else text.
+    /// PROCMAP_QUERY when the kernel has it (6.11+), else text; with
+    /// `-d` the text, its ambiguous names (a backslash) and build ids only
+    /// the kernel can read asked of PROCMAP_QUERY (the same output, less
+    /// kernel time than a query per VMA).
     Auto,
     /// PROCMAP_QUERY only.
     Ioctl,

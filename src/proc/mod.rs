@@ -21,6 +21,7 @@ pub mod maps_text;
 pub mod minidebug;
 pub mod mountinfo;
 pub mod mounts;
+mod names;
 mod options;
 pub mod parse;
 mod pieces;
