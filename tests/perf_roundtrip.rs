@@ -448,6 +448,76 @@ fn the_default_d_walk_asks_the_ioctl_for_names_the_text_leaves_ambiguous() {
     assert!(!text_paths.contains(&literal_b), "{text_paths:?}");
 }
 
+// A user can map one file under a path of any length thousands of times,
+// and the text writes that path whole on each line (d_path has no limit):
+// the default -d walk leaves the text at the first name of PATH_MAX or
+// more and goes on with the ioctl, which stops at PATH_MAX. 400 maps of a
+// 20 KB path: byte-identical to the ioctl walk, in as many reads as it
+// (perf's syscall count) but a few, where `--source text` reads every
+// line (8 MB).
+#[test]
+#[ignore = "needs root, perf and PROCMAP_QUERY (Linux 6.11+)"]
+fn a_long_path_mapped_many_times_sends_the_d_walk_to_the_ioctl() {
+    needs_procmap_query();
+    needs_root("syscall tracepoints");
+    let f = fixtures();
+    let dir = scratch("d-long-path");
+    let moved = dir.join("moved");
+    std::fs::create_dir_all(&moved).unwrap();
+    let lib = moved.join("liblong.so");
+    std::fs::copy(&f.lib_sha1, &lib).unwrap();
+    let m = Mapper::start(&["--exec-maps".as_ref(), "400".as_ref(), lib.as_os_str()]);
+    // under 80 directories of 250 bytes once mapped, inside out (no long
+    // path is handed to the kernel)
+    let mut top = moved;
+    for i in 0..80 {
+        let wrap = dir.join(format!("w{i}"));
+        std::fs::create_dir(&wrap).unwrap();
+        std::fs::rename(&top, wrap.join("d".repeat(250))).unwrap();
+        top = wrap;
+    }
+    let maps = std::fs::read(format!("/proc/{}/maps", m.pid)).unwrap();
+    assert!(maps.len() > 8_000_000, "{} bytes of maps", maps.len());
+    let pid = m.pid.to_string();
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.join(name);
+        let stat = dir.join(format!("{name}.stat"));
+        let mut args = vec!["stat", "-x,", "-e", "syscalls:sys_enter_read", "-o"];
+        args.extend([stat.to_str().unwrap(), "--", bin(), "-q", "-p", &pid, "-d"]);
+        args.extend(["-o", out.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        perf(&args);
+        let stat = std::fs::read_to_string(&stat).unwrap();
+        let reads: u64 = stat
+            .lines()
+            .find(|l| l.contains("sys_enter_read"))
+            .and_then(|l| l.split(',').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no read count: {stat}"));
+        let bytes = std::fs::read(&out).unwrap();
+        let u = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap()) as usize;
+        (reads, bytes[u(40)..u(40) + u(48)].to_vec())
+    };
+    let (reads, default) = run("default.data", &[]);
+    let (_, ioctl) = run("ioctl.data", &["--source", "ioctl"]);
+    assert!(default == ioctl, "the default -d and the ioctl walk differ");
+    // reads beside the maps (mountinfo, /proc files, ELF notes) are the
+    // ioctl walk's count
+    let (ioctl_reads, _) = run("ioctl2.data", &["--source", "ioctl"]);
+    let (text_reads, _) = run("text.data", &["--source", "text"]);
+    let counts = format!("reads: default {reads}, ioctl {ioctl_reads}, text {text_reads}");
+    assert!(reads <= ioctl_reads + 20, "{counts}");
+    assert!(text_reads >= ioctl_reads + 400, "{counts}");
+    let toolong = read_file_mode(&dir.join("default.data"))
+        .into_iter()
+        .filter(|r| matches!(r, Rec::Mmap2(m) if m.path == "//toolong"))
+        .count();
+    assert!(
+        toolong > 400,
+        "{toolong}: the library's segments and its 400 maps"
+    );
+}
+
 // A comm with a backslash (and a tab) is written as the kernel holds it
 // (/proc/PID/comm, as the kernel's own COMM records carry it), not as
 // /proc/PID/status escapes it; linux-perf-data reads it back for the leader

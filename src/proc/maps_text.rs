@@ -4,7 +4,7 @@
 //! kept; the kernel escapes only `\n` (as `\012`), which is turned back into a
 //! newline so that both sources give the same name. A name that holds
 //! `\012` itself reads the same, so [`parse_vma`] tells which names held a
-//! backslash: the `-d` walk asks PROCMAP_QUERY for those.
+//! backslash ([`NameText`]): the `-d` walk asks PROCMAP_QUERY for those.
 
 use crate::model::{Name, Perms, Vma, PATH_MAX, TOOLONG_NAME};
 
@@ -153,16 +153,27 @@ pub fn parse_line_with(
     parse_fields(line, name_of).map(|(vma, _)| vma)
 }
 
+/// What a line's text tells of its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameText {
+    /// The name's own bytes.
+    Exact,
+    /// It held a backslash: a `\012` may be the kernel's escape of a
+    /// newline or the name's own four bytes.
+    Ambiguous,
+    /// PATH_MAX bytes or more (at least that many whatever its escapes
+    /// stood for): named `//toolong`, as PROCMAP_QUERY names it.
+    TooLong,
+}
+
 /// Parses one line (without its newline) that is 0-based line `at.0` of
-/// a file and starts at its byte `at.1` (for the error's position); the
-/// VMA and whether its name is exactly the file's: false when the text
-/// held a backslash, which may be the kernel's `\012` for a newline or
-/// the name's own.
+/// a file and starts at its byte `at.1` (for the error's position): the
+/// VMA and what its text tells of its name.
 pub fn parse_vma(
     line: &[u8],
     at: (usize, usize),
     name_of: &mut impl FnMut(&[u8]) -> Name,
-) -> Result<(Vma, bool), MapsError> {
+) -> Result<(Vma, NameText), MapsError> {
     parse_fields(line, name_of).map_err(|kind| MapsError {
         line: at.0 + 1,
         offset: at.1,
@@ -289,27 +300,26 @@ fn expect(line: &[u8], i: &mut usize, b: u8) -> Option<()> {
 fn parse_fields(
     line: &[u8],
     name_of: &mut impl FnMut(&[u8]) -> Name,
-) -> Result<(Vma, bool), MapsErrorKind> {
+) -> Result<(Vma, NameText), MapsErrorKind> {
     let (mut vma, at) = match fast_fields(line) {
         Some(f) => f,
         None => slow_fields(line)?,
     };
     let raw = &line[at..];
     let unescaped;
-    let exact = memchr::memchr(b'\\', raw).is_none();
-    let mut name = match exact {
-        false => {
+    let (mut name, mut text) = match memchr::memchr(b'\\', raw) {
+        None => (raw, NameText::Exact),
+        Some(_) => {
             unescaped = unescape_newlines(raw);
-            &unescaped[..]
+            (&unescaped[..], NameText::Ambiguous)
         }
-        true => raw,
     };
     if name.len() >= PATH_MAX {
         // as PROCMAP_QUERY (ENAMETOOLONG) and perf name it
-        name = TOOLONG_NAME;
+        (name, text) = (TOOLONG_NAME, NameText::TooLong);
     }
     vma.name = name_of(name);
-    Ok((vma, exact))
+    Ok((vma, text))
 }
 
 /// [`fast_fields`] for any line, or what is wrong with it: fields split at

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 pub use super::idcache::BuildIdPolicy;
 use super::idcache::{resolve, LocalBuildIds};
-use super::maps_text;
+use super::maps_text::{self, NameText};
 pub use super::names::Names;
 use crate::model::{
     BuildId, Perms, Selection, Source, Vma, MAX_BUILD_ID, PATH_MAX, TOOLONG_NAME, VSYSCALL_NAME,
@@ -57,12 +57,14 @@ const MAX_NAME: usize = PATH_MAX;
 /// error it returns ends the walk with that error.
 pub type VmaSink<'a> = dyn FnMut(Vma) -> io::Result<()> + 'a;
 
-/// Walks the VMAs of an open maps file with PROCMAP_QUERY, handing each to
-/// `push`. Errors are the ioctl's: ENOTTY means the kernel lacks it (it
-/// comes before any VMA), ESRCH that the memory is gone.
+/// Walks the VMAs of an open maps file with PROCMAP_QUERY from address
+/// `from.0`, `from.1` VMAs visited before it, handing each to `push`.
+/// Errors are the ioctl's: ENOTTY means the kernel lacks it (it comes
+/// before any VMA), ESRCH that the memory is gone.
 pub fn walk_ioctl(
     file: &File,
     sel: Selection,
+    (from, visited_before): (u64, usize),
     max_vmas: usize,
     ids: BuildIdPolicy<'_>,
     local: &mut Local,
@@ -79,8 +81,8 @@ pub fn walk_ioctl(
         name_buf: NameBuf(name),
         ..
     } = local;
-    let mut addr = 0u64;
-    for visited in 0.. {
+    let mut addr = from;
+    for visited in visited_before.. {
         if visited == max_vmas {
             return Err(TooManyMaps(max_vmas).into());
         }
@@ -198,10 +200,15 @@ fn read_some(mut file: &File, buf: &mut [u8]) -> io::Result<usize> {
 /// with [`TooManyMaps`] when a line follows the first `max_vmas`.
 ///
 /// With `ioctl` (the descriptor's PROCMAP_QUERY), the text stands for the
-/// ioctl walk: a name the text leaves ambiguous (it holds a backslash or
-/// an escaped newline: the kernel escapes only `\n`, as `\012`, so a
-/// literal `\012` reads the same) is asked of the ioctl, and build ids
-/// the kernel alone can read are asked of it too, as [`walk_ioctl`] does.
+/// ioctl walk: a name the text leaves ambiguous (it holds a backslash: the
+/// kernel escapes only `\n`, as `\012`, so a literal `\012` reads the
+/// same) is asked of the ioctl, and build ids the kernel alone can read
+/// are asked of it too, as [`walk_ioctl`] does. At a name of PATH_MAX or
+/// more the text is left: the kernel writes such a name whole on every
+/// line that maps it (d_path has no limit; a user can make it megabytes
+/// long, and map it tens of thousands of times), where the ioctl stops at
+/// PATH_MAX. Then `Some((address, lines))` says where the ioctl walk goes
+/// on and how many lines the text had.
 pub fn walk_text(
     file: &File,
     sel: Selection,
@@ -210,7 +217,7 @@ pub fn walk_text(
     local: &mut Local,
     ioctl: bool,
     push: &mut VmaSink<'_>,
-) -> io::Result<()> {
+) -> io::Result<Option<(u64, usize)>> {
     let Local {
         ids: local_ids,
         names,
@@ -223,9 +230,12 @@ pub fn walk_text(
     let (mut have, mut offset, mut line) = (0usize, 0usize, 0usize);
     // in the rest of an over-long line, already handed on: drop to its end
     let mut skipping = false;
-    let mut each = |names: &mut Names, vma: Vma, exact: bool| {
+    // hands a line's VMA on; where the ioctl walk goes on after it, if it must
+    let mut each = |names: &mut Names, vma: Vma, text: NameText, line: usize| {
+        let end = vma.end;
         let local = (names, &mut *local_ids, &mut name_buf[..]);
-        hand_on(vma, exact, fd, sel, ids, local, push)
+        hand_on(vma, text, fd, sel, ids, local, push)?;
+        Ok::<_, io::Error>((fd.is_some() && text == NameText::TooLong).then_some((end, line + 1)))
     };
     loop {
         let n = read_some(file, &mut buf[have..])?;
@@ -236,7 +246,7 @@ pub fn walk_text(
                 offset += filled;
                 have = 0;
                 if n == 0 {
-                    return Ok(());
+                    return Ok(None);
                 }
                 continue;
             };
@@ -258,15 +268,17 @@ pub fn walk_text(
             let text = &buf[pos..nl];
             if !text.is_empty() {
                 let at = (line, offset);
-                let (vma, exact) = maps_text::parse_vma(text, at, &mut |n| names.get(n))?;
-                each(names, vma, exact)?;
+                let (vma, text) = maps_text::parse_vma(text, at, &mut |n| names.get(n))?;
+                if let Some(resume) = each(names, vma, text, line)? {
+                    return Ok(Some(resume));
+                }
             }
             offset += nl + 1 - pos;
             line += 1;
             pos = nl + 1;
         }
         if n == 0 {
-            return Ok(());
+            return Ok(None);
         }
         have = filled - end;
         if have > MAX_LINE {
@@ -277,7 +289,9 @@ pub fn walk_text(
             let toolong = names.get(TOOLONG_NAME);
             let text = &buf[end..end + MAX_LINE];
             let (vma, _) = maps_text::parse_vma(text, (line, offset), &mut |_| toolong.clone())?;
-            each(names, vma, true)?;
+            if let Some(resume) = each(names, vma, NameText::TooLong, line)? {
+                return Ok(Some(resume));
+            }
             offset += have;
             have = 0;
             skipping = true;
@@ -288,11 +302,12 @@ pub fn walk_text(
 }
 
 /// Hands a VMA of a text walk to `push` if `sel` wants it and it is not
-/// `[vsyscall]`: its name asked of the ioctl (`fd`) unless `exact`, its
-/// build id resolved (asking the kernel through `fd` if it must).
+/// `[vsyscall]`: an ambiguous name asked of the ioctl (`fd`), the VMA
+/// dropped if the ioctl finds it gone (as an ioctl walk would not see
+/// it), its build id resolved (asking the kernel through `fd` if it must).
 fn hand_on(
     mut vma: Vma,
-    exact: bool,
+    text: NameText,
     fd: Option<BorrowedFd<'_>>,
     sel: Selection,
     ids: BuildIdPolicy<'_>,
@@ -302,9 +317,12 @@ fn hand_on(
     if !sel.wants(vma.perms) || *vma.name == *VSYSCALL_NAME {
         return Ok(());
     }
-    if let (false, Some(fd)) = (exact, fd) {
-        if let Some(name) = ioctl_name(fd, &vma, name_buf) {
-            vma.name = names.get(name);
+    if let (NameText::Ambiguous, Some(fd)) = (text, fd) {
+        match ioctl_name(fd, &vma, name_buf) {
+            Asked::Named(name) => vma.name = names.get(name),
+            Asked::Gone => return Ok(()),
+            // a kernel without the ioctl: the text's reading stands
+            Asked::Unanswered => {}
         }
     }
     if let Some(cache) = ids.cache {
@@ -316,38 +334,46 @@ fn hand_on(
     push(vma)
 }
 
+/// What PROCMAP_QUERY said of a VMA read from the text.
+enum Asked<'b> {
+    /// It is still there, with this name.
+    Named(&'b [u8]),
+    /// Another VMA is there now, or none, or the memory is gone.
+    Gone,
+    /// No answer (a kernel without the ioctl).
+    Unanswered,
+}
+
 /// The name PROCMAP_QUERY gives the VMA at `vma`'s place, if it is still
-/// `vma` (the process may have mapped another there since the text was
-/// read: its text name stands then).
-fn ioctl_name<'b>(fd: BorrowedFd<'_>, vma: &Vma, buf: &'b mut [u8]) -> Option<&'b [u8]> {
-    let mut q = ProcmapQuery {
-        query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-        query_addr: vma.start,
-        ..Default::default()
+/// `vma`.
+fn ioctl_name<'b>(fd: BorrowedFd<'_>, vma: &Vma, buf: &'b mut [u8]) -> Asked<'b> {
+    let ask = |name: &mut [u8]| {
+        let mut q = ProcmapQuery {
+            query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+            query_addr: vma.start,
+            ..Default::default()
+        };
+        sys::procmap_query(fd, &mut q, name, &mut []).map(|()| q)
     };
-    let toolong = match sys::procmap_query(fd, &mut q, buf, &mut []) {
-        Ok(()) => false,
-        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
-            q = ProcmapQuery {
-                query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-                query_addr: vma.start,
-                ..Default::default()
-            };
-            sys::procmap_query(fd, &mut q, &mut [], &mut []).ok()?;
-            true
-        }
-        Err(_) => return None,
+    let gone = |e: &io::Error| matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH));
+    let (q, toolong) = match ask(buf) {
+        Ok(q) => (q, false),
+        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => match ask(&mut []) {
+            Ok(q) => (q, true),
+            Err(e) if gone(&e) => return Asked::Gone,
+            Err(_) => return Asked::Unanswered,
+        },
+        Err(e) if gone(&e) => return Asked::Gone,
+        Err(_) => return Asked::Unanswered,
     };
     let same = (q.vma_start, q.vma_end, q.vma_offset) == (vma.start, vma.end, vma.offset)
         && (q.dev_major, q.dev_minor, q.inode) == (vma.dev_major, vma.dev_minor, vma.inode);
-    if !same {
-        return None;
-    }
-    match toolong {
-        true => Some(TOOLONG_NAME),
-        false => {
+    match (same, toolong) {
+        (false, _) => Asked::Gone,
+        (true, true) => Asked::Named(TOOLONG_NAME),
+        (true, false) => {
             let len = (q.vma_name_size as usize).saturating_sub(1).min(buf.len());
-            Some(&buf[..len])
+            Asked::Named(&buf[..len])
         }
     }
 }
@@ -443,7 +469,7 @@ pub fn read_maps_file(
             pushed = true;
             push(Source::Ioctl, v)
         };
-        match walk_ioctl(&file, sel, max, ids, local, &mut each) {
+        match walk_ioctl(&file, sel, (0, 0), max, ids, local, &mut each) {
             Ok(()) => return Ok(Source::Ioctl),
             // only before the first VMA: after it, a text walk would repeat them
             Err(e) if e.raw_os_error() == Some(libc::ENOTTY) && !pushed => {
@@ -456,9 +482,11 @@ pub fn read_maps_file(
         }
     }
     let ioctl = text_first && !no_ioctl.load(Ordering::Relaxed);
-    walk_text(&file, sel, max, ids, local, ioctl, &mut |v| {
-        push(Source::Text, v)
-    })?;
+    let mut each = |v| push(Source::Text, v);
+    if let Some(from) = walk_text(&file, sel, max, ids, local, ioctl, &mut each)? {
+        // a name too long for the text to be worth reading on
+        walk_ioctl(&file, sel, from, max, ids, local, &mut each)?;
+    }
     if walk.source == SourceChoice::Text || ioctl {
         memory_still_there(&file)?;
     }
