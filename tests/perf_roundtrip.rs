@@ -295,6 +295,27 @@ fn linux_perf_data_and_pipe_mode_agree_with_perf() {
     assert_eq!(from_pipe, from_perf);
 }
 
+/// Moves the directory `top` under `levels` new directories of 250-byte
+/// names in `dir` (`dir/w{levels-1}/ddd.../.../w0/ddd...`), inside out so
+/// that no path handed to the kernel is long: files mapped from it get a
+/// path of `levels` x 251 bytes more in /proc/PID/maps.
+fn bury(dir: &Path, mut top: std::path::PathBuf, levels: usize) {
+    for i in 0..levels {
+        let wrap = dir.join(format!("w{i}"));
+        std::fs::create_dir(&wrap).unwrap();
+        std::fs::rename(&top, wrap.join("d".repeat(250))).unwrap();
+        top = wrap;
+    }
+}
+
+/// The data section of the file-mode perf.data at `path` (its offset and
+/// size at header bytes 40 and 48).
+fn data_section(path: &Path) -> Vec<u8> {
+    let bytes = std::fs::read(path).unwrap();
+    let u = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap()) as usize;
+    bytes[u(40)..u(40) + u(48)].to_vec()
+}
+
 // The text source and the ioctl source give byte-identical records, with odd
 // paths (space, newline, non-UTF-8, deleted, a 75 KB path) and with --data.
 #[test]
@@ -329,14 +350,7 @@ fn text_and_ioctl_sources_agree() {
     // moved, once mapped, under 300 directories of 250 bytes: a 75 KB path
     // (d_path has no PATH_MAX limit), so a 75 KB text maps line; both
     // sources call it //toolong
-    let mut top = moved;
-    for i in 0..300 {
-        // inside out, so no path handed to the kernel is long
-        let wrap = dir.join(format!("w{i}"));
-        std::fs::create_dir(&wrap).unwrap();
-        std::fs::rename(&top, wrap.join("d".repeat(250))).unwrap();
-        top = wrap;
-    }
+    bury(&dir, moved, 300);
     let maps = std::fs::read(format!("/proc/{}/maps", m.pid)).unwrap();
     let longest = maps.split(|&b| b == b'\n').map(<[u8]>::len).max();
     assert!(longest > Some(75_000), "longest maps line {longest:?}");
@@ -355,9 +369,7 @@ fn text_and_ioctl_sources_agree() {
                 "{}",
                 String::from_utf8_lossy(&o.stderr)
             );
-            let bytes = std::fs::read(&out).unwrap();
-            let u = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap()) as usize;
-            outs.push((bytes[u(40)..u(40) + u(48)].to_vec(), read_file_mode(&out)));
+            outs.push((data_section(&out), read_file_mode(&out)));
         }
         assert_eq!(outs[0].0, outs[1].0, "data sections differ (--data={data})");
         let recs = &outs[0].1;
@@ -421,9 +433,7 @@ fn the_default_d_walk_asks_the_ioctl_for_names_the_text_leaves_ambiguous() {
         args.extend_from_slice(extra);
         let o = synth_ok(&args);
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        let bytes = std::fs::read(&out).unwrap();
-        let u = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap()) as usize;
-        let data = bytes[u(40)..u(40) + u(48)].to_vec();
+        let data = data_section(&out);
         let paths: BTreeSet<Vec<u8>> = read_file_mode(&out)
             .into_iter()
             .filter_map(|r| match r {
@@ -467,15 +477,8 @@ fn a_long_path_mapped_many_times_sends_the_d_walk_to_the_ioctl() {
     let lib = moved.join("liblong.so");
     std::fs::copy(&f.lib_sha1, &lib).unwrap();
     let m = Mapper::start(&["--exec-maps".as_ref(), "400".as_ref(), lib.as_os_str()]);
-    // under 80 directories of 250 bytes once mapped, inside out (no long
-    // path is handed to the kernel)
-    let mut top = moved;
-    for i in 0..80 {
-        let wrap = dir.join(format!("w{i}"));
-        std::fs::create_dir(&wrap).unwrap();
-        std::fs::rename(&top, wrap.join("d".repeat(250))).unwrap();
-        top = wrap;
-    }
+    // under 80 directories of 250 bytes once mapped
+    bury(&dir, moved, 80);
     let maps = std::fs::read(format!("/proc/{}/maps", m.pid)).unwrap();
     assert!(maps.len() > 8_000_000, "{} bytes of maps", maps.len());
     let pid = m.pid.to_string();
@@ -494,9 +497,7 @@ fn a_long_path_mapped_many_times_sends_the_d_walk_to_the_ioctl() {
             .find(|l| l.contains("sys_enter_read"))
             .and_then(|l| l.split(',').next()?.parse().ok())
             .unwrap_or_else(|| panic!("no read count: {stat}"));
-        let bytes = std::fs::read(&out).unwrap();
-        let u = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap()) as usize;
-        (reads, bytes[u(40)..u(40) + u(48)].to_vec())
+        (reads, data_section(&out))
     };
     let (reads, default) = run("default.data", &[]);
     let (_, ioctl) = run("ioctl.data", &["--source", "ioctl"]);

@@ -241,18 +241,23 @@ fn fast_fields(line: &[u8]) -> Option<(Vma, usize)> {
             i += 1;
         }
     }
-    let vma = Vma {
+    let vma = nameless(start, end, offset, perms, (dev_major, dev_minor), inode);
+    Some((vma, i))
+}
+
+/// A VMA of these fields, its name still to come.
+fn nameless(start: u64, end: u64, offset: u64, perms: Perms, dev: (u32, u32), inode: u64) -> Vma {
+    Vma {
         start,
         end,
         offset,
         perms,
-        dev_major,
-        dev_minor,
+        dev_major: dev.0,
+        dev_minor: dev.1,
         inode,
         name: Name::EMPTY,
         build_id: None,
-    };
-    Some((vma, i))
+    }
 }
 
 /// Hex digit values, 0xff for other bytes.
@@ -356,17 +361,7 @@ fn slow_fields(line: &[u8]) -> Result<(Vma, usize), MapsErrorKind> {
     let (ino_f, rest) = field(rest);
     let inode = dec(ino_f, "inode")?;
     let first = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
-    let vma = Vma {
-        start,
-        end,
-        offset,
-        perms,
-        dev_major,
-        dev_minor,
-        inode,
-        name: Name::EMPTY,
-        build_id: None,
-    };
+    let vma = nameless(start, end, offset, perms, (dev_major, dev_minor), inode);
     Ok((vma, line.len() - rest.len() + first))
 }
 
