@@ -1,7 +1,7 @@
 //! The live system: which processes, what /proc says about them, their VMAs
 //! (PROCMAP_QUERY with a text fallback), build ids, clocks and host facts.
 //! `parse`, `maps_text` and `elf` are pure parsers over bytes; `options`
-//! says what to scan; `scan`, `process` (with `head`, `pieces`, `skip`), `source`, `buildid`, `debuginfo`, `idcache`, `clock` and
+//! says what to scan; `scan`, `process` (with `head`, `pieces`, `skip`), `source` (with `names`, `walk_cap`), `buildid`, `debuginfo`, `idcache`, `clock` and
 //! `host` are the thin layers that read files and call into `sys`; `window`
 //! orders the workers' results for the writer.
 //!
@@ -31,6 +31,7 @@ mod skip;
 pub mod source;
 pub mod tasks;
 pub mod unasked;
+mod walk_cap;
 pub mod watch;
 mod window;
 

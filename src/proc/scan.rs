@@ -490,7 +490,7 @@ fn leader_of(proc_root: &std::path::Path, id: u32) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Vma;
+    use crate::model::{Selection, Vma};
     use std::path::Path;
     use std::sync::atomic::AtomicUsize;
     use std::sync::mpsc;
@@ -783,8 +783,9 @@ mod tests {
 
     // A maps line too long to hold (d_path has no length limit) is read from
     // its start and named //toolong, as the ioctl names it, whether it fits
-    // a read or spans many, and the lines after it are read as usual; a cap
-    // reached as such a line ends cuts the walk short there.
+    // a read or spans many, and the lines after it are read as usual (also
+    // by -d's walk, which goes on with the ioctl there only if it answers);
+    // a cap reached as such a line ends cuts the walk short there.
     #[test]
     fn overlong_lines_are_toolong() {
         let root = fake_proc(2);
@@ -818,6 +819,22 @@ mod tests {
             .collect();
         let want = [(1, 1, 10), (2, 2, 0), (3, 3, 0), (4, 4, 4095), (5, 5, 0)];
         assert_eq!(got, want);
+        // -d reads the text by default and leaves it for the ioctl at a
+        // name this long, unless the ioctl does not answer (ENOTTY here,
+        // on a regular file, as on a kernel before 6.11): the same VMAs
+        let all = Options {
+            source: SourceChoice::Auto,
+            selection: Selection::ExecAndData,
+            ..options(root.path())
+        };
+        let snap = snapshot(&Target::Pids(vec![100, 101]), &all).unwrap();
+        assert!(snap.skipped.is_empty(), "{:?}", snap.skipped);
+        let names: Vec<usize> = snap.processes[1]
+            .vmas
+            .iter()
+            .map(|v| v.name.len())
+            .collect();
+        assert_eq!(names, [10, 9, 9, 4095, 9]);
         // the cap reached as an over-long line ends: cut short there
         for cap in [2, 3] {
             let opts = Options {

@@ -11,6 +11,7 @@ pub use super::idcache::BuildIdPolicy;
 use super::idcache::{resolve, LocalBuildIds};
 use super::maps_text::{self, NameText};
 pub use super::names::Names;
+pub use super::walk_cap::{walk_limit, TooManyMaps};
 use crate::model::{
     BuildId, Perms, Selection, Source, Vma, MAX_BUILD_ID, PATH_MAX, TOOLONG_NAME, VSYSCALL_NAME,
 };
@@ -230,12 +231,14 @@ pub fn walk_text(
     let (mut have, mut offset, mut line) = (0usize, 0usize, 0usize);
     // in the rest of an over-long line, already handed on: drop to its end
     let mut skipping = false;
-    // hands a line's VMA on; where the ioctl walk goes on after it, if it must
+    // hands a line's VMA on; where the ioctl walk goes on after it, if it
+    // must and can (a kernel without the ioctl leaves the text the only way)
     let mut each = |names: &mut Names, vma: Vma, text: NameText, line: usize| {
         let end = vma.end;
         let local = (names, &mut *local_ids, &mut name_buf[..]);
         hand_on(vma, text, fd, sel, ids, local, push)?;
-        Ok::<_, io::Error>((fd.is_some() && text == NameText::TooLong).then_some((end, line + 1)))
+        let resume = text == NameText::TooLong && fd.is_some_and(ioctl_answers);
+        Ok::<_, io::Error>(resume.then_some((end, line + 1)))
     };
     loop {
         let n = read_some(file, &mut buf[have..])?;
@@ -396,6 +399,17 @@ fn memory_still_there(file: &File) -> io::Result<()> {
     }
 }
 
+/// Whether PROCMAP_QUERY answers on `fd` (anything but ENOTTY: a kernel
+/// before 6.11, or a file that is not a maps file).
+fn ioctl_answers(fd: BorrowedFd<'_>) -> bool {
+    let mut q = ProcmapQuery {
+        query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+        ..Default::default()
+    };
+    let r = sys::procmap_query(fd, &mut q, &mut [], &mut []);
+    !matches!(r, Err(e) if e.raw_os_error() == Some(libc::ENOTTY))
+}
+
 /// How each maps file is walked.
 #[derive(Debug, Clone, Copy)]
 pub struct Walk {
@@ -404,40 +418,6 @@ pub struct Walk {
     /// VMAs one walk visits (kept or not) before it stops with
     /// [`TooManyMaps`]; see [`walk_limit`].
     pub max_vmas: usize,
-}
-
-/// A walk went on past the VMAs a process can have at once: it maps new
-/// ones ahead of the walk (and unmaps behind it) as fast as they are read,
-/// which would otherwise stretch the walk, and the output, for as long as
-/// the process lives. What was read is kept.
-#[derive(Debug, thiserror::Error)]
-#[error("stopped after {0} maps, more than vm.max_map_count allows at once: the process maps them as fast as they are read")]
-pub struct TooManyMaps(pub usize);
-
-impl From<TooManyMaps> for io::Error {
-    fn from(e: TooManyMaps) -> Self {
-        io::Error::other(e)
-    }
-}
-
-impl TooManyMaps {
-    /// Whether `e` is this.
-    pub fn is(e: &io::Error) -> bool {
-        e.get_ref().is_some_and(|e| e.is::<TooManyMaps>())
-    }
-}
-
-/// The VMAs one walk may visit: vm.max_map_count (read under `proc_root`;
-/// 65,530, the kernel's default, when unreadable) and a quarter more, plus
-/// 1,024, room for a process that maps while it is read.
-pub fn walk_limit(proc_root: &Path) -> usize {
-    let mut text = String::new();
-    let max = File::open(proc_root.join("sys/vm/max_map_count"))
-        .and_then(|f| f.take(32).read_to_string(&mut text))
-        .ok()
-        .and_then(|_| text.trim().parse::<usize>().ok())
-        .unwrap_or(65_530);
-    max.saturating_add(max / 4).saturating_add(1024)
 }
 
 /// Reads one maps file with the chosen source, handing each VMA to `push`
