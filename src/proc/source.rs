@@ -142,26 +142,41 @@ pub fn walk_ioctl(
 
 /// The build id the kernel read for `vma`'s file (PROCMAP_QUERY asked
 /// again for it), if the VMA there is still `vma`.
-fn kernel_build_id(fd: std::os::fd::BorrowedFd<'_>, vma: &Vma) -> Option<BuildId> {
+fn kernel_build_id(fd: BorrowedFd<'_>, vma: &Vma) -> Option<BuildId> {
     let mut bid = [0u8; MAX_BUILD_ID];
-    let mut q = ProcmapQuery {
-        query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-        query_addr: vma.start,
-        ..Default::default()
-    };
     // the answer must be about the same file: the process may have mapped
     // another over this place since (its id would be cached for this file,
     // for every process)
-    let same = |q: &ProcmapQuery| {
-        (q.vma_start, q.vma_end, q.vma_offset) == (vma.start, vma.end, vma.offset)
-            && (q.dev_major, q.dev_minor, q.inode) == (vma.dev_major, vma.dev_minor, vma.inode)
-    };
-    match sys::procmap_query(fd, &mut q, &mut [], &mut bid) {
-        Ok(()) if same(&q) && q.build_id_size > 0 => {
+    match query_at(fd, vma.start, &mut [], &mut bid) {
+        Ok(q) if is_still(&q, vma) && q.build_id_size > 0 => {
             BuildId::new(&bid[..(q.build_id_size as usize).min(MAX_BUILD_ID)])
         }
         _ => None,
     }
+}
+
+/// PROCMAP_QUERY of the VMA covering `addr` or the next one, any kind,
+/// with its name into `name` and build id into `build_id` (empty: not
+/// asked).
+fn query_at(
+    fd: BorrowedFd<'_>,
+    addr: u64,
+    name: &mut [u8],
+    build_id: &mut [u8],
+) -> io::Result<ProcmapQuery> {
+    let mut q = ProcmapQuery {
+        query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+        query_addr: addr,
+        ..Default::default()
+    };
+    sys::procmap_query(fd, &mut q, name, build_id).map(|()| q)
+}
+
+/// Whether the answer `q` is `vma` still: the same place, file offset and
+/// file.
+fn is_still(q: &ProcmapQuery, vma: &Vma) -> bool {
+    (q.vma_start, q.vma_end, q.vma_offset) == (vma.start, vma.end, vma.offset)
+        && (q.dev_major, q.dev_minor, q.inode) == (vma.dev_major, vma.dev_minor, vma.inode)
 }
 
 /// Bytes of text maps read at a time: the file is read in pieces of
@@ -350,28 +365,20 @@ enum Asked<'b> {
 /// The name PROCMAP_QUERY gives the VMA at `vma`'s place, if it is still
 /// `vma`.
 fn ioctl_name<'b>(fd: BorrowedFd<'_>, vma: &Vma, buf: &'b mut [u8]) -> Asked<'b> {
-    let ask = |name: &mut [u8]| {
-        let mut q = ProcmapQuery {
-            query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-            query_addr: vma.start,
-            ..Default::default()
-        };
-        sys::procmap_query(fd, &mut q, name, &mut []).map(|()| q)
-    };
     let gone = |e: &io::Error| matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH));
-    let (q, toolong) = match ask(buf) {
+    let (q, toolong) = match query_at(fd, vma.start, buf, &mut []) {
         Ok(q) => (q, false),
-        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => match ask(&mut []) {
-            Ok(q) => (q, true),
-            Err(e) if gone(&e) => return Asked::Gone,
-            Err(_) => return Asked::Unanswered,
-        },
+        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+            match query_at(fd, vma.start, &mut [], &mut []) {
+                Ok(q) => (q, true),
+                Err(e) if gone(&e) => return Asked::Gone,
+                Err(_) => return Asked::Unanswered,
+            }
+        }
         Err(e) if gone(&e) => return Asked::Gone,
         Err(_) => return Asked::Unanswered,
     };
-    let same = (q.vma_start, q.vma_end, q.vma_offset) == (vma.start, vma.end, vma.offset)
-        && (q.dev_major, q.dev_minor, q.inode) == (vma.dev_major, vma.dev_minor, vma.inode);
-    match (same, toolong) {
+    match (is_still(&q, vma), toolong) {
         (false, _) => Asked::Gone,
         (true, true) => Asked::Named(TOOLONG_NAME),
         (true, false) => {
@@ -389,11 +396,7 @@ fn ioctl_name<'b>(fd: BorrowedFd<'_>, vma: &Vma, buf: &'b mut [u8]) -> Asked<'b>
 /// kernel without the ioctl (ENOTTY, the fallback's case, where it is not
 /// asked) cannot tell: the walk stands as complete.
 fn memory_still_there(file: &File) -> io::Result<()> {
-    let mut q = ProcmapQuery {
-        query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-        ..Default::default()
-    };
-    match sys::procmap_query(file.as_fd(), &mut q, &mut [], &mut []) {
+    match query_at(file.as_fd(), 0, &mut [], &mut []) {
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err(e),
         _ => Ok(()),
     }
@@ -402,11 +405,7 @@ fn memory_still_there(file: &File) -> io::Result<()> {
 /// Whether PROCMAP_QUERY answers on `fd` (anything but ENOTTY: a kernel
 /// before 6.11, or a file that is not a maps file).
 fn ioctl_answers(fd: BorrowedFd<'_>) -> bool {
-    let mut q = ProcmapQuery {
-        query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
-        ..Default::default()
-    };
-    let r = sys::procmap_query(fd, &mut q, &mut [], &mut []);
+    let r = query_at(fd, 0, &mut [], &mut []);
     !matches!(r, Err(e) if e.raw_os_error() == Some(libc::ENOTTY))
 }
 
