@@ -47,54 +47,26 @@ pub enum MapsErrorKind {
 
 use MapsErrorKind as K;
 
-/// Parses a whole maps file. Lines are kept when `keep(perms, name)` says so.
+/// Parses a whole maps file. Lines are kept when `keep(perms, name)` says
+/// so; a malformed line is an error naming its number and offset.
 pub fn parse_maps(
     text: &[u8],
-    keep: impl FnMut(Perms, &[u8]) -> bool,
+    mut keep: impl FnMut(Perms, &[u8]) -> bool,
 ) -> Result<Vec<Vma>, MapsError> {
     let mut out = Vec::new();
-    each_vma(
-        text,
-        (0, 0),
-        keep,
-        |n| n.into(),
-        |v| {
-            out.push(v);
-            Ok::<(), MapsError>(())
-        },
-    )?;
-    Ok(out)
-}
-
-/// Parses whole lines of a maps file that start at 0-based line `at.0`
-/// and byte offset `at.1` of it (for the error's position), handing each
-/// VMA `keep(perms, name)` keeps to `f` as it is parsed: the VMAs before a
-/// malformed line are all handed on. Each name is made by `name_of` (a
-/// scan worker hands out shared copies).
-pub fn each_vma<E: From<MapsError>>(
-    text: &[u8],
-    at: (usize, usize),
-    mut keep: impl FnMut(Perms, &[u8]) -> bool,
-    mut name_of: impl FnMut(&[u8]) -> Name,
-    mut f: impl FnMut(Vma) -> Result<(), E>,
-) -> Result<(), E> {
-    let mut offset = at.1;
+    let mut offset = 0;
     for (i, line) in text.split(|&b| b == b'\n').enumerate() {
-        let line_offset = offset;
+        let at = (i, offset);
         offset += line.len() + 1;
         if line.is_empty() {
             continue;
         }
-        let vma = parse_line_with(line, &mut name_of).map_err(|kind| MapsError {
-            line: at.0 + i + 1,
-            offset: line_offset,
-            kind,
-        })?;
+        let (vma, _) = parse_vma(line, at, &mut |n| n.into())?;
         if keep(vma.perms, &vma.name) {
-            f(vma)?;
+            out.push(vma);
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 impl From<MapsError> for std::io::Error {
@@ -142,15 +114,7 @@ fn field(s: &[u8]) -> (&[u8], &[u8]) {
 
 /// Parses one line (without its newline).
 pub fn parse_line(line: &[u8]) -> Result<Vma, MapsErrorKind> {
-    parse_line_with(line, &mut |n: &[u8]| n.into())
-}
-
-/// [`parse_line`], its name made by `name_of` from the name's bytes.
-pub fn parse_line_with(
-    line: &[u8],
-    name_of: &mut impl FnMut(&[u8]) -> Name,
-) -> Result<Vma, MapsErrorKind> {
-    parse_fields(line, name_of).map(|(vma, _)| vma)
+    parse_fields(line, &mut |n: &[u8]| n.into()).map(|(vma, _)| vma)
 }
 
 /// What a line's text tells of its name.
