@@ -5,7 +5,7 @@
 use super::consts::{misc, sample_type as st, types, MAX_BUILD_ID};
 use super::error::RecordTooLarge;
 use super::record::{
-    begin_record, finish_record, put_cstr, RecordHeader, SampleId, SampleIdLayout,
+    begin_record, finish_record, put_cstr, RecordHeader, SampleId, SampleIdLayout, Trailer,
 };
 use crate::bytes::{cstr, Endian, PutExt, Rd};
 use crate::model::BuildId;
@@ -78,9 +78,7 @@ fn write_mmap2_id(f: &mut [u8; MMAP2_ID_LEN], e: Endian, id: &Mmap2Id) {
     }
 }
 
-/// Encodes a PERF_RECORD_MMAP2 with its sample_id trailer. The size is
-/// known up front, so the record is zeroed in place once and its fields
-/// written at their fixed offsets (a snapshot encodes one per VMA).
+/// Encodes a PERF_RECORD_MMAP2 with its sample_id trailer.
 pub fn encode_mmap2(
     out: &mut Vec<u8>,
     e: Endian,
@@ -88,23 +86,33 @@ pub fn encode_mmap2(
     layout: &SampleIdLayout,
     sid: &SampleId,
 ) -> Result<(), RecordTooLarge> {
+    encode_mmap2_with(out, e, m, &layout.encode(e, sid))
+}
+
+/// [`encode_mmap2`] with the trailer already encoded (a snapshot encodes
+/// one per VMA, a process's all with the same trailer): the fixed part is
+/// built on the stack and the record appended in four copies.
+pub fn encode_mmap2_with(
+    out: &mut Vec<u8>,
+    e: Endian,
+    m: &Mmap2<'_>,
+    trailer: &Trailer,
+) -> Result<(), RecordTooLarge> {
     let misc = match m.id {
         Mmap2Id::BuildId(_) => m.misc | misc::MMAP_BUILD_ID,
         Mmap2Id::Inode { .. } => m.misc & !misc::MMAP_BUILD_ID,
     };
     // the name with its NUL, padded to 8
     let name_len = (m.filename.len() + 1).next_multiple_of(8);
-    let size = MMAP2_FIXED + name_len + layout.len();
+    let trailer = trailer.as_bytes();
+    let size = MMAP2_FIXED + name_len + trailer.len();
     let Ok(size16) = u16::try_from(size) else {
         return Err(RecordTooLarge {
             record_type: types::MMAP2,
             size,
         });
     };
-    let at = out.len();
-    out.resize(at + size, 0);
-    let (fixed, rest) = out[at..].split_at_mut(MMAP2_FIXED);
-    let fixed: &mut [u8; MMAP2_FIXED] = fixed.try_into().expect("split at its length");
+    let mut fixed = [0u8; MMAP2_FIXED];
     fixed[0..4].copy_from_slice(&e.u32_bytes(types::MMAP2));
     fixed[4..6].copy_from_slice(&e.u16_bytes(misc));
     fixed[6..8].copy_from_slice(&e.u16_bytes(size16));
@@ -117,9 +125,11 @@ pub fn encode_mmap2(
     write_mmap2_id(id, e, &m.id);
     fixed[64..68].copy_from_slice(&e.u32_bytes(m.prot));
     fixed[68..72].copy_from_slice(&e.u32_bytes(m.flags));
-    let (name, trailer) = rest.split_at_mut(name_len);
-    name[..m.filename.len()].copy_from_slice(m.filename);
-    layout.write_into(trailer, e, sid);
+    out.reserve(size);
+    out.extend_from_slice(&fixed);
+    out.extend_from_slice(m.filename);
+    out.extend_from_slice(&[0; 8][..name_len - m.filename.len()]);
+    out.extend_from_slice(trailer);
     Ok(())
 }
 

@@ -105,6 +105,24 @@ pub struct SampleIdLayout {
     pub sample_id_all: bool,
 }
 
+/// The longest trailer: six 8-byte fields (TID, TIME, ID, STREAM_ID, CPU,
+/// IDENTIFIER).
+const MAX_TRAILER: usize = 6 * 8;
+
+/// A `sample_id` trailer already encoded ([`SampleIdLayout::encode`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Trailer {
+    bytes: [u8; MAX_TRAILER],
+    len: u8,
+}
+
+impl Trailer {
+    /// The trailer's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
 /// Values for the trailer fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SampleId {
@@ -189,6 +207,18 @@ impl SampleIdLayout {
         let at = out.len();
         out.resize(at + self.len(), 0);
         self.write_into(&mut out[at..], e, v);
+    }
+
+    /// The trailer for `v`, encoded once: a snapshot writes the same one
+    /// after each of a process's records, so it is copied, not re-encoded
+    /// field by field, per record.
+    pub fn encode(&self, e: Endian, v: &SampleId) -> Trailer {
+        let mut t = Trailer {
+            bytes: [0; MAX_TRAILER],
+            len: self.len() as u8,
+        };
+        self.write_into(&mut t.bytes[..usize::from(t.len)], e, v);
+        t
     }
 
     /// Writes the trailer in perf's field order over `dst`, which is

@@ -393,12 +393,13 @@ fn ioctl_name<'b>(fd: BorrowedFd<'_>, vma: &Vma, buf: &'b mut [u8]) -> Asked<'b>
 /// leaves its old maps file reading as a plain end of file, where the
 /// ioctl says ESRCH; one query on the same descriptor tells the two apart,
 /// so the process is counted cut short as the ioctl walk counts it. A
-/// kernel without the ioctl (ENOTTY, the fallback's case, where it is not
-/// asked) cannot tell: the walk stands as complete.
-fn memory_still_there(file: &File) -> io::Result<()> {
+/// kernel without the ioctl (ENOTTY) cannot tell: the walk stands as
+/// complete, and `Ok(false)` says the ioctl did not answer.
+fn memory_still_there(file: &File) -> io::Result<bool> {
     match query_at(file.as_fd(), 0, &mut [], &mut []) {
         Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Err(e),
-        _ => Ok(()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTTY) => Ok(false),
+        _ => Ok(true),
     }
 }
 
@@ -466,8 +467,53 @@ pub fn read_maps_file(
         // a name too long for the text to be worth reading on
         walk_ioctl(&file, sel, from, max, ids, local, &mut each)?;
     }
-    if walk.source == SourceChoice::Text || ioctl {
-        memory_still_there(&file)?;
+    // a kernel without the ioctl, met by a text walk that asked it (`-d`):
+    // later files are not asked (a query per process and per ambiguous name)
+    if (walk.source == SourceChoice::Text || ioctl) && !memory_still_there(&file)? {
+        no_ioctl.store(true, Ordering::Relaxed);
     }
     Ok(Source::Text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A `-d` text walk whose ioctl does not answer (ENOTTY: a regular file
+    // here, as on a kernel before 6.11) marks the kernel as without it, so
+    // the next files are not asked.
+    #[test]
+    fn a_text_walk_meeting_enotty_marks_the_ioctl_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("maps");
+        let maps = "1000-2000 r-xp 00000000 08:01 5 /usr/lib/a\\012b\n\
+                    2000-3000 rw-p 00000000 00:00 0 \n";
+        std::fs::write(&path, maps).unwrap();
+        let walk = Walk {
+            selection: Selection::ExecAndData,
+            source: SourceChoice::Auto,
+            max_vmas: 100,
+        };
+        let ids = BuildIdPolicy {
+            cache: None,
+            pid: 1,
+            tid: 1,
+            proc_root: dir.path(),
+        };
+        let no_ioctl = AtomicBool::new(false);
+        let mut got = Vec::new();
+        let mut push = |s, v: Vma| {
+            got.push((s, v.start, v.name.to_vec()));
+            Ok(())
+        };
+        let mut local = Local::default();
+        let source = read_maps_file(&path, walk, ids, &mut local, &no_ioctl, &mut push).unwrap();
+        assert_eq!(source, Source::Text);
+        assert!(no_ioctl.load(Ordering::Relaxed));
+        let want = [
+            (Source::Text, 0x1000, b"/usr/lib/a\nb".to_vec()),
+            (Source::Text, 0x2000, Vec::new()),
+        ];
+        assert_eq!(got, want);
+    }
 }

@@ -82,6 +82,7 @@ pub fn encode_part(
         id: enc.id,
         ..Default::default()
     };
+    let trailer = enc.layout.encode(e, &sid);
     for vma in &p.vmas {
         let (filename, extra_flags) = mmap_filename(vma);
         let mut m = misc::USER;
@@ -109,7 +110,7 @@ pub fn encode_part(
             flags: vma.perms.map_flags() | extra_flags,
             filename,
         };
-        events::encode_mmap2(out, e, &mm, &enc.layout, &sid)?;
+        events::encode_mmap2_with(out, e, &mm, &trailer)?;
     }
     if part.last {
         for t in p.threads.iter().skip(1) {
