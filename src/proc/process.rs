@@ -9,7 +9,7 @@ use super::head::read_head;
 use super::options::Options;
 use super::pieces::{read_vmas, Caches, Check, PieceSink, Pieces, Seen};
 use super::skip::{Skip, SkipReason};
-use super::source::{TooManyMaps, Walk};
+use super::source::{is_walk_cap, Walk};
 use super::tasks::Head;
 use crate::model::{Part, Process};
 
@@ -112,7 +112,7 @@ fn read_checked(
     match result {
         Ok(()) => Outcome::Read(pieces.last()),
         // a walk stretched without end keeps what it read, piece or not
-        Err(e) if pieces.emitted || TooManyMaps::is(&e) => {
+        Err(e) if pieces.emitted || is_walk_cap(&e) => {
             let read = pieces.pushed;
             let detail = format!("{e}; the {read} maps read before are written");
             let reason = SkipReason::CutShort;

@@ -11,7 +11,7 @@ pub use super::idcache::BuildIdPolicy;
 use super::idcache::{resolve, LocalBuildIds};
 use super::maps_text::{self, NameText};
 pub use super::names::Names;
-pub use super::walk_cap::{walk_limit, TooManyMaps};
+pub use super::walk_cap::{is_walk_cap, walk_limit, LongNames, TooManyMaps, LONG_NAME_TEXT};
 use crate::model::{
     BuildId, Perms, Selection, Source, Vma, MAX_BUILD_ID, PATH_MAX, TOOLONG_NAME, VSYSCALL_NAME,
 };
@@ -224,7 +224,8 @@ fn read_some(mut file: &File, buf: &mut [u8]) -> io::Result<usize> {
 /// line that maps it (d_path has no limit; a user can make it megabytes
 /// long, and map it tens of thousands of times), where the ioctl stops at
 /// PATH_MAX. Then `Some((address, lines))` says where the ioctl walk goes
-/// on and how many lines the text had.
+/// on and how many lines the text had. Without the ioctl, such lines stop
+/// the walk with [`LongNames`] once they pass [`LONG_NAME_TEXT`] bytes.
 pub fn walk_text(
     file: &File,
     sel: Selection,
@@ -246,6 +247,8 @@ pub fn walk_text(
     let (mut have, mut offset, mut line) = (0usize, 0usize, 0usize);
     // in the rest of an over-long line, already handed on: drop to its end
     let mut skipping = false;
+    // bytes of `//toolong` lines read, against LONG_NAME_TEXT
+    let mut long_text = 0usize;
     // hands a line's VMA on; where the ioctl walk goes on after it, if it
     // must and can (a kernel without the ioctl leaves the text the only way)
     let mut each = |names: &mut Names, vma: Vma, text: NameText, line: usize| {
@@ -260,18 +263,14 @@ pub fn walk_text(
         let filled = have + n;
         let mut pos = 0;
         if skipping {
-            let Some(nl) = memchr::memchr(b'\n', &buf[..filled]) else {
-                offset += filled;
+            let Some(past) = skip_long(&buf[..filled], &mut offset, &mut long_text)? else {
                 have = 0;
                 if n == 0 {
                     return Ok(None);
                 }
                 continue;
             };
-            offset += nl + 1;
-            line += 1;
-            pos = nl + 1;
-            skipping = false;
+            (line, pos, skipping) = (line + 1, past, false);
         }
         // whole lines; at the end of the file, all that is left
         let end = match n {
@@ -289,6 +288,9 @@ pub fn walk_text(
                 let (vma, text) = maps_text::parse_vma(text, at, &mut |n| names.get(n))?;
                 if let Some(resume) = each(names, vma, text, line)? {
                     return Ok(Some(resume));
+                }
+                if text == NameText::TooLong {
+                    long_line(&mut long_text, nl + 1 - pos)?;
                 }
             }
             offset += nl + 1 - pos;
@@ -311,11 +313,33 @@ pub fn walk_text(
                 return Ok(Some(resume));
             }
             offset += have;
+            long_line(&mut long_text, have)?;
             have = 0;
             skipping = true;
         } else {
             buf.copy_within(end..filled, 0);
         }
+    }
+}
+
+/// Drops the rest of an over-long line from `buf`: where its end is
+/// passed, or `None` when all of `buf` is in it; `offset` and `long_text`
+/// count the bytes dropped.
+fn skip_long(buf: &[u8], offset: &mut usize, long_text: &mut usize) -> io::Result<Option<usize>> {
+    let past = memchr::memchr(b'\n', buf).map(|nl| nl + 1);
+    let n = past.unwrap_or(buf.len());
+    *offset += n;
+    long_line(long_text, n)?;
+    Ok(past)
+}
+
+/// Counts `n` more bytes of `//toolong` lines into `total`: [`LongNames`]
+/// once they pass [`LONG_NAME_TEXT`], inside a line or at its end.
+fn long_line(total: &mut usize, n: usize) -> io::Result<()> {
+    *total += n;
+    match *total > LONG_NAME_TEXT {
+        true => Err(LongNames(*total).into()),
+        false => Ok(()),
     }
 }
 
@@ -478,6 +502,55 @@ pub fn read_maps_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Without the ioctl, lines naming paths of PATH_MAX or more stop a text
+    // walk once they pass LONG_NAME_TEXT bytes, inside the line that passes
+    // it (its VMA already handed on), with the walk-cap error that keeps
+    // what was read; ordinary lines before them cost nothing.
+    #[test]
+    fn long_name_lines_stop_a_text_walk_past_their_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("maps");
+        let mut maps = b"1000-2000 r-xp 00000000 08:01 5 /usr/lib/libc.so.6\n".to_vec();
+        let name = vec![b'/'; 300_000];
+        let mut line_len = 0;
+        for i in 2..40u64 {
+            let start = maps.len();
+            let head = format!("{:x}-{:x} r-xp 00000000 08:01 {i} ", i << 12, (i + 1) << 12);
+            maps.extend_from_slice(head.as_bytes());
+            maps.extend_from_slice(&name);
+            maps.push(b'\n');
+            line_len = maps.len() - start;
+        }
+        std::fs::write(&path, &maps).unwrap();
+        for sel in [Selection::Exec, Selection::ExecAndData] {
+            let walk = Walk {
+                selection: sel,
+                source: SourceChoice::Auto,
+                max_vmas: 100,
+            };
+            let ids = BuildIdPolicy {
+                cache: None,
+                pid: 1,
+                tid: 1,
+                proc_root: dir.path(),
+            };
+            let mut got = Vec::new();
+            let mut push = |_, v: Vma| {
+                got.push(v.name.to_vec());
+                Ok(())
+            };
+            let (mut local, no_ioctl) = (Local::default(), AtomicBool::new(false));
+            let r = read_maps_file(&path, walk, ids, &mut local, &no_ioctl, &mut push);
+            let e = r.expect_err("the walk goes on past its budget");
+            assert!(is_walk_cap(&e), "{e}");
+            assert!(e.to_string().contains("PATH_MAX or more"), "{e}");
+            let long = LONG_NAME_TEXT / line_len + 1;
+            assert_eq!(got.len(), 1 + long, "{sel:?}");
+            assert_eq!(got[0], b"/usr/lib/libc.so.6");
+            assert!(got[1..].iter().all(|n| n == TOOLONG_NAME));
+        }
+    }
 
     // A `-d` text walk whose ioctl does not answer (ENOTTY: a regular file
     // here, as on a kernel before 6.11) marks the kernel as without it, so
