@@ -1469,3 +1469,157 @@ fn a_live_merge_gives_a_renamed_thread_its_new_name_only_after_the_rename() {
     );
     assert!(err.contains("note: 2 threads' COMMs left out"), "{err}");
 }
+
+/// Samples in a recording as linux-perf-data reads them.
+fn lpd_samples(data: &Path) -> usize {
+    use linux_perf_data::{PerfFileReader, PerfFileRecord};
+    let f = std::io::BufReader::new(std::fs::File::open(data).unwrap());
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(f).unwrap();
+    let mut n = 0;
+    while let Some(r) = record_iter.next_record(&mut perf_file).unwrap() {
+        if let PerfFileRecord::EventRecord { record, .. } = r {
+            n += usize::from(matches!(
+                record.parse(),
+                Ok(linux_perf_event_reader::EventRecord::Sample(_))
+            ));
+        }
+    }
+    n
+}
+
+/// `perf record --threads --synth=no` of the burner: a directory of
+/// `data` and a `data.N` per recording thread.
+fn record_directory(b: &Mapper, dir: &Path) -> PathBuf {
+    let rec = dir.join("rec.dir");
+    record(b.pid, &rec, &["--threads"]);
+    let files: Vec<String> = std::fs::read_dir(&rec)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        files.iter().any(|f| f == "data") && files.iter().any(|f| f.starts_with("data.")),
+        "{files:?}"
+    );
+    rec
+}
+
+// A perf.data directory (`perf record --threads --synth=no`: records in
+// `data` and a `data.N` per recording thread) is merged as a file is: the
+// burner's samples resolve, samples and record count as perf reads the
+// directory; `convert` with no option makes it one file that perf reads
+// exactly as the directory (`perf script` identical) and linux-perf-data
+// (which takes no directory) reads with every sample.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_perf_data_directory_is_merged_and_converted() {
+    let (b, dir) = burner_and_dir("merge-dir");
+    let rec = record_directory(&b, &dir);
+    assert!(
+        unknown_share(&rec, b.pid) > 0.9,
+        "the directory lacks the maps"
+    );
+    let merged = dir.join("merged.data");
+    let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
+    check_merged(&rec, &merged, b.pid, &err);
+    let flat = dir.join("flat.data");
+    synth_ok([
+        "convert".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        flat.as_os_str(),
+    ]);
+    let script = |p: &Path| perf(&["script".as_ref(), "-i".as_ref(), p.as_os_str()]);
+    let (theirs, ours) = (script(&rec), script(&flat));
+    assert!(theirs.lines().count() > 100, "{theirs}");
+    assert!(
+        theirs == ours,
+        "perf script of the directory and of its conversion differ"
+    );
+    assert_eq!(lpd_samples(&flat), sample_fields(&rec).lines().count());
+    // `dump` reads the directory as it reads the file
+    let dump = |p: &Path| synth_ok(["dump".as_ref(), p.as_os_str()]).stdout;
+    assert!(
+        dump(&rec) == dump(&flat),
+        "dump of the directory and its conversion differ"
+    );
+}
+
+// A perf.data directory's files are read only as regular files of its
+// own: a symlink named data.N (to /etc/passwd, say, which root would copy
+// into the output) is refused, exit 2, naming it; a FIFO named data.N is
+// skipped, as perf skips it, not waited on; a data.N ending inside a
+// record is refused naming that file and the offset; `--in-place` takes no
+// directory.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_perf_data_directorys_odd_entries_are_refused_or_skipped() {
+    let (b, dir) = burner_and_dir("merge-dir-hostile");
+    let rec = record_directory(&b, &dir);
+    drop(b);
+    let flat = dir.join("flat.data");
+    let convert = |out: &Path| {
+        synth([
+            "convert".as_ref(),
+            rec.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ])
+    };
+    assert!(convert(&flat).status.success());
+    mkfifo(&rec.join("data.900"));
+    let with_fifo = dir.join("fifo.data");
+    let run = convert(&with_fifo);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(std::fs::read(&flat).unwrap() == std::fs::read(&with_fifo).unwrap());
+    std::os::unix::fs::symlink("/etc/passwd", rec.join("data.901")).unwrap();
+    let run = convert(&dir.join("link.data"));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("data.901: a symlink in a perf.data directory"),
+        "{err}"
+    );
+    assert!(!dir.join("link.data").exists());
+    std::fs::remove_file(rec.join("data.901")).unwrap();
+    // the biggest data.N loses its last 3 bytes
+    let (cut, len) = std::fs::read_dir(&rec)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("data.")
+                && p.is_file()
+        })
+        .map(|p| {
+            let n = p.metadata().unwrap().len();
+            (p, n)
+        })
+        .max_by_key(|(_, n)| *n)
+        .unwrap();
+    assert!(len > 1000, "{len}");
+    let f = std::fs::OpenOptions::new().write(true).open(&cut).unwrap();
+    f.set_len(len - 3).unwrap();
+    let run = convert(&dir.join("cut.data"));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}: ", cut.display())) && err.contains("offset"),
+        "{err}"
+    );
+    let run = synth(["convert".as_ref(), "--in-place".as_ref(), rec.as_os_str()]);
+    assert_eq!(
+        run.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+}

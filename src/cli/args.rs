@@ -123,7 +123,7 @@ pub(crate) enum Command {
 #[derive(clap::Args, Debug)]
 pub(crate) struct PprofArgs {
     /// The recording (`-` for stdin; file or pipe mode, either byte order,
-    /// compressed or not).
+    /// compressed or not, or the directory `perf record --threads` writes).
     pub(crate) recording: PathBuf,
     /// Where the profile goes (`-` for stdout).
     #[arg(short, long, default_value = "profile.pb.gz")]
@@ -226,7 +226,8 @@ pub(crate) struct ConvertArgs {
 #[derive(clap::Args, Debug)]
 pub(crate) struct DumpArgs {
     /// The recording or snapshot (`-` for stdin; file or pipe mode, either
-    /// byte order, compressed or not).
+    /// byte order, compressed or not, or the directory `perf record
+    /// --threads` writes).
     pub(crate) file: PathBuf,
     /// JSON Lines with named fields instead of text.
     #[arg(long)]
@@ -241,7 +242,9 @@ pub(crate) struct DumpArgs {
 /// The recording a rewrite reads and where its result goes.
 #[derive(clap::Args, Debug)]
 pub(crate) struct RewriteTarget {
-    /// The recording (file or pipe mode, any byte order, compressed or not).
+    /// The recording (file or pipe mode, any byte order, compressed or not,
+    /// or the directory `perf record --threads` writes: convert makes it one
+    /// file-mode perf.data, with no other option too).
     pub(crate) recording: PathBuf,
     /// Where to write the result.
     #[arg(short = 'o', long, conflicts_with = "in_place")]

@@ -174,7 +174,11 @@ pub(crate) fn run_convert(c: &ConvertArgs) -> Result<(), CliError> {
         in_place: c.target.in_place,
         salvage: c.target.salvage.salvage,
     };
-    if !opts.buildid_mmap2 && opts.to_pipe.is_none() && !opts.decompress && !opts.buildid_all {
+    // a perf.data directory (`perf record --threads`) becomes one file
+    // whatever else is asked
+    let directory = std::fs::metadata(&c.target.recording).is_ok_and(|m| m.is_dir());
+    let nothing = !opts.buildid_mmap2 && opts.to_pipe.is_none() && !opts.decompress;
+    if nothing && !opts.buildid_all && !directory {
         return Err(CliError::Usage(
             "convert: nothing to do; give --buildid-mmap2, --buildid-all, --to file|pipe, --decompress or --portable"
                 .into(),

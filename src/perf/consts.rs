@@ -267,6 +267,9 @@ pub mod feature {
     /// HEADER_AUXTRACE: the file offsets of the AUXTRACE records (u64 nr,
     /// then {u64 file_offset, u64 size} each), how perf finds the AUX data.
     pub const AUXTRACE: u32 = 18;
+    /// HEADER_DIR_FORMAT: a directory recording's version (u64; 1: its
+    /// records are in `data` and the `data.*` files beside it).
+    pub const DIR_FORMAT: u32 = 24;
     /// HEADER_COMPRESSED: version, type, level, ratio and the buffer size
     /// (mmap_len) one COMPRESSED record decompresses into.
     pub const COMPRESSED: u32 = 27;

@@ -15,6 +15,7 @@ use super::header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
 pub(crate) use super::input_error::io_err;
 pub use super::input_error::InputError;
 use super::input_error::READING;
+use super::input_open::Opened;
 use super::salvage::Salvaged;
 use crate::bytes::{Endian, Rd};
 
@@ -80,7 +81,34 @@ impl Input {
     /// whole dropped), COMPRESSED records whose data ends inside a record
     /// (it is dropped). Only what cannot be a cut stays an error.
     pub fn open_as(path: &Path, regular_only: bool, salvage: bool) -> Result<Input, InputError> {
-        let (file, len, streamed) = super::input_open::open_input_file(path, regular_only)?;
+        let (file, len, streamed) = match super::input_open::open_input_file(path, regular_only)? {
+            Opened::File(file, len, streamed) => (file, len, streamed),
+            Opened::Dir(dir) => {
+                let (file, len) = super::input_dir::assemble(path, &dir, &|p, f, n| {
+                    let data = Input::of_file(p, f, n, false, false)?;
+                    match data.layout {
+                        Layout::File { header, features } => Ok((data.file, header, features)),
+                        Layout::Pipe(_) => {
+                            let err = K::Unsupported("a pipe-mode `data` file in a directory");
+                            Err(data.format(FormatError::at(0, err)))
+                        }
+                    }
+                })?;
+                (file, len, false)
+            }
+        };
+        Input::of_file(path, file, len, streamed, salvage)
+    }
+
+    /// [`Input::open_as`] of a file already open (`len` bytes; `streamed`:
+    /// a stream's copy), its errors naming `path`.
+    pub(super) fn of_file(
+        path: &Path,
+        file: File,
+        len: u64,
+        streamed: bool,
+        salvage: bool,
+    ) -> Result<Input, InputError> {
         let mut input = Input {
             path: path.to_path_buf(),
             file,

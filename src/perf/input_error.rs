@@ -17,10 +17,19 @@ pub enum InputError {
         #[source]
         source: FormatError,
     },
-    /// The path names a directory, device or other non-file.
-    #[error("{}: not a regular file, nor a FIFO or stdin holding a pipe-mode stream", path.display())]
+    /// The path names a device, a directory holding no `data` file, or
+    /// another non-file.
+    #[error("{}: not a regular file, nor a FIFO or stdin holding a pipe-mode stream, nor a perf.data directory (holding `data`)", path.display())]
     NotAFile {
         /// The input.
+        path: PathBuf,
+    },
+    /// A file of a perf.data directory is a symlink: perf writes its
+    /// files there itself, and a link (to `/etc/shadow`, say) would have
+    /// root copy what it names into the recording.
+    #[error("{}: a symlink in a perf.data directory, not followed (perf writes the files there itself)", path.display())]
+    NotFollowed {
+        /// The link.
         path: PathBuf,
     },
     /// An input to be replaced in place is not a regular file.
@@ -39,12 +48,15 @@ pub enum InputError {
         source: io::Error,
     },
     /// Creating or writing the unlinked temporary file a stream input
-    /// (stdin, a FIFO) is copied to and read from failed: `dir` (the
-    /// temporary directory, `TMPDIR`) full, most likely.
-    #[error("{op} the temporary copy of stream {} (an unlinked file in {})", path.display(), dir.display())]
+    /// (stdin, a FIFO) is copied to, or a perf.data directory assembled
+    /// into, and read from failed: `dir` (the temporary directory,
+    /// `TMPDIR`) full, most likely.
+    #[error("{op} the temporary copy of {what} {} (an unlinked file in {})", path.display(), dir.display())]
     Spool {
         /// What failed: creating or writing it.
         op: &'static str,
+        /// What the input is: "stream", "directory recording".
+        what: &'static str,
         /// The stream.
         path: PathBuf,
         /// Where the copy was.
@@ -74,6 +86,7 @@ impl InputError {
         match self {
             InputError::Format { .. }
             | InputError::NotAFile { .. }
+            | InputError::NotFollowed { .. }
             | InputError::NotRegular { .. } => true,
             // one we may not open or read (EACCES, EPERM) is the user's
             // to fix, as a missing one is

@@ -1,7 +1,8 @@
 //! Opening an input file: a regular file as it is, found and reopened
 //! through one descriptor (never a device or a path swapped in between); a
 //! stream (stdin, a FIFO) copied to an unlinked temporary file first,
-//! record by record ([`super::spool`]), leaving its file system room.
+//! record by record ([`super::spool`]), leaving its file system room; a
+//! perf.data directory found, for the `input_dir` module to assemble.
 
 use std::fs::File;
 use std::io;
@@ -10,16 +11,22 @@ use std::path::Path;
 use super::input_error::{io_err, InputError, OPENING, READING, REOPENING};
 use super::spool::{spool, SpoolError, Spooled};
 
+/// An input opened: a file (its length, and `true` for a stream's copy),
+/// or a directory (an `O_PATH` descriptor of it), for
+/// the `input_dir` module to assemble.
+pub(super) enum Opened {
+    File(File, u64, bool),
+    Dir(File),
+}
+
 /// Opens an input: a regular file as it is; stdin (`-`) or a FIFO copied
 /// to an unlinked temporary file (returned with `true`), unless
-/// `regular_only`, up to where it stops holding records ([`spool`]).
+/// `regular_only`, up to where it stops holding records ([`spool`]); a
+/// directory, unless `regular_only`, as it is found.
 /// Opening never blocks; a FIFO is then waited on until its writer
 /// connects, and from then until the copy ends a first SIGINT or SIGTERM
 /// lets it be read to its end ([`crate::interrupt`]).
-pub(super) fn open_input_file(
-    path: &Path,
-    regular_only: bool,
-) -> Result<(File, u64, bool), InputError> {
+pub(super) fn open_input_file(path: &Path, regular_only: bool) -> Result<Opened, InputError> {
     use std::os::fd::AsFd;
     use std::os::unix::fs::FileTypeExt;
     let file = if path.as_os_str() == "-" {
@@ -33,6 +40,10 @@ pub(super) fn open_input_file(
         // have been swapped in between.
         let (at, held) = crate::sys::locate(path).map_err(io_err(OPENING, path))?;
         let ft = held.file_type();
+        if ft.is_dir() && !regular_only {
+            // perf's directory format (`perf record --threads`)
+            return Ok(Opened::Dir(at));
+        }
         if !(ft.is_file() || ft.is_fifo() && !regular_only) {
             return Err(if regular_only {
                 InputError::NotRegular {
@@ -58,7 +69,7 @@ pub(super) fn open_input_file(
     let meta = file.metadata().map_err(io_err(READING, path))?;
     let ft = meta.file_type();
     if ft.is_file() {
-        return Ok((file, meta.len(), false));
+        return Ok(Opened::File(file, meta.len(), false));
     }
     if regular_only {
         return Err(InputError::NotRegular {
@@ -82,6 +93,7 @@ pub(super) fn open_input_file(
         let (path, dir) = (path.to_path_buf(), dir.clone());
         move |source| InputError::Spool {
             op,
+            what: "stream",
             path,
             dir,
             source,
@@ -102,15 +114,15 @@ pub(super) fn open_input_file(
     let copy = dst
         .into_inner()
         .map_err(|e| spool_err("writing")(e.into_error()))?;
-    Ok((copy.file, len, true))
+    Ok(Opened::File(copy.file, len, true))
 }
 
 /// The copy of a stream, written only while its file system keeps
 /// [`MIN_LEFT_PERCENT`] of its size (at least [`MIN_LEFT`]) for others: a
 /// stream of valid-looking records that never ends (or one larger than the
 /// room) stops with an error instead of filling the disk.
-struct Roomy {
-    file: File,
+pub(super) struct Roomy {
+    pub(super) file: File,
     /// Bytes written since the room was last looked at.
     since: u64,
 }
@@ -123,7 +135,7 @@ const MIN_LEFT_PERCENT: u64 = 2;
 const MIN_LEFT: u64 = 16 << 20;
 
 impl Roomy {
-    fn new(file: File) -> Roomy {
+    pub(super) fn new(file: File) -> Roomy {
         Roomy { file, since: 0 }
     }
 }
@@ -155,4 +167,4 @@ impl io::Write for Roomy {
 }
 
 /// Bytes read from a stream, and written to its copy, at a time.
-const SPOOL_CHUNK: usize = 128 << 10;
+pub(super) const SPOOL_CHUNK: usize = 128 << 10;

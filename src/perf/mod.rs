@@ -23,6 +23,7 @@ pub mod feature_check;
 pub mod features;
 pub mod header;
 pub mod input;
+mod input_dir;
 mod input_error;
 mod input_open;
 mod input_salvage;

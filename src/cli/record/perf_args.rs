@@ -357,7 +357,7 @@ fn running_perf_help() -> String {
 /// Why `record` refuses perf option `long` (any form), if it does: the
 /// options it sets itself, which a second copy would silently override
 /// (perf takes the last), and `--threads`, with which perf writes a
-/// directory that nothing can be merged into.
+/// directory, which `merge` reads only once it is whole.
 fn owned_by_record(long: &str) -> Option<&'static str> {
     match long {
         "control" => Some(
@@ -375,9 +375,10 @@ fn owned_by_record(long: &str) -> Option<&'static str> {
              write every map twice; use `perf record` for perf's synthesis",
         ),
         "threads" => Some(
-            "perf then writes a directory of files, not a perf.data to merge into; record \
-             with `perf record --synth=no --threads`, snapshot with `mmap2-synth --all -o \
-             SNAP` and merge after `perf data convert` if needed",
+            "perf then writes a directory of files, not a perf.data record can merge into \
+             as it runs; record with `perf record --synth=no --threads -o DIR` and run \
+             `mmap2-synth merge DIR -o FILE` (a live merge, or `--maps SNAP` of a snapshot \
+             taken at the start) afterwards",
         ),
         _ => None,
     }

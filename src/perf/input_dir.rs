@@ -1,0 +1,344 @@
+//! A perf.data directory (`perf record --threads`, perf 5.17+): its `data`
+//! file holds the header, attrs, features and the records perf wrote
+//! itself, each `data.*` file beside it the records one recording thread
+//! read. Few readers but perf take a directory, so it is assembled into one
+//! unlinked temporary file-mode perf.data (the `data` file with the other
+//! files' records appended to its data section, in the order of their
+//! numbers, and without the DIR_FORMAT feature), which every command then
+//! reads as a file; perf sorts the records of a directory by time, as it
+//! sorts those of a file without FINISHED_ROUND records. An offset in an
+//! error about the assembled records counts from the start of `data`, the
+//! `data.*` files following its data section in that order.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::consts::feature;
+use super::error::{FormatError, FormatErrorKind as K};
+use super::header::{FeatureTable, FileHeader, Section};
+use super::input_error::{io_err, InputError, OPENING, READING};
+use super::input_open::{Roomy, SPOOL_CHUNK};
+use crate::bytes::{Endian, Rd};
+
+/// How the `data` file is opened as a recording (by `Input`, which this
+/// module does not reach): the file again, its header and
+/// feature table.
+pub(super) type Parse<'a> =
+    dyn Fn(&Path, File, u64) -> Result<(File, FileHeader, FeatureTable), InputError> + 'a;
+
+/// `data.*` files a directory may hold at most: perf writes one per
+/// recording thread (`--threads`: one per CPU at most).
+const MAX_FILES: usize = 4096;
+
+/// The DIR_FORMAT version of a directory whose records are in `data` and
+/// the `data.*` files (perf's `PERF_DIR_VERSION`); 0, or no DIR_FORMAT, is
+/// one whose records are all in `data` (a `--kcore` recording's).
+const MULTI_FILE: u64 = 1;
+
+/// Assembles the perf.data directory at `path` (`dir`, an `O_PATH`
+/// descriptor of it) into an unlinked temporary file: the file and its
+/// length. Only regular files are read, never through a symlink (an
+/// error) or from a FIFO or device (skipped, as perf skips them).
+pub(super) fn assemble(
+    path: &Path,
+    dir: &File,
+    parse: &Parse<'_>,
+) -> Result<(File, u64), InputError> {
+    let data_path = path.join("data");
+    let not_a_recording = || InputError::NotAFile {
+        path: path.to_path_buf(),
+    };
+    let (file, len) = match open_entry(dir, b"data", &data_path) {
+        Ok(Some(data)) => data,
+        // no `data` file: a directory, not a recording
+        Ok(None) => return Err(not_a_recording()),
+        Err(InputError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(not_a_recording())
+        }
+        Err(e) => return Err(e),
+    };
+    let (data, header, features) = parse(&data_path, file, len)?;
+    let format = |at, kind| InputError::Format {
+        path: data_path.clone(),
+        source: FormatError::at(at, kind),
+    };
+    let e = header.endian;
+    let version = match features.0.iter().find(|(b, _)| *b == feature::DIR_FORMAT) {
+        None => 0,
+        Some((_, s)) if s.size < 8 => {
+            return Err(format(s.offset, K::Truncated("DIR_FORMAT feature")));
+        }
+        Some((_, s)) => {
+            let mut b = [0u8; 8];
+            (data.read_exact_at(&mut b, s.offset)).map_err(io_err(READING, &data_path))?;
+            Rd(e).u64(&b, 0).unwrap_or(0)
+        }
+    };
+    let parts = match version {
+        0 => Vec::new(),
+        MULTI_FILE => data_files(path, dir)?,
+        _ => {
+            let err = K::Unsupported("a perf.data directory version other than 0 and 1");
+            return Err(format(0, err));
+        }
+    };
+    if !parts.is_empty() && header.features.contains(feature::AUXTRACE) {
+        // its index holds offsets in the file each AUXTRACE record is in
+        let err = K::Unsupported("AUX area data (an AUXTRACE index) in a perf.data directory");
+        return Err(format(0, err));
+    }
+    let tmp = std::env::temp_dir();
+    let spool_err = |op| spool(op, path, &tmp);
+    let copy = tempfile::tempfile_in(&tmp).map_err(spool_err("creating"))?;
+    let mut out = BufWriter::with_capacity(SPOOL_CHUNK, Roomy::new(copy));
+    // the header (written again at the end), attrs and `data`'s records
+    copy_range(
+        &data,
+        &data_path,
+        (0, header.data.end()),
+        &mut out,
+        &spool_err,
+    )?;
+    let mut size = header.data.size;
+    for (p, f, n) in &parts {
+        check_records(f, p, *n, e)?;
+        copy_range(f, p, (0, *n), &mut out, &spool_err)?;
+        size += n;
+    }
+    let kept: Vec<(u32, Section)> = (features.0.iter())
+        .filter(|(bit, _)| *bit != feature::DIR_FORMAT)
+        .copied()
+        .collect();
+    let table_at = header.data.offset + size;
+    let payload_at = table_at + 16 * kept.len() as u64;
+    let table = FeatureTable::laid_out(kept.iter().map(|(b, s)| (*b, s.size)), payload_at);
+    out.write_all(&table.encode(e))
+        .map_err(spool_err("writing"))?;
+    for (_, s) in &kept {
+        copy_range(&data, &data_path, (s.offset, s.end()), &mut out, &spool_err)?;
+    }
+    let copy = out
+        .into_inner()
+        .map_err(|err| spool_err("writing")(err.into_error()))?
+        .file;
+    let mut head = header.clone();
+    head.data.size = size;
+    head.features = table.bits();
+    copy.write_all_at(&head.encode(), 0)
+        .map_err(spool_err("writing"))?;
+    let len = payload_at + kept.iter().map(|(_, s)| s.size).sum::<u64>();
+    Ok((copy, len))
+}
+
+/// The regular `data.*` files of the directory (`dir` at `path`), by
+/// number (then name), empty ones left out as perf leaves them: each path,
+/// open file and length.
+fn data_files(path: &Path, dir: &File) -> Result<Vec<(PathBuf, File, u64)>, InputError> {
+    let listing = format!("/proc/thread-self/fd/{}", dir.as_raw_fd());
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&listing).map_err(io_err(READING, path))? {
+        let name = entry.map_err(io_err(READING, path))?.file_name();
+        if name.as_bytes().starts_with(b"data.") {
+            names.push(name.as_bytes().to_vec());
+            if names.len() > MAX_FILES {
+                let err = K::Implausible {
+                    what: "number of data.* files",
+                    value: names.len() as u64,
+                };
+                return Err(InputError::Format {
+                    path: path.to_path_buf(),
+                    source: FormatError::at(0, err),
+                });
+            }
+        }
+    }
+    // data.2 before data.10
+    names.sort_by_key(|n| {
+        let number = std::str::from_utf8(&n[5..])
+            .ok()
+            .and_then(|d| d.parse::<u64>().ok());
+        (number.is_none(), number, n.clone())
+    });
+    let mut parts = Vec::new();
+    for name in names {
+        let p = path.join(std::ffi::OsStr::from_bytes(&name));
+        if let Some((f, n)) = open_entry(dir, &name, &p)? {
+            if n > 0 {
+                parts.push((p, f, n));
+            }
+        }
+    }
+    Ok(parts)
+}
+
+/// Opens the entry `name` of `dir` (`path`) for reading if it is a regular
+/// file, with its length; `None` for anything else that is no symlink.
+/// Looked at through an `O_PATH` descriptor first, so a FIFO or device is
+/// never opened.
+fn open_entry(dir: &File, name: &[u8], path: &Path) -> Result<Option<(File, u64)>, InputError> {
+    let at = crate::sys::open_path_at(dir.as_fd(), name).map_err(io_err(OPENING, path))?;
+    let at = File::from(at);
+    let meta = at.metadata().map_err(io_err(READING, path))?;
+    if meta.file_type().is_symlink() {
+        return Err(InputError::NotFollowed {
+            path: path.to_path_buf(),
+        });
+    }
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let file = crate::sys::reopen_for_reading(&at, &meta).map_err(io_err(OPENING, path))?;
+    let len = file.metadata().map_err(io_err(READING, path))?.len();
+    Ok(Some((file, len)))
+}
+
+/// Checks that the `len` bytes of `file` (`path`) are whole records, in
+/// byte order `e`: appended to another file's, a record cut short would
+/// misframe everything after it.
+fn check_records(file: &File, path: &Path, len: u64, e: Endian) -> Result<(), InputError> {
+    let bad = |at, kind| InputError::Format {
+        path: path.to_path_buf(),
+        source: FormatError::at(at, kind),
+    };
+    let mut buf = vec![0u8; SPOOL_CHUNK];
+    let (mut at, mut next) = (0u64, 0u64);
+    while at < len {
+        let n = (len - at).min(SPOOL_CHUNK as u64) as usize;
+        file.read_exact_at(&mut buf[..n], at)
+            .map_err(io_err(READING, path))?;
+        let end = at + n as u64;
+        while next < end {
+            if len - next < 8 {
+                return Err(bad(next, K::StrayBytes(len - next)));
+            }
+            let mut h = [0u8; 8];
+            match next + 8 <= end {
+                true => h.copy_from_slice(&buf[(next - at) as usize..][..8]),
+                // a header across two reads
+                false => file
+                    .read_exact_at(&mut h, next)
+                    .map_err(io_err(READING, path))?,
+            }
+            let r = Rd(e);
+            let (record_type, size) = (r.u32(&h, 0).unwrap_or(0), r.u16(&h, 6).unwrap_or(0));
+            if size < 8 {
+                return Err(bad(next, K::RecordTooSmall { record_type, size }));
+            }
+            if u64::from(size) > len - next {
+                let end = len;
+                return Err(bad(
+                    next,
+                    K::RecordPastEnd {
+                        record_type,
+                        size,
+                        end,
+                    },
+                ));
+            }
+            next += u64::from(size);
+        }
+        at = end;
+    }
+    Ok(())
+}
+
+/// The error of writing the assembled copy of the directory `path` in
+/// `tmp` (`op`: creating or writing it).
+fn spool(op: &'static str, path: &Path, tmp: &Path) -> impl FnOnce(std::io::Error) -> InputError {
+    let (path, dir) = (path.to_path_buf(), tmp.to_path_buf());
+    move |source| InputError::Spool {
+        op,
+        what: "directory recording",
+        path,
+        dir,
+        source,
+    }
+}
+
+/// Copies bytes `from..to` of `file` (`path`) to `out`, its write errors
+/// made by `spool_err`.
+fn copy_range<W: Write, E: FnOnce(std::io::Error) -> InputError>(
+    file: &File,
+    path: &Path,
+    (from, to): (u64, u64),
+    out: &mut W,
+    spool_err: &impl Fn(&'static str) -> E,
+) -> Result<(), InputError> {
+    let mut buf = vec![0u8; SPOOL_CHUNK];
+    let mut at = from;
+    while at < to {
+        let n = (to - at).min(SPOOL_CHUNK as u64) as usize;
+        file.read_exact_at(&mut buf[..n], at)
+            .map_err(io_err(READING, path))?;
+        out.write_all(&buf[..n]).map_err(spool_err("writing"))?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` records of `size` bytes (type 9) in byte order `e`.
+    fn records(e: Endian, n: usize, size: u16) -> Vec<u8> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let at = out.len();
+            out.resize(at + usize::from(size), 0xa5);
+            out[at..at + 4].copy_from_slice(&e.u32_bytes(9));
+            out[at + 4..at + 6].copy_from_slice(&e.u16_bytes(0));
+            out[at + 6..at + 8].copy_from_slice(&e.u16_bytes(size));
+        }
+        out
+    }
+
+    fn check(bytes: &[u8], e: Endian) -> Result<(), InputError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.0");
+        std::fs::write(&path, bytes).unwrap();
+        let f = File::open(&path).unwrap();
+        check_records(&f, &path, bytes.len() as u64, e)
+    }
+
+    fn offset_of(r: Result<(), InputError>) -> (u64, String) {
+        match r {
+            Err(InputError::Format { source, .. }) => (source.offset, source.kind.to_string()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    // Whole records pass in either byte order, also with record headers
+    // lying across two of the check's reads (13-byte records: the 128 KiB
+    // boundary falls inside one's header); a file ending inside a record,
+    // or in bytes too few for a header, or with a record smaller than its
+    // header, is refused at that record's offset.
+    #[test]
+    fn a_data_file_must_be_whole_records() {
+        for e in [Endian::Little, Endian::Big] {
+            let whole = records(e, 30_000, 13);
+            assert!(whole.len() > 2 * SPOOL_CHUNK);
+            assert!(check(&whole, e).is_ok());
+            let cut = &whole[..whole.len() - 3];
+            let (at, what) = offset_of(check(cut, e));
+            assert_eq!(at, 13 * 29_999, "{what}");
+            assert!(what.contains("runs past the end"), "{what}");
+            let (at, what) = offset_of(check(&whole[..13 * 5 + 4], e));
+            assert_eq!((at, what.contains("stray bytes")), (13 * 5, true), "{what}");
+            let mut small = records(e, 3, 16);
+            small[16 + 6..16 + 8].copy_from_slice(&e.u16_bytes(4));
+            let (at, what) = offset_of(check(&small, e));
+            assert_eq!((at, what.contains("size 4")), (16, true), "{what}");
+            // read in the other order, sizes are wrong
+            let other = match e {
+                Endian::Little => Endian::Big,
+                Endian::Big => Endian::Little,
+            };
+            assert!(check(&whole, other).is_err());
+        }
+    }
+}
