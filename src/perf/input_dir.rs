@@ -49,18 +49,7 @@ pub(super) fn assemble(
     parse: &Parse<'_>,
 ) -> Result<(File, u64), InputError> {
     let data_path = path.join("data");
-    let not_a_recording = || InputError::NotAFile {
-        path: path.to_path_buf(),
-    };
-    let (file, len) = match open_entry(dir, b"data", &data_path) {
-        Ok(Some(data)) => data,
-        // no `data` file: a directory, not a recording
-        Ok(None) => return Err(not_a_recording()),
-        Err(InputError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Err(not_a_recording())
-        }
-        Err(e) => return Err(e),
-    };
+    let (file, len) = open_data(path, dir, &data_path)?;
     let (data, header, features) = parse(&data_path, file, len)?;
     let format = |at, kind| InputError::Format {
         path: data_path.clone(),
@@ -132,6 +121,22 @@ pub(super) fn assemble(
         .map_err(spool_err("writing"))?;
     let len = payload_at + kept.iter().map(|(_, s)| s.size).sum::<u64>();
     Ok((copy, len))
+}
+
+/// The directory's `data` file (`data_path`) and its length; a directory
+/// without one (nor a regular file by that name) is no recording.
+fn open_data(path: &Path, dir: &File, data_path: &Path) -> Result<(File, u64), InputError> {
+    let not_a_recording = || InputError::NotAFile {
+        path: path.to_path_buf(),
+    };
+    match open_entry(dir, b"data", data_path) {
+        Ok(Some(data)) => Ok(data),
+        Ok(None) => Err(not_a_recording()),
+        Err(InputError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Err(not_a_recording())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The regular `data.*` files of the directory (`dir` at `path`), by
