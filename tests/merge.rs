@@ -1547,6 +1547,48 @@ fn a_perf_data_directory_is_merged_and_converted() {
     );
 }
 
+// With `-z` each data.N file holds a zstd stream of its own (helper-95:
+// appended as they were, the second file's stream failed to decode): they
+// are decompressed as the directory is assembled, and `perf script` prints
+// the conversion as it prints the directory. The workload is two busy
+// loops of the test's own, so that both recording threads write.
+#[test]
+#[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
+fn a_compressed_perf_data_directory_is_converted() {
+    needs_perf_record();
+    let dir = scratch("dir-z");
+    let rec = dir.join("z.dir");
+    // (each loop ends itself: `sh` has no job control to kill them by)
+    let loops = "timeout 0.5 yes >/dev/null & timeout 0.5 yes >/dev/null & wait";
+    let work = ["sh", "-c", loops];
+    perf_record_to(
+        &rec,
+        &["--threads", "-z"],
+        &[&["--"][..], &work[..]].concat(),
+    );
+    let compressed = std::fs::read_dir(&rec)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("data."))
+        .filter(|e| e.metadata().unwrap().len() > 0)
+        .count();
+    assert!(compressed >= 2, "{compressed} data.* files hold records");
+    let flat = dir.join("flat.data");
+    synth_ok([
+        "convert".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        flat.as_os_str(),
+    ]);
+    let script = |p: &Path| perf(&["script".as_ref(), "-i".as_ref(), p.as_os_str()]);
+    let (theirs, ours) = (script(&rec), script(&flat));
+    assert!(theirs.lines().count() > 100, "{theirs}");
+    assert!(
+        theirs == ours,
+        "perf script of the directory and of its conversion differ"
+    );
+}
+
 // A perf.data directory's files are read only as regular files of its
 // own: a symlink named data.N (to /etc/passwd, say, which root would copy
 // into the output) is refused, exit 2, naming it; a FIFO named data.N is
@@ -1622,4 +1664,49 @@ fn a_perf_data_directorys_odd_entries_are_refused_or_skipped() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
+    std::fs::remove_file(&cut).unwrap();
+    // `data` alone holds only the head of the records: refused, not read
+    // as a recording of none
+    let run = synth(["dump".as_ref(), rec.join("data").as_os_str()]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(err.contains("give the directory"), "{err}");
+    // a second name of a file (of someone else's, where hard links to
+    // them are allowed) is not read
+    let other = dir.join("elsewhere");
+    std::fs::write(&other, b"not records").unwrap();
+    std::fs::hard_link(&other, rec.join("data.902")).unwrap();
+    let run = convert(&dir.join("linked.data"));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(err.contains("data.902: a file of a perf.data directory with other hard links"));
+    std::fs::remove_file(rec.join("data.902")).unwrap();
+    // a hole of 16 GiB claimed in `data`'s records is refused at once,
+    // not copied to $TMPDIR as zeros (helper-95)
+    let data = std::fs::read(rec.join("data")).unwrap();
+    let (off, size) = (u64_at(&data, 40), u64_at(&data, 48));
+    let end = (off + size) as usize;
+    let hole = 16u64 << 30;
+    let mut head = data[..end].to_vec();
+    head[48..56].copy_from_slice(&(size + hole).to_le_bytes());
+    let mut tail = data[end..].to_vec();
+    let features: u32 = (0..4).map(|i| u64_at(&data, 72 + 8 * i).count_ones()).sum();
+    for i in 0..features as usize {
+        let at = 16 * i;
+        let moved = u64_at(&tail, at) + hole;
+        tail[at..at + 8].copy_from_slice(&moved.to_le_bytes());
+    }
+    let f = std::fs::File::create(rec.join("data")).unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(&head, 0).unwrap();
+    f.write_all_at(&tail, end as u64 + hole).unwrap();
+    let run = convert(&dir.join("hole.data"));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(err.contains("has size 0"), "{err}");
+}
+
+/// The little-endian u64 at `at`.
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
 }

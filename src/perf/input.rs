@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::attr::{Attr, Attrs};
-use super::consts::{FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
+use super::consts::{feature, FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
 use super::error::{FormatError, FormatErrorKind as K};
 use super::header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
 pub(crate) use super::input_error::io_err;
@@ -86,18 +86,32 @@ impl Input {
             Opened::Dir(dir) => {
                 let (file, len) = super::input_dir::assemble(path, &dir, &|p, f, n| {
                     let data = Input::of_file(p, f, n, false, false)?;
-                    match data.layout {
-                        Layout::File { header, features } => Ok((data.file, header, features)),
-                        Layout::Pipe(_) => {
-                            let err = K::Unsupported("a pipe-mode `data` file in a directory");
-                            Err(data.format(FormatError::at(0, err)))
-                        }
-                    }
+                    let Layout::File { header, features } = &data.layout else {
+                        let err = K::Unsupported("a pipe-mode `data` file in a directory");
+                        return Err(data.format(FormatError::at(0, err)));
+                    };
+                    // the attrs and their ids before the records, which
+                    // the other files' are appended to
+                    data.file_attrs_and_end(header)?;
+                    let (header, features) = (header.clone(), features.clone());
+                    let cap = data.decompressed_cap()?;
+                    Ok((data.file, header, features, cap))
                 })?;
                 (file, len, false)
             }
         };
-        Input::of_file(path, file, len, streamed, salvage)
+        let input = Input::of_file(path, file, len, streamed, salvage)?;
+        // a directory's `data` alone holds the head of its records only
+        if let Some((s, b)) = input.feature(feature::DIR_FORMAT)? {
+            if Rd(input.endian()).u64(&b, 0).unwrap_or(0) >= 1 {
+                let err = K::Unsupported(
+                    "the `data` file of a perf.data directory alone (give the directory: \
+                     most records are in the data.* files beside it)",
+                );
+                return Err(input.format(FormatError::at(s.offset, err)));
+            }
+        }
+        Ok(input)
     }
 
     /// [`Input::open_as`] of a file already open (`len` bytes; `streamed`:

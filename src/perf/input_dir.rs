@@ -14,21 +14,27 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use super::compress::{compressed_payload, Decompressor};
 use super::consts::feature;
 use super::error::{FormatError, FormatErrorKind as K};
 use super::header::{FeatureTable, FileHeader, Section};
 use super::input_error::{io_err, InputError, OPENING, READING};
 use super::input_open::{Roomy, SPOOL_CHUNK};
+use super::record::RecordHeader;
 use crate::bytes::{Endian, Rd};
 
 /// How the `data` file is opened as a recording (by `Input`, which this
 /// module does not reach): the file again, its header and
 /// feature table.
-pub(super) type Parse<'a> =
-    dyn Fn(&Path, File, u64) -> Result<(File, FileHeader, FeatureTable), InputError> + 'a;
+pub(super) type Parse<'a> = dyn Fn(&Path, File, u64) -> Result<Parsed, InputError> + 'a;
+
+/// The `data` file as [`Parse`] gives it back: the file, its header and
+/// feature table (its attrs and id sections checked to lie before its
+/// records), and the most one COMPRESSED record may decompress to.
+pub(super) type Parsed = (File, FileHeader, FeatureTable, u64);
 
 /// `data.*` files a directory may hold at most: perf writes one per
 /// recording thread (`--threads`: one per CPU at most).
@@ -50,7 +56,7 @@ pub(super) fn assemble(
 ) -> Result<(File, u64), InputError> {
     let data_path = path.join("data");
     let (file, len) = open_data(path, dir, &data_path)?;
-    let (data, header, features) = parse(&data_path, file, len)?;
+    let (data, header, features, cap) = parse(&data_path, file, len)?;
     let format = |at, kind| InputError::Format {
         path: data_path.clone(),
         source: FormatError::at(at, kind),
@@ -67,15 +73,15 @@ pub(super) fn assemble(
             Rd(e).u64(&b, 0).unwrap_or(0)
         }
     };
-    let parts = match version {
+    let names = match version {
         0 => Vec::new(),
-        MULTI_FILE => data_files(path, dir)?,
+        MULTI_FILE => data_file_names(path, dir)?,
         _ => {
             let err = K::Unsupported("a perf.data directory version other than 0 and 1");
             return Err(format(0, err));
         }
     };
-    if !parts.is_empty() && header.features.contains(feature::AUXTRACE) {
+    if !names.is_empty() && header.features.contains(feature::AUXTRACE) {
         // its index holds offsets in the file each AUXTRACE record is in
         let err = K::Unsupported("AUX area data (an AUXTRACE index) in a perf.data directory");
         return Err(format(0, err));
@@ -84,19 +90,24 @@ pub(super) fn assemble(
     let spool_err = |op| spool(op, path, &tmp);
     let copy = tempfile::tempfile_in(&tmp).map_err(spool_err("creating"))?;
     let mut out = BufWriter::with_capacity(SPOOL_CHUNK, Roomy::new(copy));
-    // the header (written again at the end), attrs and `data`'s records
+    // the header (written again at the end) and attrs, then `data`'s
+    // records, their framing checked (a hole reads as a record of size 0)
     copy_range(
         &data,
         &data_path,
-        (0, header.data.end()),
+        (0, header.data.offset),
         &mut out,
         &spool_err,
     )?;
-    let mut size = header.data.size;
-    for (p, f, n) in &parts {
-        check_records(f, p, *n, e)?;
-        copy_range(f, p, (0, *n), &mut out, &spool_err)?;
-        size += n;
+    let records = (&data, data_path.as_path(), header.data);
+    let mut size = copy_records(records, e, None, &mut out, &spool_err)?;
+    for (p, name) in names {
+        // one at a time: thousands need not be open at once
+        let Some((f, n)) = open_entry(dir, &name, &p)? else {
+            continue;
+        };
+        let part = Section { offset: 0, size: n };
+        size += copy_records((&f, &p, part), e, Some(cap), &mut out, &spool_err)?;
     }
     let kept: Vec<(u32, Section)> = (features.0.iter())
         .filter(|(bit, _)| *bit != feature::DIR_FORMAT)
@@ -108,6 +119,7 @@ pub(super) fn assemble(
     out.write_all(&table.encode(e))
         .map_err(spool_err("writing"))?;
     for (_, s) in &kept {
+        no_hole(&data, &data_path, *s)?;
         copy_range(&data, &data_path, (s.offset, s.end()), &mut out, &spool_err)?;
     }
     let copy = out
@@ -139,10 +151,9 @@ fn open_data(path: &Path, dir: &File, data_path: &Path) -> Result<(File, u64), I
     }
 }
 
-/// The regular `data.*` files of the directory (`dir` at `path`), by
-/// number (then name), empty ones left out as perf leaves them: each path,
-/// open file and length.
-fn data_files(path: &Path, dir: &File) -> Result<Vec<(PathBuf, File, u64)>, InputError> {
+/// The `data.*` entries of the directory (`dir` at `path`), by number
+/// (then name): each path and name.
+fn data_file_names(path: &Path, dir: &File) -> Result<Vec<(PathBuf, Vec<u8>)>, InputError> {
     let listing = format!("/proc/thread-self/fd/{}", dir.as_raw_fd());
     let mut names = Vec::new();
     for entry in std::fs::read_dir(&listing).map_err(io_err(READING, path))? {
@@ -168,16 +179,10 @@ fn data_files(path: &Path, dir: &File) -> Result<Vec<(PathBuf, File, u64)>, Inpu
             .and_then(|d| d.parse::<u64>().ok());
         (number.is_none(), number, n.clone())
     });
-    let mut parts = Vec::new();
-    for name in names {
-        let p = path.join(std::ffi::OsStr::from_bytes(&name));
-        if let Some((f, n)) = open_entry(dir, &name, &p)? {
-            if n > 0 {
-                parts.push((p, f, n));
-            }
-        }
-    }
-    Ok(parts)
+    Ok(names
+        .into_iter()
+        .map(|n| (path.join(std::ffi::OsStr::from_bytes(&n)), n))
+        .collect())
 }
 
 /// Opens the entry `name` of `dir` (`path`) for reading if it is a regular
@@ -196,59 +201,125 @@ fn open_entry(dir: &File, name: &[u8], path: &Path) -> Result<Option<(File, u64)
     if !meta.is_file() {
         return Ok(None);
     }
+    if meta.nlink() > 1 {
+        // perf's files have one name; another may be a file of someone
+        // else's (where fs.protected_hardlinks is off)
+        return Err(InputError::HardLinked {
+            path: path.to_path_buf(),
+        });
+    }
     let file = crate::sys::reopen_for_reading(&at, &meta).map_err(io_err(OPENING, path))?;
     let len = file.metadata().map_err(io_err(READING, path))?.len();
     Ok(Some((file, len)))
 }
 
-/// Checks that the `len` bytes of `file` (`path`) are whole records, in
-/// byte order `e`: appended to another file's, a record cut short would
-/// misframe everything after it.
-fn check_records(file: &File, path: &Path, len: u64, e: Endian) -> Result<(), InputError> {
-    let bad = |at, kind| InputError::Format {
-        path: path.to_path_buf(),
-        source: FormatError::at(at, kind),
-    };
-    let mut buf = vec![0u8; SPOOL_CHUNK];
-    let (mut at, mut next) = (0u64, 0u64);
-    while at < len {
-        let n = (len - at).min(SPOOL_CHUNK as u64) as usize;
-        file.read_exact_at(&mut buf[..n], at)
-            .map_err(io_err(READING, path))?;
-        let end = at + n as u64;
-        while next < end {
-            if len - next < 8 {
-                return Err(bad(next, K::StrayBytes(len - next)));
-            }
-            let mut h = [0u8; 8];
-            match next + 8 <= end {
-                true => h.copy_from_slice(&buf[(next - at) as usize..][..8]),
-                // a header across two reads
-                false => file
-                    .read_exact_at(&mut h, next)
-                    .map_err(io_err(READING, path))?,
-            }
-            let r = Rd(e);
-            let (record_type, size) = (r.u32(&h, 0).unwrap_or(0), r.u16(&h, 6).unwrap_or(0));
-            if size < 8 {
-                return Err(bad(next, K::RecordTooSmall { record_type, size }));
-            }
-            if u64::from(size) > len - next {
-                let end = len;
-                return Err(bad(
-                    next,
-                    K::RecordPastEnd {
-                        record_type,
-                        size,
-                        end,
-                    },
-                ));
-            }
-            next += u64::from(size);
+/// Copies the records in `range` of `file` (`path`) to `out`, checking
+/// they are whole (appended to another file's, a record cut short would
+/// misframe everything after it); with `cap`, COMPRESSED records are
+/// decompressed into the records they hold (each file's are one zstd
+/// stream of their own, which appended to another's would not decode),
+/// none to more than `cap` bytes. Returns the bytes written.
+fn copy_records<W: Write, E: FnOnce(std::io::Error) -> InputError>(
+    (file, path, range): (&File, &Path, Section),
+    e: Endian,
+    cap: Option<u64>,
+    out: &mut W,
+    spool_err: &impl Fn(&'static str) -> E,
+) -> Result<u64, InputError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let bad = |at, kind| cut(path, FormatError::at(at, kind));
+    let mut reader = file;
+    reader
+        .seek(SeekFrom::Start(range.offset))
+        .map_err(io_err(READING, path))?;
+    let mut reader = std::io::BufReader::with_capacity(SPOOL_CHUNK, reader.take(range.size));
+    let (mut rec, mut decoded) = (Vec::with_capacity(1 << 16), Vec::new());
+    let (mut next, mut written) = (range.offset, 0u64);
+    let mut dec: Option<(Decompressor, u64)> = None;
+    while next < range.end() {
+        let left = range.end() - next;
+        if left < 8 {
+            return Err(bad(next, K::StrayBytes(left)));
         }
-        at = end;
+        rec.resize(8, 0);
+        reader.read_exact(&mut rec).map_err(io_err(READING, path))?;
+        let h =
+            RecordHeader::parse(&rec, e).ok_or_else(|| bad(next, K::Truncated("record header")))?;
+        let (record_type, size) = (h.type_, h.size);
+        if size < 8 {
+            return Err(bad(next, K::RecordTooSmall { record_type, size }));
+        }
+        if u64::from(size) > left {
+            let end = range.end();
+            return Err(bad(
+                next,
+                K::RecordPastEnd {
+                    record_type,
+                    size,
+                    end,
+                },
+            ));
+        }
+        rec.resize(usize::from(size), 0);
+        reader
+            .read_exact(&mut rec[8..])
+            .map_err(io_err(READING, path))?;
+        let payload = match cap {
+            Some(_) => compressed_payload(next, &h, &rec[8..], e).map_err(|f| cut(path, f))?,
+            None => None,
+        };
+        match (payload, cap) {
+            (Some(payload), Some(cap)) => {
+                if dec.is_none() {
+                    let d = Decompressor::new().map_err(io_err("decompressing", path))?;
+                    dec = Some((d, next));
+                }
+                let (d, last) = dec.as_mut().expect("just set");
+                *last = next;
+                decoded.clear();
+                d.feed(next, payload, e, cap, |h, body| {
+                    h.put(&mut decoded, e);
+                    decoded.extend_from_slice(body);
+                    Ok(())
+                })
+                .map_err(|f| cut(path, f))?;
+                out.write_all(&decoded).map_err(spool_err("writing"))?;
+                written += decoded.len() as u64;
+            }
+            _ => {
+                out.write_all(&rec).map_err(spool_err("writing"))?;
+                written += rec.len() as u64;
+            }
+        }
+        next += u64::from(size);
     }
-    Ok(())
+    if let Some((d, last)) = &dec {
+        d.finish(*last).map_err(|f| cut(path, f))?;
+    }
+    Ok(written)
+}
+
+/// A file of the directory is malformed (`what`, at an offset in it).
+fn cut(path: &Path, what: FormatError) -> InputError {
+    InputError::InDirectory {
+        path: path.to_path_buf(),
+        what,
+    }
+}
+
+/// Refuses a hole in `s` of `file` (`path`): perf writes none, and copied
+/// it would be written out as zeros, as large as the file claims.
+fn no_hole(file: &File, path: &Path, s: Section) -> Result<(), InputError> {
+    match crate::sys::seek_hole(file, s.offset) {
+        Ok(Some(hole)) if hole < s.end() => Err(cut(
+            path,
+            FormatError::at(
+                hole,
+                K::Inconsistent("a hole (unwritten bytes) in a feature section"),
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The error of writing the assembled copy of the directory `path` in
@@ -302,24 +373,36 @@ mod tests {
         out
     }
 
+    /// `bytes` as a data.N file copied by `copy_records` (no
+    /// decompression): what it wrote, or its error.
     fn check(bytes: &[u8], e: Endian) -> Result<(), InputError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("data.0");
         std::fs::write(&path, bytes).unwrap();
         let f = File::open(&path).unwrap();
-        check_records(&f, &path, bytes.len() as u64, e)
+        let part = Section {
+            offset: 0,
+            size: bytes.len() as u64,
+        };
+        let mut out = Vec::new();
+        let tmp = dir.path().to_path_buf();
+        let n = copy_records((&f, &path, part), e, None, &mut out, &|op| {
+            spool(op, &path, &tmp)
+        })?;
+        assert_eq!((n, &out[..]), (bytes.len() as u64, bytes));
+        Ok(())
     }
 
     fn offset_of(r: Result<(), InputError>) -> (u64, String) {
         match r {
-            Err(InputError::Format { source, .. }) => (source.offset, source.kind.to_string()),
+            Err(InputError::InDirectory { what, .. }) => (what.offset, what.kind.to_string()),
             other => panic!("{other:?}"),
         }
     }
 
-    // Whole records pass in either byte order, also with record headers
-    // lying across two of the check's reads (13-byte records: the 128 KiB
-    // boundary falls inside one's header); a file ending inside a record,
+    // Whole records are copied as they are, in either byte order, also with
+    // record headers across two of the reader's fills (13-byte records: the
+    // 128 KiB boundary falls inside one's header); a file ending inside a record,
     // or in bytes too few for a header, or with a record smaller than its
     // header, is refused at that record's offset.
     #[test]

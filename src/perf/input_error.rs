@@ -32,6 +32,21 @@ pub enum InputError {
         /// The link.
         path: PathBuf,
     },
+    /// A file of a perf.data directory has other hard links.
+    #[error("{}: a file of a perf.data directory with other hard links, not read (perf writes the files there itself)", path.display())]
+    HardLinked {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A file of a perf.data directory is malformed (cut short, most
+    /// likely: `--salvage` does not reach these files).
+    #[error("{}: {what} (a file of a perf.data directory: --salvage does not read these up to a cut)", path.display())]
+    InDirectory {
+        /// The file.
+        path: PathBuf,
+        /// What and where in it.
+        what: FormatError,
+    },
     /// An input to be replaced in place is not a regular file.
     #[error("{}: not a regular file (an input rewritten in place must be one)", path.display())]
     NotRegular {
@@ -87,6 +102,8 @@ impl InputError {
             InputError::Format { .. }
             | InputError::NotAFile { .. }
             | InputError::NotFollowed { .. }
+            | InputError::HardLinked { .. }
+            | InputError::InDirectory { .. }
             | InputError::NotRegular { .. } => true,
             // one we may not open or read (EACCES, EPERM) is the user's
             // to fix, as a missing one is
