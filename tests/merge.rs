@@ -1490,6 +1490,26 @@ fn lpd_samples(data: &Path) -> usize {
     n
 }
 
+/// `convert`s the directory `rec` into DIR/flat.data and asserts `perf
+/// script` prints the two alike (and over 100 lines); returns the file.
+fn converted_prints_alike(rec: &Path, dir: &Path) -> PathBuf {
+    let flat = dir.join("flat.data");
+    synth_ok([
+        "convert".as_ref(),
+        rec.as_os_str(),
+        "-o".as_ref(),
+        flat.as_os_str(),
+    ]);
+    let script = |p: &Path| perf(&["script".as_ref(), "-i".as_ref(), p.as_os_str()]);
+    let (theirs, ours) = (script(rec), script(&flat));
+    assert!(theirs.lines().count() > 100, "{theirs}");
+    assert!(
+        theirs == ours,
+        "perf script of the directory and of its conversion differ"
+    );
+    flat
+}
+
 /// `perf record --threads --synth=no` of the burner: a directory of
 /// `data` and a `data.N` per recording thread.
 fn record_directory(b: &Mapper, dir: &Path) -> PathBuf {
@@ -1524,20 +1544,7 @@ fn a_perf_data_directory_is_merged_and_converted() {
     let merged = dir.join("merged.data");
     let err = merge(&[rec.as_os_str(), "-o".as_ref(), merged.as_os_str()]);
     check_merged(&rec, &merged, b.pid, &err);
-    let flat = dir.join("flat.data");
-    synth_ok([
-        "convert".as_ref(),
-        rec.as_os_str(),
-        "-o".as_ref(),
-        flat.as_os_str(),
-    ]);
-    let script = |p: &Path| perf(&["script".as_ref(), "-i".as_ref(), p.as_os_str()]);
-    let (theirs, ours) = (script(&rec), script(&flat));
-    assert!(theirs.lines().count() > 100, "{theirs}");
-    assert!(
-        theirs == ours,
-        "perf script of the directory and of its conversion differ"
-    );
+    let flat = converted_prints_alike(&rec, &dir);
     assert_eq!(lpd_samples(&flat), sample_fields(&rec).lines().count());
     // `dump` reads the directory as it reads the file
     let dump = |p: &Path| synth_ok(["dump".as_ref(), p.as_os_str()]).stdout;
@@ -1573,20 +1580,7 @@ fn a_compressed_perf_data_directory_is_converted() {
         .filter(|e| e.metadata().unwrap().len() > 0)
         .count();
     assert!(compressed >= 2, "{compressed} data.* files hold records");
-    let flat = dir.join("flat.data");
-    synth_ok([
-        "convert".as_ref(),
-        rec.as_os_str(),
-        "-o".as_ref(),
-        flat.as_os_str(),
-    ]);
-    let script = |p: &Path| perf(&["script".as_ref(), "-i".as_ref(), p.as_os_str()]);
-    let (theirs, ours) = (script(&rec), script(&flat));
-    assert!(theirs.lines().count() > 100, "{theirs}");
-    assert!(
-        theirs == ours,
-        "perf script of the directory and of its conversion differ"
-    );
+    converted_prints_alike(&rec, &dir);
 }
 
 // A perf.data directory's files are read only as regular files of its

@@ -464,23 +464,30 @@ fn the_default_d_walk_asks_the_ioctl_for_names_the_text_leaves_ambiguous() {
 // more and goes on with the ioctl, which stops at PATH_MAX. 400 maps of a
 // 20 KB path: byte-identical to the ioctl walk, in as many reads as it
 // (perf's syscall count) but a few, where `--source text` reads every
+
+/// A mapper with a library mapped 400 times, moved once mapped under 80
+/// directories of 250 bytes (a 20 KB path, past PATH_MAX: over 8 MB of
+/// maps text), in a scratch directory `name`.
+fn long_path_mapped_400_times(name: &str) -> (Mapper, Scratch) {
+    let dir = scratch(name);
+    let moved = dir.join("moved");
+    std::fs::create_dir_all(&moved).unwrap();
+    let lib = moved.join("liblong.so");
+    std::fs::copy(&fixtures().lib_sha1, &lib).unwrap();
+    let m = Mapper::start(&["--exec-maps".as_ref(), "400".as_ref(), lib.as_os_str()]);
+    bury(&dir, moved, 80);
+    let maps = std::fs::read(format!("/proc/{}/maps", m.pid)).unwrap();
+    assert!(maps.len() > 8_000_000, "{} bytes of maps", maps.len());
+    (m, dir)
+}
+
 // line (8 MB).
 #[test]
 #[ignore = "needs root, perf and PROCMAP_QUERY (Linux 6.11+)"]
 fn a_long_path_mapped_many_times_sends_the_d_walk_to_the_ioctl() {
     needs_procmap_query();
     needs_root("syscall tracepoints");
-    let f = fixtures();
-    let dir = scratch("d-long-path");
-    let moved = dir.join("moved");
-    std::fs::create_dir_all(&moved).unwrap();
-    let lib = moved.join("liblong.so");
-    std::fs::copy(&f.lib_sha1, &lib).unwrap();
-    let m = Mapper::start(&["--exec-maps".as_ref(), "400".as_ref(), lib.as_os_str()]);
-    // under 80 directories of 250 bytes once mapped
-    bury(&dir, moved, 80);
-    let maps = std::fs::read(format!("/proc/{}/maps", m.pid)).unwrap();
-    assert!(maps.len() > 8_000_000, "{} bytes of maps", maps.len());
+    let (m, dir) = long_path_mapped_400_times("d-long-path");
     let pid = m.pid.to_string();
     let run = |name: &str, extra: &[&str]| {
         let out = dir.join(name);
@@ -529,16 +536,7 @@ fn a_long_path_mapped_many_times_sends_the_d_walk_to_the_ioctl() {
 #[ignore = "needs root (a path buried past PATH_MAX)"]
 fn long_name_lines_cut_a_text_walk_short() {
     needs_root("a path buried past PATH_MAX");
-    let f = fixtures();
-    let dir = scratch("text-long-path");
-    let moved = dir.join("moved");
-    std::fs::create_dir_all(&moved).unwrap();
-    let lib = moved.join("liblong.so");
-    std::fs::copy(&f.lib_sha1, &lib).unwrap();
-    let m = Mapper::start(&["--exec-maps".as_ref(), "400".as_ref(), lib.as_os_str()]);
-    bury(&dir, moved, 80);
-    let maps = std::fs::read(format!("/proc/{}/maps", m.pid)).unwrap();
-    assert!(maps.len() > 8_000_000, "{} bytes of maps", maps.len());
+    let (m, dir) = long_path_mapped_400_times("text-long-path");
     let out = dir.join("text.data");
     let pid = m.pid.to_string();
     let args = ["-p", &pid, "--source", "text", "-o", out.to_str().unwrap()];

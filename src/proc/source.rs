@@ -503,6 +503,34 @@ pub fn read_maps_file(
 mod tests {
     use super::*;
 
+    /// A VMA as a test's walk handed it on: its source, start and name.
+    type Read = (Source, u64, Vec<u8>);
+
+    /// What [`read_maps_file`] (`--source auto`, `sel`, no build ids)
+    /// makes of the maps file `path`: its result, each VMA's source,
+    /// start and name, and whether it marked the ioctl missing.
+    fn read_fake(path: &Path, sel: Selection) -> (io::Result<Source>, Vec<Read>, bool) {
+        let walk = Walk {
+            selection: sel,
+            source: SourceChoice::Auto,
+            max_vmas: 100,
+        };
+        let ids = BuildIdPolicy {
+            cache: None,
+            pid: 1,
+            tid: 1,
+            proc_root: path.parent().unwrap(),
+        };
+        let mut got = Vec::new();
+        let mut push = |s, v: Vma| {
+            got.push((s, v.start, v.name.to_vec()));
+            Ok(())
+        };
+        let (mut local, no_ioctl) = (Local::default(), AtomicBool::new(false));
+        let r = read_maps_file(path, walk, ids, &mut local, &no_ioctl, &mut push);
+        (r, got, no_ioctl.load(Ordering::Relaxed))
+    }
+
     // Without the ioctl, lines naming paths of PATH_MAX or more stop a text
     // walk once they pass LONG_NAME_TEXT bytes, inside the line that passes
     // it (its VMA already handed on), with the walk-cap error that keeps
@@ -524,31 +552,14 @@ mod tests {
         }
         std::fs::write(&path, &maps).unwrap();
         for sel in [Selection::Exec, Selection::ExecAndData] {
-            let walk = Walk {
-                selection: sel,
-                source: SourceChoice::Auto,
-                max_vmas: 100,
-            };
-            let ids = BuildIdPolicy {
-                cache: None,
-                pid: 1,
-                tid: 1,
-                proc_root: dir.path(),
-            };
-            let mut got = Vec::new();
-            let mut push = |_, v: Vma| {
-                got.push(v.name.to_vec());
-                Ok(())
-            };
-            let (mut local, no_ioctl) = (Local::default(), AtomicBool::new(false));
-            let r = read_maps_file(&path, walk, ids, &mut local, &no_ioctl, &mut push);
+            let (r, got, _) = read_fake(&path, sel);
             let e = r.expect_err("the walk goes on past its budget");
             assert!(is_walk_cap(&e), "{e}");
             assert!(e.to_string().contains("PATH_MAX or more"), "{e}");
             let long = LONG_NAME_TEXT / line_len + 1;
             assert_eq!(got.len(), 1 + long, "{sel:?}");
-            assert_eq!(got[0], b"/usr/lib/libc.so.6");
-            assert!(got[1..].iter().all(|n| n == TOOLONG_NAME));
+            assert_eq!(got[0].2, b"/usr/lib/libc.so.6");
+            assert!(got[1..].iter().all(|(_, _, n)| n == TOOLONG_NAME));
         }
     }
 
@@ -562,27 +573,10 @@ mod tests {
         let maps = "1000-2000 r-xp 00000000 08:01 5 /usr/lib/a\\012b\n\
                     2000-3000 rw-p 00000000 00:00 0 \n";
         std::fs::write(&path, maps).unwrap();
-        let walk = Walk {
-            selection: Selection::ExecAndData,
-            source: SourceChoice::Auto,
-            max_vmas: 100,
-        };
-        let ids = BuildIdPolicy {
-            cache: None,
-            pid: 1,
-            tid: 1,
-            proc_root: dir.path(),
-        };
-        let no_ioctl = AtomicBool::new(false);
-        let mut got = Vec::new();
-        let mut push = |s, v: Vma| {
-            got.push((s, v.start, v.name.to_vec()));
-            Ok(())
-        };
-        let mut local = Local::default();
-        let source = read_maps_file(&path, walk, ids, &mut local, &no_ioctl, &mut push).unwrap();
+        let (source, got, no_ioctl) = read_fake(&path, Selection::ExecAndData);
+        let source = source.unwrap();
         assert_eq!(source, Source::Text);
-        assert!(no_ioctl.load(Ordering::Relaxed));
+        assert!(no_ioctl);
         let want = [
             (Source::Text, 0x1000, b"/usr/lib/a\nb".to_vec()),
             (Source::Text, 0x2000, Vec::new()),
