@@ -21,7 +21,7 @@ use super::compress::{compressed_payload, Decompressor};
 use super::consts::feature;
 use super::error::{FormatError, FormatErrorKind as K};
 use super::header::{FeatureTable, FileHeader, Section};
-use super::input_error::{io_err, InputError, OPENING, READING};
+use super::input_error::{io_err, spool_err, InputError, OPENING, READING};
 use super::input_open::{Roomy, SPOOL_CHUNK};
 use super::record::RecordHeader;
 use crate::bytes::{Endian, Rd};
@@ -325,14 +325,7 @@ fn no_hole(file: &File, path: &Path, s: Section) -> Result<(), InputError> {
 /// The error of writing the assembled copy of the directory `path` in
 /// `tmp` (`op`: creating or writing it).
 fn spool(op: &'static str, path: &Path, tmp: &Path) -> impl FnOnce(std::io::Error) -> InputError {
-    let (path, dir) = (path.to_path_buf(), tmp.to_path_buf());
-    move |source| InputError::Spool {
-        op,
-        what: "directory recording",
-        path,
-        dir,
-        source,
-    }
+    spool_err((op, "directory recording"), path, tmp)
 }
 
 /// Copies bytes `from..to` of `file` (`path`) to `out`, its write errors

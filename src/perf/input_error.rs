@@ -129,6 +129,23 @@ impl InputError {
     }
 }
 
+/// The [`InputError::Spool`] of the temporary copy of `path` (`what` it
+/// is) in `dir`, failing to be `op` (created, written).
+pub(super) fn spool_err(
+    (op, what): (&'static str, &'static str),
+    path: &Path,
+    dir: &Path,
+) -> impl FnOnce(io::Error) -> InputError {
+    let (path, dir) = (path.to_path_buf(), dir.to_path_buf());
+    move |source| InputError::Spool {
+        op,
+        what,
+        path,
+        dir,
+        source,
+    }
+}
+
 pub(crate) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(io::Error) -> InputError {
     let path = path.to_path_buf();
     move |source| InputError::Io { op, path, source }

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use super::input_error::{io_err, InputError, OPENING, READING, REOPENING};
+use super::input_error::{io_err, spool_err, InputError, OPENING, READING, REOPENING};
 use super::spool::{spool, SpoolError, Spooled};
 
 /// An input opened: a file (its length, and `true` for a stream's copy),
@@ -89,16 +89,7 @@ pub(super) fn open_input_file(path: &Path, regular_only: bool) -> Result<Opened,
     // where the copy goes, named in its errors (a full disk there is the
     // likely one)
     let dir = std::env::temp_dir();
-    let spool_err = |op| {
-        let (path, dir) = (path.to_path_buf(), dir.clone());
-        move |source| InputError::Spool {
-            op,
-            what: "stream",
-            path,
-            dir,
-            source,
-        }
-    };
+    let spool_err = |op| spool_err((op, "stream"), path, &dir);
     let copy = tempfile::tempfile_in(&dir).map_err(spool_err("creating"))?;
     let mut src = io::BufReader::with_capacity(SPOOL_CHUNK, super::spool::Counted(&file));
     let mut dst = io::BufWriter::with_capacity(SPOOL_CHUNK, Roomy::new(copy));
