@@ -1,7 +1,7 @@
 //! The live system: which processes, what /proc says about them, their VMAs
 //! (PROCMAP_QUERY with a text fallback), build ids, clocks and host facts.
 //! `parse`, `maps_text` and `elf` are pure parsers over bytes; `options`
-//! says what to scan; `scan`, `process` (with `head`, `pieces`, `skip`), `source` (with `names`, `walk_cap`), `buildid`, `debuginfo`, `idcache`, `clock` and
+//! says what to scan; `scan`, `process` (with `head`, `pieces`, `skip`), `source` (with `ioctl_walk`, `text_walk`, `local`, `names`, `walk_cap`), `buildid`, `debuginfo`, `idcache`, `clock` and
 //! `host` are the thin layers that read files and call into `sys`; `window`
 //! orders the workers' results for the writer.
 //!
@@ -16,7 +16,9 @@ pub mod elf;
 mod head;
 pub mod host;
 pub mod idcache;
+mod ioctl_walk;
 pub mod kernel;
+mod local;
 pub mod maps_text;
 pub mod minidebug;
 pub mod mountinfo;
@@ -30,6 +32,7 @@ pub mod scan;
 mod skip;
 pub mod source;
 pub mod tasks;
+mod text_walk;
 pub mod unasked;
 mod walk_cap;
 pub mod watch;
