@@ -13,14 +13,15 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${BENCH_OUT:-$root/bench-out}/hostile
-bin="$root/target/release/mmap2-synth"
+# M2S_BIN: a binary built elsewhere (CI smoke: the test profile's), not rebuilt
+bin=${M2S_BIN:-$root/target/release/mmap2-synth}
 if [ -n "${M2S_BENCH_SMOKE:-}" ]; then
     vmas=200 names=200 events=(2000) churn=1 zmib=2
 else
     vmas=60000 names=15000 events=(100000 400000) churn=3 zmib=60
 fi
 mkdir -p "$out"
-(cd "$root" && cargo build --release --quiet)
+[ -n "${M2S_BIN:-}" ] || (cd "$root" && cargo build --release --quiet)
 gcc -O2 -o "$out/manymaps" "$root/fixtures/manymaps.c"
 gcc -O2 -o "$out/churnmap" "$root/fixtures/churnmap.c"
 # a 3.8 KB path (15 components of 250 bytes) and a short one, to one file

@@ -30,7 +30,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench-out"))
-BIN = os.path.join(ROOT, "target", "release", "mmap2-synth")
+# M2S_BIN: a binary built elsewhere (CI smoke: the test profile's), not rebuilt
+BIN = os.environ.get("M2S_BIN") or os.path.join(ROOT, "target", "release", "mmap2-synth")
 
 
 def run(cmd):
@@ -170,7 +171,8 @@ def main():
     secs = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 7
     os.makedirs(OUT, exist_ok=True)
-    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
+    if not os.environ.get("M2S_BIN"):
+        subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=ROOT, check=True)
     fx = os.path.join(ROOT, "fixtures")
     lib = os.path.join(OUT, "libburn.so")
     subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", lib, os.path.join(fx, "libburn.c")], check=True)

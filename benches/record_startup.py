@@ -35,7 +35,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.environ.get("BENCH_OUT", os.path.join(ROOT, "bench-out"))
-BIN = os.path.join(ROOT, "target", "release", "mmap2-synth")
+# M2S_BIN: a binary built elsewhere (CI smoke: the test profile's), not rebuilt
+BIN = os.environ.get("M2S_BIN") or os.path.join(ROOT, "target", "release", "mmap2-synth")
 SMOKE = bool(os.environ.get("M2S_BENCH_SMOKE"))
 PROCS, EXEC_MAPS, SLEEP = (20, 5, 0.5) if SMOKE else (2000, 20, 1.0)
 LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
@@ -137,8 +138,9 @@ def main():
         inner(reps)
         return
     os.makedirs(OUT, exist_ok=True)
-    subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "mmap2-synth"],
-                   cwd=ROOT, check=True)
+    if not os.environ.get("M2S_BIN"):
+        subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "mmap2-synth"],
+                       cwd=ROOT, check=True)
     subprocess.run(["gcc", "-O2", "-o", os.path.join(OUT, "mapper"),
                     os.path.join(ROOT, "fixtures", "mapper.c"), "-ldl", "-lpthread"], check=True)
     subprocess.run(["gcc", "-O2", "-x", "c", "-o", os.path.join(OUT, "stamp"), "-"],

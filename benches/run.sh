@@ -24,7 +24,8 @@ set -euo pipefail
 REPS=${1:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${BENCH_OUT:-$root/bench-out}
-bin="$root/target/release/mmap2-synth"
+# M2S_BIN: a binary built elsewhere (CI smoke: the test profile's), not rebuilt
+bin=${M2S_BIN:-$root/target/release/mmap2-synth}
 
 if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
     # Inside a namespace: start the workload, measure, print one result line.
@@ -113,7 +114,7 @@ if [ -n "${M2S_BENCH_SHAPE:-}" ]; then
 fi
 
 mkdir -p "$out"
-(cd "$root" && cargo build --release --quiet)
+[ -n "${M2S_BIN:-}" ] || (cd "$root" && cargo build --release --quiet)
 gcc -O2 -o "$out/mapper" "$root/fixtures/mapper.c" -ldl -lpthread
 gcc -O2 -o "$out/procmap_floor" "$root/benches/procmap_floor.c"
 command -v perf >/dev/null || { echo "benchmark needs perf (apt-get install linux-perf)" >&2; exit 1; }

@@ -1205,14 +1205,15 @@ fn peak_rss(args: &[std::ffi::OsString]) -> (Option<i32>, String, u64) {
     (o.status.code(), err, rss)
 }
 
-// 120 MiB of four map records repeated in three compressed records (under
-// the bomb bound) cost memory by their distinct content: archive --from
-// and merge --maps hold one entry per distinct file or map run, dump --sort
-// 16 bytes per repeat (each 300-350 MiB before, holding decoded copies);
-// merge -a -d --maps writes every map, encoding each run once as it writes
-// (~300 MiB before, all 120 MiB of records built in memory); the same with
-// the four maps alternating at one address (merge held a copy of each
-// record then: 142 MiB).
+// 72 MiB of four map records repeated in three compressed records (under
+// the bomb bound) cost memory by their distinct content, not by that size
+// (every limit is below it): archive --from and merge --maps hold one entry
+// per distinct file or map run, dump --sort 16 bytes per repeat (each
+// 300-350 MiB of a 3 x 40 MiB bomb before, holding decoded copies); merge
+// -a -d --maps writes every map, encoding each run once as it writes (~300
+// MiB before, all the records built in memory); the same with the four maps
+// alternating at one address (merge held a copy of each record then: 142
+// MiB).
 #[test]
 fn compressed_map_bombs_are_held_by_distinct_content() {
     for one_address in [false, true] {
@@ -1220,12 +1221,18 @@ fn compressed_map_bombs_are_held_by_distinct_content() {
     }
 }
 
+/// MiB of map records in each of the map bomb's three compressed records:
+/// 72 MiB in all, over every peak RSS limit of its test (3 x 40 MiB made
+/// the test run 86 s in debug builds; the peaks measured then were 20 MiB,
+/// 30 MiB with -a -d and 36 MiB for dump --sort).
+const BOMB_MIB: usize = 24;
+
 /// [`compressed_map_bombs_are_held_by_distinct_content`], its four maps at
 /// four addresses or alternating at one.
 fn map_bomb_is_held_by_distinct_content(one_address: bool) {
     let dir = scratch("in-zmaps");
     let bomb = dir.join("bomb.data");
-    map_bomb(&bomb, 3, 40, one_address);
+    map_bomb(&bomb, 3, BOMB_MIB, one_address);
     assert!(std::fs::metadata(&bomb).unwrap().len() < 100_000);
     let (cache, out) = (dir.join("cache"), dir.join("o.data"));
     let args = |a: &[&Path]| -> Vec<std::ffi::OsString> {
@@ -1265,7 +1272,7 @@ fn map_bomb_is_held_by_distinct_content(one_address: bool) {
         ),
         ("dump --sort", args(&[p("dump"), p("--sort"), &bomb]), 64),
     ];
-    let maps = 3 * ((40 << 20) / 512) * 4;
+    let maps = 3 * ((BOMB_MIB << 20) / 512) * 4;
     for (what, args, mib) in runs {
         let (code, err, rss) = peak_rss(&args);
         let what = format!("{what} (one address: {one_address})");
