@@ -1558,15 +1558,19 @@ fn a_perf_data_directory_is_merged_and_converted() {
 // appended as they were, the second file's stream failed to decode): they
 // are decompressed as the directory is assembled, and `perf script` prints
 // the conversion as it prints the directory. The workload is two busy
-// loops of the test's own, so that both recording threads write.
+// loops of the test's own, so that both recording threads write. A
+// malformed record in one of them is refused naming that file.
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn a_compressed_perf_data_directory_is_converted() {
     needs_perf_record();
     let dir = scratch("dir-z");
     let rec = dir.join("z.dir");
-    // (each loop ends itself: `sh` has no job control to kill them by)
-    let loops = "timeout 0.5 yes >/dev/null & timeout 0.5 yes >/dev/null & wait";
+    // (each loop ends itself: `sh` has no job control to kill them by;
+    // each on a CPU of its own, so that both CPUs' recording threads get
+    // samples even when other tests keep one CPU busy)
+    let loops = "taskset -c 0 timeout 0.5 yes >/dev/null & \
+                 taskset -c 1 timeout 0.5 yes >/dev/null & wait";
     let work = ["sh", "-c", loops];
     perf_record_to(
         &rec,
@@ -1581,14 +1585,25 @@ fn a_compressed_perf_data_directory_is_converted() {
         .count();
     assert!(compressed >= 2, "{compressed} data.* files hold records");
     converted_prints_alike(&rec, &dir);
+    // a malformed record in a compressed data.N file: the error names the
+    // file, the offset counting in its records decompressed
+    let (bad, _) = biggest_data_file(&rec);
+    append_short_mmap2(&bad);
+    let run = synth(["dump".as_ref(), rec.as_os_str()]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    let want = format!("{}: at byte ", bad.display());
+    assert!(err.contains(&want), "{err}");
+    assert!(err.contains("COMPRESSED records decompressed: malformed record of type 10"));
 }
 
 // A perf.data directory's files are read only as regular files of its
 // own: a symlink named data.N (to /etc/passwd, say, which root would copy
 // into the output) is refused, exit 2, naming it; a FIFO named data.N is
 // skipped, as perf skips it, not waited on; a data.N ending inside a
-// record is refused naming that file and the offset; `--in-place` takes no
-// directory.
+// record is refused naming that file and the offset, as is a malformed
+// record found after assembling (not the directory and an offset in its
+// assembled copy); `--in-place` takes no directory.
 #[test]
 #[ignore = "needs perf record (root or perf_event_paranoid <= 2)"]
 fn a_perf_data_directorys_odd_entries_are_refused_or_skipped() {
@@ -1625,22 +1640,7 @@ fn a_perf_data_directorys_odd_entries_are_refused_or_skipped() {
     assert!(!dir.join("link.data").exists());
     std::fs::remove_file(rec.join("data.901")).unwrap();
     // the biggest data.N loses its last 3 bytes
-    let (cut, len) = std::fs::read_dir(&rec)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_string_lossy()
-                .starts_with("data.")
-                && p.is_file()
-        })
-        .map(|p| {
-            let n = p.metadata().unwrap().len();
-            (p, n)
-        })
-        .max_by_key(|(_, n)| *n)
-        .unwrap();
+    let (cut, len) = biggest_data_file(&rec);
     assert!(len > 1000, "{len}");
     let f = std::fs::OpenOptions::new().write(true).open(&cut).unwrap();
     f.set_len(len - 3).unwrap();
@@ -1675,6 +1675,31 @@ fn a_perf_data_directorys_odd_entries_are_refused_or_skipped() {
     assert_eq!(run.status.code(), Some(2), "{err}");
     assert!(err.contains("data.902: a file of a perf.data directory with other hard links"));
     std::fs::remove_file(rec.join("data.902")).unwrap();
+    // a record whole but malformed in a data.N file (an MMAP2 too short
+    // for its fields), found after the directory is assembled: the error
+    // names that file and the record's offset in it (not the directory and
+    // an offset in the assembled copy)
+    let (bad, len) = biggest_data_file(&rec);
+    append_short_mmap2(&bad);
+    let out = dir.join("m.data");
+    for cmd in [&["dump"][..], &["merge", "-o", out.to_str().unwrap()]] {
+        let mut args: Vec<&std::ffi::OsStr> = cmd.iter().map(|a| a.as_ref()).collect();
+        args.push(rec.as_os_str());
+        let run = synth(args);
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{cmd:?}: {err}");
+        let want = format!(
+            "{}: at offset {len}: malformed record of type 10",
+            bad.display()
+        );
+        assert!(err.contains(&want), "{cmd:?}: {err}");
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&bad)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
     // a hole of 16 GiB claimed in `data`'s records is refused at once,
     // not copied to $TMPDIR as zeros (helper-95)
     let data = std::fs::read(rec.join("data")).unwrap();
@@ -1698,6 +1723,35 @@ fn a_perf_data_directorys_odd_entries_are_refused_or_skipped() {
     let err = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(2), "{err}");
     assert!(err.contains("has size 0"), "{err}");
+}
+
+/// The biggest regular `data.N` file of the directory `rec`, and its size.
+fn biggest_data_file(rec: &Path) -> (PathBuf, u64) {
+    std::fs::read_dir(rec)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("data.") && p.is_file()
+        })
+        .map(|p| {
+            let n = p.metadata().unwrap().len();
+            (p, n)
+        })
+        .max_by_key(|(_, n)| *n)
+        .unwrap()
+}
+
+/// Appends to `file` an MMAP2 record (little-endian) whose 24 bytes are
+/// too few for its fields: whole as a record, malformed as an MMAP2.
+fn append_short_mmap2(file: &Path) {
+    let mut rec = 10u32.to_le_bytes().to_vec();
+    rec.extend(0u16.to_le_bytes());
+    rec.extend(24u16.to_le_bytes());
+    rec.resize(24, 0);
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new().append(true).open(file).unwrap();
+    f.write_all(&rec).unwrap();
 }
 
 /// The little-endian u64 at `at`.

@@ -12,12 +12,22 @@ use super::attr::{Attr, Attrs};
 use super::consts::{feature, FILE_HEADER_SIZE, PIPE_HEADER_SIZE};
 use super::error::{FormatError, FormatErrorKind as K};
 use super::header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
+use super::input_dir::Origins;
 pub(crate) use super::input_error::io_err;
 pub use super::input_error::InputError;
 use super::input_error::READING;
 use super::input_open::Opened;
 use super::salvage::Salvaged;
 use crate::bytes::{Endian, Rd};
+
+/// A format error found in a directory's assembled copy as the error of
+/// the file its bytes came from (else as it is).
+fn locate(err: InputError, origins: &Origins) -> InputError {
+    match &err {
+        InputError::Format { source, .. } => origins.locate(source).unwrap_or(err),
+        _ => err,
+    }
+}
 
 /// Where the file header holds the data section's size.
 pub(super) const DATA_SIZE_FIELD: u64 = 48;
@@ -52,6 +62,9 @@ pub struct Input {
     /// holding records: a record header of size 0 ends it where it is, as
     /// nothing after it was read (a zero-filled tail is a file's).
     pub streamed: bool,
+    /// A perf.data directory's assembled copy: where its bytes came from,
+    /// for the errors found in it.
+    origins: Option<Box<Origins>>,
 }
 
 impl Input {
@@ -84,7 +97,7 @@ impl Input {
         let (file, len, streamed) = match super::input_open::open_input_file(path, regular_only)? {
             Opened::File(file, len, streamed) => (file, len, streamed),
             Opened::Dir(dir) => {
-                let (file, len) = super::input_dir::assemble(path, &dir, &|p, f, n| {
+                let (file, len, origins) = super::input_dir::assemble(path, &dir, &|p, f, n| {
                     let data = Input::of_file(p, f, n, false, false)?;
                     let Layout::File { header, features } = &data.layout else {
                         let err = K::Unsupported("a pipe-mode `data` file in a directory");
@@ -97,7 +110,10 @@ impl Input {
                     let cap = data.decompressed_cap()?;
                     Ok((data.file, header, features, cap))
                 })?;
-                (file, len, false)
+                let mut input = Input::of_file(path, file, len, false, salvage)
+                    .map_err(|e| locate(e, &origins))?;
+                input.origins = Some(Box::new(origins));
+                return Ok(input);
             }
         };
         let input = Input::of_file(path, file, len, streamed, salvage)?;
@@ -130,6 +146,7 @@ impl Input {
             layout: Layout::Pipe(Endian::Little),
             salvaged: None,
             streamed,
+            origins: None,
         };
         let mut head = vec![0u8; FILE_HEADER_SIZE.min(len) as usize];
         input.read_at(&mut head, 0)?;
@@ -204,11 +221,16 @@ impl Input {
         }
     }
 
-    /// Wraps a format error with the path.
+    /// Wraps a format error with the path (for a directory's assembled
+    /// copy, that of the file the bytes came from, and the offset there).
     pub fn format(&self, source: FormatError) -> InputError {
-        InputError::Format {
+        let err = InputError::Format {
             path: self.path.clone(),
             source,
+        };
+        match &self.origins {
+            Some(o) => locate(err, o),
+            None => err,
         }
     }
 

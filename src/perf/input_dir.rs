@@ -6,9 +6,9 @@
 //! files' records appended to its data section, in the order of their
 //! numbers, and without the DIR_FORMAT feature), which every command then
 //! reads as a file; perf sorts the records of a directory by time, as it
-//! sorts those of a file without FINISHED_ROUND records. An offset in an
-//! error about the assembled records counts from the start of `data`, the
-//! `data.*` files following its data section in that order.
+//! sorts those of a file without FINISHED_ROUND records. An error found
+//! later in the assembled recording names the file of the directory the
+//! bytes came from and the offset there ([`Origins`]).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -45,23 +45,144 @@ const MAX_FILES: usize = 4096;
 /// one whose records are all in `data` (a `--kcore` recording's).
 const MULTI_FILE: u64 = 1;
 
+/// Where each piece of an assembled recording came from: one piece for
+/// `data`'s header and attrs, one for its records, one for each `data.*`
+/// file's records and one for each feature section (the feature table is
+/// ours), so that an error found in the recording later names the file
+/// and the offset in it.
+#[derive(Debug, Default)]
+pub(super) struct Origins(Vec<Origin>);
+
+/// A piece of an assembled recording.
+#[derive(Debug)]
+struct Origin {
+    /// Its first byte in the assembled recording.
+    at: u64,
+    /// Its length there.
+    len: u64,
+    /// The file of the directory it came from.
+    path: PathBuf,
+    /// Where it starts in that file; `None`: records decompressed from the
+    /// file's COMPRESSED records, where an offset counts from the first
+    /// byte they decompress to.
+    from: Option<u64>,
+}
+
+impl Origins {
+    fn add(&mut self, at: u64, len: u64, path: &Path, from: Option<u64>) {
+        let path = path.to_path_buf();
+        self.0.push(Origin {
+            at,
+            len,
+            path,
+            from,
+        });
+    }
+
+    /// `err`, found at an offset of the assembled recording, as an error
+    /// of the file of the directory that offset came from; `None` for an
+    /// offset in what assembling wrote itself (the feature table).
+    pub(super) fn locate(&self, err: &FormatError) -> Option<InputError> {
+        let o = (self.0.iter()).find(|o| err.offset >= o.at && err.offset - o.at < o.len)?;
+        let inside = err.offset - o.at;
+        Some(InputError::InDirectory {
+            path: o.path.clone(),
+            what: FormatError::at(o.from.map_or(inside, |f| f + inside), err.kind.clone()),
+            decompressed: o.from.is_none(),
+        })
+    }
+}
+
 /// Assembles the perf.data directory at `path` (`dir`, an `O_PATH`
-/// descriptor of it) into an unlinked temporary file: the file and its
-/// length. Only regular files are read, never through a symlink (an
-/// error) or from a FIFO or device (skipped, as perf skips them).
+/// descriptor of it) into an unlinked temporary file: the file, its
+/// length and where its bytes came from. Only regular files are read,
+/// never through a symlink (an error) or from a FIFO or device (skipped,
+/// as perf skips them).
 pub(super) fn assemble(
     path: &Path,
     dir: &File,
     parse: &Parse<'_>,
-) -> Result<(File, u64), InputError> {
+) -> Result<(File, u64, Origins), InputError> {
     let data_path = path.join("data");
     let (file, len) = open_data(path, dir, &data_path)?;
     let (data, header, features, cap) = parse(&data_path, file, len)?;
+    let e = header.endian;
+    let names = files_of((path, dir), (&data, &data_path), &header, &features)?;
+    let tmp = std::env::temp_dir();
+    let spool_err = |op| spool(op, path, &tmp);
+    let copy = tempfile::tempfile_in(&tmp).map_err(spool_err("creating"))?;
+    let mut out = BufWriter::with_capacity(SPOOL_CHUNK, Roomy::new(copy));
+    // the header (written again at the end) and attrs, then `data`'s
+    // records, their framing checked (a hole reads as a record of size 0)
+    copy_range(
+        &data,
+        &data_path,
+        (0, header.data.offset),
+        &mut out,
+        &spool_err,
+    )?;
+    let mut origins = Origins::default();
+    origins.add(0, header.data.offset, &data_path, Some(0));
+    let records = (&data, data_path.as_path(), header.data);
+    let (mut size, _) = copy_records(records, e, None, &mut out, &spool_err)?;
+    origins.add(
+        header.data.offset,
+        size,
+        &data_path,
+        Some(header.data.offset),
+    );
+    for (p, name) in names {
+        // one at a time: thousands need not be open at once
+        let Some((f, n)) = open_entry(dir, &name, &p)? else {
+            continue;
+        };
+        let part = Section { offset: 0, size: n };
+        let (written, decompressed) =
+            copy_records((&f, &p, part), e, Some(cap), &mut out, &spool_err)?;
+        let from = (!decompressed).then_some(0);
+        origins.add(header.data.offset + size, written, &p, from);
+        size += written;
+    }
+    let kept: Vec<(u32, Section)> = (features.0.iter())
+        .filter(|(bit, _)| *bit != feature::DIR_FORMAT)
+        .copied()
+        .collect();
+    let table_at = header.data.offset + size;
+    let payload_at = table_at + 16 * kept.len() as u64;
+    let table = FeatureTable::laid_out(kept.iter().map(|(b, s)| (*b, s.size)), payload_at);
+    out.write_all(&table.encode(e))
+        .map_err(spool_err("writing"))?;
+    for ((_, s), (_, laid)) in kept.iter().zip(&table.0) {
+        no_hole(&data, &data_path, *s)?;
+        copy_range(&data, &data_path, (s.offset, s.end()), &mut out, &spool_err)?;
+        origins.add(laid.offset, s.size, &data_path, Some(s.offset));
+    }
+    let copy = out
+        .into_inner()
+        .map_err(|err| spool_err("writing")(err.into_error()))?
+        .file;
+    let mut head = header.clone();
+    head.data.size = size;
+    head.features = table.bits();
+    copy.write_all_at(&head.encode(), 0)
+        .map_err(spool_err("writing"))?;
+    let len = payload_at + kept.iter().map(|(_, s)| s.size).sum::<u64>();
+    Ok((copy, len, origins))
+}
+
+/// The `data.*` files (path and name) whose records follow `data`'s, as
+/// `data`'s DIR_FORMAT version says (none for version 0 or no DIR_FORMAT);
+/// an AUXTRACE index with them is refused.
+fn files_of(
+    (path, dir): (&Path, &File),
+    (data, data_path): (&File, &Path),
+    header: &FileHeader,
+    features: &FeatureTable,
+) -> Result<Vec<(PathBuf, Vec<u8>)>, InputError> {
     let format = |at, kind| InputError::Format {
-        path: data_path.clone(),
+        path: data_path.to_path_buf(),
         source: FormatError::at(at, kind),
     };
-    let e = header.endian;
     let version = match features.0.iter().find(|(b, _)| *b == feature::DIR_FORMAT) {
         None => 0,
         Some((_, s)) if s.size < 8 => {
@@ -69,8 +190,8 @@ pub(super) fn assemble(
         }
         Some((_, s)) => {
             let mut b = [0u8; 8];
-            (data.read_exact_at(&mut b, s.offset)).map_err(io_err(READING, &data_path))?;
-            Rd(e).u64(&b, 0).unwrap_or(0)
+            (data.read_exact_at(&mut b, s.offset)).map_err(io_err(READING, data_path))?;
+            Rd(header.endian).u64(&b, 0).unwrap_or(0)
         }
     };
     let names = match version {
@@ -86,53 +207,7 @@ pub(super) fn assemble(
         let err = K::Unsupported("AUX area data (an AUXTRACE index) in a perf.data directory");
         return Err(format(0, err));
     }
-    let tmp = std::env::temp_dir();
-    let spool_err = |op| spool(op, path, &tmp);
-    let copy = tempfile::tempfile_in(&tmp).map_err(spool_err("creating"))?;
-    let mut out = BufWriter::with_capacity(SPOOL_CHUNK, Roomy::new(copy));
-    // the header (written again at the end) and attrs, then `data`'s
-    // records, their framing checked (a hole reads as a record of size 0)
-    copy_range(
-        &data,
-        &data_path,
-        (0, header.data.offset),
-        &mut out,
-        &spool_err,
-    )?;
-    let records = (&data, data_path.as_path(), header.data);
-    let mut size = copy_records(records, e, None, &mut out, &spool_err)?;
-    for (p, name) in names {
-        // one at a time: thousands need not be open at once
-        let Some((f, n)) = open_entry(dir, &name, &p)? else {
-            continue;
-        };
-        let part = Section { offset: 0, size: n };
-        size += copy_records((&f, &p, part), e, Some(cap), &mut out, &spool_err)?;
-    }
-    let kept: Vec<(u32, Section)> = (features.0.iter())
-        .filter(|(bit, _)| *bit != feature::DIR_FORMAT)
-        .copied()
-        .collect();
-    let table_at = header.data.offset + size;
-    let payload_at = table_at + 16 * kept.len() as u64;
-    let table = FeatureTable::laid_out(kept.iter().map(|(b, s)| (*b, s.size)), payload_at);
-    out.write_all(&table.encode(e))
-        .map_err(spool_err("writing"))?;
-    for (_, s) in &kept {
-        no_hole(&data, &data_path, *s)?;
-        copy_range(&data, &data_path, (s.offset, s.end()), &mut out, &spool_err)?;
-    }
-    let copy = out
-        .into_inner()
-        .map_err(|err| spool_err("writing")(err.into_error()))?
-        .file;
-    let mut head = header.clone();
-    head.data.size = size;
-    head.features = table.bits();
-    copy.write_all_at(&head.encode(), 0)
-        .map_err(spool_err("writing"))?;
-    let len = payload_at + kept.iter().map(|(_, s)| s.size).sum::<u64>();
-    Ok((copy, len))
+    Ok(names)
 }
 
 /// The directory's `data` file (`data_path`) and its length; a directory
@@ -218,14 +293,15 @@ fn open_entry(dir: &File, name: &[u8], path: &Path) -> Result<Option<(File, u64)
 /// misframe everything after it); with `cap`, COMPRESSED records are
 /// decompressed into the records they hold (each file's are one zstd
 /// stream of their own, which appended to another's would not decode),
-/// none to more than `cap` bytes. Returns the bytes written.
+/// none to more than `cap` bytes. Returns the bytes written and whether
+/// any were decompressed.
 fn copy_records<W: Write, E: FnOnce(std::io::Error) -> InputError>(
     (file, path, range): (&File, &Path, Section),
     e: Endian,
     cap: Option<u64>,
     out: &mut W,
     spool_err: &impl Fn(&'static str) -> E,
-) -> Result<u64, InputError> {
+) -> Result<(u64, bool), InputError> {
     use std::io::{Read, Seek, SeekFrom};
     let bad = |at, kind| cut(path, FormatError::at(at, kind));
     let mut reader = file;
@@ -296,7 +372,7 @@ fn copy_records<W: Write, E: FnOnce(std::io::Error) -> InputError>(
     if let Some((d, last)) = &dec {
         d.finish(*last).map_err(|f| cut(path, f))?;
     }
-    Ok(written)
+    Ok((written, dec.is_some()))
 }
 
 /// A file of the directory is malformed (`what`, at an offset in it).
@@ -304,6 +380,7 @@ fn cut(path: &Path, what: FormatError) -> InputError {
     InputError::InDirectory {
         path: path.to_path_buf(),
         what,
+        decompressed: false,
     }
 }
 
@@ -379,7 +456,7 @@ mod tests {
         };
         let mut out = Vec::new();
         let tmp = dir.path().to_path_buf();
-        let n = copy_records((&f, &path, part), e, None, &mut out, &|op| {
+        let (n, _) = copy_records((&f, &path, part), e, None, &mut out, &|op| {
             spool(op, &path, &tmp)
         })?;
         assert_eq!((n, &out[..]), (bytes.len() as u64, bytes));
@@ -391,6 +468,47 @@ mod tests {
             Err(InputError::InDirectory { what, .. }) => (what.offset, what.kind.to_string()),
             other => panic!("{other:?}"),
         }
+    }
+
+    // An offset of the assembled recording is told as the file it came
+    // from and the offset there (counting in the decompressed records of a
+    // file that had COMPRESSED records); one in the feature table, which
+    // assembling wrote, is left as it is.
+    #[test]
+    fn errors_name_the_file_their_bytes_came_from() {
+        let mut o = Origins::default();
+        let (data, one, two) = (
+            Path::new("d/data"),
+            Path::new("d/data.1"),
+            Path::new("d/data.2"),
+        );
+        o.add(0, 256, data, Some(0));
+        o.add(256, 100, data, Some(256));
+        o.add(356, 50, one, Some(0));
+        o.add(406, 70, two, None);
+        // (the feature table: 476..508)
+        o.add(508, 20, data, Some(900));
+        let at = |offset| {
+            let err = FormatError::at(offset, K::Truncated("x"));
+            match o.locate(&err) {
+                Some(InputError::InDirectory {
+                    path,
+                    what,
+                    decompressed,
+                }) => Some((path, what.offset, decompressed)),
+                None => None,
+                Some(other) => panic!("{other:?}"),
+            }
+        };
+        let got = |p: &Path, off, dec| Some((p.to_path_buf(), off, dec));
+        assert_eq!(at(40), got(data, 40, false));
+        assert_eq!(at(300), got(data, 300, false));
+        assert_eq!(at(356), got(one, 0, false));
+        assert_eq!(at(405), got(one, 49, false));
+        assert_eq!(at(410), got(two, 4, true));
+        assert_eq!(at(480), None);
+        assert_eq!(at(510), got(data, 902, false));
+        assert_eq!(at(528), None);
     }
 
     // Whole records are copied as they are, in either byte order, also with

@@ -38,14 +38,17 @@ pub enum InputError {
         /// The file.
         path: PathBuf,
     },
-    /// A file of a perf.data directory is malformed (cut short, most
-    /// likely: `--salvage` does not reach these files).
-    #[error("{}: {what} (a file of a perf.data directory: --salvage does not read these up to a cut)", path.display())]
+    /// A file of a perf.data directory is malformed (when cut short,
+    /// `--salvage` does not reach it).
+    #[error("{}: {}{}", path.display(), in_directory(what, *decompressed), salvage_note(what))]
     InDirectory {
         /// The file.
         path: PathBuf,
         /// What and where in it.
         what: FormatError,
+        /// `what`'s offset counts in the records the file's COMPRESSED
+        /// records decompress to, not in the file.
+        decompressed: bool,
     },
     /// An input to be replaced in place is not a regular file.
     #[error("{}: not a regular file (an input rewritten in place must be one)", path.display())]
@@ -80,6 +83,25 @@ pub enum InputError {
         #[source]
         source: io::Error,
     },
+}
+
+/// What [`InputError::InDirectory`] says of the error in the file.
+fn in_directory(what: &FormatError, decompressed: bool) -> String {
+    match decompressed {
+        true => format!(
+            "at byte {} of its records, its COMPRESSED records decompressed: {}",
+            what.offset, what.kind
+        ),
+        false => what.to_string(),
+    }
+}
+
+/// Why a file of a directory cut short stays an error.
+fn salvage_note(what: &FormatError) -> &'static str {
+    match what.is_cut() {
+        true => " (a file of a perf.data directory: --salvage does not read these up to a cut)",
+        false => "",
+    }
 }
 
 /// The `op` of an [`InputError::Io`] opening the input itself (a path that
