@@ -119,7 +119,7 @@ impl Input {
         let input = Input::of_file(path, file, len, streamed, salvage)?;
         // a directory's `data` alone holds the head of its records only
         if let Some((s, b)) = input.feature(feature::DIR_FORMAT)? {
-            if Rd(input.endian()).u64(&b, 0).unwrap_or(0) >= 1 {
+            if super::input_dir::version_of(&b, input.endian()) >= super::input_dir::MULTI_FILE {
                 let err = K::Unsupported(
                     "the `data` file of a perf.data directory alone (give the directory: \
                      most records are in the data.* files beside it)",

@@ -43,7 +43,13 @@ const MAX_FILES: usize = 4096;
 /// The DIR_FORMAT version of a directory whose records are in `data` and
 /// the `data.*` files (perf's `PERF_DIR_VERSION`); 0, or no DIR_FORMAT, is
 /// one whose records are all in `data` (a `--kcore` recording's).
-const MULTI_FILE: u64 = 1;
+pub(super) const MULTI_FILE: u64 = 1;
+
+/// The version a DIR_FORMAT feature section (`payload`) holds: its first
+/// u64 (0 if it is shorter).
+pub(super) fn version_of(payload: &[u8], e: Endian) -> u64 {
+    Rd(e).u64(payload, 0).unwrap_or(0)
+}
 
 /// Where each piece of an assembled recording came from: one piece for
 /// `data`'s header and attrs, one for its records, one for each `data.*`
@@ -191,7 +197,7 @@ fn files_of(
         Some((_, s)) => {
             let mut b = [0u8; 8];
             (data.read_exact_at(&mut b, s.offset)).map_err(io_err(READING, data_path))?;
-            Rd(header.endian).u64(&b, 0).unwrap_or(0)
+            version_of(&b, header.endian)
         }
     };
     let names = match version {
