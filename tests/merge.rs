@@ -1503,10 +1503,29 @@ fn converted_prints_alike(rec: &Path, dir: &Path) -> PathBuf {
     let script = |p: &Path| perf(&["script".as_ref(), "-i".as_ref(), p.as_os_str()]);
     let (theirs, ours) = (script(rec), script(&flat));
     assert!(theirs.lines().count() > 100, "{theirs}");
-    assert!(
-        theirs == ours,
-        "perf script of the directory and of its conversion differ"
-    );
+    // perf orders samples of the same time (two CPUs' timers firing
+    // together) by how it read them, file by file from a directory: such a
+    // pair may come the other way round (seen once in 8 loaded runs)
+    // (a sample is a line, or with callchains a block ending in a blank one)
+    let sorted = |t: &str| {
+        let mut v: Vec<&str> = match t.contains("\n\n") {
+            true => t.split("\n\n").collect(),
+            false => t.lines().collect(),
+        };
+        v.sort_unstable();
+        v.join("\n")
+    };
+    if sorted(&theirs) != sorted(&ours) {
+        let first = (theirs.lines().zip(ours.lines()))
+            .enumerate()
+            .find(|(_, (a, b))| a != b);
+        panic!(
+            "perf script of the directory ({} lines) and of its conversion ({} lines) \
+             differ, first at (line, directory, conversion): {first:?}",
+            theirs.lines().count(),
+            ours.lines().count()
+        );
+    }
     flat
 }
 
@@ -1722,7 +1741,9 @@ fn a_perf_data_directorys_odd_entries_are_refused_or_skipped() {
     let run = convert(&dir.join("hole.data"));
     let err = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(2), "{err}");
-    assert!(err.contains("has size 0"), "{err}");
+    // (a hole reads as zeros: told as a zero-filled tail, found through
+    // SEEK_DATA, not read)
+    assert!(err.contains("are all zero (zero-filled"), "{err}");
 }
 
 /// The biggest regular `data.N` file of the directory `rec`, and its size.

@@ -144,6 +144,40 @@ pub enum FormatErrorKind {
     NoAttrs(&'static str),
 }
 
+impl FormatErrorKind {
+    /// This kind with the offsets into the records it holds passed
+    /// through `f`: for an error found in a copy, told in the original
+    /// (a [`FormatErrorKind::SectionPastEnd`], of the header's sections,
+    /// is left as it is).
+    #[must_use]
+    pub fn moved(self, f: &impl Fn(u64) -> u64) -> FormatErrorKind {
+        use FormatErrorKind as K;
+        match self {
+            K::BadFeatureRecord {
+                feature,
+                at,
+                payload,
+                what,
+            } => K::BadFeatureRecord {
+                feature,
+                at: f(at),
+                payload: f(payload),
+                what: Box::new(what.moved(f)),
+            },
+            K::RecordPastEnd {
+                record_type,
+                size,
+                end,
+            } => K::RecordPastEnd {
+                record_type,
+                size,
+                end: f(end),
+            },
+            other => other,
+        }
+    }
+}
+
 impl FormatError {
     /// A `kind` of error at `offset`.
     pub fn at(offset: u64, kind: FormatErrorKind) -> FormatError {

@@ -119,7 +119,8 @@ impl Input {
         let input = Input::of_file(path, file, len, streamed, salvage)?;
         // a directory's `data` alone holds the head of its records only
         if let Some((s, b)) = input.feature(feature::DIR_FORMAT)? {
-            if super::input_dir::version_of(&b, input.endian()) >= super::input_dir::MULTI_FILE {
+            let version = super::input_dir::version_of(&b, input.endian());
+            if version.map_or(true, |v| v >= super::input_dir::MULTI_FILE) {
                 let err = K::Unsupported(
                     "the `data` file of a perf.data directory alone (give the directory: \
                      most records are in the data.* files beside it)",

@@ -19,11 +19,12 @@ use std::path::{Path, PathBuf};
 
 use super::compress::{compressed_payload, Decompressor};
 use super::consts::feature;
-use super::error::{FormatError, FormatErrorKind as K};
+use super::error::{FormatError, FormatErrorKind, FormatErrorKind as K};
 use super::header::{FeatureTable, FileHeader, Section};
-use super::input_error::{io_err, spool_err, InputError, OPENING, READING};
+use super::input_error::{io_err, spool_err, DirFileError, InputError, OPENING, READING};
 use super::input_open::{Roomy, SPOOL_CHUNK};
 use super::record::RecordHeader;
+use super::stream::{zeros_from, ZERO_CHECK};
 use crate::bytes::{Endian, Rd};
 
 /// How the `data` file is opened as a recording (by `Input`, which this
@@ -46,9 +47,11 @@ const MAX_FILES: usize = 4096;
 pub(super) const MULTI_FILE: u64 = 1;
 
 /// The version a DIR_FORMAT feature section (`payload`) holds: its first
-/// u64 (0 if it is shorter).
-pub(super) fn version_of(payload: &[u8], e: Endian) -> u64 {
-    Rd(e).u64(payload, 0).unwrap_or(0)
+/// u64; a shorter section is an error.
+pub(super) fn version_of(payload: &[u8], e: Endian) -> Result<u64, K> {
+    Rd(e)
+        .u64(payload, 0)
+        .ok_or(K::Truncated("DIR_FORMAT feature"))
 }
 
 /// Where each piece of an assembled recording came from: one piece for
@@ -90,12 +93,16 @@ impl Origins {
     /// offset in what assembling wrote itself (the feature table).
     pub(super) fn locate(&self, err: &FormatError) -> Option<InputError> {
         let o = (self.0.iter()).find(|o| err.offset >= o.at && err.offset - o.at < o.len)?;
-        let inside = err.offset - o.at;
-        Some(InputError::InDirectory {
+        // (offsets inside the error's kind lie in the same piece)
+        let there = |at: u64| o.from.unwrap_or(0) + at.saturating_sub(o.at);
+        let what = FormatError::at(there(err.offset), err.kind.clone().moved(&there));
+        Some(InputError::InDirectory(Box::new(DirFileError {
             path: o.path.clone(),
-            what: FormatError::at(o.from.map_or(inside, |f| f + inside), err.kind.clone()),
+            cause: o.from.is_some().then(|| what.clone()),
+            what,
             decompressed: o.from.is_none(),
-        })
+            assembled: true,
+        })))
     }
 }
 
@@ -111,7 +118,11 @@ pub(super) fn assemble(
 ) -> Result<(File, u64, Origins), InputError> {
     let data_path = path.join("data");
     let (file, len) = open_data(path, dir, &data_path)?;
-    let (data, header, features, cap) = parse(&data_path, file, len)?;
+    // (a `data` cut short is a file of the directory salvage does not read)
+    let (data, header, features, cap) = parse(&data_path, file, len).map_err(|e| match e {
+        InputError::Format { path, source } => cut(&path, source),
+        e => e,
+    })?;
     let e = header.endian;
     let names = files_of((path, dir), (&data, &data_path), &header, &features)?;
     let tmp = std::env::temp_dir();
@@ -189,15 +200,13 @@ fn files_of(
         path: data_path.to_path_buf(),
         source: FormatError::at(at, kind),
     };
-    let version = match features.0.iter().find(|(b, _)| *b == feature::DIR_FORMAT) {
-        None => 0,
-        Some((_, s)) if s.size < 8 => {
-            return Err(format(s.offset, K::Truncated("DIR_FORMAT feature")));
-        }
+    let (version, at) = match features.0.iter().find(|(b, _)| *b == feature::DIR_FORMAT) {
+        None => (0, 0),
         Some((_, s)) => {
-            let mut b = [0u8; 8];
+            let mut b = vec![0u8; s.size.min(8) as usize];
             (data.read_exact_at(&mut b, s.offset)).map_err(io_err(READING, data_path))?;
-            version_of(&b, header.endian)
+            let v = version_of(&b, header.endian).map_err(|k| format(s.offset, k))?;
+            (v, s.offset)
         }
     };
     let names = match version {
@@ -205,7 +214,7 @@ fn files_of(
         MULTI_FILE => data_file_names(path, dir)?,
         _ => {
             let err = K::Unsupported("a perf.data directory version other than 0 and 1");
-            return Err(format(0, err));
+            return Err(format(at, err));
         }
     };
     if !names.is_empty() && header.features.contains(feature::AUXTRACE) {
@@ -329,7 +338,7 @@ fn copy_records<W: Write, E: FnOnce(std::io::Error) -> InputError>(
             RecordHeader::parse(&rec, e).ok_or_else(|| bad(next, K::Truncated("record header")))?;
         let (record_type, size) = (h.type_, h.size);
         if size < 8 {
-            return Err(bad(next, K::RecordTooSmall { record_type, size }));
+            return Err(bad(next, too_small(file, &h, (next, range.end()), path)?));
         }
         if u64::from(size) > left {
             let end = range.end();
@@ -381,13 +390,39 @@ fn copy_records<W: Write, E: FnOnce(std::io::Error) -> InputError>(
     Ok((written, dec.is_some()))
 }
 
+/// What is wrong with a record header of size below 8 at `at` (of a
+/// range ending at `end`): a tail zero-filled after a crash, told as a
+/// file's is (a cut), or a record too small.
+fn too_small(
+    file: &File,
+    h: &RecordHeader,
+    (at, end): (u64, u64),
+    path: &Path,
+) -> Result<FormatErrorKind, InputError> {
+    if (h.type_, h.misc, h.size) == (0, 0, 0) {
+        let mut buf = vec![0u8; 1 << 16];
+        let (zeros, _) =
+            zeros_from(file, at, end, &mut buf, ZERO_CHECK).map_err(io_err(READING, path))?;
+        if let Some(upto) = zeros {
+            let (checked, left) = (upto - at, end - at);
+            return Ok(K::ZeroFilled { checked, left });
+        }
+    }
+    Ok(K::RecordTooSmall {
+        record_type: h.type_,
+        size: h.size,
+    })
+}
+
 /// A file of the directory is malformed (`what`, at an offset in it).
 fn cut(path: &Path, what: FormatError) -> InputError {
-    InputError::InDirectory {
+    InputError::InDirectory(Box::new(DirFileError {
         path: path.to_path_buf(),
         what,
         decompressed: false,
-    }
+        assembled: false,
+        cause: None,
+    }))
 }
 
 /// Refuses a hole in `s` of `file` (`path`): perf writes none, and copied
@@ -471,7 +506,7 @@ mod tests {
 
     fn offset_of(r: Result<(), InputError>) -> (u64, String) {
         match r {
-            Err(InputError::InDirectory { what, .. }) => (what.offset, what.kind.to_string()),
+            Err(InputError::InDirectory(d)) => (d.what.offset, d.what.kind.to_string()),
             other => panic!("{other:?}"),
         }
     }
@@ -496,12 +531,22 @@ mod tests {
         o.add(508, 20, data, Some(900));
         let at = |offset| {
             let err = FormatError::at(offset, K::Truncated("x"));
-            match o.locate(&err) {
-                Some(InputError::InDirectory {
+            match o.locate(&err).map(|e| match e {
+                InputError::InDirectory(d) => *d,
+                other => panic!("{other:?}"),
+            }) {
+                Some(DirFileError {
                     path,
                     what,
                     decompressed,
-                }) => Some((path, what.offset, decompressed)),
+                    assembled: true,
+                    cause,
+                }) => {
+                    // the cause (where the CLI looks for a cut) is `what`
+                    // where the offset is the file's
+                    assert_eq!(cause.is_some(), !decompressed);
+                    Some((path, what.offset, decompressed))
+                }
                 None => None,
                 Some(other) => panic!("{other:?}"),
             }
@@ -515,6 +560,25 @@ mod tests {
         assert_eq!(at(480), None);
         assert_eq!(at(510), got(data, 902, false));
         assert_eq!(at(528), None);
+        // offsets inside the error's kind move with it (helper-96: a
+        // HEADER_FEATURE record's bad entry was told in the copy)
+        let inner = K::BadFeatureRecord {
+            feature: "BUILD_ID",
+            at: 380,
+            payload: 370,
+            what: Box::new(K::BadBuildIdEntry(12)),
+        };
+        match o.locate(&FormatError::at(360, inner)) {
+            Some(InputError::InDirectory(d)) => {
+                let text = d.what.to_string();
+                assert!(text.starts_with("at offset 4: "), "{text}");
+                assert!(
+                    text.ends_with("(at offset 24, byte 10 of its payload)"),
+                    "{text}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     // Whole records are copied as they are, in either byte order, also with
@@ -534,6 +598,12 @@ mod tests {
             assert!(what.contains("runs past the end"), "{what}");
             let (at, what) = offset_of(check(&whole[..13 * 5 + 4], e));
             assert_eq!((at, what.contains("stray bytes")), (13 * 5, true), "{what}");
+            // a tail zero-filled after a crash is told as such, a cut
+            // (helper-96: it was a record of size 0, not a cut)
+            let mut zeroed = whole[..13 * 7].to_vec();
+            zeroed.resize(13 * 7 + 4096, 0);
+            let (at, what) = offset_of(check(&zeroed, e));
+            assert_eq!((at, what.contains("zero-filled")), (13 * 7, true), "{what}");
             let mut small = records(e, 3, 16);
             small[16 + 6..16 + 8].copy_from_slice(&e.u16_bytes(4));
             let (at, what) = offset_of(check(&small, e));

@@ -38,18 +38,9 @@ pub enum InputError {
         /// The file.
         path: PathBuf,
     },
-    /// A file of a perf.data directory is malformed (when cut short,
-    /// `--salvage` does not reach it).
-    #[error("{}: {}{}", path.display(), in_directory(what, *decompressed), salvage_note(what))]
-    InDirectory {
-        /// The file.
-        path: PathBuf,
-        /// What and where in it.
-        what: FormatError,
-        /// `what`'s offset counts in the records the file's COMPRESSED
-        /// records decompress to, not in the file.
-        decompressed: bool,
-    },
+    /// A file of a perf.data directory is malformed (see [`DirFileError`]).
+    #[error(transparent)]
+    InDirectory(Box<DirFileError>),
     /// An input to be replaced in place is not a regular file.
     #[error("{}: not a regular file (an input rewritten in place must be one)", path.display())]
     NotRegular {
@@ -85,7 +76,30 @@ pub enum InputError {
     },
 }
 
-/// What [`InputError::InDirectory`] says of the error in the file.
+/// A file of a perf.data directory is malformed: found while the directory
+/// was assembled (when cut short, `--salvage` does not reach it), or later
+/// in the assembled recording (`assembled`: `--salvage` reads that up to a
+/// cut, as it reads a file).
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {}{}", path.display(), in_directory(what, *decompressed), salvage_note(what, *assembled))]
+pub struct DirFileError {
+    /// The file.
+    pub path: PathBuf,
+    /// What and where in it.
+    pub what: FormatError,
+    /// `what`'s offset counts in the records the file's COMPRESSED records
+    /// decompress to, not in the file.
+    pub decompressed: bool,
+    /// Found in the assembled recording, not while assembling it.
+    pub assembled: bool,
+    /// `what` again, as the cause, for an error found in the assembled
+    /// recording at an offset in the file: the CLI finds a cut among the
+    /// causes, and adds that `--salvage` reads it.
+    #[source]
+    pub cause: Option<FormatError>,
+}
+
+/// What [`DirFileError`] says of the error in the file.
 fn in_directory(what: &FormatError, decompressed: bool) -> String {
     match decompressed {
         true => format!(
@@ -96,9 +110,10 @@ fn in_directory(what: &FormatError, decompressed: bool) -> String {
     }
 }
 
-/// Why a file of a directory cut short stays an error.
-fn salvage_note(what: &FormatError) -> &'static str {
-    match what.is_cut() {
+/// Why a file of a directory cut short stays an error (one found in the
+/// assembled recording gets the CLI's usual `--salvage` hint instead).
+fn salvage_note(what: &FormatError, assembled: bool) -> &'static str {
+    match what.is_cut() && !assembled {
         true => " (a file of a perf.data directory: --salvage does not read these up to a cut)",
         false => "",
     }
@@ -125,7 +140,7 @@ impl InputError {
             | InputError::NotAFile { .. }
             | InputError::NotFollowed { .. }
             | InputError::HardLinked { .. }
-            | InputError::InDirectory { .. }
+            | InputError::InDirectory(_)
             | InputError::NotRegular { .. } => true,
             // one we may not open or read (EACCES, EPERM) is the user's
             // to fix, as a missing one is

@@ -272,7 +272,7 @@ impl<'f> RecordStream<'f> {
 /// s for 2 GiB); data is read in chunks of `buf` with `pread` (the file's
 /// cursor is not ours). Where SEEK_DATA is not supported, everything is
 /// read.
-fn zeros_from(
+pub(super) fn zeros_from(
     file: &File,
     mut at: u64,
     end: u64,
