@@ -40,7 +40,7 @@ pub use attr::{Attr, Attrs};
 pub use error::{FormatError, FormatErrorKind, RecordTooLarge};
 pub use features::{BuildIdEntry, EventDesc};
 pub use header::{FeatureBits, FeatureTable, FileHeader, Kind, Section};
-pub use input::{Input, InputError, Layout};
+pub use input::{DirFileError, Input, InputError, Layout};
 pub use record::{RecordHeader, SampleId, SampleIdLayout, Trailer};
 pub use salvage::Salvaged;
 pub use walk::{Visitor, Walk, DEFAULT_DECOMPRESSED_CAP};
