@@ -458,13 +458,6 @@ fn the_default_d_walk_asks_the_ioctl_for_names_the_text_leaves_ambiguous() {
     assert!(!text_paths.contains(&literal_b), "{text_paths:?}");
 }
 
-// A user can map one file under a path of any length thousands of times,
-// and the text writes that path whole on each line (d_path has no limit):
-// the default -d walk leaves the text at the first name of PATH_MAX or
-// more and goes on with the ioctl, which stops at PATH_MAX. 400 maps of a
-// 20 KB path: byte-identical to the ioctl walk, in as many reads as it
-// (perf's syscall count) but a few, where `--source text` reads every
-
 /// A mapper with a library mapped 400 times, moved once mapped under 80
 /// directories of 250 bytes (a 20 KB path, past PATH_MAX: over 8 MB of
 /// maps text), in a scratch directory `name`.
@@ -481,6 +474,12 @@ fn long_path_mapped_400_times(name: &str) -> (Mapper, Scratch) {
     (m, dir)
 }
 
+// A user can map one file under a path of any length thousands of times,
+// and the text writes that path whole on each line (d_path has no limit):
+// the default -d walk leaves the text at the first name of PATH_MAX or
+// more and goes on with the ioctl, which stops at PATH_MAX. 400 maps of a
+// 20 KB path: byte-identical to the ioctl walk, in as many reads as it
+// (perf's syscall count) but a few, where `--source text` reads every
 // line (8 MB).
 #[test]
 #[ignore = "needs root, perf and PROCMAP_QUERY (Linux 6.11+)"]

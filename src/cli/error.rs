@@ -142,3 +142,32 @@ pub(crate) fn is_cut(err: &(dyn std::error::Error + 'static)) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mmap2_synth::perf::{DirFileError, FormatError, FormatErrorKind, InputError};
+
+    // A cut in a perf.data directory's file is one `--salvage` reads (the
+    // hint is added) when found in the assembled recording at an offset of
+    // the file, and not when found while assembling (its own note says so).
+    #[test]
+    fn a_directory_files_cut_is_salvageable_only_in_the_assembled_recording() {
+        let err = |assembled, decompressed| {
+            InputError::InDirectory(Box::new(DirFileError {
+                path: "d/data".into(),
+                what: FormatError::at(536, FormatErrorKind::StrayBytes(3)),
+                decompressed,
+                assembled,
+            }))
+        };
+        assert!(is_cut(&err(true, false)));
+        assert!(!is_cut(&err(false, false)));
+        let text = chain(&err(true, false));
+        assert_eq!(
+            text,
+            "d/data: at offset 536: 3 stray bytes at the end of the data"
+        );
+        assert!(chain(&err(false, false)).ends_with("does not read these up to a cut)"));
+    }
+}

@@ -19,12 +19,11 @@ use std::path::{Path, PathBuf};
 
 use super::compress::{compressed_payload, Decompressor};
 use super::consts::feature;
-use super::error::{FormatError, FormatErrorKind, FormatErrorKind as K};
+use super::error::{FormatError, FormatErrorKind as K};
 use super::header::{FeatureTable, FileHeader, Section};
 use super::input_error::{io_err, spool_err, DirFileError, InputError, OPENING, READING};
 use super::input_open::{Roomy, SPOOL_CHUNK};
-use super::record::RecordHeader;
-use super::stream::{zeros_from, ZERO_CHECK};
+use super::stream::{RecordStream, StreamError};
 use crate::bytes::{Endian, Rd};
 
 /// How the `data` file is opened as a recording (by `Input`, which this
@@ -98,7 +97,6 @@ impl Origins {
         let what = FormatError::at(there(err.offset), err.kind.clone().moved(&there));
         Some(InputError::InDirectory(Box::new(DirFileError {
             path: o.path.clone(),
-            cause: o.from.is_some().then(|| what.clone()),
             what,
             decompressed: o.from.is_none(),
             assembled: true,
@@ -303,13 +301,13 @@ fn open_entry(dir: &File, name: &[u8], path: &Path) -> Result<Option<(File, u64)
     Ok(Some((file, len)))
 }
 
-/// Copies the records in `range` of `file` (`path`) to `out`, checking
-/// they are whole (appended to another file's, a record cut short would
-/// misframe everything after it); with `cap`, COMPRESSED records are
-/// decompressed into the records they hold (each file's are one zstd
-/// stream of their own, which appended to another's would not decode),
-/// none to more than `cap` bytes. Returns the bytes written and whether
-/// any were decompressed.
+/// Copies the records in `range` of `file` (`path`) to `out`, framed as
+/// every walk frames them (a record cut short, appended to another file's,
+/// would misframe everything after it), with the data an AUXTRACE record
+/// holds after it; with `cap`, COMPRESSED records are decompressed into
+/// the records they hold (each file's are one zstd stream of their own,
+/// which appended to another's would not decode), none to more than `cap`
+/// bytes. Returns the bytes written and whether any were decompressed.
 fn copy_records<W: Write, E: FnOnce(std::io::Error) -> InputError>(
     (file, path, range): (&File, &Path, Section),
     e: Endian,
@@ -317,101 +315,64 @@ fn copy_records<W: Write, E: FnOnce(std::io::Error) -> InputError>(
     out: &mut W,
     spool_err: &impl Fn(&'static str) -> E,
 ) -> Result<(u64, bool), InputError> {
-    use std::io::{Read, Seek, SeekFrom};
-    let bad = |at, kind| cut(path, FormatError::at(at, kind));
-    let mut reader = file;
-    reader
-        .seek(SeekFrom::Start(range.offset))
-        .map_err(io_err(READING, path))?;
-    let mut reader = std::io::BufReader::with_capacity(SPOOL_CHUNK, reader.take(range.size));
-    let (mut rec, mut decoded) = (Vec::with_capacity(1 << 16), Vec::new());
-    let (mut next, mut written) = (range.offset, 0u64);
+    let stream_err = |err| match err {
+        StreamError::Format(f) => cut(path, f),
+        StreamError::Io(source) => io_err(READING, path)(source),
+    };
+    let mut records = RecordStream::new(file, range.offset, range.end(), e);
+    let (mut head, mut decoded) = (Vec::with_capacity(8), Vec::new());
+    let mut written = 0u64;
     let mut dec: Option<(Decompressor, u64)> = None;
-    while next < range.end() {
-        let left = range.end() - next;
-        if left < 8 {
-            return Err(bad(next, K::StrayBytes(left)));
-        }
-        rec.resize(8, 0);
-        reader.read_exact(&mut rec).map_err(io_err(READING, path))?;
-        let h =
-            RecordHeader::parse(&rec, e).ok_or_else(|| bad(next, K::Truncated("record header")))?;
-        let (record_type, size) = (h.type_, h.size);
-        if size < 8 {
-            return Err(bad(next, too_small(file, &h, (next, range.end()), path)?));
-        }
-        if u64::from(size) > left {
-            let end = range.end();
-            return Err(bad(
-                next,
-                K::RecordPastEnd {
-                    record_type,
-                    size,
-                    end,
-                },
-            ));
-        }
-        rec.resize(usize::from(size), 0);
-        reader
-            .read_exact(&mut rec[8..])
-            .map_err(io_err(READING, path))?;
+    while let Some((at, h, body)) = records.next().map_err(stream_err)? {
         let payload = match cap {
-            Some(_) => compressed_payload(next, &h, &rec[8..], e).map_err(|f| cut(path, f))?,
+            Some(_) => compressed_payload(at, &h, body, e).map_err(|f| cut(path, f))?,
             None => None,
         };
-        match (payload, cap) {
+        let bytes: [&[u8]; 2] = match (payload, cap) {
             (Some(payload), Some(cap)) => {
                 if dec.is_none() {
                     let d = Decompressor::new().map_err(io_err("decompressing", path))?;
-                    dec = Some((d, next));
+                    dec = Some((d, at));
                 }
                 let (d, last) = dec.as_mut().expect("just set");
-                *last = next;
+                *last = at;
                 decoded.clear();
-                d.feed(next, payload, e, cap, |h, body| {
+                d.feed(at, payload, e, cap, |h, body| {
                     h.put(&mut decoded, e);
                     decoded.extend_from_slice(body);
                     Ok(())
                 })
                 .map_err(|f| cut(path, f))?;
-                out.write_all(&decoded).map_err(spool_err("writing"))?;
-                written += decoded.len() as u64;
+                [&decoded, &[]]
             }
             _ => {
-                out.write_all(&rec).map_err(spool_err("writing"))?;
-                written += rec.len() as u64;
+                head.clear();
+                h.put(&mut head, e);
+                [&head, body]
             }
+        };
+        for b in bytes {
+            out.write_all(b).map_err(spool_err("writing"))?;
+            written += b.len() as u64;
         }
-        next += u64::from(size);
+        // the data that follows an AUXTRACE record, outside its size
+        let mut failed = None;
+        records
+            .pass_data_after(|b| match out.write_all(b) {
+                Ok(()) => written += b.len() as u64,
+                Err(err) => {
+                    failed.get_or_insert(err);
+                }
+            })
+            .map_err(stream_err)?;
+        if let Some(err) = failed {
+            return Err(spool_err("writing")(err));
+        }
     }
     if let Some((d, last)) = &dec {
         d.finish(*last).map_err(|f| cut(path, f))?;
     }
     Ok((written, dec.is_some()))
-}
-
-/// What is wrong with a record header of size below 8 at `at` (of a
-/// range ending at `end`): a tail zero-filled after a crash, told as a
-/// file's is (a cut), or a record too small.
-fn too_small(
-    file: &File,
-    h: &RecordHeader,
-    (at, end): (u64, u64),
-    path: &Path,
-) -> Result<FormatErrorKind, InputError> {
-    if (h.type_, h.misc, h.size) == (0, 0, 0) {
-        let mut buf = vec![0u8; 1 << 16];
-        let (zeros, _) =
-            zeros_from(file, at, end, &mut buf, ZERO_CHECK).map_err(io_err(READING, path))?;
-        if let Some(upto) = zeros {
-            let (checked, left) = (upto - at, end - at);
-            return Ok(K::ZeroFilled { checked, left });
-        }
-    }
-    Ok(K::RecordTooSmall {
-        record_type: h.type_,
-        size: h.size,
-    })
 }
 
 /// A file of the directory is malformed (`what`, at an offset in it).
@@ -421,7 +382,6 @@ fn cut(path: &Path, what: FormatError) -> InputError {
         what,
         decompressed: false,
         assembled: false,
-        cause: None,
     }))
 }
 
@@ -535,17 +495,16 @@ mod tests {
                 InputError::InDirectory(d) => *d,
                 other => panic!("{other:?}"),
             }) {
-                Some(DirFileError {
-                    path,
-                    what,
-                    decompressed,
-                    assembled: true,
-                    cause,
-                }) => {
+                Some(
+                    d @ DirFileError {
+                        assembled: true, ..
+                    },
+                ) => {
                     // the cause (where the CLI looks for a cut) is `what`
                     // where the offset is the file's
-                    assert_eq!(cause.is_some(), !decompressed);
-                    Some((path, what.offset, decompressed))
+                    let cause = std::error::Error::source(&d).is_some();
+                    assert_eq!(cause, !d.decompressed);
+                    Some((d.path, d.what.offset, d.decompressed))
                 }
                 None => None,
                 Some(other) => panic!("{other:?}"),
@@ -578,6 +537,27 @@ mod tests {
                 );
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    // An AUXTRACE record's AUX data, which follows it outside its size (a
+    // `--kcore` directory of an AUX event holds them in `data`), is copied
+    // after it, and the records after that framed from its end (it was
+    // read as the next record's header: refused).
+    #[test]
+    fn the_data_after_an_auxtrace_record_is_copied() {
+        for e in [Endian::Little, Endian::Big] {
+            let mut aux = e.u32_bytes(crate::perf::consts::types::AUXTRACE).to_vec();
+            aux.extend(e.u16_bytes(0));
+            aux.extend(e.u16_bytes(48));
+            aux.extend(e.u64_bytes(24)); // the AUX data's size
+            aux.resize(48, 0);
+            aux.extend([0x5a; 24]);
+            let bytes = [records(e, 2, 16), aux, records(e, 3, 24)].concat();
+            assert!(check(&bytes, e).is_ok());
+            // its data claimed past the end of the file: refused there
+            let (at, what) = offset_of(check(&bytes[..32 + 48 + 8], e));
+            assert_eq!((at, what.contains("implausible")), (32, true), "{what}");
         }
     }
 

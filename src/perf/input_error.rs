@@ -80,8 +80,7 @@ pub enum InputError {
 /// was assembled (when cut short, `--salvage` does not reach it), or later
 /// in the assembled recording (`assembled`: `--salvage` reads that up to a
 /// cut, as it reads a file).
-#[derive(Debug, thiserror::Error)]
-#[error("{}: {}{}", path.display(), in_directory(what, *decompressed), salvage_note(what, *assembled))]
+#[derive(Debug)]
 pub struct DirFileError {
     /// The file.
     pub path: PathBuf,
@@ -92,30 +91,37 @@ pub struct DirFileError {
     pub decompressed: bool,
     /// Found in the assembled recording, not while assembling it.
     pub assembled: bool,
-    /// `what` again, as the cause, for an error found in the assembled
-    /// recording at an offset in the file: the CLI finds a cut among the
-    /// causes, and adds that `--salvage` reads it.
-    #[source]
-    pub cause: Option<FormatError>,
 }
 
-/// What [`DirFileError`] says of the error in the file.
-fn in_directory(what: &FormatError, decompressed: bool) -> String {
-    match decompressed {
-        true => format!(
-            "at byte {} of its records, its COMPRESSED records decompressed: {}",
-            what.offset, what.kind
-        ),
-        false => what.to_string(),
+impl std::fmt::Display for DirFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (what, path) = (&self.what, self.path.display());
+        match self.decompressed {
+            true => write!(
+                f,
+                "{path}: at byte {} of its records, its COMPRESSED records decompressed: {}",
+                what.offset, what.kind
+            )?,
+            false => write!(f, "{path}: {what}")?,
+        }
+        // one found in the assembled recording gets the CLI's usual
+        // `--salvage` hint instead
+        if what.is_cut() && !self.assembled {
+            f.write_str(
+                " (a file of a perf.data directory: --salvage does not read these up to a cut)",
+            )?;
+        }
+        Ok(())
     }
 }
 
-/// Why a file of a directory cut short stays an error (one found in the
-/// assembled recording gets the CLI's usual `--salvage` hint instead).
-fn salvage_note(what: &FormatError, assembled: bool) -> &'static str {
-    match what.is_cut() && !assembled {
-        true => " (a file of a perf.data directory: --salvage does not read these up to a cut)",
-        false => "",
+impl std::error::Error for DirFileError {
+    /// `what` where it was found in the assembled recording at an offset
+    /// of the file: the CLI finds a cut among the causes and adds that
+    /// `--salvage` reads it.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        let told = self.assembled && !self.decompressed;
+        told.then_some(&self.what as &(dyn std::error::Error + 'static))
     }
 }
 

@@ -104,17 +104,32 @@ impl<'f> RecordStream<'f> {
     }
 
     /// Steps over `n` bytes of the range (read like the rest).
-    fn skip_bytes(&mut self, mut n: u64) -> Result<(), StreamError> {
+    fn skip_bytes(&mut self, n: u64) -> Result<(), StreamError> {
+        self.pass_bytes(n, |_| {})
+    }
+
+    /// Hands the next `n` bytes of the range to `f`, a buffer's worth at a
+    /// time.
+    fn pass_bytes(&mut self, mut n: u64, mut f: impl FnMut(&[u8])) -> Result<(), StreamError> {
         while n > 0 {
             if self.hi == self.lo {
                 self.fill(1)?;
             }
             let take = ((self.hi - self.lo) as u64).min(n);
+            f(&self.buf[self.lo..self.lo + take as usize]);
             self.lo += take as usize;
             self.pos += take;
             n -= take;
         }
         Ok(())
+    }
+
+    /// Hands the data the last record holds after it (an AUXTRACE record's
+    /// AUX data, a HEADER_TRACING_DATA record's tracing data), which the
+    /// next record would step over, to `f`: for a copy of the records.
+    pub(crate) fn pass_data_after(&mut self, f: impl FnMut(&[u8])) -> Result<(), StreamError> {
+        let n = std::mem::take(&mut self.skip);
+        self.pass_bytes(n, f)
     }
 
     /// Makes at least `need` bytes (<= the buffer size) available at `lo`.
@@ -272,7 +287,7 @@ impl<'f> RecordStream<'f> {
 /// s for 2 GiB); data is read in chunks of `buf` with `pread` (the file's
 /// cursor is not ours). Where SEEK_DATA is not supported, everything is
 /// read.
-pub(super) fn zeros_from(
+fn zeros_from(
     file: &File,
     mut at: u64,
     end: u64,
