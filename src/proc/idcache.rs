@@ -91,6 +91,11 @@ impl BuildIdCache {
         self.kernel_reads
     }
 
+    /// The mount tables the cache judges files by.
+    pub fn mounts(&self) -> &Mounts {
+        &self.mounts
+    }
+
     /// Counts an id whose file could be matched by inode only.
     pub fn count_unverified(&self) {
         self.unverified.fetch_add(1, Ordering::Relaxed);
@@ -151,7 +156,7 @@ pub struct BuildIdPolicy<'a> {
 
 impl BuildIdPolicy<'_> {
     /// The /proc directory of the maps read: `PID`, or `PID/task/TID`.
-    fn dir(&self) -> PathBuf {
+    pub(super) fn dir(&self) -> PathBuf {
         let dir = self.proc_root.join(self.pid.to_string());
         match self.tid == self.pid {
             true => dir,
@@ -193,9 +198,16 @@ fn scope_of(path: &[u8], ns: u64) -> u128 {
 
 /// The mount namespace of the process whose /proc directory is `dir`
 /// (its `ns/mnt` inode), or `u64::MAX` when it cannot be read.
-fn mount_ns(dir: &Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(dir.join("ns/mnt")).map_or(u64::MAX, |m| m.ino())
+pub(super) fn mount_ns(dir: &Path) -> u64 {
+    // the link's text, `mnt:[INODE]`: half the cost of a `stat` through
+    // it (3 against 6 us here), which makes the namespace's nsfs dentry
+    let link = std::fs::read_link(dir.join("ns/mnt")).unwrap_or_default();
+    let text = link.as_os_str().as_encoded_bytes();
+    let number = text
+        .strip_prefix(b"mnt:[")
+        .and_then(|t| t.strip_suffix(b"]"));
+    let number = number.and_then(|n| std::str::from_utf8(n).ok()?.parse().ok());
+    number.unwrap_or(u64::MAX)
 }
 
 /// Resolves a VMA's build id through the cache; on a miss reads the ELF

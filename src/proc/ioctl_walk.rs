@@ -8,18 +8,30 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use super::idcache::{resolve, BuildIdPolicy};
 use super::local::{Local, NameBuf};
+use super::name_memo::{Known, NameScope};
 use super::walk_cap::TooManyMaps;
-use crate::model::{BuildId, Perms, Selection, Vma, MAX_BUILD_ID, TOOLONG_NAME};
+use crate::model::{BuildId, FileKey, Perms, Selection, Vma, MAX_BUILD_ID, TOOLONG_NAME};
 use crate::sys::{self, ProcmapQuery};
 
 /// What each VMA read is handed to, in address order, as it is read; an
 /// error it returns ends the walk with that error.
 pub type VmaSink<'a> = dyn FnMut(Vma) -> io::Result<()> + 'a;
 
+/// Misses of a walk without names (a VMA of a file the memo does not
+/// share, or of anonymous memory, each asked twice) after which a process
+/// is read with names.
+const MAX_MISSES: u32 = 4;
+
 /// Walks the VMAs of an open maps file with PROCMAP_QUERY from address
 /// `from.0`, `from.1` VMAs visited before it, handing each to `push`.
 /// Errors are the ioctl's: ENOTTY means the kernel lacks it (it comes
 /// before any VMA), ESRCH that the memory is gone.
+///
+/// Names come from the worker's [`NameMemo`] where it may share them: once
+/// a process shows a file whose name is shared, its VMAs are asked without
+/// names, and only a file the memo does not hold is asked again with its
+/// name (after [`MAX_MISSES`] of those, the rest of the process is read
+/// with names).
 pub fn walk_ioctl(
     file: &File,
     sel: Selection,
@@ -30,41 +42,50 @@ pub fn walk_ioctl(
     push: &mut VmaSink<'_>,
 ) -> io::Result<()> {
     let fd = file.as_fd();
-    let filter = match sel {
-        Selection::Exec => sys::PROCMAP_QUERY_VMA_EXECUTABLE,
-        Selection::ExecAndData => 0,
-    };
+    let flags = sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA
+        | match sel {
+            Selection::Exec => sys::PROCMAP_QUERY_VMA_EXECUTABLE,
+            Selection::ExecAndData => 0,
+        };
     let Local {
         ids: local_ids,
         names,
+        name_memo: memo,
         name_buf: NameBuf(name),
         ..
     } = local;
+    // executable VMAs only: with every VMA (`--source ioctl -d`) most are
+    // anonymous, each asked again for its name
+    let scope = NameScope::of(ids).filter(|_| sel == Selection::Exec);
+    let (mut nameless, mut misses) = (false, 0);
     let mut addr = from;
     for visited in visited_before.. {
         if visited == max_vmas {
             return Err(TooManyMaps(max_vmas).into());
         }
-        let mut q = ProcmapQuery {
-            query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA | filter,
-            query_addr: addr,
-            ..Default::default()
+        let mut shared = None;
+        let answer = match (&scope, nameless) {
+            (Some(scope), true) => match ask(fd, flags, addr, &mut [])? {
+                Some((q, _)) => match (q.inode, memo.get(scope, file_key(&q))) {
+                    (1.., Known::Shared(n)) => {
+                        shared = Some(n.clone());
+                        Some((q, false))
+                    }
+                    _ => {
+                        // (the vDSO too, and a JIT's code: anonymous memory
+                        // is named by the kernel each time)
+                        misses += 1;
+                        nameless = misses < MAX_MISSES;
+                        ask(fd, flags, addr, name)?
+                    }
+                },
+                None => None,
+            },
+            _ => ask(fd, flags, addr, name)?,
         };
-        let mut toolong = false;
-        match sys::procmap_query(fd, &mut q, name, &mut []) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
-            Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
-                q = ProcmapQuery {
-                    query_flags: sys::PROCMAP_QUERY_COVERING_OR_NEXT_VMA | filter,
-                    query_addr: addr,
-                    ..Default::default()
-                };
-                sys::procmap_query(fd, &mut q, &mut [], &mut [])?;
-                toolong = true;
-            }
-            Err(e) => return Err(e),
-        }
+        let Some((q, toolong)) = answer else {
+            break;
+        };
         if q.vma_end <= addr && addr != 0 {
             // The kernel never returns a VMA behind the query address; stop
             // rather than loop if it ever did.
@@ -76,6 +97,7 @@ pub fn walk_ioctl(
             continue;
         }
         let name_len = (q.vma_name_size as usize).saturating_sub(1).min(name.len());
+        let learn = shared.is_none() && q.inode != 0 && scope.is_some();
         let mut vma = Vma {
             start: q.vma_start,
             end: q.vma_end,
@@ -84,18 +106,68 @@ pub fn walk_ioctl(
             dev_major: q.dev_major,
             dev_minor: q.dev_minor,
             inode: q.inode,
-            name: names.get(match toolong {
-                true => TOOLONG_NAME,
-                false => &name[..name_len],
+            name: shared.unwrap_or_else(|| {
+                names.get(match toolong {
+                    true => TOOLONG_NAME,
+                    false => &name[..name_len],
+                })
             }),
             build_id: None,
         };
+        if let (true, Some(scope)) = (learn, &scope) {
+            match memo.get(scope, file_key(&q)) {
+                // a file another process showed: the rest without names
+                Known::Shared(_) => nameless = misses < MAX_MISSES,
+                Known::Own => {}
+                Known::Unknown => _ = memo.learn(scope, &vma),
+            }
+        }
         if let Some(cache) = ids.cache {
             vma.build_id = resolve(&vma, cache, local_ids, ids, || kernel_build_id(fd, &vma));
         }
         push(vma)?;
     }
     Ok(())
+}
+
+/// The file an answer names (inode 0 for none).
+fn file_key(q: &ProcmapQuery) -> FileKey {
+    FileKey {
+        dev_major: q.dev_major,
+        dev_minor: q.dev_minor,
+        inode: q.inode,
+    }
+}
+
+/// The walk's query: the VMA at or after `addr` that `flags` select, its
+/// name written into `name` (empty: not asked), and whether the name was
+/// PATH_MAX or longer (the VMA then asked again without it); `None` past
+/// the last VMA.
+fn ask(
+    fd: BorrowedFd<'_>,
+    flags: u64,
+    addr: u64,
+    name: &mut [u8],
+) -> io::Result<Option<(ProcmapQuery, bool)>> {
+    let query = || ProcmapQuery {
+        query_flags: flags,
+        query_addr: addr,
+        ..Default::default()
+    };
+    let mut q = query();
+    match sys::procmap_query(fd, &mut q, name, &mut []) {
+        Ok(()) => Ok(Some((q, false))),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+            q = query();
+            match sys::procmap_query(fd, &mut q, &mut [], &mut []) {
+                Ok(()) => Ok(Some((q, true))),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The build id the kernel read for `vma`'s file (PROCMAP_QUERY asked

@@ -3,16 +3,18 @@
 //! the text are read into, each made once per worker.
 
 use super::idcache::LocalBuildIds;
+use super::name_memo::NameMemo;
 use super::names::Names;
 use crate::model::PATH_MAX;
 
 /// What one scan worker keeps from one maps file to the next: its copy of
-/// the build-id answers, one copy of each name it read and the buffer the
-/// ioctl writes names into.
+/// the build-id answers, one copy of each name it read, the names it may
+/// share by file and the buffer the ioctl writes names into.
 #[derive(Default)]
 pub struct Local {
     pub ids: LocalBuildIds,
     pub names: Names,
+    pub(super) name_memo: NameMemo,
     pub(super) name_buf: NameBuf,
     pub(super) text_buf: TextBuf,
 }

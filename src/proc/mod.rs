@@ -1,7 +1,7 @@
 //! The live system: which processes, what /proc says about them, their VMAs
 //! (PROCMAP_QUERY with a text fallback), build ids, clocks and host facts.
 //! `parse`, `maps_text` and `elf` are pure parsers over bytes; `options`
-//! says what to scan; `scan`, `process` (with `head`, `pieces`, `skip`), `source` (with `ioctl_walk`, `text_walk`, `local`, `names`, `walk_cap`), `buildid`, `debuginfo`, `idcache`, `clock` and
+//! says what to scan; `scan`, `process` (with `head`, `pieces`, `skip`), `source` (with `ioctl_walk`, `text_walk`, `local`, `names`, `name_memo`, `walk_cap`), `buildid`, `debuginfo`, `idcache`, `clock` and
 //! `host` are the thin layers that read files and call into `sys`; `window`
 //! orders the workers' results for the writer.
 //!
@@ -23,6 +23,7 @@ pub mod maps_text;
 pub mod minidebug;
 pub mod mountinfo;
 pub mod mounts;
+mod name_memo;
 mod names;
 mod options;
 pub mod parse;

@@ -53,6 +53,7 @@ pub fn walk_text(
         names,
         name_buf: NameBuf(name_buf),
         text_buf: TextBuf(buf),
+        ..
     } = local;
     let fd = ioctl.then(|| file.as_fd());
     // bytes carried over at the buffer's start; where they start in the
