@@ -27,11 +27,11 @@ const MAX_MISSES: u32 = 4;
 /// Errors are the ioctl's: ENOTTY means the kernel lacks it (it comes
 /// before any VMA), ESRCH that the memory is gone.
 ///
-/// Names come from the worker's [`NameMemo`] where it may share them: once
-/// a process shows a file whose name is shared, its VMAs are asked without
-/// names, and only a file the memo does not hold is asked again with its
-/// name (after [`MAX_MISSES`] of those, the rest of the process is read
-/// with names).
+/// Names come from the worker's name memo (`name_memo`) where it may
+/// share them: once a process shows a file whose name is shared, its VMAs
+/// are asked without names, and only a VMA the memo does not name is asked
+/// again with its name (after four of those, the rest of the process is
+/// read with names).
 pub fn walk_ioctl(
     file: &File,
     sel: Selection,

@@ -388,7 +388,7 @@ impl Mounts {
     /// own namespace, else `dir`'s (that of the first process met there,
     /// whose root may hide mounts outside it), read once per namespace
     /// (ours again after it changed), whole or not at all: a table past
-    /// [`MAX_MOUNTINFO`] (any user can pad ours with FUSE mounts) says no.
+    /// 8 MiB (any user can pad ours with FUSE mounts) says no.
     pub fn mounted_once(&self, dev: (u32, u32), ns: u64, dir: &Path) -> bool {
         if self.trust(dev, dir) != FsTrust::Readable || self.shares_inodes(dev, dir) {
             return false;
