@@ -31,13 +31,15 @@ fn names_of(data: &Path, pid: u32, dir: &Path) -> (Named, Named) {
 }
 
 // Pairs of processes mapping one file by two names, the first name
-// learned first (`-j 1`, pids in order): hard links, a bind mount, a
-// tmpfs moved to another place in a process's own mount namespace; and a
-// file two processes map by one name. Each process's maps carry the name
-// its own maps file gives, never the first process's.
+// learned first (`-j 1`, pids in order): hard links of a user's file and
+// of root's group-writable one (others than root could have made them), a
+// bind mount, a tmpfs moved to another place in a process's own mount
+// namespace; and a file two processes map by one name. Each process's
+// maps carry the name its own maps file gives, never the first process's.
 #[test]
 #[ignore = "needs root (mount, unshare -m, map_files), perf and PROCMAP_QUERY (Linux 6.11+)"]
 fn a_file_known_by_another_name_keeps_its_own() {
+    use std::os::unix::fs::PermissionsExt;
     needs_root("mount, unshare -m, and map_files for the names' judgement");
     needs_procmap_query();
     needs_perf();
@@ -45,26 +47,26 @@ fn a_file_known_by_another_name_keeps_its_own() {
     let dir = scratch("names");
     let d: &Path = &dir;
     let at = |p: &str| d.join(p);
-    for p in ["links", "bound", "bound2", "moved", "moved2", "plain"] {
+    let tmpfs = ["users", "groups", "bound", "moved", "plain"];
+    for p in tmpfs.iter().chain(&["bound2", "moved2"]) {
         std::fs::create_dir(at(p)).unwrap();
     }
     let mut mounts = Vec::new();
-    for p in ["links", "bound", "moved", "plain"] {
+    for p in tmpfs {
         mounts.push(Mounted::new(&["-t", "tmpfs", "none"], &at(p)));
+        std::fs::copy(&f.lib_sha1, at(p).join("lib.so")).unwrap();
     }
+    let bound = at("bound");
     mounts.push(Mounted::new(
-        &["--bind", at("bound").to_str().unwrap()],
+        &["--bind", bound.to_str().unwrap()],
         &at("bound2"),
     ));
-    for p in [
-        "links/lib.so",
-        "bound/lib.so",
-        "moved/lib.so",
-        "plain/lib.so",
-    ] {
-        std::fs::copy(&f.lib_sha1, at(p)).unwrap();
+    std::os::unix::fs::chown(at("users/lib.so"), Some(65534), Some(65534)).unwrap();
+    let writable = std::fs::Permissions::from_mode(0o664);
+    std::fs::set_permissions(at("groups/lib.so"), writable).unwrap();
+    for p in ["users", "groups"] {
+        std::fs::hard_link(at(p).join("lib.so"), at(p).join("link.so")).unwrap();
     }
-    std::fs::hard_link(at("links/lib.so"), at("links/link.so")).unwrap();
     let moved = format!(
         "mount --move {} {} && exec {} {}",
         q(&at("moved")),
@@ -72,29 +74,34 @@ fn a_file_known_by_another_name_keeps_its_own() {
         q(&f.mapper),
         q(&at("moved2/lib.so"))
     );
-    let unshared: [&std::ffi::OsStr; 6] = [
-        "-m".as_ref(),
-        "--propagation".as_ref(),
-        "private".as_ref(),
-        "sh".as_ref(),
-        "-c".as_ref(),
-        moved.as_ref(),
-    ];
+    let unshared = ["-m", "--propagation", "private", "sh", "-c", &moved];
+    let unshared: Vec<&std::ffi::OsStr> = unshared.iter().map(|a| a.as_ref()).collect();
     // in start order: each pair's first learns the name
-    let mappers = [
-        Mapper::start(&[at("links/lib.so").as_os_str()]),
-        Mapper::start(&[at("links/link.so").as_os_str()]),
-        Mapper::start(&[at("bound/lib.so").as_os_str()]),
-        Mapper::start(&[at("bound2/lib.so").as_os_str()]),
-        Mapper::start(&[at("moved/lib.so").as_os_str()]),
-        Mapper::start_as(Path::new("unshare"), &unshared),
-        Mapper::start(&[at("plain/lib.so").as_os_str()]),
-        Mapper::start(&[at("plain/lib.so").as_os_str()]),
+    let paths = [
+        "users/lib.so",
+        "users/link.so",
+        "groups/lib.so",
+        "groups/link.so",
     ];
-    let pids: Vec<u32> = mappers.iter().map(|m| m.pid).collect();
-    let list = pids.iter().map(u32::to_string).collect::<Vec<_>>();
+    let paths = paths
+        .iter()
+        .chain(&["bound/lib.so", "bound2/lib.so", "moved/lib.so"]);
+    let mut mappers: Vec<(Mapper, &str)> = paths
+        .map(|p| (Mapper::start(&[at(p).as_os_str()]), *p))
+        .collect();
+    mappers.push((
+        Mapper::start_as(Path::new("unshare"), &unshared),
+        "moved2/lib.so",
+    ));
+    for _ in 0..2 {
+        mappers.push((
+            Mapper::start(&[at("plain/lib.so").as_os_str()]),
+            "plain/lib.so",
+        ));
+    }
+    let list: Vec<String> = mappers.iter().map(|(m, _)| m.pid.to_string()).collect();
     let out = d.join("names.data");
-    synth_ok([
+    let args = [
         "-p",
         &list.join(","),
         "-j",
@@ -103,30 +110,69 @@ fn a_file_known_by_another_name_keeps_its_own() {
         "ioctl",
         "-q",
         "-o",
-        out.to_str().unwrap(),
-    ]);
-    let want_path = [
-        "links/lib.so",
-        "links/link.so",
-        "bound/lib.so",
-        "bound2/lib.so",
     ];
-    let want_path = want_path.iter().chain(&[
-        "moved/lib.so",
-        "moved2/lib.so",
-        "plain/lib.so",
-        "plain/lib.so",
-    ]);
-    for (pid, want_path) in pids.iter().zip(want_path) {
-        let (got, want) = names_of(&out, *pid, d);
-        assert!(!want.is_empty(), "pid {pid} maps its library");
-        assert_eq!(got, want, "pid {pid}: {want_path}");
+    synth_ok(args.iter().copied().chain([out.to_str().unwrap()]));
+    for (m, want_path) in &mappers {
+        let (got, want) = names_of(&out, m.pid, d);
+        assert!(!want.is_empty(), "pid {} maps its library", m.pid);
+        assert_eq!(got, want, "pid {}: {want_path}", m.pid);
         let path = at(want_path);
-        assert!(
-            got.iter().all(|(_, p)| Path::new(p) == path),
-            "pid {pid}: {got:?}"
-        );
+        assert!(got.iter().all(|(_, p)| Path::new(p) == path), "{got:?}");
     }
     drop(mappers);
     drop(mounts);
+}
+
+// An unprivileged user binds a library at a path of their choosing in a
+// namespace of their own and maps it from ours through that namespace's
+// root, before root's process maps the library (`-j 1`, pids in order):
+// the user's mount is not the library's mount in our table, so root's
+// process keeps its own name for the library, not the user's.
+#[test]
+#[ignore = "needs root (mount, setpriv), unprivileged user namespaces, perf and PROCMAP_QUERY"]
+fn a_users_mount_elsewhere_names_no_file_of_root() {
+    use std::os::unix::fs::PermissionsExt;
+    needs_root("mount and setpriv");
+    needs_procmap_query();
+    needs_perf();
+    let f = fixtures();
+    // reachable by nobody: a tmpfs under a directory of mode 755 in /tmp
+    let open = tempfile::Builder::new()
+        .prefix("m2s-names-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = open.path().join("t");
+    std::fs::create_dir(&t).unwrap();
+    let _tmpfs = Mounted::new(&["-t", "tmpfs", "-o", "mode=755", "none"], &t);
+    let (mapper, lib) = (t.join("mapper"), t.join("lib.so"));
+    std::fs::copy(&f.mapper, &mapper).unwrap();
+    std::fs::copy(&f.lib_sha1, &lib).unwrap();
+    let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let bind = format!(
+        "mount -t tmpfs x /mnt && touch /mnt/chosen.so && mount --bind {} /mnt/chosen.so \
+         && echo ready && exec sleep 100",
+        q(&lib)
+    );
+    let mut args: Vec<&std::ffi::OsStr> = nobody.iter().map(|a| a.as_ref()).collect();
+    args.extend(["unshare", "-Urm", "sh", "-c"].map(std::ffi::OsStr::new));
+    args.push(bind.as_ref());
+    let holder = Mapper::start_as(Path::new("setpriv"), &args);
+    let theirs = format!("/proc/{}/root/mnt/chosen.so", holder.pid);
+    let mut args: Vec<&std::ffi::OsStr> = nobody.iter().map(|a| a.as_ref()).collect();
+    args.extend([mapper.as_os_str(), theirs.as_ref()]);
+    let user = Mapper::start_as(Path::new("setpriv"), &args);
+    let root = Mapper::start_as(&mapper, &[lib.as_os_str()]);
+    let out = open.path().join("names.data");
+    let pids = format!("{},{}", user.pid, root.pid);
+    let args = ["-p", &pids, "-j", "1", "--source", "ioctl", "-q", "-o"];
+    synth_ok(args.iter().copied().chain([out.to_str().unwrap()]));
+    let (got, want) = names_of(&out, root.pid, &t);
+    assert!(!want.is_empty(), "root's process maps the library");
+    assert_eq!(got, want, "root's process");
+    assert!(got.iter().any(|(_, p)| Path::new(p) == lib), "{got:?}");
+    assert!(got.iter().all(|(_, p)| !p.contains("chosen")), "{got:?}");
+    let user_maps = std::fs::read_to_string(format!("/proc/{}/maps", user.pid)).unwrap();
+    assert!(user_maps.contains("/mnt/chosen.so"), "{user_maps}");
+    drop((user, root, holder));
 }

@@ -8,18 +8,18 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use super::idcache::{resolve, BuildIdPolicy};
 use super::local::{Local, NameBuf};
-use super::name_memo::{Known, NameScope};
+use super::name_memo::{Known, NameMemo, NameScope};
 use super::walk_cap::TooManyMaps;
-use crate::model::{BuildId, FileKey, Perms, Selection, Vma, MAX_BUILD_ID, TOOLONG_NAME};
+use crate::model::{BuildId, FileKey, Name, Perms, Selection, Vma, MAX_BUILD_ID, TOOLONG_NAME};
 use crate::sys::{self, ProcmapQuery};
 
 /// What each VMA read is handed to, in address order, as it is read; an
 /// error it returns ends the walk with that error.
 pub type VmaSink<'a> = dyn FnMut(Vma) -> io::Result<()> + 'a;
 
-/// Misses of a walk without names (a VMA of a file the memo does not
-/// share, or of anonymous memory, each asked twice) after which a process
-/// is read with names.
+/// Misses of a process's walk (a VMA asked without its name that the memo
+/// does not name after all, asked again) after which the rest of it is
+/// read with names.
 const MAX_MISSES: u32 = 4;
 
 /// Walks the VMAs of an open maps file with PROCMAP_QUERY from address
@@ -28,10 +28,10 @@ const MAX_MISSES: u32 = 4;
 /// before any VMA), ESRCH that the memory is gone.
 ///
 /// Names come from the worker's name memo (`name_memo`) where it may
-/// share them: once a process shows a file whose name is shared, its VMAs
-/// are asked without names, and only a VMA the memo does not name is asked
-/// again with its name (after four of those, the rest of the process is
-/// read with names).
+/// share them: a VMA is asked without its name where the last process of
+/// the same program had a shared name at that place of its walk
+/// ([`Naming`]); one the memo does not name after all is asked again with
+/// its name.
 pub fn walk_ioctl(
     file: &File,
     sel: Selection,
@@ -56,34 +56,16 @@ pub fn walk_ioctl(
     } = local;
     // executable VMAs only: with every VMA (`--source ioctl -d`) most are
     // anonymous, each asked again for its name
-    let scope = NameScope::of(ids).filter(|_| sel == Selection::Exec);
-    let (mut nameless, mut misses) = (false, 0);
+    let mut naming = Naming::new(match sel {
+        Selection::Exec => NameScope::of(ids, memo),
+        Selection::ExecAndData => None,
+    });
     let mut addr = from;
     for visited in visited_before.. {
         if visited == max_vmas {
             return Err(TooManyMaps(max_vmas).into());
         }
-        let mut shared = None;
-        let answer = match (&scope, nameless) {
-            (Some(scope), true) => match ask(fd, flags, addr, &mut [])? {
-                Some((q, _)) => match (q.inode, memo.get(scope, file_key(&q))) {
-                    (1.., Known::Shared(n)) => {
-                        shared = Some(n.clone());
-                        Some((q, false))
-                    }
-                    _ => {
-                        // (the vDSO too, and a JIT's code: anonymous memory
-                        // is named by the kernel each time)
-                        misses += 1;
-                        nameless = misses < MAX_MISSES;
-                        ask(fd, flags, addr, name)?
-                    }
-                },
-                None => None,
-            },
-            _ => ask(fd, flags, addr, name)?,
-        };
-        let Some((q, toolong)) = answer else {
+        let Some((q, toolong, shared)) = naming.ask(fd, flags, addr, name, memo)? else {
             break;
         };
         if q.vma_end <= addr && addr != 0 {
@@ -97,7 +79,7 @@ pub fn walk_ioctl(
             continue;
         }
         let name_len = (q.vma_name_size as usize).saturating_sub(1).min(name.len());
-        let learn = shared.is_none() && q.inode != 0 && scope.is_some();
+        let from_memo = shared.is_some();
         let mut vma = Vma {
             start: q.vma_start,
             end: q.vma_end,
@@ -114,20 +96,101 @@ pub fn walk_ioctl(
             }),
             build_id: None,
         };
-        if let (true, Some(scope)) = (learn, &scope) {
-            match memo.get(scope, file_key(&q)) {
-                // a file another process showed: the rest without names
-                Known::Shared(_) => nameless = misses < MAX_MISSES,
-                Known::Own => {}
-                Known::Unknown => _ = memo.learn(scope, &vma),
-            }
-        }
         if let Some(cache) = ids.cache {
             vma.build_id = resolve(&vma, cache, local_ids, ids, || kernel_build_id(fd, &vma));
         }
+        naming.note(&vma, from_memo, memo);
         push(vma)?;
     }
+    naming.finish(memo);
     Ok(())
+}
+
+/// How one process's walk gets its names (see [`walk_ioctl`]): a VMA is
+/// asked without its name where the last process the worker read with the
+/// same first file (its executable) had, at the same place in its walk, a
+/// VMA whose name the memo shares: processes of one program map their
+/// libraries in one order.
+struct Naming<'a> {
+    /// Where names may be shared; `None`: every VMA asked with its name.
+    scope: Option<NameScope<'a>>,
+    /// That last process's walk: per VMA, whether its name was shared.
+    layout: Vec<bool>,
+    /// This process's walk so far, and its first file.
+    seen: Vec<bool>,
+    first: Option<FileKey>,
+    misses: u32,
+}
+
+impl<'a> Naming<'a> {
+    fn new(scope: Option<NameScope<'a>>) -> Self {
+        Naming {
+            scope,
+            layout: Vec::new(),
+            seen: Vec::new(),
+            first: None,
+            misses: 0,
+        }
+    }
+
+    /// The walk's next answer (see [`ask`]), with the memo's name for it
+    /// when it was asked without one.
+    fn ask(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        flags: u64,
+        addr: u64,
+        name: &mut [u8],
+        memo: &NameMemo,
+    ) -> io::Result<Option<(ProcmapQuery, bool, Option<Name>)>> {
+        let nameless = self.scope.is_some()
+            && self.misses < MAX_MISSES
+            && self.layout.get(self.seen.len()) == Some(&true);
+        if !nameless {
+            return Ok(ask(fd, flags, addr, name)?.map(|(q, long)| (q, long, None)));
+        }
+        let Some((q, _)) = ask(fd, flags, addr, &mut [])? else {
+            return Ok(None);
+        };
+        if let (1.., Known::Shared(n)) = (q.inode, memo.get(file_key(&q))) {
+            return Ok(Some((q, false, Some(n.clone()))));
+        }
+        // another file than the layout said: asked again with the name
+        self.misses += 1;
+        Ok(ask(fd, flags, addr, name)?.map(|(q, long)| (q, long, None)))
+    }
+
+    /// Notes `vma` (named from the memo, or read with its name and then
+    /// judged into `memo` if new) in this process's layout. A file the memo
+    /// shares, shown by another name, is no longer shared.
+    fn note(&mut self, vma: &Vma, from_memo: bool, memo: &mut NameMemo) {
+        let Some(scope) = &self.scope else {
+            return;
+        };
+        let file = vma.file_key();
+        let shared = from_memo
+            || file.is_some_and(|file| match memo.get(file) {
+                Known::Shared(n) if n.shares(&vma.name) || **n == *vma.name => true,
+                Known::Shared(_) => {
+                    memo.disown(file);
+                    false
+                }
+                Known::Own => false,
+                Known::Unknown => memo.learn(scope, vma),
+            });
+        if self.seen.is_empty() {
+            self.first = file;
+            self.layout = file.map(|f| memo.layout(f).to_vec()).unwrap_or_default();
+        }
+        self.seen.push(shared);
+    }
+
+    /// Keeps this process's layout for the next process of its first file.
+    fn finish(self, memo: &mut NameMemo) {
+        if let (Some(_), Some(first)) = (&self.scope, self.first) {
+            memo.keep_layout(first, self.seen);
+        }
+    }
 }
 
 /// The file an answer names (inode 0 for none).

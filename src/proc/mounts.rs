@@ -76,9 +76,6 @@ impl FsTrust {
     }
 }
 
-/// A set of devices (major, minor).
-type Devices = HashSet<(u32, u32)>;
-
 /// Devices and mounts seen in the mount tables read so far, judged.
 #[derive(Default)]
 struct Known {
@@ -115,12 +112,9 @@ struct Known {
     bytes: u64,
     /// Our table changed after the reads ran out: no verdict stands.
     unsettled: bool,
-    /// Per mount namespace (its `ns/mnt` inode): the devices its table
-    /// shows mounted exactly once (`None`: the table could not be read
-    /// whole), and [`Known::changes`] when it was read.
-    once: HashMap<u64, (usize, Option<Devices>)>,
-    /// Our own mount namespace's inode, once asked.
-    own_ns: Option<u64>,
+    /// The devices our own table (as last read) shows mounted exactly once,
+    /// with that mount's id; `None` when it could not be read whole.
+    own_once: Option<HashMap<(u32, u32), u32>>,
 }
 
 impl Known {
@@ -133,7 +127,7 @@ impl Known {
     /// answer unless this one is FUSE (a superblock is FUSE wherever it
     /// shows) or root's table shows it readable.
     fn add(&mut self, dir: &Path, own: bool) -> bool {
-        let Some(text) = read_mountinfo(dir) else {
+        let Some((text, whole)) = read_mountinfo(dir) else {
             return false;
         };
         self.bytes += text.len() as u64;
@@ -147,6 +141,7 @@ impl Known {
         let mounts: Vec<Mount> = parse_mountinfo(&text).collect();
         let fuse = fuse_or_on_it(&mounts);
         if own {
+            self.own_once = whole.then(|| mounted_once(&mounts));
             self.own_devs = (mounts.iter().zip(&fuse))
                 .filter(|(_, &f)| !f)
                 .map(|(m, _)| m.dev)
@@ -379,70 +374,41 @@ impl Mounts {
 }
 
 impl Mounts {
-    /// Whether a file on device `dev`, mapped by the process whose /proc
-    /// directory is `dir` in mount namespace `ns` (its `ns/mnt` inode), is
-    /// reached through one mount only in that namespace: the device is
-    /// readable ([`Mounts::trust`]), does not [`Mounts::shares_inodes`],
-    /// and the namespace's table shows it mounted exactly once, so no bind
-    /// mount shows the file at a second place. The table is ours for our
-    /// own namespace, else `dir`'s (that of the first process met there,
-    /// whose root may hide mounts outside it), read once per namespace
-    /// (ours again after it changed), whole or not at all: a table past
-    /// 8 MiB (any user can pad ours with FUSE mounts) says no.
-    pub fn mounted_once(&self, dev: (u32, u32), ns: u64, dir: &Path) -> bool {
-        if self.trust(dev, dir) != FsTrust::Readable || self.shares_inodes(dev, dir) {
-            return false;
+    /// The id of device `dev`'s one mount in our own table, if it is
+    /// readable ([`FsTrust::Readable`] there), does not
+    /// [`Mounts::shares_inodes`] and is mounted exactly once, so that no
+    /// bind mount shows its files at a second place in our namespace; and
+    /// only while the table as last read was whole (a table past 8 MiB,
+    /// which any user can pad with FUSE mounts, says no).
+    pub fn sole_mount(&self, dev: (u32, u32)) -> Option<u32> {
+        let known = self.known()?;
+        let readable = known.devs.get(&dev) == Some(&FsTrust::Readable);
+        if known.unsettled || !readable || known.shared_inodes.contains(&dev) {
+            return None;
         }
-        let Some(mut known) = self.known() else {
-            return false;
-        };
-        if known.unsettled {
-            return false;
-        }
-        let own_ns = *known.own_ns.get_or_insert_with(|| {
-            use std::os::unix::fs::MetadataExt;
-            std::fs::metadata(self.own.join("ns/mnt")).map_or(u64::MAX, |m| m.ino())
-        });
-        let changes = known.changes;
-        let fresh = |e: &(usize, _)| e.0 == changes || ns != own_ns;
-        if !known.once.get(&ns).is_some_and(fresh) {
-            if known.once.len() >= MAX_READS || known.bytes >= MAX_BYTES {
-                return false;
-            }
-            let table = match ns == own_ns {
-                true => read_whole_mountinfo(&self.own),
-                false => read_whole_mountinfo(dir),
-            };
-            known.bytes += table.as_ref().map_or(0, |t| t.len() as u64);
-            let once = table.map(|t| mounted_once(&t));
-            known.once.insert(ns, (changes, once));
-        }
-        let once = known.once.get(&ns).and_then(|e| e.1.as_ref());
-        once.is_some_and(|o| o.contains(&dev))
+        known.own_once.as_ref()?.get(&dev).copied()
+    }
+
+    /// How many times our own table was read again because it changed
+    /// (polled here): what [`Mounts::sole_mount`] said before a change may
+    /// not hold after it.
+    pub fn generation(&self) -> usize {
+        self.known().map_or(0, |k| k.changes)
     }
 }
 
-/// The devices a `mountinfo` text shows mounted exactly once.
-fn mounted_once(table: &[u8]) -> Devices {
-    let mut count: HashMap<(u32, u32), usize> = HashMap::new();
-    for m in parse_mountinfo(table) {
-        *count.entry(m.dev).or_default() += 1;
+/// The devices a table shows mounted exactly once, with that mount's id.
+fn mounted_once(mounts: &[Mount]) -> HashMap<(u32, u32), u32> {
+    let mut count: HashMap<(u32, u32), (usize, u32)> = HashMap::new();
+    for m in mounts {
+        let c = count.entry(m.dev).or_insert((0, m.id));
+        c.0 += 1;
     }
     count
         .into_iter()
-        .filter(|&(_, n)| n == 1)
-        .map(|(d, _)| d)
+        .filter(|&(_, (n, _))| n == 1)
+        .map(|(d, (_, id))| (d, id))
         .collect()
-}
-
-/// The text of `dir/mountinfo` if it is at most [`MAX_MOUNTINFO`] bytes
-/// (and ends a line): a table cut short would hide mounts.
-fn read_whole_mountinfo(dir: &Path) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(dir.join("mountinfo")).ok()?;
-    let mut text = Vec::new();
-    file.take(MAX_MOUNTINFO + 1).read_to_end(&mut text).ok()?;
-    let whole = text.len() as u64 <= MAX_MOUNTINFO && text.last().is_none_or(|&b| b == b'\n');
-    whole.then_some(text)
 }
 
 /// The mount tables of this process's /proc, for reads of live processes'
@@ -459,13 +425,15 @@ pub fn host() -> &'static Mounts {
 /// out, not parsed: cut in its type (`... - fu`), a FUSE mount would pass
 /// for another filesystem (any user can pad the table past the bound with
 /// FUSE mounts under long names). Mounts past the bound are unknown, so
-/// their files are not read.
-fn read_mountinfo(dir: &Path) -> Option<Vec<u8>> {
+/// their files are not read. With the text, whether it is the whole table.
+fn read_mountinfo(dir: &Path) -> Option<(Vec<u8>, bool)> {
     let file = std::fs::File::open(dir.join("mountinfo")).ok()?;
     let mut text = Vec::new();
-    file.take(MAX_MOUNTINFO).read_to_end(&mut text).ok()?;
+    file.take(MAX_MOUNTINFO + 1).read_to_end(&mut text).ok()?;
+    let whole = text.len() as u64 <= MAX_MOUNTINFO && text.last().is_none_or(|&b| b == b'\n');
+    text.truncate(MAX_MOUNTINFO as usize);
     whole_lines(&mut text);
-    Some(text)
+    Some((text, whole))
 }
 
 #[cfg(test)]
@@ -473,16 +441,16 @@ mod tests {
     use super::*;
 
     // A device shown by two mounts (a bind mount) is not mounted once; one
-    // line per device is, whatever its mount point or type.
+    // line per device is, with its mount's id, whatever its mount point.
     #[test]
     fn a_bind_mounted_device_is_not_mounted_once() {
         let table = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
             23 22 0:40 / /tmp rw - tmpfs none rw\n\
             24 22 0:41 / /a rw - tmpfs none rw\n\
             25 22 0:41 /sub /b rw - tmpfs none rw\n";
-        let once = mounted_once(table);
-        let want: HashSet<(u32, u32)> = [(8, 1), (0, 40)].into();
-        assert_eq!(once, want);
+        let mounts: Vec<Mount> = parse_mountinfo(table).collect();
+        let want: HashMap<(u32, u32), u32> = [((8, 1), 22), ((0, 40), 23)].into();
+        assert_eq!(mounted_once(&mounts), want);
     }
 
     /// Held by each test that mounts: one's mounts would take the mount id

@@ -3,35 +3,51 @@
 //! (a C walk of 2000 x 70 processes: 198.5 ms of CPU without names against
 //! 242.9 with), and a library is mapped by most processes.
 //!
-//! A name is shared only where the file can have no other in the process's
-//! mount namespace: on a readable device that does not share inode numbers
-//! (not btrfs, bcachefs, overlay), mounted once in that namespace (no bind
-//! mount shows it twice), the file itself of one link (no hard link), its
-//! name an absolute path, not deleted, not `//toolong`. Names are kept per
-//! mount namespace: a container's view of a host file is another path.
-//! Judged once per file and namespace by each worker; the name is the one
-//! the kernel gave when the file was first met, so a file renamed,
-//! unlinked or given a hard link during the scan keeps that name in the
-//! processes read after (as a scan a little earlier would have read it).
+//! A name is shared only where the file can have no other: in processes of
+//! our own mount namespace (whose table we read ourselves; another
+//! namespace's, read through one of its processes, hides what is outside
+//! that process's root, and its number can be reused by a namespace made
+//! during the scan), for a regular file of one link (no hard link), or
+//! of two where the other is perf's copy in our build-id cache (perf links
+//! every file it records into `~/.debug` when it can),
+//! reached by the mapping through its device's one mount in our table (no
+//! bind mount shows it twice; a mount of another namespace, where any user
+//! may mount, or a descriptor passed from one, is not that mount), on a
+//! readable device that does not share inode numbers (not btrfs,
+//! bcachefs, overlay), its name absolute, not `/` (a file opened by
+//! handle), `//toolong` or deleted. The memo starts again when our mount
+//! table changes. A name is the kernel's when the worker first met the
+//! file: one renamed, unlinked or given a link during the scan keeps that
+//! name in the processes read after (as a scan a little earlier would
+//! have read it).
 
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 use super::idcache::{mount_ns, BuildIdCache, BuildIdPolicy};
 use crate::model::{FileKey, Name, Vma, TOOLONG_NAME};
 
-/// A name shared by every VMA of a file in one mount namespace, or `None`:
-/// the file was judged to have another name somewhere.
-type NameMap = HashMap<(u64, FileKey), Option<Name>, foldhash::fast::RandomState>;
+/// A name shared by every VMA of a file, or `None`: the file was judged to
+/// have another name somewhere.
+type NameMap = HashMap<FileKey, Option<Name>, foldhash::fast::RandomState>;
 
-/// One worker's names by file and mount namespace.
+/// One worker's names by file.
 #[derive(Default)]
 pub struct NameMemo {
     map: NameMap,
     /// Bytes of the names `map` holds, each counted with [`ENTRY_BYTES`].
     bytes: usize,
+    /// The mount tables' generation the entries were judged in.
+    generation: usize,
+    /// Per first file of a walk (a program's executable), which of its
+    /// last walk's VMAs had shared names (see `ioctl_walk`).
+    layouts: HashMap<FileKey, Vec<bool>, foldhash::fast::RandomState>,
 }
+
+/// VMAs of a walk's layout kept at most.
+const MAX_LAYOUT: usize = 1024;
+/// Layouts one worker keeps at most.
+const MAX_LAYOUTS: usize = 1024;
 
 /// Bytes of names one worker's memo holds at most; past that it starts
 /// again (a process mapping many distinct long names cannot grow it).
@@ -39,10 +55,9 @@ const MEMO_BYTES: usize = 1 << 20;
 /// What an entry costs besides its name's bytes.
 const ENTRY_BYTES: usize = 64;
 
-/// Where one process's names may be shared: its mount namespace, its
-/// /proc directory, and the scan's mount tables.
+/// One process's walk, where its names may be shared: its /proc directory
+/// and the scan's mount tables.
 pub struct NameScope<'a> {
-    ns: u64,
     dir: PathBuf,
     cache: &'a BuildIdCache,
 }
@@ -50,19 +65,39 @@ pub struct NameScope<'a> {
 impl<'a> NameScope<'a> {
     /// The scope of the maps `ids` reads, if names may be shared there:
     /// with build ids read (their cache holds the mount tables) from
-    /// `map_files` (which the judgement stats: root), and the process's
-    /// mount namespace known.
-    pub fn of(ids: BuildIdPolicy<'a>) -> Option<NameScope<'a>> {
+    /// `map_files` (which the judgement stats: root), in a process of our
+    /// own mount namespace. Empties `memo` if our mount table changed since
+    /// its entries were judged.
+    pub fn of(ids: BuildIdPolicy<'a>, memo: &mut NameMemo) -> Option<NameScope<'a>> {
         let cache = ids.cache.filter(|c| !c.kernel_reads())?;
         let dir = ids.dir();
-        let ns = mount_ns(&dir);
-        (ns != u64::MAX).then_some(NameScope { ns, dir, cache })
+        if mount_ns(&dir) != own_mount_ns() {
+            return None;
+        }
+        let generation = cache.mounts().generation();
+        if generation != memo.generation {
+            *memo = NameMemo {
+                generation,
+                ..NameMemo::default()
+            };
+        }
+        Some(NameScope { dir, cache })
     }
+}
+
+/// Our own mount namespace (`u64::MAX`, which no process's matches, if
+/// it cannot be read).
+fn own_mount_ns() -> u64 {
+    static OWN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| match mount_ns(std::path::Path::new("/proc/self")) {
+        u64::MAX => u64::MAX - 1,
+        ns => ns,
+    })
 }
 
 /// What the memo says of a file.
 pub enum Known<'m> {
-    /// Its name in every process of the namespace.
+    /// Its name in every process.
     Shared(&'m Name),
     /// Judged to have another name somewhere: asked each time.
     Own,
@@ -71,50 +106,97 @@ pub enum Known<'m> {
 }
 
 impl NameMemo {
-    /// What is known of `file` in `scope`'s namespace.
-    pub fn get(&self, scope: &NameScope<'_>, file: FileKey) -> Known<'_> {
-        match self.map.get(&(scope.ns, file)) {
+    /// What is known of `file`.
+    pub fn get(&self, file: FileKey) -> Known<'_> {
+        match self.map.get(&file) {
             Some(Some(name)) => Known::Shared(name),
             Some(None) => Known::Own,
             None => Known::Unknown,
         }
     }
 
-    /// Judges `vma`, just read with its name, and keeps the verdict;
-    /// whether its name is shared. `vma` must be file-backed.
+    /// Judges `vma`, just read with its name in `scope`, and keeps the
+    /// verdict: whether its name is shared.
     pub fn learn(&mut self, scope: &NameScope<'_>, vma: &Vma) -> bool {
         let Some(file) = vma.file_key() else {
             return false;
         };
         let shared = has_one_name(scope, vma, file);
-        let cost = ENTRY_BYTES + if shared { vma.name.len() } else { 0 };
+        self.keep(file, shared.then(|| vma.name.clone()));
+        shared
+    }
+
+    /// The layout of the last walk whose first file was `first`: per VMA,
+    /// whether its name was shared (empty if none).
+    pub fn layout(&self, first: FileKey) -> &[bool] {
+        self.layouts.get(&first).map_or(&[], Vec::as_slice)
+    }
+
+    /// Keeps a walk's layout (at most [`MAX_LAYOUT`] VMAs of it, and
+    /// [`MAX_LAYOUTS`] of them: past that they start again).
+    pub fn keep_layout(&mut self, first: FileKey, mut layout: Vec<bool>) {
+        layout.truncate(MAX_LAYOUT);
+        if self.layouts.len() >= MAX_LAYOUTS && !self.layouts.contains_key(&first) {
+            self.layouts.clear();
+        }
+        self.layouts.insert(first, layout);
+    }
+
+    /// Asks `file` by name from now on: a process showed it under another
+    /// name than the one kept.
+    pub fn disown(&mut self, file: FileKey) {
+        self.keep(file, None);
+    }
+
+    fn keep(&mut self, file: FileKey, name: Option<Name>) {
+        let cost = ENTRY_BYTES + name.as_ref().map_or(0, |n| n.len());
         if self.bytes + cost > MEMO_BYTES {
             self.map = NameMap::default();
             self.bytes = 0;
         }
         self.bytes += cost;
-        self.map
-            .insert((scope.ns, file), shared.then(|| vma.name.clone()));
-        shared
+        self.map.insert(file, name);
     }
 }
 
-/// Whether `vma`'s file has its name in every process of `scope`'s
+/// Whether `vma`'s file has its name in every process of our mount
 /// namespace (see the module's text).
 fn has_one_name(scope: &NameScope<'_>, vma: &Vma, file: FileKey) -> bool {
     let name: &[u8] = &vma.name;
-    if name.first() != Some(&b'/') || name == TOOLONG_NAME || name.ends_with(b" (deleted)") {
+    let plain = name.len() > 1 && name[0] == b'/' && name != TOOLONG_NAME;
+    if !plain || name.ends_with(b" (deleted)") {
         return false;
     }
-    let dev = (file.dev_major, file.dev_minor);
-    if !scope.cache.mounts().mounted_once(dev, scope.ns, &scope.dir) {
+    let Some(mount) = scope
+        .cache
+        .mounts()
+        .sole_mount((file.dev_major, file.dev_minor))
+    else {
         return false;
-    }
-    // the mapped file itself (its device judged readable just above, so
-    // its `getattr` answers): a regular file of one link
-    let link = scope
-        .dir
-        .join("map_files")
-        .join(format!("{:x}-{:x}", vma.start, vma.end));
-    std::fs::metadata(link).is_ok_and(|m| m.is_file() && m.nlink() == 1 && m.ino() == file.inode)
+    };
+    // the mapped file itself (its device readable, so its `getattr`
+    // answers; asked without syncing)
+    let link = (scope.dir.join("map_files")).join(format!("{:x}-{:x}", vma.start, vma.end));
+    let Ok(m) = crate::sys::mapped_file(&link) else {
+        return false;
+    };
+    let one_link = m.nlink == 1 || (m.nlink == 2 && in_perf_cache(vma, file));
+    (m.kind, m.inode, m.mount_id) == (libc::S_IFREG, file.inode, mount) && one_link
+}
+
+/// Whether `vma`'s file's other link is perf's copy of it in our build-id
+/// cache, `$HOME/.debug/NAME/BUILD_ID/elf` (perf links a file it records
+/// there when it can): a place no process maps from.
+fn in_perf_cache(vma: &Vma, file: FileKey) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let (Some(home), Some(id)) = (std::env::var_os("HOME"), vma.build_id) else {
+        return false;
+    };
+    let mut p = std::path::Path::new(&home).join(".debug").into_os_string();
+    p.push(std::ffi::OsStr::from_bytes(&vma.name));
+    let p = PathBuf::from(p).join(id.to_hex()).join("elf");
+    // the link itself (an older perf made a symlink there), not followed
+    std::fs::symlink_metadata(p)
+        .is_ok_and(|m| m.is_file() && m.ino() == file.inode && m.nlink() == 2 && m.uid() == 0)
 }
