@@ -30,7 +30,7 @@ const MAX_MISSES: u32 = 4;
 /// Names come from the worker's name memo (`name_memo`) where it may
 /// share them: a VMA is asked without its name where the last process of
 /// the same program had a shared name at that place of its walk
-/// ([`Naming`]); one the memo does not name after all is asked again with
+/// (`Naming`); one the memo does not name after all is asked again with
 /// its name.
 pub fn walk_ioctl(
     file: &File,
