@@ -176,3 +176,86 @@ fn a_users_mount_elsewhere_names_no_file_of_root() {
     assert!(user_maps.contains("/mnt/chosen.so"), "{user_maps}");
     drop((user, root, holder));
 }
+
+// A user whose home a root perf left a link of root's library in (`sudo
+// -E perf record`: `$HOME/.debug/PATH/ID/elf`) moves that cache aside and
+// makes its path for the copy of another name lead there through a
+// symlink; they map the library by that other name before root's process
+// maps it, and the snapshot runs with their `$HOME`: root's process keeps
+// its own name (the cache must be root's all the way, no symlink in it).
+#[test]
+#[ignore = "needs root (chown, setpriv), perf and PROCMAP_QUERY (Linux 6.11+)"]
+fn a_users_perf_cache_names_no_file_of_root() {
+    use std::os::unix::fs::PermissionsExt;
+    needs_root("chown and setpriv");
+    needs_procmap_query();
+    needs_perf();
+    let f = fixtures();
+    let open = tempfile::Builder::new()
+        .prefix("m2s-cache-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let s = open.path();
+    std::fs::set_permissions(s, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (rlib, home) = (s.join("rlib"), s.join("home"));
+    std::fs::create_dir(&rlib).unwrap();
+    std::fs::create_dir(&home).unwrap();
+    let (mapper, lib) = (rlib.join("mapper"), rlib.join("lib.so"));
+    std::fs::copy(&f.mapper, &mapper).unwrap();
+    std::fs::copy(&f.lib_sha1, &lib).unwrap();
+    let id = readelf_build_id(&lib).unwrap();
+    // root's perf, run with this user's $HOME
+    let cache = |root: &Path, name: &Path| {
+        let mut p = root.as_os_str().to_owned();
+        p.push(name.as_os_str());
+        Path::new(&p).join(&id)
+    };
+    let entry = cache(&home.join(".debug"), &lib);
+    std::fs::create_dir_all(&entry).unwrap();
+    std::fs::hard_link(&lib, entry.join("elf")).unwrap();
+    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+    // the user: the cache moved to D, and a path for the copy of D's link
+    let theirs = cache(&home.join("D"), &lib).join("elf");
+    let trick = cache(&home.join(".debug"), &theirs);
+    let script = format!(
+        "cd {h} && mv .debug D && mkdir -p {t} && ln -s {d} {t}/{id}",
+        h = q(&home),
+        t = q(trick.parent().unwrap()),
+        d = q(theirs.parent().unwrap()),
+    );
+    let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let st = std::process::Command::new("setpriv")
+        .args(nobody)
+        .args(["sh", "-c", &script])
+        .status()
+        .unwrap();
+    assert!(st.success(), "{script}");
+    assert!(
+        trick.join("elf").exists(),
+        "the symlinked path leads to the link"
+    );
+    let mut args: Vec<&std::ffi::OsStr> = nobody.iter().map(|a| a.as_ref()).collect();
+    args.extend([mapper.as_os_str(), theirs.as_os_str()]);
+    let user = Mapper::start_as(Path::new("setpriv"), &args);
+    let root = Mapper::start_as(&mapper, &[lib.as_os_str()]);
+    let out = s.join("names.data");
+    let pids = format!("{},{}", user.pid, root.pid);
+    let out_arg = out.to_str().unwrap();
+    let st = std::process::Command::new(bin())
+        .args([
+            "-p", &pids, "-j", "1", "--source", "ioctl", "-q", "-o", out_arg,
+        ])
+        .env("HOME", &home)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (got, want) = names_of(&out, root.pid, &rlib);
+    assert!(!want.is_empty(), "root's process maps the library");
+    assert_eq!(got, want, "root's process");
+    let (theirs_got, _) = names_of(&out, user.pid, s);
+    assert!(
+        theirs_got.iter().any(|(_, p)| Path::new(p) == theirs),
+        "the user's process maps the library by their name: {theirs_got:?}"
+    );
+    drop((user, root));
+}

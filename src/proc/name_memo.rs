@@ -16,10 +16,17 @@
 //! readable device that does not share inode numbers (not btrfs,
 //! bcachefs, overlay), its name absolute, not `/` (a file opened by
 //! handle), `//toolong` or deleted. The memo starts again when our mount
-//! table changes. A name is the kernel's when the worker first met the
-//! file: one renamed, unlinked or given a link during the scan keeps that
-//! name in the processes read after (as a scan a little earlier would
-//! have read it).
+//! table changes (checked as each process's walk starts). A name is the
+//! kernel's when the worker first met the file: one renamed, unlinked or
+//! given a link during the scan keeps that name in the processes read
+//! after (as a scan a little earlier would have read it). Only the
+//! process that teaches the memo is checked for the mount: one that maps
+//! the file through a mount outside our table (lazily unmounted, another
+//! namespace's through `/proc/PID/root`, or held since a `setns`) gets the
+//! file's name through its one mount in our table, where the kernel names
+//! it through that other mount; so does a file that has had two dentries
+//! of one link (a deleted second link, `O_TMPFILE` given a name, opened
+//! by handle).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -186,7 +193,10 @@ fn has_one_name(scope: &NameScope<'_>, vma: &Vma, file: FileKey) -> bool {
 
 /// Whether `vma`'s file's other link is perf's copy of it in our build-id
 /// cache, `$HOME/.debug/NAME/BUILD_ID/elf` (perf links a file it records
-/// there when it can): a place no process maps from.
+/// there when it can): a place no process maps from. Every directory from
+/// `/` to the copy must be root's, writable by no one else, and no
+/// symlink, so no user can have put another link there (a `$HOME` of a
+/// user's, kept by `sudo -E`, is refused: helper-98's review).
 fn in_perf_cache(vma: &Vma, file: FileKey) -> bool {
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::MetadataExt;
@@ -195,8 +205,19 @@ fn in_perf_cache(vma: &Vma, file: FileKey) -> bool {
     };
     let mut p = std::path::Path::new(&home).join(".debug").into_os_string();
     p.push(std::ffi::OsStr::from_bytes(&vma.name));
-    let p = PathBuf::from(p).join(id.to_hex()).join("elf");
+    let copy = PathBuf::from(p).join(id.to_hex()).join("elf");
+    if !copy.is_absolute() || copy.components().any(|c| c.as_os_str() == "..") {
+        return false;
+    }
+    let roots = |m: &std::fs::Metadata| m.uid() == 0 && m.mode() & 0o022 == 0;
+    let dirs_are_roots = copy
+        .ancestors()
+        .skip(1)
+        .all(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir() && roots(&m)));
+    let dev = libc::makedev(file.dev_major, file.dev_minor);
     // the link itself (an older perf made a symlink there), not followed
-    std::fs::symlink_metadata(p)
-        .is_ok_and(|m| m.is_file() && m.ino() == file.inode && m.nlink() == 2 && m.uid() == 0)
+    dirs_are_roots
+        && std::fs::symlink_metadata(&copy).is_ok_and(|m| {
+            m.is_file() && (m.dev(), m.ino(), m.nlink()) == (dev, file.inode, 2) && m.uid() == 0
+        })
 }
