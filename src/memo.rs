@@ -89,11 +89,7 @@ mod tests {
     use std::sync::Arc;
 
     fn key(inode: u64) -> FileKey {
-        FileKey {
-            dev_major: 8,
-            dev_minor: 1,
-            inode,
-        }
+        FileKey::on_one_device(inode)
     }
 
     // A key is found in its slot until another key of the same slot

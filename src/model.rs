@@ -280,6 +280,18 @@ pub struct FileKey {
     pub inode: u64,
 }
 
+#[cfg(test)]
+impl FileKey {
+    /// Unit tests' file `inode` of one device (8:1).
+    pub(crate) fn on_one_device(inode: u64) -> FileKey {
+        FileKey {
+            dev_major: 8,
+            dev_minor: 1,
+            inode,
+        }
+    }
+}
+
 /// Which source produced a process's VMAs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Source {

@@ -10,6 +10,18 @@ use std::path::Path;
 
 use common::*;
 
+/// A scratch directory in /tmp that other users may enter (mode 755),
+/// removed when dropped.
+fn reachable_scratch(prefix: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
 /// Maps as (start, path).
 type Named = Vec<(u64, String)>;
 
@@ -131,17 +143,12 @@ fn a_file_known_by_another_name_keeps_its_own() {
 #[test]
 #[ignore = "needs root (mount, setpriv), unprivileged user namespaces, perf and PROCMAP_QUERY"]
 fn a_users_mount_elsewhere_names_no_file_of_root() {
-    use std::os::unix::fs::PermissionsExt;
     needs_root("mount and setpriv");
     needs_procmap_query();
     needs_perf();
     let f = fixtures();
     // reachable by nobody: a tmpfs under a directory of mode 755 in /tmp
-    let open = tempfile::Builder::new()
-        .prefix("m2s-names-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(open.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let open = reachable_scratch("m2s-names-");
     let t = open.path().join("t");
     std::fs::create_dir(&t).unwrap();
     let _tmpfs = Mounted::new(&["-t", "tmpfs", "-o", "mode=755", "none"], &t);
@@ -186,17 +193,12 @@ fn a_users_mount_elsewhere_names_no_file_of_root() {
 #[test]
 #[ignore = "needs root (chown, setpriv), perf and PROCMAP_QUERY (Linux 6.11+)"]
 fn a_users_perf_cache_names_no_file_of_root() {
-    use std::os::unix::fs::PermissionsExt;
     needs_root("chown and setpriv");
     needs_procmap_query();
     needs_perf();
     let f = fixtures();
-    let open = tempfile::Builder::new()
-        .prefix("m2s-cache-")
-        .tempdir_in("/tmp")
-        .unwrap();
+    let open = reachable_scratch("m2s-cache-");
     let s = open.path();
-    std::fs::set_permissions(s, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (rlib, home) = (s.join("rlib"), s.join("home"));
     std::fs::create_dir(&rlib).unwrap();
     std::fs::create_dir(&home).unwrap();

@@ -390,10 +390,12 @@ impl Mounts {
     }
 
     /// How many times our own table was read again because it changed
-    /// (polled here): what [`Mounts::sole_mount`] said before a change may
-    /// not hold after it.
+    /// (polled here), `usize::MAX` once it changed too often to follow:
+    /// what [`Mounts::sole_mount`] said before a change may not hold after
+    /// it.
     pub fn generation(&self) -> usize {
-        self.known().map_or(0, |k| k.changes)
+        self.known()
+            .map_or(0, |k| if k.unsettled { usize::MAX } else { k.changes })
     }
 }
 

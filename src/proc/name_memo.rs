@@ -221,3 +221,39 @@ fn in_perf_cache(vma: &Vma, file: FileKey) -> bool {
             m.is_file() && (m.dev(), m.ino(), m.nlink()) == (dev, file.inode, 2) && m.uid() == 0
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(inode: u64) -> FileKey {
+        FileKey::on_one_device(inode)
+    }
+
+    // A file disowned is asked by name from then on; the names kept stay
+    // within the byte budget (the memo starts again past it); a layout is
+    // cut to MAX_LAYOUT VMAs and the layouts start again at MAX_LAYOUTS.
+    #[test]
+    fn the_memo_and_its_layouts_stay_bounded() {
+        let mut memo = NameMemo::default();
+        let name = Name::shared(std::sync::Arc::from(&b"/usr/lib/libc.so.6"[..]));
+        memo.keep(key(1), Some(name.clone()));
+        assert!(matches!(memo.get(key(1)), Known::Shared(n) if n.shares(&name)));
+        assert!(matches!(memo.get(key(2)), Known::Unknown));
+        memo.disown(key(1));
+        assert!(matches!(memo.get(key(1)), Known::Own));
+        let long = Name::shared(std::sync::Arc::from(vec![b'/'; 4000]));
+        for i in 0..1000 {
+            memo.keep(key(100 + i), Some(long.clone()));
+            assert!(memo.bytes <= MEMO_BYTES);
+        }
+        assert!(memo.map.len() < 1000, "started again past the budget");
+        memo.keep_layout(key(1), vec![true; MAX_LAYOUT + 10]);
+        assert_eq!(memo.layout(key(1)).len(), MAX_LAYOUT);
+        assert!(memo.layout(key(2)).is_empty());
+        for i in 0..MAX_LAYOUTS as u64 + 5 {
+            memo.keep_layout(key(10 + i), vec![true]);
+            assert!(memo.layouts.len() <= MAX_LAYOUTS);
+        }
+    }
+}

@@ -158,11 +158,7 @@ mod tests {
     use super::*;
 
     fn key(inode: u64) -> FileKey {
-        FileKey {
-            dev_major: 8,
-            dev_minor: 1,
-            inode,
-        }
+        FileKey::on_one_device(inode)
     }
 
     fn at(inode: u64, id: &[u8]) -> FileAt {

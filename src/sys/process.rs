@@ -157,7 +157,7 @@ pub fn own_user_ns() -> io::Result<(u64, u64)> {
 /// What `statx` tells of a process's mapped file through its `map_files`
 /// entry (`/proc/PID/map_files/START-END`, the link followed to the very
 /// file mapped, root only): without syncing, asking only the type, links,
-/// inode, mount, owner and mode.
+/// inode and mount.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MappedFile {
     /// The type bits (`S_IFREG`, ...).
@@ -167,9 +167,6 @@ pub struct MappedFile {
     pub inode: u64,
     /// The id of the mount the mapping reaches it through.
     pub mount_id: u32,
-    /// Its owner and permission bits (`mode & 0o7777`).
-    pub uid: u32,
-    pub mode: u32,
 }
 
 /// The [`MappedFile`] at `map_file` (a `map_files` entry); an error where
@@ -178,12 +175,7 @@ pub fn mapped_file(map_file: &std::path::Path) -> io::Result<MappedFile> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(map_file.as_os_str().as_bytes())
         .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-    let mask = libc::STATX_TYPE
-        | libc::STATX_MODE
-        | libc::STATX_NLINK
-        | libc::STATX_UID
-        | libc::STATX_INO
-        | libc::STATX_MNT_ID;
+    let mask = libc::STATX_TYPE | libc::STATX_NLINK | libc::STATX_INO | libc::STATX_MNT_ID;
     // SAFETY: plain-data out struct, written by statx only.
     let mut st: libc::statx = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is NUL-terminated and lives across the call; statx writes
@@ -203,7 +195,7 @@ pub fn mapped_file(map_file: &std::path::Path) -> io::Result<MappedFile> {
     if st.stx_mask & mask != mask {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
-            "statx gave no mount id (Linux 5.8+)",
+            "statx gave no type, links, inode or mount id (Linux 5.8+)",
         ));
     }
     Ok(MappedFile {
@@ -211,7 +203,5 @@ pub fn mapped_file(map_file: &std::path::Path) -> io::Result<MappedFile> {
         nlink: st.stx_nlink,
         inode: st.stx_ino,
         mount_id: st.stx_mnt_id as u32,
-        uid: st.stx_uid,
-        mode: u32::from(st.stx_mode) & 0o7777,
     })
 }
