@@ -1,8 +1,8 @@
-//! Names shared by file (the walk asks most VMAs without their name once a
-//! process shows a file another process showed): a file reached by another
-//! name (a hard link, a bind mount, another mount namespace) keeps the name
-//! the kernel gives it in each process, as `perf script` reads the
-//! snapshot.
+//! Names shared by file (a worker asks a VMA without its name where the
+//! last process of the same program had a name the memo shares there): a
+//! file reached by another name (a hard link, a bind mount, another mount
+//! namespace, a user's mount or perf cache) keeps the name the kernel gives
+//! it in each process, as `perf script` reads the snapshot.
 
 mod common;
 
