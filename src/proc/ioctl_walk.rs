@@ -180,7 +180,7 @@ impl<'a> Naming<'a> {
             });
         if self.seen.is_empty() {
             self.first = file;
-            self.layout = file.map(|f| memo.layout(f).to_vec()).unwrap_or_default();
+            self.layout = file.map(|f| memo.take_layout(f)).unwrap_or_default();
         }
         self.seen.push(shared);
     }

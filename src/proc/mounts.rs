@@ -371,9 +371,7 @@ impl Mounts {
             Err(_) => FsTrust::Unmounted,
         }
     }
-}
 
-impl Mounts {
     /// The id of device `dev`'s one mount in our own table, if it is
     /// readable ([`FsTrust::Readable`] there), does not
     /// [`Mounts::shares_inodes`] and is mounted exactly once, so that no

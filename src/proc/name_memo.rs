@@ -133,10 +133,11 @@ impl NameMemo {
         shared
     }
 
-    /// The layout of the last walk whose first file was `first`: per VMA,
-    /// whether its name was shared (empty if none).
-    pub fn layout(&self, first: FileKey) -> &[bool] {
-        self.layouts.get(&first).map_or(&[], Vec::as_slice)
+    /// The layout of the last walk whose first file was `first`, taken out
+    /// (the walk keeps its own in its place): per VMA, whether its name was
+    /// shared (empty if none).
+    pub fn take_layout(&mut self, first: FileKey) -> Vec<bool> {
+        self.layouts.remove(&first).unwrap_or_default()
     }
 
     /// Keeps a walk's layout (at most [`MAX_LAYOUT`] VMAs of it, and
@@ -249,8 +250,9 @@ mod tests {
         }
         assert!(memo.map.len() < 1000, "started again past the budget");
         memo.keep_layout(key(1), vec![true; MAX_LAYOUT + 10]);
-        assert_eq!(memo.layout(key(1)).len(), MAX_LAYOUT);
-        assert!(memo.layout(key(2)).is_empty());
+        assert_eq!(memo.take_layout(key(1)).len(), MAX_LAYOUT);
+        assert!(memo.take_layout(key(1)).is_empty(), "taken");
+        assert!(memo.take_layout(key(2)).is_empty());
         for i in 0..MAX_LAYOUTS as u64 + 5 {
             memo.keep_layout(key(10 + i), vec![true]);
             assert!(memo.layouts.len() <= MAX_LAYOUTS);
